@@ -1,0 +1,44 @@
+"""Errors raised by the ``context`` package.
+
+Rendering is fail-open: a tier that fails is recorded, not raised. These errors are for
+misuse that no render can recover from (a bad policy, a budget that cannot hold the
+system prompt when the caller asked for strictness, an unknown model).
+
+::
+
+    ContextError
+    ├── PolicyError          a Policy or preset that cannot be used (names the field)
+    ├── UnknownModel         a model missing from the bundled model map
+    ├── TokenizerError       no encoding could be loaded for a model
+    ├── OffloadError         an offload path that would escape its folder, or a failed write
+    └── RecordError          a records file or table that cannot be read or written
+"""
+
+from __future__ import annotations
+
+
+class ContextError(Exception):
+    """Base class of every error the context package raises."""
+
+
+class PolicyError(ContextError, ValueError):
+    """A Policy or preset that cannot be used."""
+
+
+class UnknownModel(ContextError, KeyError):
+    """A model that is not in the bundled model map."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown model"
+
+
+class TokenizerError(ContextError):
+    """No encoding could be loaded for a model."""
+
+
+class OffloadError(ContextError):
+    """An offload path that would escape its folder, or a write that failed."""
+
+
+class RecordError(ContextError):
+    """A records file or table that cannot be read or written."""

@@ -1,0 +1,78 @@
+"""Errors raised by the ``graph`` package.
+
+Every error names what was wrong and where (field, node id, session), so a caller can
+fix the input; a rejected write never changes what is stored.
+
+::
+
+    GraphError
+    ├── InvalidMessage        a message given to ``append`` is malformed (names the field)
+    ├── NodeNotFound          an id that is not in this session
+    ├── ToolCallError
+    │   ├── UnknownToolCall   a tool result whose call id matches no pending tool node
+    │   └── DuplicateToolResult  a tool result given twice
+    ├── FunctionFinished      appending inside a function that already finished
+    ├── CrossSessionError     forking from (or linking to) a node of another session
+    ├── CycleError            an edge that would close a cycle
+    └── StoreError            the database refused, or its schema is unusable
+        └── MigrationError    a schema migration failed or is unknown
+"""
+
+from __future__ import annotations
+
+
+class GraphError(Exception):
+    """Base class of every error the graph package raises."""
+
+
+class InvalidMessage(GraphError, ValueError):
+    """A message given to ``append`` is malformed; ``field`` names the offending path."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        self.problem = problem
+        super().__init__(f"invalid message: {field}: {problem}")
+
+
+class NodeNotFound(GraphError, KeyError):
+    """An id that does not name a node of this session."""
+
+    def __init__(self, node_id: str, session: str) -> None:
+        self.node_id = node_id
+        self.session = session
+        super().__init__(f"no node {node_id!r} in session {session!r}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class ToolCallError(GraphError):
+    """A tool result that cannot be matched to exactly one pending call."""
+
+
+class UnknownToolCall(ToolCallError):
+    """A tool result whose ``tool_call_id`` matches no pending tool node."""
+
+
+class DuplicateToolResult(ToolCallError):
+    """A tool result for a call that already has one."""
+
+
+class FunctionFinished(GraphError):
+    """An append that would land inside a function node that has already finished."""
+
+
+class CrossSessionError(GraphError):
+    """An operation that mixes nodes of two sessions."""
+
+
+class CycleError(GraphError):
+    """An edge that would make the conversation graph cyclic."""
+
+
+class StoreError(GraphError):
+    """The database refused an operation, or holds a schema we cannot use."""
+
+
+class MigrationError(StoreError):
+    """A schema migration failed, or the database has one this code does not know."""

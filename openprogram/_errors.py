@@ -1,0 +1,43 @@
+"""Errors raised by the ``openprogram`` runtime, importers and CLI.
+
+::
+
+    OpenProgramError
+    ├── TraceFormatError     a trace file that cannot be imported (names file, line or JSON path)
+    ├── UnknownFormat        a trace whose format cannot be detected or is not supported
+    ├── ModelError           a model call failed after retries (wraps the provider error)
+    │   └── ModelRequestForbidden  a real provider request while requests are forbidden (tests)
+    └── SessionError         a session that does not exist or cannot be used
+"""
+
+from __future__ import annotations
+
+
+class OpenProgramError(Exception):
+    """Base class of every error the openprogram package raises."""
+
+
+class TraceFormatError(OpenProgramError, ValueError):
+    """A trace that cannot be imported; says which file, where in it, and what was expected."""
+
+    def __init__(self, path: str, where: str, problem: str) -> None:
+        self.path = path
+        self.where = where
+        self.problem = problem
+        super().__init__(f"{path}:{where}: {problem}")
+
+
+class UnknownFormat(OpenProgramError, ValueError):
+    """A trace whose format cannot be detected, or a format name we do not know."""
+
+
+class ModelError(OpenProgramError):
+    """A model call that failed."""
+
+
+class ModelRequestForbidden(ModelError):
+    """A real provider request was attempted where requests are forbidden."""
+
+
+class SessionError(OpenProgramError):
+    """A session that does not exist or cannot be used."""
