@@ -1,1 +1,98 @@
-"""graph"""
+"""Conversations as a graph of dialogue, function and tool nodes, stored append-only.
+
+The bottom layer of OpenProgram: it imports nothing of ours. ``context`` renders from it,
+``openprogram`` runs agents on it.
+"""
+
+from ._errors import (
+    CrossSessionError,
+    CycleError,
+    DuplicateToolResult,
+    FunctionFinished,
+    GraphError,
+    InvalidMessage,
+    MigrationError,
+    NodeNotFound,
+    StoreError,
+    ToolCallError,
+    UnknownToolCall,
+)
+from ._graph import ConversationGraph, FunctionHandle, GraphReader, GraphView
+from ._ids import is_safe_id, new_id
+from ._migrations import applied_migrations, migration, register_migration, registered_migrations
+from ._nodes import (
+    Dialogue,
+    Edge,
+    Event,
+    Finish,
+    Fork,
+    Function,
+    Node,
+    Tool,
+    ToolResult,
+)
+from ._nx import export_graphml, export_json, to_networkx
+from ._openai import (
+    dialogue_message,
+    function_call_id,
+    function_messages,
+    steps_to_messages,
+    text_of,
+    tool_call,
+    tool_result_message,
+)
+from ._state import GraphState
+from ._store import MemoryStore, SessionInfo, SQLStore, Store, dispose_engines, engine_for
+from ._walk import Step, visible
+
+__all__ = [
+    "ConversationGraph",
+    "CrossSessionError",
+    "CycleError",
+    "Dialogue",
+    "DuplicateToolResult",
+    "Edge",
+    "Event",
+    "Finish",
+    "Fork",
+    "Function",
+    "FunctionFinished",
+    "FunctionHandle",
+    "GraphError",
+    "GraphReader",
+    "GraphState",
+    "GraphView",
+    "InvalidMessage",
+    "MemoryStore",
+    "MigrationError",
+    "Node",
+    "NodeNotFound",
+    "SQLStore",
+    "SessionInfo",
+    "Step",
+    "Store",
+    "StoreError",
+    "Tool",
+    "ToolCallError",
+    "ToolResult",
+    "UnknownToolCall",
+    "applied_migrations",
+    "dialogue_message",
+    "dispose_engines",
+    "engine_for",
+    "export_graphml",
+    "export_json",
+    "function_call_id",
+    "function_messages",
+    "is_safe_id",
+    "migration",
+    "new_id",
+    "register_migration",
+    "registered_migrations",
+    "steps_to_messages",
+    "text_of",
+    "to_networkx",
+    "tool_call",
+    "tool_result_message",
+    "visible",
+]

@@ -1,0 +1,289 @@
+"""Token counting with tiktoken, offline, cached per node, anchored on real usage.
+
+tiktoken downloads its BPE files on first use, which fails offline. litellm ships the
+common ones in ``litellm_core_utils/tokenizers``, named by the SHA-1 of their URL, which is
+exactly tiktoken's cache layout; pointing ``TIKTOKEN_CACHE_DIR`` there (unless the user
+already set it) makes every load local. litellm is located, never imported.
+
+Only OpenAI models have a public tokenizer; every other model is counted with
+``cl100k_base``, as litellm does, and ``UsageAnchor`` corrects the drift.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import logging
+import math
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import tiktoken
+
+from context._errors import TokenizerError
+
+__all__ = [
+    "DEFAULT_ENCODING",
+    "IMAGE_TOKENS",
+    "MESSAGE_OVERHEAD",
+    "TokenCache",
+    "TokenCounter",
+    "UsageAnchor",
+    "encoding_name_for",
+]
+
+_log = logging.getLogger(__name__)
+
+DEFAULT_ENCODING = "cl100k_base"
+MESSAGE_OVERHEAD = 4
+"""Tokens per chat message for the role and the framing tokens around it."""
+IMAGE_TOKENS = 85
+"""A fixed charge per image part: OpenAI's low-detail tile cost."""
+
+_IMAGE_PARTS = frozenset({"image_url", "image", "input_image"})
+
+
+def _bundled_cache_dir() -> Path | None:
+    spec = importlib.util.find_spec("litellm")
+    locations = spec.submodule_search_locations if spec is not None else None
+    if not locations:
+        return None
+    folder = Path(next(iter(locations))) / "litellm_core_utils" / "tokenizers"
+    return folder if folder.is_dir() else None
+
+
+@functools.cache
+def _use_bundled_files() -> None:
+    folder = _bundled_cache_dir()
+    if folder is not None:
+        os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(folder))
+
+
+@functools.cache
+def _load(name: str) -> Any:
+    """The Encoding for ``name``, or None when it cannot be loaded (cached either way,
+    so a missing file costs one failed attempt, not one per render)."""
+    _use_bundled_files()
+    try:
+        return tiktoken.get_encoding(name)
+    except Exception as exc:  # unknown name, missing file, no network
+        _log.warning("cannot load tiktoken encoding %r: %s", name, exc)
+        return None
+
+
+def encoding_name_for(model: str | None) -> str:
+    """tiktoken's encoding for an OpenAI model (provider prefixes ignored), else cl100k_base.
+
+    >>> encoding_name_for("openai/gpt-4o"), encoding_name_for("claude-sonnet-4-5")
+    ('o200k_base', 'cl100k_base')
+    """
+    if not model:
+        return DEFAULT_ENCODING
+    bare = model.strip().rpartition("/")[2]
+    try:
+        return str(tiktoken.encoding_name_for_model(bare))
+    except KeyError:
+        return DEFAULT_ENCODING
+
+
+def _compact_json(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+class TokenCache:
+    """Token counts by key (node id plus a variant tag), so a node is tokenized once.
+
+    Entries added since the last ``clear_dirty`` are tracked so only new counts need to
+    be persisted; ``update`` loads stored counts without marking them new.
+
+    >>> cache = TokenCache()
+    >>> cache.put("n1:full", 12)
+    >>> cache.get("n1:full"), cache.dirty()
+    (12, {'n1:full': 12})
+    """
+
+    __slots__ = ("_data", "_dirty")
+
+    def __init__(self) -> None:
+        self._data: dict[str, int] = {}
+        self._dirty: dict[str, int] = {}
+
+    def get(self, key: str) -> int | None:
+        return self._data.get(key)
+
+    def put(self, key: str, tokens: int) -> None:
+        if self._data.get(key) != tokens:
+            self._data[key] = tokens
+            self._dirty[key] = tokens
+
+    def update(self, stored: Mapping[str, int]) -> None:
+        self._data.update(stored)
+        for key in stored:
+            self._dirty.pop(key, None)
+
+    def items(self) -> Iterator[tuple[str, int]]:
+        return iter(self._data.items())
+
+    def dirty(self) -> dict[str, int]:
+        return dict(self._dirty)
+
+    def clear_dirty(self) -> None:
+        self._dirty.clear()
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+
+class TokenCounter:
+    """Counts tokens of texts, chat messages and tool schemas for one model.
+
+    When no encoding file can be loaded (not even ``cl100k_base``) counts fall back to
+    ``ceil(len(text) / 4)`` and ``approximate`` is True, unless ``strict`` asks for a
+    ``TokenizerError`` instead: a rough budget beats a crashed render.
+
+    >>> counter = TokenCounter("claude-sonnet-4-5")
+    >>> counter.encoding_name, counter.count_text("hello world")
+    ('cl100k_base', 2)
+    >>> counter.count_message({"role": "user", "content": "hello world"})
+    6
+    """
+
+    __slots__ = ("_encoding", "approximate", "encoding_name")
+
+    def __init__(
+        self, model: str | None = None, *, encoding: str | None = None, strict: bool = False
+    ) -> None:
+        wanted = encoding or encoding_name_for(model)
+        self.encoding_name = wanted
+        self.approximate = False
+        self._encoding = _load(wanted)
+        if self._encoding is None and wanted != DEFAULT_ENCODING:
+            self._encoding = _load(DEFAULT_ENCODING)
+            if self._encoding is not None:
+                self.encoding_name = DEFAULT_ENCODING
+        if self._encoding is None:
+            if strict:
+                raise TokenizerError(
+                    f"no tiktoken encoding could be loaded for {model or wanted!r} "
+                    f"(tried {wanted!r} and {DEFAULT_ENCODING!r})"
+                )
+            self.approximate = True
+
+    def count_text(self, text: str) -> int:
+        """Tokens of ``text``; special-token strings are counted as plain text."""
+        if not text:
+            return 0
+        if self._encoding is None:
+            return math.ceil(len(text) / 4)
+        return len(self._encoding.encode_ordinary(text))
+
+    def _count_value(self, value: object) -> int:
+        if value is None:
+            return 0
+        if isinstance(value, str):
+            return self.count_text(value)
+        return self.count_text(_compact_json(value))
+
+    def _count_content(self, content: object) -> int:
+        if not isinstance(content, list):
+            return self._count_value(content)
+        total = 0
+        for part in content:
+            if isinstance(part, dict):
+                kind = part.get("type")
+                if kind == "text" and isinstance(part.get("text"), str):
+                    total += self.count_text(part["text"])
+                    continue
+                if kind in _IMAGE_PARTS:
+                    total += IMAGE_TOKENS
+                    continue
+            total += self._count_value(part)
+        return total
+
+    def count_message(self, message: Mapping[str, Any]) -> int:
+        """Tokens of one OpenAI-format chat message.
+
+        Counted: a fixed overhead, the content (text parts, a fixed charge per image,
+        other parts as JSON), reasoning text, and each tool call's name and arguments.
+        ``name`` and ``tool_call_id`` are framing and are left out.
+        """
+        total = MESSAGE_OVERHEAD + self._count_content(message.get("content"))
+        total += self._count_value(message.get("thinking"))
+        total += self._count_value(message.get("reasoning_content"))
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") if isinstance(call, Mapping) else None
+            if not isinstance(function, Mapping):
+                total += self._count_value(call)
+                continue
+            total += self._count_value(function.get("name"))
+            total += self._count_value(function.get("arguments"))
+        return total
+
+    def count_messages(self, messages: Iterable[Mapping[str, Any]]) -> int:
+        return sum(self.count_message(message) for message in messages)
+
+    def count_tools(self, tool_schemas: Iterable[Mapping[str, Any]]) -> int:
+        """Tokens of tool schemas, each as compact JSON with sorted keys (stable)."""
+        return sum(self.count_text(_compact_json(schema)) for schema in tool_schemas)
+
+    def count_cached(self, key: str, message: Mapping[str, Any], cache: TokenCache) -> int:
+        """``count_message`` through ``cache``: the key must change when the text does."""
+        tokens = cache.get(key)
+        if tokens is None:
+            tokens = self.count_message(message)
+            cache.put(key, tokens)
+        return tokens
+
+
+class UsageAnchor:
+    """Scales token estimates by what the provider actually billed.
+
+    Estimates use one BPE for every model, but each provider tokenizes differently
+    (Claude's tokenizer yields noticeably more tokens than cl100k for the same text), so
+    the estimate drifts. After each call, pass the estimate of the prompt that was sent
+    and the provider's input tokens (for Anthropic: input plus cache read and cache
+    creation tokens). The ratio is clamped to [0.5, 2.0] so one odd report cannot wreck
+    the budget, and smoothed by an exponential moving average.
+
+    >>> anchor = UsageAnchor()
+    >>> anchor.anchor_usage(estimated=1000, reported=1200)
+    >>> anchor.ratio, anchor.adjust(100)
+    (1.2, 120)
+    """
+
+    MIN_RATIO = 0.5
+    MAX_RATIO = 2.0
+
+    __slots__ = ("_reports", "alpha", "ratio")
+
+    def __init__(self, alpha: float = 0.3) -> None:
+        if not 0.0 < alpha <= 1.0:
+            raise ValueError(f"alpha must be in (0, 1], got {alpha}")
+        self.alpha = alpha
+        self.ratio = 1.0
+        self._reports = 0
+
+    def anchor_usage(self, estimated: int, reported: int) -> None:
+        """Record one report; the first sets the ratio, later ones are averaged in."""
+        if estimated <= 0 or reported <= 0:
+            return
+        observed = min(self.MAX_RATIO, max(self.MIN_RATIO, reported / estimated))
+        if self._reports == 0:
+            self.ratio = observed
+        else:
+            self.ratio += self.alpha * (observed - self.ratio)
+        self._reports += 1
+
+    @property
+    def reports(self) -> int:
+        return self._reports
+
+    def adjust(self, estimated: int) -> int:
+        """``estimated`` scaled by the ratio, rounded up (float noise is ignored)."""
+        return math.ceil(round(estimated * self.ratio, 6))

@@ -1,0 +1,455 @@
+"""``ConversationGraph``: append OpenAI messages, nest function calls, fork, read back."""
+
+from __future__ import annotations
+
+import os
+import threading
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ._codec import normalize_event, normalize_meta, normalize_payload, normalize_time
+from ._errors import (
+    CrossSessionError,
+    DuplicateToolResult,
+    FunctionFinished,
+    GraphError,
+    InvalidMessage,
+    NodeNotFound,
+    UnknownToolCall,
+)
+from ._ids import is_safe_id, new_id
+from ._messages import ParsedResult, parse_message
+from ._nodes import EXPOSE_MODES, Edge, Event, Finish, Fork, Function, Node, Tool
+from ._openai import steps_to_messages
+from ._state import GraphState
+from ._store import MemoryStore, SQLStore, Store
+from ._walk import Step, visible
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+
+class GraphReader:
+    """Read access shared by a live graph and a view of it as of an earlier seq."""
+
+    _state: GraphState
+
+    @property
+    def session(self) -> str:
+        return self._state.session
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the newest node or event this reader knows."""
+        return self._state.last_seq
+
+    @property
+    def state(self) -> GraphState:
+        """The in-memory index (read-only by convention; used by ``context``)."""
+        return self._state
+
+    def get(self, node_id: str) -> Node:
+        """The node with this id, as of this reader."""
+        return self._state.get(node_id)
+
+    def __contains__(self, node_id: object) -> bool:
+        return node_id in self._state.nodes
+
+    def __len__(self) -> int:
+        return len(self._state.order)
+
+    def nodes(self) -> list[Node]:
+        """Every node in ``seq`` order."""
+        nodes = self._state.nodes
+        return [nodes[i] for i in self._state.order]
+
+    def children(self, function_id: str) -> list[Node]:
+        """The nodes whose caller is ``function_id``, in ``seq`` order."""
+        self._state.get(function_id)
+        return [self._state.nodes[i] for i in self._state.children.get(function_id, [])]
+
+    def tools(self, assistant_id: str) -> list[Node]:
+        """The tool nodes an assistant node requested, in request order."""
+        return [self._state.nodes[i] for i in self._state.tools.get(assistant_id, [])]
+
+    def predecessor(self, node_id: str) -> Node | None:
+        """The previous node on the conversation chain."""
+        prev = self._state.prev.get(node_id)
+        return None if prev is None else self._state.nodes[prev]
+
+    def caller(self, node_id: str) -> Node | None:
+        """The function node that called ``node_id`` (None at top level)."""
+        caller = self._state.caller.get(node_id)
+        return None if caller is None else self._state.nodes[caller]
+
+    def branches(self) -> list[str]:
+        """The heads of every branch (chain nodes with no successor in their frame)."""
+        return self._state.tips()
+
+    def events(self) -> list[Event]:
+        """Every event (tool results, function finishes, forks) in ``seq`` order."""
+        return list(self._state.events)
+
+    def default_head(self) -> str | None:
+        return None
+
+    def visible(
+        self, head: str | None = None, frame: str | None = None, *, expose: str | None = None
+    ) -> list[Step]:
+        """The membership walk: visible nodes from ``head`` (and inside ``frame``)."""
+        if head is None and frame is None:
+            head = self.default_head()
+        return visible(self._state, head, frame, expose=expose)
+
+    def to_openai(self, head: str | None = None) -> list[dict[str, Any]]:
+        """The full, uncompacted history from the root to ``head`` as OpenAI messages."""
+        if head is None:
+            head = self.default_head()
+        return steps_to_messages(visible(self._state, head, expose="full"))
+
+    def to_networkx(self) -> nx.DiGraph:
+        """A networkx view: node attribute ``kind`` (and small ones), edge attribute ``type``."""
+        from ._nx import to_networkx
+
+        return to_networkx(self._state)
+
+    def at(self, seq: int) -> GraphView:
+        """The graph exactly as it was after ``seq``."""
+        return GraphView(self._state.upto(seq))
+
+
+class GraphView(GraphReader):
+    """A read-only graph, e.g. as of an earlier seq; its head is its newest root-chain tip."""
+
+    def __init__(self, state: GraphState) -> None:
+        self._state = state
+
+    def default_head(self) -> str | None:
+        for node_id in reversed(self._state.order):
+            node = self._state.nodes[node_id]
+            if node.kind != "tool":
+                return node_id
+        return None
+
+
+class FunctionHandle:
+    """The running function node a ``with graph.function(...)`` block yields."""
+
+    def __init__(self, graph: ConversationGraph, node: Node) -> None:
+        self.graph = graph
+        self.id = node.id
+        self.name = node.payload.name if isinstance(node.payload, Function) else ""
+        self.output: Any = None
+
+    @property
+    def node(self) -> Node:
+        return self.graph.get(self.id)
+
+
+class ConversationGraph(GraphReader):
+    """A session's conversation as a graph of dialogue, function and tool nodes.
+
+    >>> g = ConversationGraph.memory()
+    >>> _ = g.append({"role": "user", "content": "Find the bug"})
+    >>> with g.function("research", input={"q": "bug"}) as fn:
+    ...     _ = g.append({"role": "assistant", "content": "looked"})
+    ...     fn.output = "it is in parse()"
+    >>> [m["role"] for m in g.to_openai()]
+    ['user', 'assistant', 'assistant', 'tool']
+    """
+
+    def __init__(self, store: Store, session: str) -> None:
+        if not is_safe_id(session):
+            raise InvalidMessage("session", f"{session!r} is not a safe id ([A-Za-z0-9_.-])")
+        self.store = store
+        self._lock = threading.RLock()
+        self._state = GraphState(session)
+        store.ensure_session(session)
+        self._heads: dict[str | None, str | None] = {None: None}
+        self._frames: list[str] = []
+        self._load()
+
+    # -- construction -------------------------------------------------------------------
+    @classmethod
+    def memory(cls, session: str | None = None) -> ConversationGraph:
+        """A graph kept in this process only."""
+        return cls(MemoryStore(), session or new_id())
+
+    @classmethod
+    def open(
+        cls, url_or_path: str | os.PathLike[str] | None = None, session: str | None = None
+    ) -> ConversationGraph:
+        """Open (or create) a session in a database: a SQLite path, a URL, or the default.
+
+        ``session=None`` creates a new session with a generated id.
+        """
+        return cls(SQLStore(url_or_path), session or new_id())
+
+    def _load(self) -> None:
+        loaded = self.store.load(self.session, after=self._state.last_seq)
+        for record in loaded.records:
+            if isinstance(record, Event):
+                self._state.apply_event(record)
+            else:
+                self._state.add_node(record[0], record[1])
+        if loaded.head is not None and loaded.head in self._state.nodes:
+            self._position(loaded.head)
+
+    def refresh(self) -> None:
+        """Read what other writers appended to this session since we last looked."""
+        with self._lock:
+            loaded = self.store.load(self.session, after=self._state.last_seq)
+            for record in loaded.records:
+                if isinstance(record, Event):
+                    self._state.apply_event(record)
+                else:
+                    self._state.add_node(record[0], record[1])
+
+    def close(self) -> None:
+        self.store.close()
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Make many appends one transaction (importers use this)."""
+        with self._lock, self.store.transaction():
+            yield
+
+    # -- position -----------------------------------------------------------------------
+    @property
+    def head(self) -> str | None:
+        """The newest node on the current frame's chain (None when the graph is empty)."""
+        return self._heads.get(self._frame)
+
+    @property
+    def frame(self) -> str | None:
+        """The running function whose chain appends go to (None at top level)."""
+        return self._frame
+
+    @property
+    def _frame(self) -> str | None:
+        return self._frames[-1] if self._frames else None
+
+    def default_head(self) -> str | None:
+        return self.head
+
+    def _position(self, node_id: str) -> None:
+        """Make ``node_id`` the head, in the frame that holds it."""
+        node = self._state.nodes[node_id]
+        ancestry = self._state.ancestry(node_id)
+        if node.kind == "function" and node.finish is None and node_id in self._frames:
+            ancestry = [node_id, *ancestry]
+        self._frames = list(reversed(ancestry))
+        self._heads = {None: None}
+        for frame in self._frames:
+            self._heads[frame] = frame
+        self._heads[self._frame] = node_id
+
+    # -- writing ------------------------------------------------------------------------
+    def _commit(
+        self, records: list[Node | Event], edges: list[Edge], head: str | None
+    ) -> list[Any]:
+        first = self.store.commit(self.session, records, edges, head)
+        stored = [msgspec.structs.replace(r, seq=first + i) for i, r in enumerate(records)]
+        by_dst: dict[str, list[Edge]] = {}
+        for edge in edges:
+            by_dst.setdefault(edge.dst, []).append(edge)
+        for record in stored:
+            if isinstance(record, Event):
+                self._state.apply_event(record)
+            else:
+                self._state.add_node(record, by_dst.get(record.id, ()))
+        return stored
+
+    def _check_frame_open(self) -> None:
+        for function_id in self._frames:
+            node = self._state.nodes[function_id]
+            if node.finish is not None:
+                assert isinstance(node.payload, Function)
+                raise FunctionFinished(
+                    f"function {node.payload.name!r} (node {function_id}) already finished "
+                    f"({node.finish.status}); fork from a node outside it to continue"
+                )
+
+    def _chain_edges(self, node_id: str) -> list[Edge]:
+        edges: list[Edge] = []
+        if self.head is not None:
+            edges.append(Edge(self.head, node_id, "next"))
+        if self._frame is not None:
+            edges.append(Edge(self._frame, node_id, "caller"))
+        return edges
+
+    def append(
+        self, message: dict[str, Any], *, at: Any = None, meta: dict[str, Any] | None = None
+    ) -> Node:
+        """Append an OpenAI chat message; a ``tool`` message fills its pending tool node.
+
+        Returns the new dialogue node, or the tool node that received the result. A rejected
+        message raises a :class:`GraphError` naming the field and stores nothing.
+        """
+        parsed = parse_message(message)
+        when = normalize_time(at)
+        meta_value = normalize_meta(meta)
+        with self._lock:
+            if isinstance(parsed, ParsedResult):
+                return self._append_result(parsed, when)
+            self._check_frame_open()
+            dialogue = normalize_payload(parsed.dialogue)
+            node = Node(
+                id=new_id(), session=self.session, seq=0, at=when, payload=dialogue, meta=meta_value
+            )
+            records: list[Node | Event] = [node]
+            edges = self._chain_edges(node.id)
+            for call in parsed.calls:
+                if call.call_id in self._state.pending:
+                    raise InvalidMessage(
+                        "tool_calls", f"call id {call.call_id!r} is already pending in this session"
+                    )
+                tool = Node(
+                    id=new_id(),
+                    session=self.session,
+                    seq=0,
+                    at=when,
+                    payload=normalize_payload(call),
+                )
+                records.append(tool)
+                edges.append(Edge(node.id, tool.id, "requested"))
+                if self._frame is not None:
+                    edges.append(Edge(self._frame, tool.id, "caller"))
+            stored = self._commit(records, edges, node.id)
+            self._heads[self._frame] = node.id
+            return self._state.nodes[stored[0].id]
+
+    def _append_result(self, parsed: ParsedResult, when: datetime) -> Node:
+        tool_id = self._state.pending.get(parsed.call_id)
+        if tool_id is None:
+            self.refresh()
+            tool_id = self._state.pending.get(parsed.call_id)
+        if tool_id is None:
+            answered = [
+                n
+                for n in self._state.nodes.values()
+                if isinstance(n.payload, Tool) and n.payload.call_id == parsed.call_id
+            ]
+            if answered:
+                raise DuplicateToolResult(
+                    f"tool_call_id {parsed.call_id!r}: node {answered[-1].id} has a result already"
+                )
+            raise UnknownToolCall(
+                f"tool_call_id {parsed.call_id!r} matches no pending tool call in session "
+                f"{self.session!r}"
+            )
+        result = normalize_event(parsed.result)
+        event = Event(session=self.session, seq=0, node_id=tool_id, at=when, data=result)
+        self._commit([event], [], self.head)
+        return self._state.nodes[tool_id]
+
+    @contextmanager
+    def function(
+        self,
+        name: str,
+        input: Any = None,
+        expose: str = "io",
+        *,
+        spawned_by: str | None = None,
+        at: Any = None,
+        meta: dict[str, Any] | None = None,
+    ) -> Iterator[FunctionHandle]:
+        """Run a block as a function node; appends inside it form the function's own chain.
+
+        On normal exit the node completes with ``handle.output``; on an exception its status
+        is ``error`` with the message, and the exception propagates. ``spawned_by`` names the
+        tool node whose execution started it; by default, the single pending tool call of the
+        head assistant, if there is exactly one.
+        """
+        if not isinstance(name, str) or not name:
+            raise InvalidMessage("name", "a function needs a non-empty string name")
+        if expose not in EXPOSE_MODES:
+            raise InvalidMessage("expose", f"{expose!r} is not one of {', '.join(EXPOSE_MODES)}")
+        when = normalize_time(at)
+        meta_value = normalize_meta(meta)
+        with self._lock:
+            self._check_frame_open()
+            spawner = spawned_by if spawned_by is not None else self._single_pending_tool()
+            if spawner is not None:
+                spawner_node = self._state.get(spawner)
+                if spawner_node.kind != "tool":
+                    raise InvalidMessage("spawned_by", f"node {spawner} is not a tool node")
+            payload = normalize_payload(Function(name=name, input=input, expose=expose))  # type: ignore[arg-type]
+            node = Node(
+                id=new_id(), session=self.session, seq=0, at=when, payload=payload, meta=meta_value
+            )
+            edges = self._chain_edges(node.id)
+            if spawner is not None:
+                edges.append(Edge(spawner, node.id, "spawned"))
+            self._commit([node], edges, node.id)
+            self._heads[self._frame] = node.id
+            self._frames.append(node.id)
+            self._heads[node.id] = node.id
+        handle = FunctionHandle(self, node)
+        try:
+            yield handle
+        except BaseException as error:
+            message = "".join(traceback.format_exception_only(type(error), error)).strip()
+            self._finish(node.id, Finish(status="error", error=message))
+            raise
+        else:
+            self._finish(node.id, Finish(status="completed", output=handle.output))
+
+    def _single_pending_tool(self) -> str | None:
+        head = self.head
+        if head is None:
+            return None
+        pending = [
+            t for t in self._state.tools.get(head, []) if self._state.nodes[t].result is None
+        ]
+        return pending[0] if len(pending) == 1 else None
+
+    def _finish(self, function_id: str, finish: Finish) -> None:
+        with self._lock:
+            last = self._heads.get(function_id, function_id)
+            data = normalize_event(msgspec.structs.replace(finish, last=last))
+            if function_id in self._frames:
+                index = self._frames.index(function_id)
+                for inner in self._frames[index:]:
+                    self._heads.pop(inner, None)
+                self._frames = self._frames[:index]
+            self._heads[self._frame] = function_id
+            event = Event(
+                session=self.session, seq=0, node_id=function_id, at=normalize_time(None), data=data
+            )
+            self._commit([event], [], function_id)
+
+    def fork(self, node_id: str | Node) -> str:
+        """Move the head back to ``node_id``: the next append starts a branch there."""
+        if isinstance(node_id, Node):
+            if node_id.session != self.session:
+                raise CrossSessionError(
+                    f"node {node_id.id} is in session {node_id.session!r}, not {self.session!r}"
+                )
+            node_id = node_id.id
+        with self._lock:
+            if node_id not in self._state.nodes:
+                self.refresh()
+            if node_id not in self._state.nodes:
+                other = self.store.session_of(node_id)
+                if other is not None and other != self.session:
+                    raise CrossSessionError(
+                        f"node {node_id} belongs to session {other!r}, not {self.session!r}; "
+                        "forking across sessions is not supported"
+                    )
+                raise NodeNotFound(node_id, self.session)
+            if self._state.nodes[node_id].kind == "tool":
+                raise GraphError(
+                    f"node {node_id} is a tool node; fork from the assistant node that requested it"
+                )
+            event = Event(
+                session=self.session, seq=0, node_id=node_id, at=normalize_time(None), data=Fork()
+            )
+            self._commit([event], [], node_id)
+            self._position(node_id)
+            return node_id

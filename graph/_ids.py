@@ -1,0 +1,36 @@
+"""Node and session ids: short, sortable, path- and URL-safe, globally unique.
+
+Ids end up in file names, cached placeholders and layer keys, so they use only
+``[0-9A-Z]`` (a ULID: 48 bits of milliseconds, 80 random bits, Crockford base32).
+
+>>> len(new_id()), is_safe_id(new_id())
+(26, True)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+def new_id() -> str:
+    """Return a new ULID string (26 characters, time-ordered to the millisecond)."""
+    value = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
+    chars = []
+    for _ in range(26):
+        chars.append(_ALPHABET[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
+
+
+def is_safe_id(value: str) -> bool:
+    """True when ``value`` can stand as one path segment or URL part on any platform.
+
+    >>> is_safe_id("01HZX-run.1"), is_safe_id("../etc"), is_safe_id("a/b"), is_safe_id("")
+    (True, False, False, False)
+    """
+    return bool(_SAFE.fullmatch(value)) and value not in {".", ".."} and ".." not in value

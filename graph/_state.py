@@ -1,0 +1,152 @@
+"""The in-memory index of one session: nodes, edges and events applied in ``seq`` order.
+
+The index is rebuilt from the same records the store holds, so reading the graph as of any
+seq is just replaying the records up to it (:meth:`GraphState.upto`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import msgspec
+
+from ._errors import CycleError, NodeNotFound
+from ._nodes import Edge, Event, Finish, Function, Node, Tool, ToolResult
+
+_EDGE_RANK = {"next": 0, "caller": 1, "requested": 2, "spawned": 3}
+
+
+class GraphState:
+    """Nodes by id plus adjacency for the four edge types; cheap to query, append-only."""
+
+    def __init__(self, session: str) -> None:
+        self.session = session
+        self.nodes: dict[str, Node] = {}
+        self.order: list[str] = []
+        self.prev: dict[str, str] = {}
+        self.caller: dict[str, str] = {}
+        self.tools: dict[str, list[str]] = {}
+        self.requested_by: dict[str, str] = {}
+        self.spawned_by: dict[str, str] = {}
+        self.children: dict[str, list[str]] = {}
+        self.successors: dict[str, list[str]] = {}
+        self.pending: dict[str, str] = {}
+        self.edges: list[Edge] = []
+        self.events: list[Event] = []
+        self.records: list[tuple[Node, tuple[Edge, ...]] | Event] = []
+        self.last_seq = 0
+
+    # -- applying records -------------------------------------------------------------
+    def add_node(self, node: Node, edges: Iterable[Edge] = ()) -> None:
+        """Index a new node and the edges that point at it (all from older nodes)."""
+        edge_list = tuple(sorted(edges, key=lambda e: _EDGE_RANK[e.type]))
+        for edge in edge_list:
+            self._check_edge(edge, node.id)
+        self.nodes[node.id] = node
+        self.order.append(node.id)
+        for edge in edge_list:
+            self._index_edge(edge)
+        if isinstance(node.payload, Tool) and node.result is None:
+            self.pending[node.payload.call_id] = node.id
+        self.records.append((node, edge_list))
+        self.last_seq = max(self.last_seq, node.seq)
+
+    def _check_edge(self, edge: Edge, new_id: str) -> None:
+        if edge.dst != new_id:
+            raise CycleError(
+                f"edge {edge.src}->{edge.dst} ({edge.type}) must point at the new node"
+            )
+        if edge.src == new_id:
+            raise CycleError(f"edge {edge.src}->{edge.dst} ({edge.type}) is a self-loop")
+        if edge.src not in self.nodes:
+            raise NodeNotFound(edge.src, self.session)
+
+    def _index_edge(self, edge: Edge) -> None:
+        self.edges.append(edge)
+        if edge.type == "next":
+            self.prev[edge.dst] = edge.src
+            self.successors.setdefault(edge.src, []).append(edge.dst)
+        elif edge.type == "caller":
+            self.caller[edge.dst] = edge.src
+            self.children.setdefault(edge.src, []).append(edge.dst)
+        elif edge.type == "requested":
+            self.requested_by[edge.dst] = edge.src
+            self.tools.setdefault(edge.src, []).append(edge.dst)
+        else:
+            self.spawned_by[edge.dst] = edge.src
+
+    def apply_event(self, event: Event) -> None:
+        """Apply a later fact about a node (tool result, function finish, fork)."""
+        node = self.nodes.get(event.node_id)
+        if node is None:
+            raise NodeNotFound(event.node_id, self.session)
+        if isinstance(event.data, ToolResult) and isinstance(node.payload, Tool):
+            self.nodes[node.id] = msgspec.structs.replace(node, result=event.data)
+            if self.pending.get(node.payload.call_id) == node.id:
+                del self.pending[node.payload.call_id]
+        elif isinstance(event.data, Finish) and isinstance(node.payload, Function):
+            self.nodes[node.id] = msgspec.structs.replace(node, finish=event.data)
+        self.events.append(event)
+        self.records.append(event)
+        self.last_seq = max(self.last_seq, event.seq)
+
+    def upto(self, seq: int) -> GraphState:
+        """A new index holding only the records with ``seq <= seq``."""
+        state = GraphState(self.session)
+        for record in self.records:
+            if isinstance(record, Event):
+                if record.seq <= seq:
+                    state.apply_event(record)
+            elif record[0].seq <= seq:
+                base = msgspec.structs.replace(record[0], result=None, finish=None)
+                state.add_node(base, record[1])
+        return state
+
+    # -- queries ----------------------------------------------------------------------
+    def get(self, node_id: str) -> Node:
+        try:
+            return self.nodes[node_id]
+        except KeyError:
+            raise NodeNotFound(node_id, self.session) from None
+
+    def chain(self, head: str | None, stop: str | None = None) -> list[str]:
+        """Ids from the root of the conversation chain (or just after ``stop``) to ``head``."""
+        path: list[str] = []
+        current = head
+        while current is not None and current != stop:
+            path.append(current)
+            current = self.prev.get(current)
+        path.reverse()
+        return path
+
+    def ancestry(self, node_id: str) -> list[str]:
+        """The functions that (transitively) call ``node_id``, innermost first."""
+        result: list[str] = []
+        current = self.caller.get(node_id)
+        while current is not None:
+            result.append(current)
+            current = self.caller.get(current)
+        return result
+
+    def frame_head(self, function_id: str) -> str:
+        """The newest node on a function's own chain (the function itself when empty)."""
+        node = self.get(function_id)
+        if node.finish is not None and node.finish.last is not None:
+            return node.finish.last
+        for child in reversed(self.children.get(function_id, [])):
+            if self.nodes[child].kind != "tool" and child in self.prev:
+                return child
+        return function_id
+
+    def tips(self) -> list[str]:
+        """Chain nodes with no chain successor in their own frame: the branch heads."""
+        result = []
+        for node_id in self.order:
+            node = self.nodes[node_id]
+            if node.kind == "tool":
+                continue
+            frame = self.caller.get(node_id)
+            followers = [s for s in self.successors.get(node_id, []) if self.caller.get(s) == frame]
+            if not followers:
+                result.append(node_id)
+        return result

@@ -1,0 +1,388 @@
+"""Where sessions live: in memory, in a SQLite file (the default), or in PostgreSQL.
+
+A store is append-only. ``commit`` assigns consecutive ``seq`` numbers to new nodes and
+events inside one transaction (the session row's counter is the lock), so several writers
+on one session never collide and a failed commit leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import msgspec
+from sqlalchemy import Connection, Engine, create_engine, delete, event, func, select, update
+from sqlalchemy.exc import SQLAlchemyError
+
+from ._codec import decode_any, decode_event, decode_payload, encode, from_micros, to_micros
+from ._errors import StoreError
+from ._migrations import migrate
+from ._nodes import Edge, Event, Node
+from ._schema import EDGES, EVENTS, NODES, SESSIONS
+
+DEFAULT_PATH = Path(".openprogram") / "openprogram.db"
+
+Record = Node | Event
+
+
+class Loaded(NamedTuple):
+    """A session as stored: its records in seq order and the last head."""
+
+    records: list[tuple[Node, tuple[Edge, ...]] | Event]
+    head: str | None
+
+
+class SessionInfo(NamedTuple):
+    id: str
+    created: float
+    nodes: int
+
+
+class Store:
+    """The interface every store implements."""
+
+    url: str = "memory:"
+
+    def ensure_session(self, session: str) -> bool:
+        """Create the session if missing; True when it already existed."""
+        raise NotImplementedError
+
+    def commit(
+        self,
+        session: str,
+        records: Sequence[Record],
+        edges: Sequence[Edge],
+        head: str | None,
+    ) -> int:
+        """Store ``records`` with consecutive seqs (in list order); return the first seq."""
+        raise NotImplementedError
+
+    def load(self, session: str, after: int = 0) -> Loaded:
+        raise NotImplementedError
+
+    def session_of(self, node_id: str) -> str | None:
+        raise NotImplementedError
+
+    def sessions(self) -> list[SessionInfo]:
+        raise NotImplementedError
+
+    def delete_session(self, session: str) -> None:
+        raise NotImplementedError
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Group several commits into one transaction (a no-op where it does not matter)."""
+        yield
+
+    def close(self) -> None:
+        """Release connections."""
+
+
+def _with_seq(record: Record, seq: int) -> Record:
+    return msgspec.structs.replace(record, seq=seq)
+
+
+class MemoryStore(Store):
+    """Keeps sessions in this process only; ``ConversationGraph.memory()`` uses one."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def ensure_session(self, session: str) -> bool:
+        with self._lock:
+            existed = session in self._sessions
+            self._sessions.setdefault(
+                session, {"seq": 0, "head": None, "records": [], "created": time.time()}
+            )
+            return existed
+
+    def commit(
+        self, session: str, records: Sequence[Record], edges: Sequence[Edge], head: str | None
+    ) -> int:
+        with self._lock:
+            data = self._sessions[session]
+            first = data["seq"] + 1
+            data["seq"] += len(records)
+            by_dst: dict[str, list[Edge]] = {}
+            for edge in edges:
+                by_dst.setdefault(edge.dst, []).append(edge)
+            for offset, record in enumerate(records):
+                stored = _with_seq(record, first + offset)
+                if isinstance(stored, Node):
+                    data["records"].append((stored, tuple(by_dst.get(stored.id, ()))))
+                else:
+                    data["records"].append(stored)
+            data["head"] = head
+            return int(first)
+
+    def load(self, session: str, after: int = 0) -> Loaded:
+        with self._lock:
+            data = self._sessions.get(session)
+            if data is None:
+                return Loaded([], None)
+            records = [
+                r for r in data["records"] if (r.seq if isinstance(r, Event) else r[0].seq) > after
+            ]
+            return Loaded(records, data["head"])
+
+    def session_of(self, node_id: str) -> str | None:
+        with self._lock:
+            for name, data in self._sessions.items():
+                for record in data["records"]:
+                    if not isinstance(record, Event) and record[0].id == node_id:
+                        return name
+        return None
+
+    def sessions(self) -> list[SessionInfo]:
+        with self._lock:
+            return [
+                SessionInfo(
+                    k, v["created"], sum(1 for r in v["records"] if not isinstance(r, Event))
+                )
+                for k, v in self._sessions.items()
+            ]
+
+    def delete_session(self, session: str) -> None:
+        with self._lock:
+            self._sessions.pop(session, None)
+
+
+def normalize_url(url_or_path: str | os.PathLike[str] | None) -> str:
+    """A SQLAlchemy URL from a URL, a file path, ``OPENPROGRAM_DB`` or the default path."""
+    if url_or_path is None:
+        url_or_path = os.environ.get("OPENPROGRAM_DB") or DEFAULT_PATH
+    text = os.fspath(url_or_path)
+    if text.startswith(("postgres://", "postgresql://")):
+        return "postgresql+psycopg://" + text.split("://", 1)[1]
+    if "://" in text:
+        return text
+    path = Path(text).expanduser().resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path}"
+
+
+_ENGINES: dict[str, Engine] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def _sqlite_begin(connection: Connection) -> None:
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def engine_for(url: str) -> Engine:
+    """One migrated engine per URL and process."""
+    with _ENGINES_LOCK:
+        engine = _ENGINES.get(url)
+        if engine is not None:
+            return engine
+        try:
+            if url.startswith("sqlite"):
+                engine = create_engine(url, connect_args={"check_same_thread": False})
+                event.listen(engine, "connect", _sqlite_pragmas)
+                event.listen(engine, "begin", _sqlite_begin)
+            else:
+                engine = create_engine(url, pool_pre_ping=True)
+            migrate(engine)
+        except SQLAlchemyError as error:
+            raise StoreError(f"cannot open database {url}: {error}") from error
+        _ENGINES[url] = engine
+        return engine
+
+
+def dispose_engines() -> None:
+    """Close every cached engine (tests and short-lived CLIs call this)."""
+    with _ENGINES_LOCK:
+        for engine in _ENGINES.values():
+            engine.dispose()
+        _ENGINES.clear()
+
+
+class SQLStore(Store):
+    """A store over SQLAlchemy: SQLite (WAL) or PostgreSQL, with the same code."""
+
+    def __init__(self, url_or_path: str | os.PathLike[str] | None = None) -> None:
+        self.url = normalize_url(url_or_path)
+        self.engine = engine_for(self.url)
+        self._local = threading.local()
+
+    @contextmanager
+    def _connection(self) -> Iterator[Connection]:
+        current: Connection | None = getattr(self._local, "connection", None)
+        if current is not None:
+            yield current
+            return
+        try:
+            with self.engine.begin() as connection:
+                yield connection
+        except SQLAlchemyError as error:
+            raise StoreError(f"database error on {self.url}: {error}") from error
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        if getattr(self._local, "connection", None) is not None:
+            yield
+            return
+        with self._connection() as connection:
+            self._local.connection = connection
+            try:
+                yield
+            finally:
+                self._local.connection = None
+
+    def ensure_session(self, session: str) -> bool:
+        query = select(SESSIONS.c.id).where(SESSIONS.c.id == session)
+        with self._connection() as connection:
+            if connection.execute(query).first():
+                return True
+        created = time.time_ns() // 1000
+        try:
+            with self._connection() as connection:
+                connection.execute(
+                    SESSIONS.insert().values(id=session, created_us=created, next_seq=0, meta="{}")
+                )
+        except StoreError:
+            with self._connection() as connection:
+                if connection.execute(query).first():
+                    return True
+            raise
+        return False
+
+    def commit(
+        self, session: str, records: Sequence[Record], edges: Sequence[Edge], head: str | None
+    ) -> int:
+        sessions = SESSIONS
+        with self._connection() as connection:
+            last = connection.execute(
+                update(sessions)
+                .where(sessions.c.id == session)
+                .values(next_seq=sessions.c.next_seq + len(records), head=head)
+                .returning(sessions.c.next_seq)
+            ).scalar_one()
+            first = int(last) - len(records) + 1
+            nodes, events = [], []
+            for offset, record in enumerate(records):
+                seq = first + offset
+                if isinstance(record, Node):
+                    nodes.append(
+                        {
+                            "id": record.id,
+                            "session": session,
+                            "seq": seq,
+                            "kind": record.kind,
+                            "at_us": to_micros(record.at),
+                            "payload": encode(record.payload),
+                            "meta": encode(record.meta),
+                        }
+                    )
+                else:
+                    events.append(
+                        {
+                            "session": session,
+                            "seq": seq,
+                            "node_id": record.node_id,
+                            "at_us": to_micros(record.at),
+                            "data": encode(record.data),
+                        }
+                    )
+            if nodes:
+                connection.execute(NODES.insert(), nodes)
+            if edges:
+                rows = [
+                    {"src": e.src, "dst": e.dst, "type": e.type, "session": session} for e in edges
+                ]
+                connection.execute(EDGES.insert(), rows)
+            if events:
+                connection.execute(EVENTS.insert(), events)
+            return first
+
+    def load(self, session: str, after: int = 0) -> Loaded:
+        nodes_t = NODES
+        edges_t = EDGES
+        events_t = EVENTS
+        sessions = SESSIONS
+        with self._connection() as connection:
+            head = connection.execute(
+                select(sessions.c.head).where(sessions.c.id == session)
+            ).scalar()
+            node_rows = connection.execute(
+                select(nodes_t).where(nodes_t.c.session == session, nodes_t.c.seq > after)
+            ).all()
+            ids = {row.id for row in node_rows}
+            edge_rows = connection.execute(
+                select(edges_t).where(edges_t.c.session == session)
+            ).all()
+            event_rows = connection.execute(
+                select(events_t).where(events_t.c.session == session, events_t.c.seq > after)
+            ).all()
+        by_dst: dict[str, list[Edge]] = {}
+        for row in edge_rows:
+            if row.dst in ids:
+                by_dst.setdefault(row.dst, []).append(Edge(row.src, row.dst, row.type))
+        merged: list[tuple[int, tuple[Node, tuple[Edge, ...]] | Event]] = []
+        for row in node_rows:
+            node = Node(
+                id=row.id,
+                session=session,
+                seq=int(row.seq),
+                at=from_micros(int(row.at_us)),
+                payload=decode_payload(row.payload),
+                meta=decode_any(row.meta),
+            )
+            merged.append((node.seq, (node, tuple(by_dst.get(node.id, [])))))
+        for row in event_rows:
+            merged.append(
+                (
+                    int(row.seq),
+                    Event(
+                        session=session,
+                        seq=int(row.seq),
+                        node_id=row.node_id,
+                        at=from_micros(int(row.at_us)),
+                        data=decode_event(row.data),
+                    ),
+                )
+            )
+        merged.sort(key=lambda item: item[0])
+        return Loaded([item[1] for item in merged], head)
+
+    def session_of(self, node_id: str) -> str | None:
+        nodes_t = NODES
+        with self._connection() as connection:
+            value = connection.execute(
+                select(nodes_t.c.session).where(nodes_t.c.id == node_id)
+            ).scalar()
+            return None if value is None else str(value)
+
+    def sessions(self) -> list[SessionInfo]:
+        sessions = SESSIONS
+        nodes_t = NODES
+        with self._connection() as connection:
+            counts: dict[str, int] = dict(
+                connection.execute(
+                    select(nodes_t.c.session, func.count()).group_by(nodes_t.c.session)
+                ).all()
+            )
+            rows = connection.execute(select(sessions).order_by(sessions.c.created_us)).all()
+        return [SessionInfo(r.id, r.created_us / 1e6, int(counts.get(r.id, 0))) for r in rows]
+
+    def delete_session(self, session: str) -> None:
+        with self._connection() as connection:
+            for table in (EVENTS, EDGES, NODES):
+                connection.execute(delete(table).where(table.c.session == session))
+            sessions = SESSIONS
+            connection.execute(delete(sessions).where(sessions.c.id == session))

@@ -1,0 +1,99 @@
+"""The membership walk: which nodes a render from a head (and frame) sees, in order.
+
+From ``head`` the walk follows the conversation chain back to the root. Nodes of running
+functions that enclose the head are seen in full (the function's own view of itself); every
+other function node is seen through its ``expose`` mode:
+
+- ``io``: one unit, the call and its output (a spawned function's io is its tool's result),
+- ``full``: its own chain inlined, then the unit,
+- ``llm``: only its dialogue turns and their tools,
+- ``hidden``: nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+from ._errors import GraphError
+from ._nodes import Dialogue, Function, Node
+from ._state import GraphState
+
+View = Literal["message", "tool", "call", "enter"]
+
+
+class Step(NamedTuple):
+    """One visible node: how it is seen, its depth in function nesting, and whether it lies
+    inside a running function's subtree (such steps are never snipped)."""
+
+    node: Node
+    view: View
+    depth: int
+    running: bool
+
+
+def visible(
+    state: GraphState,
+    head: str | None,
+    frame: str | None = None,
+    *,
+    expose: str | None = None,
+) -> list[Step]:
+    """The ordered visible steps from ``head``; ``expose`` overrides every function's mode.
+
+    ``frame`` names the running function whose LLM call is being rendered; ``head`` then
+    defaults to the newest node of its chain and must lie inside it.
+    """
+    if frame is not None:
+        frame_node = state.get(frame)
+        if frame_node.kind != "function":
+            raise GraphError(f"frame {frame!r} is a {frame_node.kind} node, not a function")
+        if head is None:
+            head = state.frame_head(frame)
+        elif head != frame and frame not in state.ancestry(head):
+            raise GraphError(f"head {head!r} is not inside frame {frame!r}")
+    if head is not None and state.get(head).kind == "tool":
+        raise GraphError(f"head {head!r} is a tool node; tools hang off their assistant")
+    chain = state.chain(head)
+    enclosing = set(state.ancestry(head)) if head is not None else set()
+    steps: list[Step] = []
+    for node_id in chain:
+        node = state.nodes[node_id]
+        depth = len(state.ancestry(node_id))
+        running = any(state.nodes[f].finish is None for f in state.ancestry(node_id))
+        if node_id in enclosing:
+            steps.append(Step(node, "enter", depth, running))
+        else:
+            _emit(state, node, depth, running, expose, steps)
+    return steps
+
+
+def _emit(
+    state: GraphState,
+    node: Node,
+    depth: int,
+    running: bool,
+    expose: str | None,
+    steps: list[Step],
+) -> None:
+    if isinstance(node.payload, Dialogue):
+        steps.append(Step(node, "message", depth, running))
+        for tool_id in state.tools.get(node.id, ()):
+            steps.append(Step(state.nodes[tool_id], "tool", depth, running))
+        return
+    if not isinstance(node.payload, Function):
+        return
+    mode = expose or node.payload.expose
+    spawned = node.id in state.spawned_by
+    if mode == "hidden":
+        return
+    if mode in ("full", "llm"):
+        inner_running = running or node.finish is None
+        for inner_id in state.chain(state.frame_head(node.id), stop=node.id):
+            inner = state.nodes[inner_id]
+            if mode == "llm" and not isinstance(inner.payload, Dialogue):
+                continue
+            _emit(state, inner, depth + 1, inner_running, expose, steps)
+        if mode == "llm":
+            return
+    if not spawned:
+        steps.append(Step(node, "call", depth, running))

@@ -1,0 +1,285 @@
+"""Offline token counting, the per-node cache and the usage anchor."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from context import _tokens
+from context._errors import TokenizerError
+from context._tokens import (
+    IMAGE_TOKENS,
+    TokenCache,
+    TokenCounter,
+    UsageAnchor,
+    encoding_name_for,
+)
+
+CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
+
+
+@pytest.fixture(scope="module")
+def counter() -> TokenCounter:
+    return TokenCounter("claude-sonnet-4-5")
+
+
+# --- encodings -----------------------------------------------------------------------
+
+
+def test_bundled_files_use_tiktoken_cache_names() -> None:
+    folder = _tokens._bundled_cache_dir()
+    assert folder is not None
+    assert (folder / hashlib.sha1(CL100K_URL.encode()).hexdigest()).is_file()
+
+
+def test_loads_offline_in_a_fresh_interpreter() -> None:
+    code = (
+        "import os, sys; os.environ.pop('TIKTOKEN_CACHE_DIR', None); "
+        "from context._tokens import TokenCounter; c = TokenCounter('gpt-4o'); "
+        "assert not c.approximate and c.count_text('hello world') == 2; "
+        "assert 'tokenizers' in os.environ['TIKTOKEN_CACHE_DIR']; "
+        "assert 'litellm' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_user_cache_dir_is_respected(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "/somewhere/else")
+    _tokens._use_bundled_files.cache_clear()
+    try:
+        _tokens._use_bundled_files()
+        assert os.environ["TIKTOKEN_CACHE_DIR"] == "/somewhere/else"
+    finally:
+        _tokens._use_bundled_files.cache_clear()
+
+
+def test_encodings_are_loaded_once() -> None:
+    assert _tokens._load("cl100k_base") is _tokens._load("cl100k_base")
+
+
+@pytest.mark.parametrize(
+    ("model", "name"),
+    [
+        ("gpt-4o", "o200k_base"),
+        ("openai/gpt-4o", "o200k_base"),
+        ("azure/eu/gpt-4.1", "o200k_base"),
+        ("gpt-4o-mini-2024-07-18", "o200k_base"),
+        ("gpt-4", "cl100k_base"),
+        ("gpt-3.5-turbo", "cl100k_base"),
+        ("claude-sonnet-4-5", "cl100k_base"),
+        ("anthropic/claude-sonnet-4-5", "cl100k_base"),
+        ("gemini/gemini-2.5-pro", "cl100k_base"),
+        ("no-such-model", "cl100k_base"),
+        ("", "cl100k_base"),
+        (None, "cl100k_base"),
+    ],
+)
+def test_encoding_name_for(model: str | None, name: str) -> None:
+    assert encoding_name_for(model) == name
+
+
+def test_counter_picks_model_encoding() -> None:
+    assert TokenCounter("gpt-4o").encoding_name == "o200k_base"
+    assert TokenCounter().encoding_name == "cl100k_base"
+    assert TokenCounter("gpt-4o", encoding="cl100k_base").encoding_name == "cl100k_base"
+
+
+def test_unloadable_encoding_falls_back_to_cl100k() -> None:
+    counter = TokenCounter(encoding="no-such-encoding")
+    assert counter.encoding_name == "cl100k_base"
+    assert not counter.approximate
+    assert counter.count_text("hello world") == 2
+
+
+def _only_bogus(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = _tokens._load
+
+    def load(name: str) -> Any:
+        return None if name == "cl100k_base" else real(name)
+
+    monkeypatch.setattr(_tokens, "_load", load)
+
+
+def test_approximate_when_nothing_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    _only_bogus(monkeypatch)
+    counter = TokenCounter(encoding="no-such-encoding")
+    assert counter.approximate
+    assert counter.encoding_name == "no-such-encoding"
+    assert counter.count_text("") == 0
+    assert counter.count_text("abcd") == 1
+    assert counter.count_text("abcde") == 2  # ceil(5 / 4)
+    assert counter.count_message({"role": "user", "content": "x" * 40}) == 4 + 10
+
+
+def test_strict_raises_when_nothing_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    _only_bogus(monkeypatch)
+    with pytest.raises(TokenizerError, match="no-such-encoding"):
+        TokenCounter(encoding="no-such-encoding", strict=True)
+
+
+# --- counting --------------------------------------------------------------------------
+
+
+def test_count_text(counter: TokenCounter) -> None:
+    assert counter.count_text("hello world") == 2  # "hello", " world"
+    assert counter.count_text("") == 0
+
+
+def test_special_tokens_are_plain_text(counter: TokenCounter) -> None:
+    # "<", "|", "endo", "ft", "ext", "|", ">": counted, never rejected.
+    assert counter.count_text("<|endoftext|>") == 7
+
+
+def test_count_message_string_content(counter: TokenCounter) -> None:
+    assert counter.count_message({"role": "user", "content": "hello world"}) == 6
+
+
+def test_name_and_tool_call_id_do_not_count(counter: TokenCounter) -> None:
+    message = {
+        "role": "tool",
+        "tool_call_id": "call_abcdefghijklmnop",
+        "name": "get_weather",
+        "content": "hello world",
+    }
+    assert counter.count_message(message) == 6
+
+
+def test_none_content_counts_zero(counter: TokenCounter) -> None:
+    assert counter.count_message({"role": "assistant", "content": None}) == 4
+    assert counter.count_message({"role": "assistant"}) == 4
+
+
+def test_tool_calls_count_name_and_arguments(counter: TokenCounter) -> None:
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+    }
+    message = {"role": "assistant", "content": None, "tool_calls": [call, call]}
+    # 4 + 2 * ("get", "_weather" = 2 + '{"', "city", '":"', "Paris", '"}' = 5)
+    assert counter.count_message(message) == 4 + 2 * (2 + 5)
+
+
+def test_dict_arguments_count_as_compact_json(counter: TokenCounter) -> None:
+    call = {"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
+    assert counter.count_message({"role": "assistant", "tool_calls": [call]}) == 4 + 2 + 5
+
+
+def test_reasoning_counts(counter: TokenCounter) -> None:
+    message = {
+        "role": "assistant",
+        "content": "hello world",
+        "thinking": "Let me think.",  # 4
+        "reasoning_content": "look at this",  # 3
+    }
+    assert counter.count_message(message) == 4 + 2 + 4 + 3
+
+
+def test_content_parts(counter: TokenCounter) -> None:
+    parts: list[Any] = [
+        {"type": "text", "text": "hello world"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 5000}},
+        {"type": "input_audio", "input_audio": {"data": "abc", "format": "wav"}},
+    ]
+    audio_json = '{"input_audio":{"data":"abc","format":"wav"},"type":"input_audio"}'
+    expected = 4 + 2 + IMAGE_TOKENS + counter.count_text(audio_json)
+    assert counter.count_message({"role": "user", "content": parts}) == expected
+    assert counter.count_text(audio_json) == 17
+
+
+def test_count_messages_sums(counter: TokenCounter) -> None:
+    messages = [
+        {"role": "system", "content": "hello world"},
+        {"role": "user", "content": "look at this"},
+    ]
+    assert counter.count_messages(messages) == 6 + 7
+    assert counter.count_messages([]) == 0
+
+
+def test_count_tools_is_key_order_independent(counter: TokenCounter) -> None:
+    schema: dict[str, Any] = {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+    reordered = {"function": dict(reversed(list(schema["function"].items()))), "type": "function"}
+    assert counter.count_tools([schema]) == 28
+    assert counter.count_tools([reordered]) == 28
+    assert counter.count_tools([schema, schema]) == 56
+    assert counter.count_tools([]) == 0
+
+
+# --- cache -----------------------------------------------------------------------------
+
+
+def test_cache_tracks_new_entries() -> None:
+    cache = TokenCache()
+    cache.update({"a:full": 10, "b:full": 20})
+    assert len(cache) == 2
+    assert cache.dirty() == {}
+    cache.put("c:full", 30)
+    cache.put("a:full", 10)  # unchanged: not new
+    assert cache.dirty() == {"c:full": 30}
+    cache.clear_dirty()
+    assert cache.dirty() == {}
+    assert dict(cache.items()) == {"a:full": 10, "b:full": 20, "c:full": 30}
+    assert cache.get("missing") is None
+    assert "c:full" in cache
+
+
+def test_count_cached_tokenizes_once(
+    counter: TokenCounter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = TokenCache()
+    message = {"role": "user", "content": "hello world"}
+    assert counter.count_cached("n1:full", message, cache) == 6
+    assert cache.dirty() == {"n1:full": 6}
+
+    def fail(self: TokenCounter, message: object) -> int:
+        raise AssertionError("tokenized twice")
+
+    monkeypatch.setattr(TokenCounter, "count_message", fail)
+    assert counter.count_cached("n1:full", message, cache) == 6
+
+
+# --- anchor ----------------------------------------------------------------------------
+
+
+def test_anchor_starts_neutral() -> None:
+    anchor = UsageAnchor()
+    assert anchor.ratio == 1.0
+    assert anchor.adjust(100) == 100
+
+
+def test_anchor_first_report_sets_ratio_then_averages() -> None:
+    anchor = UsageAnchor(alpha=0.5)
+    anchor.anchor_usage(estimated=1000, reported=1200)
+    assert anchor.ratio == pytest.approx(1.2)
+    assert anchor.adjust(100) == 120  # not 121: float noise is not rounded up
+    anchor.anchor_usage(estimated=1000, reported=1000)
+    assert anchor.ratio == pytest.approx(1.1)
+    assert anchor.adjust(101) == 112  # ceil(111.1)
+    assert anchor.reports == 2
+
+
+def test_anchor_clamps_and_ignores_empty_reports() -> None:
+    anchor = UsageAnchor(alpha=1.0)
+    anchor.anchor_usage(estimated=100, reported=1000)
+    assert anchor.ratio == 2.0
+    anchor.anchor_usage(estimated=1000, reported=1)
+    assert anchor.ratio == 0.5
+    anchor.anchor_usage(estimated=0, reported=50)
+    anchor.anchor_usage(estimated=50, reported=0)
+    assert anchor.ratio == 0.5
+
+
+def test_anchor_rejects_bad_alpha() -> None:
+    with pytest.raises(ValueError, match="alpha"):
+        UsageAnchor(alpha=0.0)
