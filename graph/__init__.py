@@ -19,7 +19,13 @@ from ._errors import (
 )
 from ._graph import ConversationGraph, FunctionHandle, GraphReader, GraphView
 from ._ids import is_safe_id, new_id
-from ._migrations import applied_migrations, migration, register_migration, registered_migrations
+from ._migrations import (
+    applied_migrations,
+    migrate,
+    migration,
+    register_migration,
+    registered_migrations,
+)
 from ._nodes import (
     Dialogue,
     Edge,
@@ -85,6 +91,7 @@ __all__ = [
     "function_call_id",
     "function_messages",
     "is_safe_id",
+    "migrate",
     "migration",
     "new_id",
     "register_migration",

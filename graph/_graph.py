@@ -27,7 +27,7 @@ from ._messages import ParsedResult, parse_message
 from ._nodes import EXPOSE_MODES, Edge, Event, Finish, Fork, Function, Node, Tool
 from ._openai import steps_to_messages
 from ._state import GraphState
-from ._store import MemoryStore, SQLStore, Store
+from ._store import Loaded, MemoryStore, SQLStore, Store
 from ._walk import Step, visible
 
 if TYPE_CHECKING:
@@ -191,24 +191,31 @@ class ConversationGraph(GraphReader):
         return cls(SQLStore(url_or_path), session or new_id())
 
     def _load(self) -> None:
+        loaded = self._catch_up()
+        if loaded.head is not None and loaded.head in self._state.nodes:
+            self._position(loaded.head)
+
+    def _catch_up(self, before: int | None = None) -> Loaded:
+        """Apply the stored records after ``last_seq`` (only those below ``before``).
+
+        The index always holds exactly the records with ``seq <= last_seq``: a commit that
+        finds other writers' records between ours and ``last_seq`` loads them first.
+        """
         loaded = self.store.load(self.session, after=self._state.last_seq)
         for record in loaded.records:
+            seq = record.seq if isinstance(record, Event) else record[0].seq
+            if before is not None and seq >= before:
+                break
             if isinstance(record, Event):
                 self._state.apply_event(record)
             else:
                 self._state.add_node(record[0], record[1])
-        if loaded.head is not None and loaded.head in self._state.nodes:
-            self._position(loaded.head)
+        return loaded
 
     def refresh(self) -> None:
         """Read what other writers appended to this session since we last looked."""
         with self._lock:
-            loaded = self.store.load(self.session, after=self._state.last_seq)
-            for record in loaded.records:
-                if isinstance(record, Event):
-                    self._state.apply_event(record)
-                else:
-                    self._state.add_node(record[0], record[1])
+            self._catch_up()
 
     def close(self) -> None:
         self.store.close()
@@ -254,6 +261,8 @@ class ConversationGraph(GraphReader):
         self, records: list[Node | Event], edges: list[Edge], head: str | None
     ) -> list[Any]:
         first = self.store.commit(self.session, records, edges, head)
+        if first > self._state.last_seq + 1:
+            self._catch_up(before=first)
         stored = [msgspec.structs.replace(r, seq=first + i) for i, r in enumerate(records)]
         by_dst: dict[str, list[Edge]] = {}
         for edge in edges:

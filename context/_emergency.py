@@ -1,0 +1,107 @@
+"""Emergency (last resort, no LLM): make the prompt fit whenever its core can.
+
+Three steps, each only if the prompt still does not fit: older rounds inside running
+subtrees become one-line stubs; every unit but the pinned ones and the newest goes, with a
+note; then the longest remaining texts are cut in the middle with a marker.
+"""
+
+from __future__ import annotations
+
+import time
+
+import msgspec
+
+from graph import text_of
+
+from ._reduce import middle_truncate
+from ._snip import exempt, note_unit
+from ._tier import TierContext
+from ._view import Item, Unit, View
+
+_MIN_CHARS = 64
+
+
+def _stub(unit: Unit, ctx: TierContext) -> Unit:
+    names = [item.tool_name for item in unit.items if item.tool_name]
+    ids = unit.node_ids
+    span = f"nodes {ids[0]} … {ids[-1]}" if ids else "a step"
+    tools = f"; it called {', '.join(dict.fromkeys(names))}" if names else ""
+    text = f"[earlier step elided to fit the context ({span}){tools}]"
+    text = text[: ctx.policy.emergency_stub_chars]
+    item = ctx.item({"role": "assistant", "content": text}, None, "stub")
+    return msgspec.structs.replace(unit, items=(item,), kind="stub")
+
+
+def _cut(item: Item, keep_chars: int, ctx: TierContext) -> Item:
+    text = text_of(item.message.get("content"))
+    head = keep_chars * 3 // 5
+    cut = middle_truncate(text, head, keep_chars - head, item.node_id)
+    message = {**item.message, "content": cut}
+    if item.message.get("tool_calls"):
+        message["tool_calls"] = item.message["tool_calls"]
+    return Item(message, ctx.counter.count_message(message), item.node_id, item.tool_name, "cut")
+
+
+def emergency(view: View, ctx: TierContext) -> View:
+    started = time.perf_counter()
+    before = view
+    steps: list[str] = []
+    if not view.units:
+        return view
+    last = view.units[-1]
+    if view.tokens > ctx.budget:
+        units = [
+            _stub(u, ctx)
+            if u.running and not u.pinned and u is not last and u.kind != "stub"
+            else u
+            for u in view.units
+        ]
+        view = view.replace(units)
+        steps.append("stubbed running rounds")
+    if view.tokens > ctx.budget:
+        last = view.units[-1]
+        dropped = [
+            u for u in view.units if (u.kind == "stub" or not exempt(u, last)) and u is not last
+        ]
+        notes = [u for u in view.units if u.kind == "note"]
+        if dropped:
+            gone = {id(u) for u in (*dropped, *notes)}
+            kept = [u for u in view.units if id(u) not in gone]
+            insert_at = next((i for i, u in enumerate(kept) if not u.pinned), len(kept))
+            merged = sorted([*notes, *dropped], key=lambda u: u.position)
+            kept.insert(insert_at, note_unit(ctx, merged))
+            view = view.replace(kept)
+            steps.append(f"dropped {len(dropped)} unit(s)")
+    if view.tokens > ctx.budget:
+        view = _cut_longest(view, ctx)
+        steps.append("cut long texts")
+    if view is not before:
+        ctx.decisions.emergencies += 1
+        ctx.act("emergency", "; ".join(steps), before, view)
+        ctx.record("emergency", before, view, started=started, details={"steps": steps})
+    return view
+
+
+def _cut_longest(view: View, ctx: TierContext) -> View:
+    """Cut the longest texts (halving, longest first) until the view fits or cannot shrink."""
+    units = [list(u.items) for u in view.units]
+    for _ in range(64):
+        total = view.extra_tokens + sum(i.tokens for items in units for i in items)
+        if total <= ctx.budget:
+            break
+        best = None
+        for ui, items in enumerate(units):
+            for ii, item in enumerate(items):
+                size = len(text_of(item.message.get("content")))
+                if size > _MIN_CHARS and (best is None or size > best[0]):
+                    best = (size, ui, ii)
+        if best is None:
+            break
+        size, ui, ii = best
+        excess_chars = (total - ctx.budget) * 4 + 16
+        keep = max(_MIN_CHARS, min(size // 2, size - excess_chars))
+        units[ui][ii] = _cut(units[ui][ii], keep, ctx)
+    return view.replace(
+        msgspec.structs.replace(u, items=tuple(items))
+        for u, items in zip(view.units, units, strict=True)
+    )

@@ -1,0 +1,111 @@
+"""Integrity: every prompt we return is one a provider accepts.
+
+Checked after every tier: each tool result directly follows the assistant message that
+called it, every call has a result, and (for providers that require it) the first
+non-system message is a user message and same-role neighbours are merged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graph import text_of
+
+
+def tool_pair_problems(messages: list[dict[str, Any]]) -> list[str]:
+    """Human-readable problems with tool pairing (empty when every pair is valid)."""
+    problems: list[str] = []
+    open_calls: dict[str, int] = {}
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in open_calls:
+                problems.append(f"message {index}: tool result {call_id!r} has no call before it")
+            else:
+                del open_calls[call_id]
+            continue
+        for call_id, at in open_calls.items():
+            problems.append(f"message {at}: call {call_id!r} has no result")
+        open_calls = {}
+        if role == "assistant":
+            for call in message.get("tool_calls") or ():
+                open_calls[call.get("id")] = index
+    for call_id, at in open_calls.items():
+        problems.append(f"message {at}: call {call_id!r} has no result")
+    return problems
+
+
+def repair_tool_pairs(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Drop orphaned results, add a placeholder result for a call without one.
+
+    >>> fixed, notes = repair_tool_pairs([
+    ...     {"role": "tool", "tool_call_id": "x", "content": "orphan"},
+    ...     {"role": "assistant", "content": None, "tool_calls": [
+    ...         {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+    ... ])
+    >>> [m["role"] for m in fixed], len(notes)
+    (['assistant', 'tool'], 2)
+    """
+    fixed: list[dict[str, Any]] = []
+    notes: list[str] = []
+    open_calls: list[str] = []
+
+    def close() -> None:
+        for call_id in open_calls:
+            fixed.append(
+                {"role": "tool", "tool_call_id": call_id, "content": "[no result was recorded]"}
+            )
+            notes.append(f"added a placeholder result for call {call_id!r}")
+        open_calls.clear()
+
+    for message in messages:
+        if message.get("role") == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id in open_calls:
+                open_calls.remove(call_id)
+                fixed.append(message)
+            else:
+                notes.append(f"dropped orphaned result {call_id!r}")
+            continue
+        close()
+        fixed.append(message)
+        if message.get("role") == "assistant":
+            open_calls.extend(c.get("id") for c in message.get("tool_calls") or ())
+    close()
+    return fixed, notes
+
+
+def _join(a: Any, b: Any) -> Any:
+    if isinstance(a, list) or isinstance(b, list):
+        parts_a = a if isinstance(a, list) else [{"type": "text", "text": a or ""}]
+        parts_b = b if isinstance(b, list) else [{"type": "text", "text": b or ""}]
+        return [*parts_a, *parts_b]
+    return f"{text_of(a)}\n\n{text_of(b)}"
+
+
+def provider_roles(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Merge same-role neighbours (never across tool calls) and start with a user turn."""
+    notes: list[str] = []
+    result: list[dict[str, Any]] = []
+    for message in messages:
+        previous = result[-1] if result else None
+        role = message.get("role")
+        if (
+            previous is not None
+            and role in ("user", "assistant")
+            and previous.get("role") == role
+            and not previous.get("tool_calls")
+        ):
+            merged = {**previous, "content": _join(previous.get("content"), message.get("content"))}
+            if message.get("tool_calls"):
+                merged["tool_calls"] = message["tool_calls"]
+            result[-1] = merged
+            notes.append(f"merged consecutive {role} messages")
+            continue
+        result.append(message)
+    first = next((i for i, m in enumerate(result) if m.get("role") != "system"), None)
+    if first is not None and result[first].get("role") != "user":
+        result.insert(first, {"role": "user", "content": "(continuing the conversation)"})
+        notes.append("inserted a user turn before the first assistant message")
+    return result, notes

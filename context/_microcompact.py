@@ -1,0 +1,144 @@
+"""Tier 1, microcompact: clear old outputs of compactable tools, keep the newest N.
+
+It fires by count (first at ``microcompact_first`` tool calls, then every
+``microcompact_every``) or when the conversation sat idle longer than the prompt cache
+lives (``microcompact_idle_minutes`` since the last assistant message), and clears what
+was older than the newest ``microcompact_keep`` at that moment. Between firings the
+cleared set does not move, so the prompt prefix stays byte-stable.
+
+For Anthropic models (``policy.use_cache_edits``) messages stay as they are and the render
+carries a ``clear_tool_uses_20250919`` context edit instead: the server clears, the cache
+holds.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ._tier import TierContext
+from ._view import Item, View, map_items
+
+
+def cleared_text(node_id: str, tool_name: str | None) -> str:
+    """The short, byte-stable placeholder of a cleared output."""
+    name = f"{tool_name} " if tool_name else ""
+    return f'[old {name}output cleared; read_output("{node_id}") returns it]'
+
+
+def compactable_ids(view: View, ctx: TierContext) -> list[str]:
+    """Tool nodes of compactable tools, oldest first (function units never count)."""
+    return [
+        item.node_id
+        for unit in view.units
+        for item in unit.items
+        if item.message.get("role") == "tool"
+        and item.node_id is not None
+        and item.tool_name is not None
+        and ctx.policy.tool_category(item.tool_name) is not None
+    ]
+
+
+def _trigger_point(count: int, first: int, every: int) -> int:
+    if count < first:
+        return 0
+    return first + ((count - first) // every) * every
+
+
+def _idle(view: View, ctx: TierContext) -> bool:
+    last = None
+    for unit in view.units:
+        for item in unit.items:
+            if item.message.get("role") == "assistant" and item.node_id in ctx.graph:
+                last = item.node_id
+    if last is None:
+        return False
+    idle = (ctx.now - ctx.graph.get(last).at).total_seconds() / 60
+    return idle >= ctx.policy.microcompact_idle_minutes
+
+
+def apply_cleared(
+    view: View, ctx: TierContext, cleared: set[str], *, keep_messages: bool = False
+) -> tuple[View, list[str]]:
+    """Replace cleared outputs by placeholders; with ``keep_messages`` only their token
+    counts change (the server clears them, as a context edit asks)."""
+
+    def change(item: Item) -> Item:
+        if item.node_id not in cleared or item.message.get("role") != "tool":
+            return item
+        if item.variant in ("cleared", "edit-cleared"):
+            return item
+        assert item.node_id is not None
+        text = cleared_text(item.node_id, item.tool_name)
+        new = ctx.item({**item.message, "content": text}, item.node_id, "cleared", item.tool_name)
+        if keep_messages:
+            return Item(item.message, new.tokens, item.node_id, item.tool_name, "edit-cleared")
+        return new
+
+    return map_items(view, change)
+
+
+def context_edit(ctx: TierContext, excluded: list[str]) -> dict[str, Any]:
+    policy = ctx.policy
+    return {
+        "type": "clear_tool_uses_20250919",
+        "trigger": {
+            "type": "input_tokens",
+            "value": max(1, int(ctx.budget * policy.snip_low_water)),
+        },
+        "keep": {"type": "tool_uses", "value": policy.microcompact_keep},
+        "clear_at_least": {"type": "input_tokens", "value": 1_000},
+        "exclude_tools": sorted(set(excluded)),
+    }
+
+
+def reapply_microcompact(view: View, ctx: TierContext) -> View:
+    """Every turn: clear what earlier firings cleared, and fire on idle (cache is cold)."""
+    return _run(view, ctx, count_trigger=False)
+
+
+def microcompact(view: View, ctx: TierContext) -> View:
+    """The cascade tier: fire at the count trigger when the prompt does not fit."""
+    return _run(view, ctx, count_trigger=True)
+
+
+def _run(view: View, ctx: TierContext, *, count_trigger: bool) -> View:
+    policy = ctx.policy
+    started = time.perf_counter()
+    ids = compactable_ids(view, ctx)
+    count = len(ids)
+    upto = ctx.decisions.cleared_upto
+    trigger = ""
+    point = _trigger_point(count, policy.microcompact_first, policy.microcompact_every)
+    if count_trigger and point > ctx.decisions.trigger_count:
+        ctx.decisions.trigger_count = point
+        if point - policy.microcompact_keep > upto:
+            upto = point - policy.microcompact_keep
+            trigger = f"count {point}"
+    if not count_trigger and count - policy.microcompact_keep > upto and _idle(view, ctx):
+        upto = count - policy.microcompact_keep
+        trigger = "idle"
+    if upto <= 0:
+        return view
+    ctx.decisions.cleared_upto = upto
+    cleared = set(ids[:upto])
+    edits = policy.use_cache_edits
+    if edits:
+        names = {
+            item.tool_name
+            for unit in view.units
+            for item in unit.items
+            if item.tool_name and policy.tool_category(item.tool_name) is None
+        }
+        ctx.edits[:] = [context_edit(ctx, sorted(n for n in names if n))]
+    after, changed = apply_cleared(view, ctx, cleared, keep_messages=edits)
+    if changed:
+        how = "context edit clears" if edits else "cleared"
+        what = f"{how} {len(changed)} old tool output(s)"
+        ctx.act("microcompact", what, view, after, tuple(changed))
+    if trigger:
+        details: dict[str, Any] = {"trigger": trigger, "cleared": len(cleared)}
+        if edits:
+            details["cache_edits"] = True
+        ctx.record("microcompact", view, after, started=started, details=details)
+    return after

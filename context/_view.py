@@ -1,0 +1,188 @@
+"""The immutable view the cascade works on: messages grouped into units.
+
+A unit is what compaction may keep or drop whole: the system prompt, the first task
+message, a round (the user messages before one assistant message, that message, and its
+tool pairs), or a finished function seen as one call/result pair. Tiers never touch the
+graph: they map a :class:`View` to a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal
+
+import msgspec
+
+from graph import (
+    Dialogue,
+    Node,
+    Step,
+    Tool,
+    dialogue_message,
+    function_messages,
+    text_of,
+    tool_call,
+    tool_result_message,
+)
+
+UnitKind = Literal["system", "task", "round", "call", "note", "stub"]
+
+
+class Item(msgspec.Struct, frozen=True):
+    """One message of the prompt, the node it renders and its token count."""
+
+    message: dict[str, Any]
+    tokens: int
+    node_id: str | None = None
+    tool_name: str | None = None
+    variant: str = "full"
+    """How the node is shown: full, reduced, offloaded, cleared, stub, cut."""
+
+
+class Unit(msgspec.Struct, frozen=True):
+    """Messages that stay or go together."""
+
+    items: tuple[Item, ...]
+    kind: UnitKind
+    position: int
+    pinned: bool = False
+    running: bool = False
+    node_ids: tuple[str, ...] = ()
+    count: int = 1
+    """How many units this one stands for (a note for dropped units says how many)."""
+
+    @property
+    def tokens(self) -> int:
+        return sum(item.tokens for item in self.items)
+
+
+class View(msgspec.Struct, frozen=True):
+    """The units of one render, plus tokens that are not messages (tool schemas)."""
+
+    units: tuple[Unit, ...]
+    extra_tokens: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.extra_tokens + sum(unit.tokens for unit in self.units)
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return [item.message for unit in self.units for item in unit.items]
+
+    def replace(self, units: Iterable[Unit]) -> View:
+        return View(tuple(units), self.extra_tokens)
+
+
+class RawUnit(msgspec.Struct, frozen=True):
+    """A unit before counting: messages with the nodes they came from."""
+
+    kind: UnitKind
+    entries: tuple[tuple[dict[str, Any], Node | None], ...]
+    running: bool
+    pinned: bool = False
+
+
+def is_native_compaction(node: Node) -> bool:
+    """Nodes an importer kept from the agent's own compaction: ordinary renders skip them."""
+    return bool(node.meta.get("native_compaction"))
+
+
+def group_steps(steps: Sequence[Step]) -> list[RawUnit]:
+    """Group a walk into units; the first user message of each frame becomes the task."""
+    units: list[RawUnit] = []
+    pending_users: list[tuple[dict[str, Any], Node | None]] = []
+    pending_running = False
+    task_seen = False
+    current: list[tuple[dict[str, Any], Node | None]] | None = None
+    current_assistant: dict[str, Any] = {}
+    current_running = False
+
+    def close_round() -> None:
+        nonlocal current
+        if current is not None:
+            units.append(RawUnit("round", tuple(current), current_running))
+            current = None
+
+    def flush_users() -> None:
+        nonlocal pending_running
+        if pending_users:
+            units.append(RawUnit("round", tuple(pending_users), pending_running))
+            pending_users.clear()
+            pending_running = False
+
+    for step in steps:
+        node = step.node
+        if step.view == "enter":
+            close_round()
+            flush_users()
+            task_seen = False
+            continue
+        if step.view == "tool":
+            if current is not None:
+                current_assistant.setdefault("tool_calls", []).append(tool_call(node))
+                current.append((tool_result_message(node), node))
+            continue
+        if is_native_compaction(node):
+            continue
+        if step.view == "call":
+            close_round()
+            flush_users()
+            pair = function_messages(node)
+            units.append(RawUnit("call", ((pair[0], node), (pair[1], node)), step.running))
+            continue
+        payload = node.payload
+        assert isinstance(payload, Dialogue)
+        message = dialogue_message(node)
+        if payload.role == "system":
+            close_round()
+            flush_users()
+            units.append(RawUnit("system", ((message, node),), step.running, pinned=True))
+        elif payload.role == "user":
+            close_round()
+            if not task_seen:
+                flush_users()
+                task_seen = True
+                units.append(RawUnit("task", ((message, node),), step.running, pinned=True))
+            else:
+                pending_users.append((message, node))
+                pending_running = pending_running or step.running
+        else:
+            close_round()
+            current_assistant = message
+            current = [*pending_users, (message, node)]
+            current_running = step.running or pending_running
+            pending_users.clear()
+            pending_running = False
+    close_round()
+    flush_users()
+    return units
+
+
+def tool_name_of(node: Node | None) -> str | None:
+    return node.payload.name if node is not None and isinstance(node.payload, Tool) else None
+
+
+def content_text(message: dict[str, Any]) -> str:
+    return text_of(message.get("content"))
+
+
+def map_items(view: View, change: Callable[[Item], Item]) -> tuple[View, list[str]]:
+    """Apply ``change`` to every item; return the new view and the node ids it changed.
+
+    Unchanged units (``change`` returned the same objects) are kept as they were.
+    """
+    changed: list[str] = []
+    units: list[Unit] = []
+    for unit in view.units:
+        new_items = [change(item) for item in unit.items]
+        if all(new is old for new, old in zip(new_items, unit.items, strict=True)):
+            units.append(unit)
+            continue
+        changed.extend(
+            old.node_id or "?"
+            for new, old in zip(new_items, unit.items, strict=True)
+            if new is not old
+        )
+        units.append(msgspec.structs.replace(unit, items=tuple(new_items)))
+    return (view.replace(units) if changed else view), changed
