@@ -1,2 +1,311 @@
-def main() -> None:
-    pass
+"""The ``openprogram`` command line: demo, import, replay, bench, sessions, show, records,
+export, delete."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+from rich.tree import Tree
+
+from context import Policy, read_jsonl, records_path
+from graph import ConversationGraph, GraphError, SQLStore, export_graphml, export_json, text_of
+from openprogram._errors import OpenProgramError
+
+console = Console()
+
+
+def _default_traces() -> list[Path]:
+    for base in (Path.cwd(), *Path.cwd().parents):
+        candidate = base / "shared" / "traces"
+        if candidate.is_dir():
+            return [candidate]
+    return []
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from openprogram._demo import run_demo
+
+    graph, rendered = run_demo(args.db, args.budget)
+    tree = Tree(f"session [bold]{graph.session}[/] ({len(graph)} nodes, {graph.store.url})")
+    _tree(graph, tree, None)
+    console.print(tree)
+    _actions(rendered.actions)
+    console.print(
+        f"rendered {len(rendered.messages)} messages, "
+        f"{rendered.tokens} tokens (budget {rendered.budget})"
+    )
+    for message in rendered.messages:
+        text = text_of(message.get("content")) or json.dumps(message.get("tool_calls"))[:120]
+        console.print(f"  [cyan]{message['role']:>9}[/] {text[:110].replace(chr(10), ' ')}")
+    return 0
+
+
+def _tree(graph: ConversationGraph, tree: Tree, caller: str | None) -> None:
+    for node in graph.nodes():
+        if graph.state.caller.get(node.id) != caller or node.kind == "tool":
+            continue
+        if node.kind == "function":
+            branch = tree.add(f"[green]function[/] {node.payload.name} ({node.status}) {node.id}")
+            _tree(graph, branch, node.id)
+        else:
+            tools = graph.tools(node.id)
+            extra = f" → {', '.join(str(t.payload.name) for t in tools)}" if tools else ""
+            tree.add(f"[blue]{node.role}[/] {text_of(node.payload.content)[:60]!r}{extra}")  # type: ignore[union-attr]
+
+
+def _actions(actions: Sequence[object]) -> None:
+    table = Table(title="what each tier did")
+    for column in ("tier", "what", "tokens before", "after"):
+        table.add_column(column)
+    for action in actions:
+        table.add_row(action.tier, action.what, str(action.tokens_before), str(action.tokens_after))  # type: ignore[attr-defined]
+    console.print(table)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from openprogram.importers import import_trace
+
+    graph = ConversationGraph.open(args.db, session=args.session)
+    stats = import_trace(args.trace, graph, format=args.format, skip_bad=args.skip_bad)
+    console.print(
+        f"session {graph.session}: {stats.messages} messages, {stats.tool_calls} tool calls, "
+        f"{stats.functions} functions ({stats.format}); skipped {stats.skipped}"
+    )
+    for warning in stats.warnings[:20]:
+        console.print(f"[yellow]warning:[/] {warning}")
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from openprogram.bench import MessageCounter, load_trace, run_policy
+
+    trace = load_trace(Path(args.trace), format=args.format)
+    counter = MessageCounter(args.encoding)
+    state = Path(args.state_dir)
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task(f"replaying {trace.name}", total=len(trace.turns))
+        metrics = run_policy(
+            trace,
+            args.policy,
+            args.budget,
+            counter,
+            on_turn=lambda: progress.advance(task),
+            state_dir=state,
+        )
+    if metrics is None:
+        console.print(f"policy {args.policy} does not apply to {trace.name}")
+        return 1
+    from openprogram.bench import format_table
+
+    console.print(format_table([metrics]))
+    records = list(read_jsonl(records_path(state, trace.graph.session)))
+    tiers = Counter(r.tier for r in records)
+    saved: Counter[str] = Counter()
+    for record in records:
+        saved[record.tier] += record.tokens_before - record.tokens_after
+    table = Table(title="compactions")
+    for column in ("tier", "fired", "tokens saved when fired"):
+        table.add_column(column)
+    for tier, count in tiers.items():
+        table.add_row(tier, str(count), str(saved[tier]))
+    console.print(table)
+    console.print(f"records: {records_path(state, trace.graph.session)}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from openprogram.bench import (
+        POLICIES,
+        MessageCounter,
+        format_table,
+        load_trace,
+        run_policy,
+        to_jsonl,
+        trace_files,
+    )
+
+    paths = trace_files([Path(p) for p in args.traces] or _default_traces())
+    if not paths:
+        raise OpenProgramError("no traces given and ../shared/traces was not found")
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown:
+        raise OpenProgramError(f"unknown policies {unknown}; known: {', '.join(POLICIES)}")
+    budgets = args.budget or [32_000]
+    counter = MessageCounter(args.encoding)
+    rows = []
+    with Progress(console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task("bench", total=len(paths) * len(policies) * len(budgets))
+        for path in paths:
+            trace = load_trace(path)
+            for budget in budgets:
+                for policy in policies:
+                    row = run_policy(trace, policy, budget, counter)
+                    if row is not None:
+                        rows.append(row)
+                    progress.advance(task)
+    if args.json:
+        sys.stdout.write(to_jsonl(rows))
+    else:
+        console.print(format_table(rows))
+    return 0
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    store = SQLStore(args.db)
+    table = Table(title=f"sessions in {store.url}")
+    for column in ("session", "nodes", "created"):
+        table.add_column(column)
+    for info in store.sessions():
+        table.add_row(info.id, str(info.nodes), f"{info.created:.0f}")
+    console.print(table)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    graph = ConversationGraph.open(args.db, session=args.session)
+    if args.node:
+        node = graph.get(args.node)
+        console.print_json(
+            json.dumps(
+                {
+                    "id": node.id,
+                    "kind": node.kind,
+                    "seq": node.seq,
+                    "payload": json.loads(_encode(node.payload)),
+                    "result": json.loads(_encode(node.result)),
+                    "finish": json.loads(_encode(node.finish)),
+                }
+            )
+        )
+        return 0
+    tree = Tree(f"session {graph.session} ({len(graph)} nodes)")
+    _tree(graph, tree, None)
+    console.print(tree)
+    return 0
+
+
+def _encode(value: object) -> str:
+    import msgspec
+
+    return msgspec.json.encode(value).decode()
+
+
+def cmd_records(args: argparse.Namespace) -> int:
+    table = Table(title=f"compaction records of {args.session}")
+    for column in ("time", "tier", "tokens before", "after", "ratio", "error"):
+        table.add_column(column)
+    for record in read_jsonl(records_path(Path(args.state_dir), args.session)):
+        table.add_row(
+            record.timestamp,
+            record.tier,
+            str(record.tokens_before),
+            str(record.tokens_after),
+            f"{record.ratio:.2f}",
+            record.error or "",
+        )
+    console.print(table)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    graph = ConversationGraph.open(args.db, session=args.session)
+    out = Path(args.out)
+    if args.format == "graphml":
+        export_graphml(graph.state, out)
+    elif args.format == "json":
+        export_json(graph.state, out)
+    else:
+        out.write_text(json.dumps(graph.to_openai(), ensure_ascii=False, indent=1))
+    console.print(f"wrote {out}")
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    store = SQLStore(args.db)
+    store.delete_session(args.session)
+    policy = Policy(state_dir=Path(args.state_dir))
+    folder = policy.state_dir / "tool_results" / args.session
+    if folder.is_dir():
+        for file in folder.iterdir():
+            file.unlink()
+        folder.rmdir()
+    records = records_path(policy.state_dir, args.session)
+    records.unlink(missing_ok=True)
+    console.print(f"deleted session {args.session}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="openprogram", description=__doc__)
+    top.add_argument(
+        "--db",
+        help="database path or URL (default: $OPENPROGRAM_DB or .openprogram/openprogram.db)",
+    )
+    sub = top.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="build and render the offline research demo")
+    demo.add_argument("--budget", type=int, default=3_000)
+    demo.set_defaults(run=cmd_demo)
+    imp = sub.add_parser("import", help="import a trace into a session")
+    imp.add_argument("trace")
+    imp.add_argument("--session")
+    imp.add_argument("--format")
+    imp.add_argument("--skip-bad", action="store_true")
+    imp.set_defaults(run=cmd_import)
+    replay = sub.add_parser("replay", help="render every turn of a trace and report the tiers")
+    replay.add_argument("trace")
+    replay.add_argument("--budget", type=int, default=32_000)
+    replay.add_argument("--policy", default="default")
+    replay.add_argument("--format")
+    replay.add_argument("--encoding", default="cl100k_base")
+    replay.add_argument("--state-dir", default=".openprogram")
+    replay.set_defaults(run=cmd_replay)
+    bench = sub.add_parser("bench", help="replay traces under policies and baselines")
+    bench.add_argument("traces", nargs="*")
+    bench.add_argument("--budget", type=int, action="append")
+    bench.add_argument("--policies", default="none,native,masking,trim,default")
+    bench.add_argument("--encoding", default="cl100k_base")
+    bench.add_argument("--json", action="store_true")
+    bench.set_defaults(run=cmd_bench)
+    sessions = sub.add_parser("sessions", help="list sessions")
+    sessions.set_defaults(run=cmd_sessions)
+    show = sub.add_parser("show", help="show a session's tree, or one node")
+    show.add_argument("session")
+    show.add_argument("node", nargs="?")
+    show.set_defaults(run=cmd_show)
+    records = sub.add_parser("records", help="list a session's compaction records")
+    records.add_argument("session")
+    records.add_argument("--state-dir", default=".openprogram")
+    records.set_defaults(run=cmd_records)
+    export = sub.add_parser("export", help="export a session (graphml, json, openai)")
+    export.add_argument("session")
+    export.add_argument("out")
+    export.add_argument("--format", choices=("graphml", "json", "openai"), default="json")
+    export.set_defaults(run=cmd_export)
+    delete = sub.add_parser("delete", help="delete a session, its offload files and records")
+    delete.add_argument("session")
+    delete.add_argument("--state-dir", default=".openprogram")
+    delete.set_defaults(run=cmd_delete)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except (OpenProgramError, GraphError, OSError) as error:
+        console.print(f"[red]error:[/] {error}")
+        return 2
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

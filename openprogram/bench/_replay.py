@@ -1,0 +1,215 @@
+"""Replay a trace turn by turn under each policy, and measure what each would have sent.
+
+Turn ``t`` is every assistant message but one at position 0; its prompt is rendered from
+everything before it. Our policies render from the graph with a ``ContextEngine`` (its
+state carried from turn to turn, as in a live loop); the baselines work on the message list.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from context import ContextEngine, Policy, TokenCounter
+from graph import ConversationGraph, Node, Step, steps_to_messages
+from openprogram.bench._baselines import observation_masking, trim_baseline
+from openprogram.bench._metrics import TraceMetrics, Turn, compute_metrics
+from openprogram.importers import import_trace
+
+POLICIES = ("none", "native", "masking", "trim", "default")
+_OURS: dict[str, Callable[[Path], Policy]] = {
+    "default": lambda state: Policy(state_dir=state),
+}
+
+
+def our_policies() -> list[str]:
+    """The names of our own cascade presets that ``bench`` can run."""
+    return list(_OURS)
+
+
+class MessageCounter:
+    """Counts message tokens once per distinct message (keyed by its JSON bytes)."""
+
+    def __init__(self, encoding: str = "cl100k_base") -> None:
+        self.counter = TokenCounter(encoding=encoding)
+        self._by_object: dict[int, tuple[dict[str, Any], int]] = {}
+        self._by_bytes: dict[bytes, int] = {}
+
+    def __call__(self, message: dict[str, Any]) -> int:
+        hit = self._by_object.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        key = msgspec.json.encode(message)
+        tokens = self._by_bytes.get(key)
+        if tokens is None:
+            tokens = self.counter.count_message(message)
+            self._by_bytes[key] = tokens
+        self._by_object[id(message)] = (message, tokens)
+        return tokens
+
+
+@dataclass
+class Trace:
+    """A trace loaded for replay: the graph, its messages, and the turns to render."""
+
+    path: Path
+    graph: ConversationGraph
+    messages: list[dict[str, Any]]
+    turns: list[tuple[int, Node]]
+    native: list[dict[str, Any]] = field(default_factory=list)
+    native_index: dict[str, int] = field(default_factory=dict)
+    summaries: list[int] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def first_user_text(self) -> str:
+        for message in self.messages:
+            if message.get("role") == "user":
+                content = message.get("content")
+                return content if isinstance(content, str) else str(content or "")
+        return ""
+
+    @property
+    def has_native(self) -> bool:
+        return bool(self.summaries)
+
+
+def _index(steps: Sequence[Step]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Messages of a walk and, per dialogue node, the index of its message."""
+    index: dict[str, int] = {}
+    position = 0
+    for step in steps:
+        if step.view == "message":
+            index[step.node.id] = position
+            position += 1
+        elif step.view == "tool":
+            position += 1
+        elif step.view == "call":
+            position += 2
+    return steps_to_messages(steps), index
+
+
+def load_trace(path: Path, *, format: str | None = None) -> Trace:
+    """Import a trace into an in-memory graph and lay out its turns."""
+    graph = ConversationGraph.memory(session="replay")
+    import_trace(path, graph, format=format)
+    root_head = graph.state.order and _root_tip(graph)
+    steps = graph.visible(head=root_head or None)
+    ordinary = [s for s in steps if not s.node.meta.get("native_compaction")]
+    messages, index = _index(ordinary)
+    turns = [
+        (index[s.node.id], s.node)
+        for s in ordinary
+        if s.view == "message" and s.node.role == "assistant" and index[s.node.id] > 0
+    ]
+    trace = Trace(path, graph, messages, turns)
+    if len(ordinary) != len(steps):
+        trace.native, trace.native_index = _index(steps)
+        trace.summaries = sorted(
+            trace.native_index[s.node.id]
+            for s in steps
+            if s.view == "message" and s.node.meta.get("native_compaction") == "summary"
+        )
+    return trace
+
+
+def _root_tip(graph: ConversationGraph) -> str | None:
+    for node_id in reversed(graph.state.order):
+        if graph.state.caller.get(node_id) is None and graph.get(node_id).kind != "tool":
+            return node_id
+    return None
+
+
+def native_prompt(trace: Trace, node: Node) -> list[dict[str, Any]]:
+    """What the agent itself sent: everything since its last own compaction summary."""
+    end = trace.native_index[node.id]
+    start = max((i for i in trace.summaries if i < end), default=None)
+    window = trace.native[start:end] if start is not None else trace.native[:end]
+    systems = [m for m in trace.native[: start or 0] if m.get("role") == "system"]
+    return [*systems, *window]
+
+
+def run_policy(
+    trace: Trace,
+    policy: str,
+    budget: int,
+    count: MessageCounter,
+    *,
+    on_turn: Callable[[], None] | None = None,
+    state_dir: Path | None = None,
+) -> TraceMetrics | None:
+    """Replay one trace under one policy at one budget; None when it does not apply."""
+    if policy == "native" and not trace.has_native:
+        return None
+    engine = None
+    if policy in _OURS:
+        folder = state_dir or Path(tempfile.mkdtemp(prefix="openprogram-bench-"))
+        engine = ContextEngine(trace.graph, _OURS[policy](folder), budget=budget)
+    turns: list[Turn] = []
+    history_tokens = 0
+    counted = 0
+    for position, node in trace.turns:
+        history = trace.messages[:position]
+        while counted < position:
+            history_tokens += count(trace.messages[counted])
+            counted += 1
+        started = time.perf_counter()
+        if engine is not None:
+            head = trace.graph.predecessor(node.id)
+            engine.clock = _fixed_clock(node.at)
+            rendered = engine.render(head=head.id if head else None)
+            prompt, tokens = rendered.messages, rendered.tokens
+            ms = (time.perf_counter() - started) * 1000
+        else:
+            if policy == "none":
+                prompt = history
+            elif policy == "masking":
+                prompt = observation_masking(history)
+            elif policy == "trim":
+                prompt = trim_baseline(history, budget, count)
+            elif policy == "native":
+                prompt = native_prompt(trace, node)
+            else:
+                raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
+            ms = (time.perf_counter() - started) * 1000
+            tokens = sum(count(m) for m in prompt)
+        assistant = trace.messages[position]
+        turns.append(Turn(prompt, tokens, history_tokens, assistant, history, ms))
+        if on_turn is not None:
+            on_turn()
+    return compute_metrics(
+        turns,
+        trace=trace.name,
+        policy=policy,
+        first_user_text=trace.first_user_text,
+        budget=budget,
+        count_message=count,
+    )
+
+
+def _fixed_clock(at: datetime) -> Callable[[], datetime]:
+    """A clock stopped at the traced turn's own time (for idle-triggered tiers)."""
+    return lambda: at
+
+
+def trace_files(paths: Iterable[Path]) -> list[Path]:
+    """Trace files under the given files or folders, sorted (licenses and docs skipped)."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            for child in sorted(path.rglob("*")):
+                if child.is_file() and child.suffix in (".jsonl", ".json", ".traj"):
+                    found.append(child)
+        else:
+            found.append(path)
+    return found

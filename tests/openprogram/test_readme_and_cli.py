@@ -1,0 +1,99 @@
+"""The README's library example runs as written, and the CLI's main commands work."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from openprogram._cli import main
+
+README = Path(__file__).parents[2] / "README.md"
+
+
+def test_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    assert len(blocks) == 1
+    assert len(blocks[0].strip().splitlines()) <= 16
+    monkeypatch.chdir(tmp_path)
+    exec(compile(blocks[0], str(README), "exec"), {})
+
+
+def test_readme_names_the_two_commands() -> None:
+    text = README.read_text()
+    assert "make demo" in text and "make test" in text
+
+
+def test_demo_renders_under_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--db", str(tmp_path / "demo.db"), "demo", "--budget", "3000"]) == 0
+    out = capsys.readouterr().out
+    assert "function research (completed)" in out
+    assert "budget 3000" in out
+    tokens = int(re.search(r"rendered \d+ messages, (\d+) tokens", out).group(1))  # type: ignore[union-attr]
+    assert tokens <= 3000
+
+
+def test_import_show_export_delete(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "chat.json"
+    messages = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "list files"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "a", "content": "x.py"},
+        {"role": "assistant", "content": "one file"},
+    ]
+    trace.write_text(json.dumps(messages))
+    db = str(tmp_path / "op.db")
+    assert main(["--db", db, "import", str(trace), "--session", "s1"]) == 0
+    assert "session s1: 5 messages, 1 tool calls" in capsys.readouterr().out
+    out = tmp_path / "s1.json"
+    assert main(["--db", db, "export", "s1", str(out), "--format", "openai"]) == 0
+    exported = json.loads(out.read_text())
+    assert [m["role"] for m in exported] == [m["role"] for m in messages]
+    assert exported[2]["tool_calls"] == messages[2]["tool_calls"]
+    assert exported[3] == messages[3] and exported[4] == messages[4]
+    assert main(["--db", db, "sessions"]) == 0
+    assert "s1" in capsys.readouterr().out
+    assert main(["--db", db, "delete", "s1", "--state-dir", str(tmp_path / "state")]) == 0
+    assert main(["--db", db, "show", "s1"]) == 0
+    assert "(0 nodes)" in capsys.readouterr().out
+
+
+def test_bench_json_over_a_small_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rounds = []
+    for i in range(30):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "Bash", "arguments": "{}"}}
+        rounds += [
+            {"role": "assistant", "content": f"step {i} on src/mod_{i}.py", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"out {i} " * 400},
+        ]
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps([{"role": "user", "content": "task: fix src/app.py"}, *rounds]))
+    code = main(
+        ["bench", str(trace), "--budget", "2000", "--policies", "none,masking,default", "--json"]
+    )
+    assert code == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+    by_policy = {row["policy"]: row for row in rows}
+    assert set(by_policy) == {"none", "masking", "default"}
+    assert by_policy["none"]["over_budget"] > 0
+    assert by_policy["default"]["over_budget"] == 0
+    assert by_policy["default"]["bad_pairs"] == 0
+    assert by_policy["default"]["task_kept"] == 1.0
+
+
+def test_unknown_policy_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps([{"role": "user", "content": "x"}]))
+    assert main(["bench", str(trace), "--policies", "bogus"]) == 2
+    assert "unknown policies ['bogus']" in capsys.readouterr().out
