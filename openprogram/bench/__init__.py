@@ -1,0 +1,62 @@
+"""The measuring core of ``openprogram bench``: per-turn prompts in, per-trace figures out.
+
+The replay driver renders the context before every real assistant turn of a trace under each
+policy and collects :class:`Turn` values; :func:`compute_metrics` turns them into one
+:class:`TraceMetrics` row, and :func:`format_table` / :func:`to_jsonl` present the rows. The two
+baselines, :func:`observation_masking` and :func:`trim_baseline`, are policies like any other.
+"""
+
+from openprogram.bench._baselines import (
+    BaselineUnavailable,
+    from_langchain,
+    observation_masking,
+    to_langchain,
+    trim_baseline,
+)
+from openprogram.bench._metrics import (
+    BenchError,
+    TraceMetrics,
+    Turn,
+    compute_metrics,
+    identifiers,
+    message_text,
+    percentile,
+    tool_pair_problems,
+)
+from openprogram.bench._replay import (
+    POLICIES,
+    MessageCounter,
+    Trace,
+    load_trace,
+    native_prompt,
+    our_policies,
+    run_policy,
+    trace_files,
+)
+from openprogram.bench._table import format_table, to_jsonl
+
+__all__ = [
+    "POLICIES",
+    "BaselineUnavailable",
+    "BenchError",
+    "MessageCounter",
+    "Trace",
+    "TraceMetrics",
+    "Turn",
+    "compute_metrics",
+    "format_table",
+    "from_langchain",
+    "identifiers",
+    "load_trace",
+    "message_text",
+    "native_prompt",
+    "observation_masking",
+    "our_policies",
+    "percentile",
+    "run_policy",
+    "to_jsonl",
+    "to_langchain",
+    "tool_pair_problems",
+    "trace_files",
+    "trim_baseline",
+]

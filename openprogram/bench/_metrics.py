@@ -1,0 +1,299 @@
+"""The figures ``openprogram bench`` reports for one trace under one policy.
+
+Everything here is a pure function over OpenAI chat messages, so any policy — ours, a baseline, no
+management at all — is judged by the same code. The definitions follow "How we measure" in the
+mission; where they leave a choice open the docstring says which way we went.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import msgspec
+
+from openprogram._errors import OpenProgramError
+
+Message = dict[str, Any]
+CountMessage = Callable[[Message], int]
+
+#: How many characters of the first user message must survive for the task to count as kept.
+TASK_CHARS = 80
+
+_IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_./:-]{5,}")
+_CAMEL_RE = re.compile(r"[a-z][A-Z]")
+
+
+class BenchError(OpenProgramError, ValueError):
+    """Inputs the bench cannot measure (a budget of zero, a negative keep count)."""
+
+
+class Turn(msgspec.Struct, frozen=True):
+    """What one policy rendered before one real assistant turn of a trace.
+
+    ``history`` is the full unmanaged history before the turn; callers pass the same growing list
+    (or slices sharing its dicts) rather than copies, which is what lets reference recall scan only
+    the new messages each turn.
+    """
+
+    prompt: list[Message]
+    prompt_tokens: int
+    history_tokens: int
+    assistant: Message
+    history: list[Message]
+    ms: float
+
+
+class TraceMetrics(msgspec.Struct, frozen=True):
+    """One row of the bench: one trace under one policy. Shares are fractions in 0–1; ``None``
+    means the figure had no turns (or candidates) to stand on, which is not the same as 0."""
+
+    trace: str
+    policy: str
+    turns: int
+    budget: int
+    over_budget: int
+    bad_pairs: int
+    task_kept: float | None
+    ref_recall: float | None
+    prefix_reuse: float | None
+    util: float | None
+    sent_tokens: int
+    summarizer_calls: int
+    summarizer_tokens: int
+    ms_p50: float | None
+    ms_p99: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as a plain dict, keys in field order (the JSONL and table order)."""
+        return {name: getattr(self, name) for name in self.__struct_fields__}
+
+
+def content_text(content: Any) -> str:
+    """The text of a message content: a str, None, or a list of parts (only text parts count)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+        return "\n".join(texts)
+    return str(content)
+
+
+def message_text(message: Message) -> str:
+    """Searchable text of a message: its content plus each tool call's name and arguments,
+    because an agent often names a file only inside a call's arguments."""
+    pieces = [content_text(message.get("content"))]
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        pieces.append(str(function.get("name") or ""))
+        arguments = function.get("arguments")
+        if arguments is not None:
+            pieces.append(arguments if isinstance(arguments, str) else json.dumps(arguments))
+    return "\n".join(p for p in pieces if p)
+
+
+def messages_text(messages: Iterable[Message]) -> str:
+    """Text of many messages, one block each, built once so lookups are substring tests."""
+    return "\n".join(message_text(m) for m in messages)
+
+
+def identifiers(text: str) -> set[str]:
+    """Identifier-like tokens of ``text``: paths, snake_case, camelCase and dotted names.
+
+    Plain words (even long ones) are left out: the point is to track references an agent must
+    reproduce exactly, where losing the context means guessing.
+    """
+    found: set[str] = set()
+    for match in _IDENT_RE.finditer(text):
+        ident = match.group().rstrip(".:-/")
+        if len(ident) < 6 or ident in found:
+            continue
+        if (
+            "_" in ident
+            or "/" in ident
+            or "." in ident[1:-1]
+            or _CAMEL_RE.search(ident) is not None
+        ):
+            found.add(ident)
+    return found
+
+
+def tool_pair_problems(messages: Sequence[Message]) -> list[str]:
+    """Problems with tool-call pairing, in words; empty when the messages are valid.
+
+    Providers reject a result without its call and a call without its result, and they expect the
+    results of one assistant's calls directly after it, before the next non-tool message.
+    """
+    problems: list[str] = []
+    earlier_calls: set[Any] = set()
+    open_calls: dict[Any, str] = {}  # call id -> name, awaiting a result in the current block
+    answered: set[Any] = set()  # call ids answered in the current block
+    block_start = -1
+
+    def close_block(before: str) -> None:
+        for call_id, name in open_calls.items():
+            problems.append(
+                f"message {block_start}: tool call {call_id!r} ({name}) has no result {before}"
+            )
+        open_calls.clear()
+        answered.clear()
+
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id in open_calls:
+                del open_calls[call_id]
+                answered.add(call_id)
+            elif call_id in answered:
+                problems.append(f"message {index}: second result for tool call {call_id!r}")
+            elif call_id in earlier_calls:
+                problems.append(
+                    f"message {index}: tool result {call_id!r} is separated from its call "
+                    "by a non-tool message"
+                )
+            else:
+                problems.append(f"message {index}: tool result {call_id!r} has no earlier call")
+            continue
+        close_block(f"before message {index}")
+        calls = (message.get("tool_calls") or ()) if role == "assistant" else ()
+        block_start = index
+        for call in calls:
+            call_id = call.get("id")
+            if call_id in open_calls or call_id in earlier_calls:
+                problems.append(f"message {index}: duplicate tool call id {call_id!r}")
+            name = str((call.get("function") or {}).get("name") or "?")
+            open_calls[call_id] = name
+            earlier_calls.add(call_id)
+    close_block("at the end")
+    return problems
+
+
+def percentile(values: Sequence[float], p: float) -> float | None:
+    """Nearest-rank percentile: a value that actually occurred (p99 of < 100 turns is the max)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(p / 100 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+class _HistoryIdentifiers:
+    """Identifiers seen in a growing history, rescanning only the messages added since last time.
+
+    The history before turn t+1 extends the one before turn t; when a history is not such an
+    extension (shorter, or its old last message differs) we fall back to a full scan.
+    """
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+        self._length = 0
+        self._last: Message | None = None
+
+    def update(self, history: Sequence[Message]) -> set[str]:
+        extends = len(history) >= self._length and (
+            self._length == 0
+            or history[self._length - 1] is self._last
+            or history[self._length - 1] == self._last
+        )
+        start = self._length if extends else 0
+        if not extends:
+            self.seen = set()
+        for message in history[start:]:
+            self.seen |= identifiers(message_text(message))
+        self._length = len(history)
+        self._last = history[-1] if history else None
+        return self.seen
+
+
+def _leading_equal(previous: Sequence[Message], current: Sequence[Message]) -> int:
+    """Number of leading messages of ``current`` equal to those of ``previous``."""
+    n = 0
+    for old, new in zip(previous, current, strict=False):
+        if old is not new and old != new:
+            break
+        n += 1
+    return n
+
+
+def compute_metrics(
+    turns: Sequence[Turn],
+    *,
+    trace: str,
+    policy: str,
+    first_user_text: str,
+    budget: int,
+    count_message: CountMessage,
+    summarizer_calls: int = 0,
+    summarizer_tokens: int = 0,
+) -> TraceMetrics:
+    """Measure one trace under one policy from the prompts the policy rendered turn by turn.
+
+    ``count_message`` counts one message's tokens for prefix reuse; counts are memoised per
+    message object here, so an uncached counter is called once per distinct dict.
+    """
+    if budget <= 0:
+        raise BenchError(f"budget must be positive, got {budget}")
+    needle = first_user_text[:TASK_CHARS]
+    counts: dict[int, int] = {}
+
+    def count(message: Message) -> int:
+        key = id(message)
+        if key not in counts:
+            counts[key] = count_message(message)
+        return counts[key]
+
+    history_ids = _HistoryIdentifiers()
+    over = bad = 0
+    kept = pressed = 0
+    utils: list[float] = []
+    ref_present = ref_candidates = 0
+    reused = sent = 0
+    previous: Sequence[Message] = ()
+    for turn in turns:
+        sent += turn.prompt_tokens
+        if turn.prompt_tokens > budget:
+            over += 1
+        if tool_pair_problems(turn.prompt):
+            bad += 1
+        prompt_text = messages_text(turn.prompt)
+        if turn.history_tokens > budget:
+            pressed += 1
+            kept += needle in prompt_text
+            utils.append(turn.prompt_tokens / budget)
+        seen = history_ids.update(turn.history)
+        candidates = identifiers(message_text(turn.assistant)) & seen
+        ref_candidates += len(candidates)
+        ref_present += sum(ident in prompt_text for ident in candidates)
+        same = _leading_equal(previous, turn.prompt)
+        reused += sum(count(m) for m in turn.prompt[:same])
+        previous = turn.prompt
+
+    times = [turn.ms for turn in turns]
+    return TraceMetrics(
+        trace=trace,
+        policy=policy,
+        turns=len(turns),
+        budget=budget,
+        over_budget=over,
+        bad_pairs=bad,
+        task_kept=kept / pressed if pressed else None,
+        ref_recall=ref_present / ref_candidates if ref_candidates else None,
+        prefix_reuse=reused / sent if sent else None,
+        util=sum(utils) / len(utils) if utils else None,
+        sent_tokens=sent,
+        summarizer_calls=summarizer_calls,
+        summarizer_tokens=summarizer_tokens,
+        ms_p50=percentile(times, 50),
+        ms_p99=percentile(times, 99),
+    )

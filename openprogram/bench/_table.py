@@ -1,0 +1,92 @@
+"""Presenting bench rows: a rich table for people, JSONL for machines and later comparison."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+
+from rich.table import Table
+
+from openprogram.bench._metrics import TraceMetrics
+
+_NONE = "—"
+
+
+def _share(value: float | None) -> str:
+    return _NONE if value is None else f"{value:.1%}"
+
+
+def _ratio(digits: int) -> Callable[[float | None], str]:
+    def show(value: float | None) -> str:
+        return _NONE if value is None else f"{value:.{digits}f}"
+
+    return show
+
+
+def _count(value: float | None) -> str:
+    if value is None:
+        return _NONE
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
+
+
+# (header, field, formatter); trace, policy and the budget/turn columns are handled separately.
+_COLUMNS: list[tuple[str, str, Callable[[float | None], str]]] = [
+    ("bad pairs", "bad_pairs", _count),
+    ("task kept", "task_kept", _share),
+    ("ref recall", "ref_recall", _ratio(3)),
+    ("prefix reuse", "prefix_reuse", _ratio(3)),
+    ("util", "util", _ratio(2)),
+    ("tokens sent", "sent_tokens", _count),
+    ("summ calls", "summarizer_calls", _count),
+    ("summ tokens", "summarizer_tokens", _count),
+    ("p50 ms", "ms_p50", _ratio(2)),
+    ("p99 ms", "ms_p99", _ratio(2)),
+]
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+def format_table(rows: Sequence[TraceMetrics]) -> Table:
+    """One row per trace and policy (grouped by trace, in the order given), then one mean row per
+    policy. Means skip ``None`` figures, so a trace that never exceeded the budget does not drag
+    task kept or utilization towards zero; over-budget reads "k/n traces over" there, because a
+    single over-budget turn is already a failure."""
+    table = Table(title="openprogram bench", show_lines=False)
+    table.add_column("trace")
+    table.add_column("policy")
+    table.add_column("turns", justify="right")
+    table.add_column("over budget", justify="right")
+    for header, _, _ in _COLUMNS:
+        table.add_column(header, justify="right")
+
+    traces: dict[str, list[TraceMetrics]] = {}
+    policies: dict[str, list[TraceMetrics]] = {}
+    for row in rows:
+        traces.setdefault(row.trace, []).append(row)
+        policies.setdefault(row.policy, []).append(row)
+
+    for trace_rows in traces.values():
+        for row in trace_rows:
+            cells = [fmt(getattr(row, field)) for _, field, fmt in _COLUMNS]
+            table.add_row(row.trace, row.policy, str(row.turns), str(row.over_budget), *cells)
+    if policies:
+        table.add_section()
+    for policy, policy_rows in policies.items():
+        n = len(policy_rows)
+        over = sum(1 for row in policy_rows if row.over_budget > 0)
+        cells = [
+            fmt(_mean([getattr(row, field) for row in policy_rows])) for _, field, fmt in _COLUMNS
+        ]
+        turns = _count(_mean([row.turns for row in policy_rows]))
+        table.add_row(
+            f"mean of {n}", policy, turns, f"{over}/{n} traces over", *cells, style="bold"
+        )
+    return table
+
+
+def to_jsonl(rows: Sequence[TraceMetrics]) -> str:
+    """One JSON object per line (keys in :meth:`TraceMetrics.to_json` order), newline-terminated."""
+    return "".join(json.dumps(row.to_json(), ensure_ascii=False) + "\n" for row in rows)
