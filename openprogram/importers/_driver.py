@@ -1,0 +1,147 @@
+"""Put a parsed trace into a ``ConversationGraph``, repairing what real traces get wrong.
+
+The whole trace is parsed before the first append, so a malformed file raises before it has
+changed the graph. Repairs keep the graph's tool pairing valid: a result with no earlier call
+gets a synthetic ``unknown`` call right before it, and a call id reused while the first call is
+still pending gets a ``~N`` suffix. Sub-agent side chains become hidden ``sidechain`` functions.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from itertools import groupby
+from operator import attrgetter
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from graph import ConversationGraph
+from openprogram.importers._detect import detect_format, read_trace
+from openprogram.importers._model import Imported
+
+__all__ = ["ImportStats", "import_trace"]
+
+_COMPACTION = {"compact_boundary": "boundary", "compact_summary": "summary"}
+
+
+class ImportStats(msgspec.Struct, frozen=True, kw_only=True):
+    """What an import did: counts of what went into the graph, and what was skipped or repaired.
+
+    ``messages`` counts appended messages of every role (markers and repairs included),
+    ``tool_calls`` the calls requested, ``unanswered`` those still without a result,
+    ``functions`` the side-chain function blocks, ``skipped`` malformed records dropped
+    under ``skip_bad``, and ``warnings`` says what was repaired or ignored.
+    """
+
+    session_id: str | None
+    format: str
+    messages: int
+    tool_calls: int
+    unanswered: int
+    functions: int
+    skipped: int
+    warnings: list[str]
+
+
+def import_trace(
+    path: Path | str,
+    graph: ConversationGraph,
+    *,
+    format: str | None = None,
+    skip_bad: bool = False,
+) -> ImportStats:
+    """Import a trace file into ``graph``; the format is detected when not given.
+
+    Raises ``TraceFormatError`` for a malformed file (unless ``skip_bad``, which drops and
+    counts bad records) and ``UnknownFormat`` when the format cannot be told.
+    """
+    path = Path(path)
+    name = format or detect_format(path)
+    reading = read_trace(path, format=name, skip_bad=skip_bad)
+    records = list(reading)
+    loader = _Loader(graph)
+    with graph.batch():
+        for sidechain, run in groupby(records, key=attrgetter("sidechain")):
+            if sidechain:
+                loader.sidechain(list(run))
+            else:
+                for record in run:
+                    loader.add(record)
+    return ImportStats(
+        session_id=reading.session_id,
+        format=name,
+        messages=loader.messages,
+        tool_calls=loader.tool_calls,
+        unanswered=sum(len(queue) for queue in loader.pending.values()),
+        functions=loader.functions,
+        skipped=len(reading.skipped),
+        warnings=[*reading.warnings, *loader.warnings],
+    )
+
+
+class _Loader:
+    """Appends records and keeps track of pending calls, so it can repair their pairing."""
+
+    def __init__(self, graph: ConversationGraph) -> None:
+        self.graph = graph
+        self.pending: dict[str, deque[str]] = {}  # trace call id -> graph call ids, oldest first
+        self.messages = 0
+        self.tool_calls = 0
+        self.functions = 0
+        self.warnings: list[str] = []
+
+    def sidechain(self, run: list[Imported]) -> None:
+        """A contiguous run of side-chain records, as a hidden function node."""
+        with self.graph.function("sidechain", expose="hidden", at=run[0].at) as fn:
+            for record in run:
+                self.add(record)
+            replies = [r.message["content"] for r in run if r.message["role"] == "assistant"]
+            fn.output = next((text for text in reversed(replies) if text), None)
+        self.functions += 1
+
+    def add(self, record: Imported) -> None:
+        message, meta = record.message, record.meta
+        if record.marker in _COMPACTION:
+            meta = meta | {"native_compaction": _COMPACTION[record.marker]}
+        if message["role"] == "tool":
+            message = message | {"tool_call_id": self._answer(message["tool_call_id"], record)}
+        elif message.get("tool_calls"):
+            taken: set[str] = set()
+            message = message | {
+                "tool_calls": [self._request(c, taken) for c in message["tool_calls"]]
+            }
+        self.graph.append(message, at=record.at, meta=meta)
+        self.messages += 1
+
+    def _request(self, call: dict[str, Any], taken: set[str]) -> dict[str, Any]:
+        """The call with an id the graph accepts: not pending, not used earlier in the message."""
+        trace_id = call["id"]
+        graph_id, n = trace_id, 1
+        while graph_id in self.graph.state.pending or graph_id in taken:
+            n += 1
+            graph_id = f"{trace_id}~{n}"
+        taken.add(graph_id)
+        if graph_id != trace_id:
+            self._warn(f"call id {trace_id!r} reused while still pending; stored as {graph_id!r}")
+        self.pending.setdefault(trace_id, deque()).append(graph_id)
+        self.tool_calls += 1
+        return call | {"id": graph_id}
+
+    def _answer(self, trace_id: str, record: Imported) -> str:
+        queue = self.pending.get(trace_id)
+        if queue:
+            return queue.popleft()
+        if trace_id in self.graph.state.pending:
+            return trace_id  # a call made before this import started
+        self._warn(f"tool result {trace_id!r} answers no earlier call; added a synthetic call")
+        function = {"name": "unknown", "arguments": "{}"}
+        synthetic = {"id": trace_id, "type": "function", "function": function}
+        repair = {"role": "assistant", "content": "", "tool_calls": [synthetic]}
+        self.graph.append(repair, at=record.at, meta={"synthetic": "orphan_tool_result"})
+        self.messages += 1
+        self.tool_calls += 1
+        return trace_id
+
+    def _warn(self, note: str) -> None:
+        self.warnings.append(note)

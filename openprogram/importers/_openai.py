@@ -1,0 +1,140 @@
+"""OpenAI chat messages saved as a JSON list, a ``{"messages": [...]}`` object, or JSONL.
+
+This is also the target shape of every importer, so ``chat_message`` (validate one message and
+bring it to the canonical form) is shared with the SWE-agent reader, whose history is OpenAI-like.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from openprogram._errors import TraceFormatError
+from openprogram.importers._model import Imported
+from openprogram.importers._reading import (
+    Bad,
+    Reading,
+    flatten_text,
+    get,
+    get_name,
+    iter_jsonl,
+    kind,
+    load_json,
+    opt,
+    parse_time,
+    tool_call,
+)
+
+__all__ = ["chat_message", "looks_like_jsonl", "read_openai"]
+
+_ROLES = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "assistant": "assistant",
+    "tool": "tool",
+}
+_HANDLED = {"role", "content", "tool_calls", "tool_call_id", "is_error", "timestamp", "created_at"}
+_THINKING = ("thinking", "reasoning_content", "reasoning")
+
+
+def read_openai(path: Path, *, skip_bad: bool = False) -> Reading:
+    """Read a file of OpenAI chat messages (JSON list, ``{"messages": [...]}`` or JSONL)."""
+    return Reading(path, _parse, skip_bad=skip_bad)
+
+
+def chat_message(raw: object, where: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One chat message in canonical form, and its other keys (kept as meta).
+
+    Canonical: ``content`` is a string (parts flattened), ``developer`` becomes ``system``,
+    tool call ``arguments`` are JSON strings, and reasoning under any common key is ``thinking``.
+    """
+    if not isinstance(raw, dict):
+        raise Bad(where, f"expected a message object, got {kind(raw)}")
+    role = get(raw, "role", str, where)
+    if role not in _ROLES:
+        raise Bad(f"{where}.role", f"expected one of {sorted(_ROLES)}, got {role!r}")
+    role = _ROLES[role]
+    content = flatten_text(raw.get("content"), f"{where}.content")
+    message: dict[str, Any] = {"role": role, "content": content}
+    extra = {key: value for key, value in raw.items() if key not in _HANDLED}
+    if role == "assistant":
+        calls = opt(raw, "tool_calls", list, where)
+        if calls:
+            message["tool_calls"] = [
+                tool_call(call, f"{where}.tool_calls[{i}]") for i, call in enumerate(calls)
+            ]
+        thinking = _thinking(raw)
+        if thinking:
+            message["thinking"] = thinking
+            for key in (*_THINKING, "thinking_blocks"):
+                extra.pop(key, None)
+    elif role == "tool":
+        message["tool_call_id"] = get_name(raw, "tool_call_id", where)
+        is_error = opt(raw, "is_error", bool, where)
+        if is_error is not None:
+            message["is_error"] = is_error
+    return message, extra
+
+
+def looks_like_jsonl(path: Path) -> bool:
+    """True when the first non-blank line is a whole message object, as in JSONL."""
+    with path.open("rb") as lines:
+        for line in lines:
+            if line.strip():
+                try:
+                    first = msgspec.json.decode(line)
+                except msgspec.DecodeError:
+                    return False
+                return isinstance(first, dict) and "role" in first
+    return False
+
+
+def _thinking(raw: dict[str, Any]) -> str:
+    for key in _THINKING:
+        if isinstance(raw.get(key), str) and raw[key]:
+            return str(raw[key])
+    blocks = raw.get("thinking_blocks")
+    if isinstance(blocks, list):
+        texts = [block.get("thinking") for block in blocks if isinstance(block, dict)]
+        return "\n\n".join(text for text in texts if isinstance(text, str))
+    return ""
+
+
+def _imported(raw: object, where: str) -> Imported:
+    message, extra = chat_message(raw, where)
+    stamp = raw.get("timestamp", raw.get("created_at")) if isinstance(raw, dict) else None
+    return Imported(message=message, at=parse_time(stamp, f"{where}.timestamp"), meta=extra)
+
+
+def _parse(path: Path, reading: Reading) -> Iterator[Imported]:
+    reading.session_id = path.stem
+    if path.suffix == ".jsonl" or looks_like_jsonl(path):
+        for number, record in iter_jsonl(path, reading):
+            if "messages" in record and "role" not in record:
+                raise TraceFormatError(str(path), f"line {number}", "expected one message per line")
+            try:
+                yield _imported(record, "$")
+            except Bad as error:
+                reading.bad(f"line {number}, {error.where}", error.problem)
+        return
+    document = load_json(path)
+    where = "$"
+    if isinstance(document, dict):
+        messages = document.get("messages")
+        where = "$.messages"
+        if isinstance(document.get("id"), str):
+            reading.session_id = document["id"]
+    else:
+        messages = document
+    if not isinstance(messages, list):
+        problem = 'expected a list of messages or an object with a "messages" list'
+        raise TraceFormatError(str(path), where, f"{problem}, got {kind(messages)}")
+    for i, raw in enumerate(messages):
+        try:
+            yield _imported(raw, f"{where}[{i}]")
+        except Bad as error:
+            reading.bad(error.where, error.problem)

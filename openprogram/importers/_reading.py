@@ -1,0 +1,214 @@
+"""What every format parser shares: the iterator that counts what it skipped, and shape checks.
+
+Parsers raise ``Bad(json_path, problem)`` while reading one record; ``Reading.bad`` turns that into
+a ``TraceFormatError`` naming the file and line, or counts it under ``skip_bad``. Keeping this in
+one place makes every format report errors the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+
+from openprogram._errors import TraceFormatError
+from openprogram.importers._model import Imported
+
+__all__ = [
+    "Bad",
+    "Reading",
+    "flatten_text",
+    "get",
+    "get_name",
+    "iter_jsonl",
+    "kind",
+    "load_json",
+    "opt",
+    "parse_time",
+    "tool_call",
+]
+
+T = TypeVar("T")
+Parser = Callable[[Path, "Reading"], Iterator[Imported]]
+
+_KINDS: dict[type, str] = {
+    str: "a string",
+    list: "a list",
+    dict: "an object",
+    bool: "a boolean",
+    int: "an integer",
+    float: "a number",
+    type(None): "null",
+}
+_IMAGE_PARTS = frozenset({"image", "image_url", "input_image"})
+_BYTE_POS = re.compile(r"byte (\d+)")
+NEWLINE = b"\n"
+
+
+class Bad(Exception):
+    """A record without the expected shape: ``where`` is a JSON path into it."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        super().__init__(f"{where}: {problem}")
+        self.where = where
+        self.problem = problem
+
+
+class Reading(Iterator[Imported]):
+    """The records of one trace, plus what reading them skipped or found odd.
+
+    A plain generator cannot report the records it dropped under ``skip_bad``; this iterator
+    can: ``skipped`` holds one ``TraceFormatError`` per dropped record, ``warnings`` notes on
+    records that were imported but repaired or partly ignored, ``session_id`` the trace's id.
+    """
+
+    def __init__(self, path: Path, parse: Parser, *, skip_bad: bool = False) -> None:
+        self.path = Path(path)
+        self.skip_bad = skip_bad
+        self.skipped: list[TraceFormatError] = []
+        self.warnings: list[str] = []
+        self.session_id: str | None = None
+        self._records = parse(self.path, self)
+
+    def __iter__(self) -> Reading:
+        return self
+
+    def __next__(self) -> Imported:
+        return next(self._records)
+
+    def bad(self, where: str, problem: str) -> None:
+        """Raise for a malformed record, or count it when reading with ``skip_bad``."""
+        error = TraceFormatError(str(self.path), where, problem)
+        if not self.skip_bad:
+            raise error
+        self.skipped.append(error)
+
+    def warn(self, note: str) -> None:
+        """Record a note once: repeated oddities in a long trace should not flood the stats."""
+        if note not in self.warnings:
+            self.warnings.append(note)
+
+
+def kind(value: object) -> str:
+    """Name a JSON value's type the way an error message should."""
+    return _KINDS.get(type(value), type(value).__name__)
+
+
+def get(obj: dict[str, Any], key: str, expected: type[T], where: str) -> T:
+    """A required field of the expected JSON type."""
+    if key not in obj:
+        raise Bad(f"{where}.{key}", f"missing; expected {_KINDS[expected]}")
+    value = obj[key]
+    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+        raise Bad(f"{where}.{key}", f"expected {_KINDS[expected]}, got {kind(value)}")
+    return value
+
+
+def get_name(obj: dict[str, Any], key: str, where: str) -> str:
+    """A required non-empty string: call ids and tool names, which the graph keys on."""
+    value = get(obj, key, str, where)
+    if not value:
+        raise Bad(f"{where}.{key}", "expected a non-empty string")
+    return value
+
+
+def opt(obj: dict[str, Any], key: str, expected: type[T], where: str) -> T | None:
+    """An optional field: absent or null gives None, a wrong type is still an error."""
+    if obj.get(key) is None:
+        return None
+    return get(obj, key, expected, where)
+
+
+def parse_time(value: object, where: str) -> datetime | None:
+    """A trace timestamp (ISO 8601 string or Unix seconds) as an aware UTC datetime."""
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value, UTC)
+    if isinstance(value, str):
+        try:
+            stamp = datetime.fromisoformat(value)
+        except ValueError:
+            raise Bad(where, f"expected an ISO 8601 timestamp, got {value[:40]!r}") from None
+        if stamp.tzinfo is None:
+            return stamp.replace(tzinfo=UTC)
+        return stamp.astimezone(UTC)
+    raise Bad(where, f"expected a timestamp, got {kind(value)}")
+
+
+def flatten_text(content: object, where: str) -> str:
+    """Content as plain text: a string, or a list of parts whose text is joined by newlines.
+
+    Images and other non-text parts become a short ``[image]``-style placeholder, so the
+    message keeps a trace of them without carrying binary payloads into the graph.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise Bad(where, f"expected a string or a list of content parts, got {kind(content)}")
+    texts: list[str] = []
+    for i, part in enumerate(content):
+        if isinstance(part, str):
+            texts.append(part)
+            continue
+        if not isinstance(part, dict):
+            raise Bad(f"{where}[{i}]", f"expected a content part object, got {kind(part)}")
+        text = part.get("text")
+        if isinstance(text, str):
+            texts.append(text)
+        elif part.get("type") in _IMAGE_PARTS:
+            texts.append("[image]")
+        else:
+            texts.append(f"[{part.get('type', 'unknown')}]")
+    return "\n".join(texts)
+
+
+def tool_call(raw: object, where: str) -> dict[str, Any]:
+    """One OpenAI tool call, with ``arguments`` always a JSON string."""
+    if not isinstance(raw, dict):
+        raise Bad(where, f"expected a tool call object, got {kind(raw)}")
+    call_id = get_name(raw, "id", where)
+    function = get(raw, "function", dict, where)
+    name = get_name(function, "name", f"{where}.function")
+    arguments = function.get("arguments")
+    if arguments is None:
+        arguments = "{}"
+    elif not isinstance(arguments, str):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def iter_jsonl(path: Path, reading: Reading) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each non-blank line's JSON object with its 1-based line number; bad lines go to ``bad``."""
+    decode = msgspec.json.Decoder().decode
+    with path.open("rb") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = decode(line)
+            except msgspec.DecodeError as error:
+                reading.bad(f"line {number}", f"expected a JSON object ({error})")
+                continue
+            if not isinstance(record, dict):
+                reading.bad(f"line {number}", f"expected a JSON object, got {kind(record)}")
+                continue
+            yield number, record
+
+
+def load_json(path: Path) -> Any:
+    """A whole-file JSON document; a syntax error names the line it is on."""
+    data = path.read_bytes()
+    try:
+        return msgspec.json.decode(data)
+    except msgspec.DecodeError as error:
+        found = _BYTE_POS.search(str(error))
+        where = f"line {data.count(NEWLINE, 0, int(found.group(1))) + 1}" if found else "$"
+        raise TraceFormatError(str(path), where, f"expected valid JSON ({error})") from None
