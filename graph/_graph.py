@@ -112,7 +112,7 @@ class GraphReader:
             head = self.default_head()
         return steps_to_messages(visible(self._state, head, expose="full"))
 
-    def to_networkx(self) -> nx.DiGraph:
+    def to_networkx(self) -> nx.MultiDiGraph:
         """A networkx view: node attribute ``kind`` (and small ones), edge attribute ``type``."""
         from ._nx import to_networkx
 

@@ -16,8 +16,11 @@ from ._nodes import Dialogue, Function, Tool
 from ._state import GraphState
 
 
-def to_networkx(state: GraphState) -> nx.DiGraph:
-    """A ``networkx.DiGraph`` of node ids with ``kind`` and edge ``type`` attributes.
+def to_networkx(state: GraphState) -> nx.MultiDiGraph:
+    """A ``networkx.MultiDiGraph`` of node ids with ``kind`` and edge ``type`` attributes.
+
+    A multigraph keyed by edge type, because two nodes can be joined by two edges: a
+    function and the first node of its own chain are linked by ``next`` and ``caller``.
 
     >>> from graph import ConversationGraph
     >>> g = ConversationGraph.memory()
@@ -26,8 +29,12 @@ def to_networkx(state: GraphState) -> nx.DiGraph:
     >>> view = g.to_networkx()
     >>> sorted(view.nodes[n]["kind"] for n in view), [d["type"] for *_, d in view.edges(data=True)]
     (['dialogue', 'dialogue'], ['next'])
+    >>> with g.function("f"):
+    ...     _ = g.append({"role": "user", "content": "inside"})
+    >>> sorted(k for *_, k in g.to_networkx().out_edges(g.head, keys=True))
+    ['caller', 'next']
     """
-    view = nx.DiGraph(session=state.session)
+    view = nx.MultiDiGraph(session=state.session)
     for node_id in state.order:
         node = state.nodes[node_id]
         attrs: dict[str, Any] = {"kind": node.kind, "seq": node.seq, "status": node.status}
@@ -38,7 +45,7 @@ def to_networkx(state: GraphState) -> nx.DiGraph:
             attrs["name"] = payload.name
         view.add_node(node_id, **attrs)
     for edge in state.edges:
-        view.add_edge(edge.src, edge.dst, type=edge.type)
+        view.add_edge(edge.src, edge.dst, key=edge.type, type=edge.type)
     return view
 
 

@@ -197,9 +197,15 @@ def engine_for(url: str) -> Engine:
                 event.listen(engine, "begin", _sqlite_begin)
             else:
                 engine = create_engine(url, pool_pre_ping=True)
-            migrate(engine)
         except SQLAlchemyError as error:
             raise StoreError(f"cannot open database {url}: {error}") from error
+        try:
+            migrate(engine)
+        except BaseException as error:
+            engine.dispose()  # an engine we do not cache must not leak its connections
+            if isinstance(error, SQLAlchemyError):
+                raise StoreError(f"cannot open database {url}: {error}") from error
+            raise
         _ENGINES[url] = engine
         return engine
 

@@ -1,0 +1,92 @@
+"""The public surface of ``graph`` is exactly what we mean to export."""
+
+from __future__ import annotations
+
+import importlib
+
+import graph
+
+EXPECTED = [
+    "ConversationGraph",
+    "CrossSessionError",
+    "CycleError",
+    "Dialogue",
+    "DuplicateToolResult",
+    "Edge",
+    "Event",
+    "Finish",
+    "Fork",
+    "Function",
+    "FunctionFinished",
+    "FunctionHandle",
+    "GraphError",
+    "GraphReader",
+    "GraphState",
+    "GraphView",
+    "InvalidMessage",
+    "MemoryStore",
+    "MigrationError",
+    "Node",
+    "NodeNotFound",
+    "SQLStore",
+    "SessionInfo",
+    "Step",
+    "Store",
+    "StoreError",
+    "Tool",
+    "ToolCallError",
+    "ToolResult",
+    "UnknownToolCall",
+    "applied_migrations",
+    "dialogue_message",
+    "dispose_engines",
+    "engine_for",
+    "export_graphml",
+    "export_json",
+    "function_call_id",
+    "function_messages",
+    "is_safe_id",
+    "migrate",
+    "migration",
+    "new_id",
+    "register_migration",
+    "registered_migrations",
+    "steps_to_messages",
+    "text_of",
+    "to_networkx",
+    "tool_call",
+    "tool_result_message",
+    "visible",
+]
+
+
+def test_all_is_exactly_the_public_surface() -> None:
+    assert graph.__file__ is not None and graph.__file__.endswith("__init__.py")
+    assert sorted(graph.__all__) == EXPECTED
+    assert len(set(graph.__all__)) == len(graph.__all__)
+
+
+def test_every_public_name_is_importable() -> None:
+    module = importlib.import_module("graph")
+    namespace: dict[str, object] = {}
+    exec("from graph import *", namespace)
+    for name in EXPECTED:
+        assert getattr(module, name) is not None
+        assert namespace[name] is getattr(module, name)
+
+
+def test_public_names_have_docstrings() -> None:
+    missing = [n for n in EXPECTED if not (getattr(graph, n).__doc__ or "").strip()]
+    assert missing == []
+
+
+def test_errors_form_one_hierarchy() -> None:
+    errors = [getattr(graph, n) for n in EXPECTED if n.endswith(("Error", "Finished", "Found"))]
+    errors += [graph.InvalidMessage, graph.UnknownToolCall, graph.DuplicateToolResult]
+    for error in errors:
+        assert issubclass(error, graph.GraphError), error
+    assert issubclass(graph.UnknownToolCall, graph.ToolCallError)
+    assert issubclass(graph.DuplicateToolResult, graph.ToolCallError)
+    assert issubclass(graph.MigrationError, graph.StoreError)
+    assert issubclass(graph.InvalidMessage, ValueError)
+    assert issubclass(graph.NodeNotFound, KeyError)
