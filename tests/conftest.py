@@ -108,6 +108,6 @@ def _close_stray_event_loops() -> Iterator[None]:
     import gc
 
     for item in gc.get_objects():
-        if isinstance(item, asyncio.AbstractEventLoop) and not item.is_running():
-            if not item.is_closed():
-                item.close()
+        is_loop = isinstance(item, asyncio.AbstractEventLoop)
+        if is_loop and not item.is_running() and not item.is_closed():
+            item.close()
