@@ -56,8 +56,9 @@ def emergency(view: View, ctx: TierContext) -> View:
             else u
             for u in view.units
         ]
-        view = view.replace(units)
-        steps.append("stubbed running rounds")
+        if any(new is not old for new, old in zip(units, view.units, strict=True)):
+            view = view.replace(units)
+            steps.append("stubbed running rounds")
     if view.tokens > ctx.budget:
         last = view.units[-1]
         dropped = [
@@ -83,16 +84,22 @@ def emergency(view: View, ctx: TierContext) -> View:
 
 
 def _cut_longest(view: View, ctx: TierContext) -> View:
-    """Cut the longest texts (halving, longest first) until the view fits or cannot shrink."""
+    """Cut the longest texts (halving, longest first) until the view fits or cannot shrink.
+
+    Every cut starts from the uncut text, so its marker counts what is really gone; a
+    cut that would not save tokens (the marker costs some) is not applied.
+    """
     units = [list(u.items) for u in view.units]
-    for _ in range(64):
+    originals = [list(u.items) for u in view.units]
+    shown: dict[tuple[int, int], int] = {}
+    for _ in range(256):
         total = view.extra_tokens + sum(i.tokens for items in units for i in items)
         if total <= ctx.budget:
             break
         best = None
-        for ui, items in enumerate(units):
+        for ui, items in enumerate(originals):
             for ii, item in enumerate(items):
-                size = len(text_of(item.message.get("content")))
+                size = shown.get((ui, ii), len(text_of(item.message.get("content"))))
                 if size > _MIN_CHARS and (best is None or size > best[0]):
                     best = (size, ui, ii)
         if best is None:
@@ -100,7 +107,10 @@ def _cut_longest(view: View, ctx: TierContext) -> View:
         size, ui, ii = best
         excess_chars = (total - ctx.budget) * 4 + 16
         keep = max(_MIN_CHARS, min(size // 2, size - excess_chars))
-        units[ui][ii] = _cut(units[ui][ii], keep, ctx)
+        shown[(ui, ii)] = keep
+        cut = _cut(originals[ui][ii], keep, ctx)
+        if cut.tokens < units[ui][ii].tokens:
+            units[ui][ii] = cut
     return view.replace(
         msgspec.structs.replace(u, items=tuple(items))
         for u, items in zip(view.units, units, strict=True)

@@ -73,6 +73,8 @@ def apply_cleared(
         new = ctx.item({**item.message, "content": text}, item.node_id, "cleared", item.tool_name)
         if keep_messages:
             return Item(item.message, new.tokens, item.node_id, item.tool_name, "edit-cleared")
+        if new.tokens >= item.tokens:
+            return item  # a placeholder no shorter than the output would only add tokens
         return new
 
     return map_items(view, change)
@@ -105,7 +107,19 @@ def microcompact(view: View, ctx: TierContext) -> View:
 def _run(view: View, ctx: TierContext, *, count_trigger: bool) -> View:
     policy = ctx.policy
     started = time.perf_counter()
-    ids = compactable_ids(view, ctx)
+    if count_trigger and ctx.compactable is not None:
+        ids = ctx.compactable  # the whole walk's list: a reapplied snip must not shift it
+    else:
+        ids = compactable_ids(view, ctx)
+        ctx.compactable = ids
+        ctx.kept_tools = sorted(
+            {
+                item.tool_name
+                for unit in view.units
+                for item in unit.items
+                if item.tool_name and policy.tool_category(item.tool_name) is None
+            }
+        )
     count = len(ids)
     upto = ctx.decisions.cleared_upto
     trigger = ""
@@ -124,13 +138,7 @@ def _run(view: View, ctx: TierContext, *, count_trigger: bool) -> View:
     cleared = set(ids[:upto])
     edits = policy.use_cache_edits
     if edits:
-        names = {
-            item.tool_name
-            for unit in view.units
-            for item in unit.items
-            if item.tool_name and policy.tool_category(item.tool_name) is None
-        }
-        ctx.edits[:] = [context_edit(ctx, sorted(n for n in names if n))]
+        ctx.edits[:] = [context_edit(ctx, ctx.kept_tools)]
     after, changed = apply_cleared(view, ctx, cleared, keep_messages=edits)
     if changed:
         how = "context edit clears" if edits else "cleared"

@@ -51,7 +51,7 @@ def preview(text: str, lines: int, line_chars: int) -> str:
 
 
 def placeholder(text: str, node_id: str, path: Path, lines: int, line_chars: int) -> str:
-    total_lines = text.count("\n") + 1
+    total_lines = text.count("\n") + (0 if text.endswith("\n") else 1)
     head = preview(text, lines, line_chars)
     return (
         f"[output offloaded: {len(text)} characters, {total_lines} lines; node {node_id}; "

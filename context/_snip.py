@@ -69,6 +69,8 @@ def snip(view: View, ctx: TierContext) -> View:
     if not candidates:
         return view
     base = view.tokens
+    if not any(u.kind == "note" for u in view.units):
+        base += note_unit(ctx, candidates).tokens  # the note snip adds counts too
     boundary = ctx.decisions.snip_boundary
     removed = 0
     for unit in candidates:

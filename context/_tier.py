@@ -68,6 +68,11 @@ class TierContext:
     actions: list[Action] = field(default_factory=list)
     records: list[CompactionRecord] = field(default_factory=list)
     edits: list[dict[str, Any]] = field(default_factory=list)
+    compactable: list[str] | None = None
+    """Compactable tool nodes of the whole walk, oldest first, before any snip (set by
+    the per-turn microcompact pass; ``cleared_upto`` is an ordinal into this list)."""
+    kept_tools: list[str] = field(default_factory=list)
+    """Names of the walk's non-compactable tools (a context edit excludes them)."""
     started: float = field(default_factory=time.perf_counter)
 
     @property

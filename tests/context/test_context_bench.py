@@ -1,0 +1,60 @@
+"""Per-turn render time of a ContextEngine over a synthetic session, under a 32k budget.
+
+The graph is built first; the benchmarked function renders at every successive head
+(each round's assistant node, in order) with one fresh engine, as an agent loop would
+render once per turn. Run with ``--benchmark-enable`` for figures; the per-turn mean is
+in ``extra_info["per_turn_ms"]`` (the benchmark's mean divided by the number of turns).
+Without it (the default) only every 50th turn is rendered, once, as a smoke test.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _context_helpers import policy, start, tool_round
+
+from context import ContextEngine
+from graph import ConversationGraph
+
+TOOLS = ("Bash", "read_file", "grep", "deploy")
+
+
+def session(rounds: int) -> tuple[ConversationGraph, list[str]]:
+    g = ConversationGraph.memory("bench")
+    start(g, system="You are a careful coding agent. " * 20, task="Fix the failing tests.")
+    heads: list[str] = []
+    for i in range(rounds):
+        g.append({"role": "user", "content": f"Continue with step {i}."})
+        size = 12_000 if i % 40 == 7 else 6_000 if i % 9 == 3 else 300 + (i * 37) % 900
+        output = "".join(f"{i}:{line} result text here\n" for line in range(size // 24))
+        node = tool_round(
+            g, [(TOOLS[i % len(TOOLS)], output)], prefix=f"c{i}", content=f"Step {i}: running."
+        )
+        heads.append(node.id)
+    return g, heads
+
+
+@pytest.mark.parametrize("rounds", [200, 2_000])
+def test_render_every_turn(benchmark: Any, tmp_path: Path, rounds: int) -> None:
+    g, heads = session(rounds)
+    pol = policy(tmp_path)
+    if benchmark.disabled:  # a plain test run: a smoke test over every 50th turn
+        heads = heads[::50]
+
+    def fresh() -> tuple[tuple[ContextEngine], dict[str, Any]]:
+        return (ContextEngine(g, pol, budget=32_000),), {}
+
+    def every_turn(engine: ContextEngine) -> int:
+        worst = 0
+        for head in heads:
+            rendered = engine.render(head=head)
+            worst = max(worst, rendered.tokens - rendered.budget)
+        return worst
+
+    over = benchmark.pedantic(every_turn, setup=fresh, rounds=3, iterations=1)
+    assert over <= 0  # every turn fit
+    if benchmark.stats is not None:
+        per_turn = benchmark.stats.stats.mean / len(heads) * 1_000
+        benchmark.extra_info["per_turn_ms"] = round(per_turn, 3)

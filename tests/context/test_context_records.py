@@ -1,0 +1,302 @@
+"""Compaction records, offload fail-open, the persisted token cache, idle microcompact."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _context_helpers import policy, start, tool_round
+
+import context
+from context import (
+    CompactionRecord,
+    ContextEngine,
+    OffloadError,
+    TokenCounter,
+    _offload,
+    offload_path,
+    read_jsonl,
+    records_path,
+    render_context,
+    select_records,
+    tool_pair_problems,
+)
+from graph import ConversationGraph
+
+BIG = "".join(f"row {i:05d} " + "v" * 50 + "\n" for i in range(250))  # 15,000 chars
+
+
+def big_graph(g: ConversationGraph) -> str:
+    start(g)
+    node = tool_round(g, [("Read", BIG)], prefix="c")
+    g.append({"role": "assistant", "content": "read it"})
+    return g.tools(node.id)[0].id
+
+
+# -- records --------------------------------------------------------------------------
+
+
+def test_offload_record_goes_to_jsonl_and_callbacks(tmp_path: Path) -> None:
+    g = ConversationGraph.memory("s1")
+    tool_id = big_graph(g)
+    seen: list[CompactionRecord] = []
+    pol = policy(tmp_path)
+    engine = ContextEngine(g, pol, budget=100_000, on_record=seen.append)
+    rendered = engine.render()
+    [record] = rendered.records
+    assert record.tier == "offload"
+    assert record.session == "s1"
+    path = pol.state_dir / "tool_results" / "s1" / f"{tool_id}.txt"
+    assert record.offloaded == [{"node": tool_id, "path": str(path), "chars": len(BIG)}]
+    assert record.error is None
+    assert record.messages_before == record.messages_after == 5
+    assert record.tokens_after < record.tokens_before
+    assert record.ratio == round(record.tokens_after / record.tokens_before, 4)
+    assert seen == [record]
+
+    file = records_path(pol.state_dir, "s1")
+    assert file == tmp_path / ".openprogram" / "records" / "s1.jsonl"
+    assert list(read_jsonl(file)) == [record]
+
+    again = engine.render()
+    assert again.records == []
+    assert render_context(g, budget=100_000, policy=pol).records == []
+    assert list(read_jsonl(file)) == [record]
+    assert seen == [record]
+
+
+def test_torn_last_line_is_skipped_with_a_warning(tmp_path: Path) -> None:
+    g = ConversationGraph.memory("s1")
+    big_graph(g)
+    pol = policy(tmp_path)
+    [record] = render_context(g, budget=100_000, policy=pol).records
+    file = records_path(pol.state_dir, "s1")
+    with file.open("ab") as handle:
+        handle.write(b'{"id": "torn", "sess')
+    with pytest.warns(RuntimeWarning, match="torn last record"):
+        assert list(read_jsonl(file)) == [record]
+
+
+def test_a_bad_line_before_the_last_raises(tmp_path: Path) -> None:
+    file = tmp_path / "r.jsonl"
+    file.write_bytes(b"not json\n{}\n")
+    with pytest.raises(context.RecordError):
+        list(read_jsonl(file))
+    assert list(read_jsonl(tmp_path / "missing.jsonl")) == []
+
+
+def test_records_go_to_the_database(store_url: str, tmp_path: Path) -> None:
+    g = ConversationGraph.open(store_url, session="s1")
+    try:
+        big_graph(g)
+        seen: list[CompactionRecord] = []
+        engine = ContextEngine(g, policy(tmp_path), budget=100_000, on_record=seen.append)
+        [record] = engine.render().records
+        assert engine.render().records == []
+        with g.store.engine.connect() as connection:  # type: ignore[attr-defined]
+            assert select_records(connection, "s1") == [record]
+            assert select_records(connection, "other") == []
+        assert seen == [record]
+        # A second engine (another process, say) re-renders without a new record.
+        again = ContextEngine(g, policy(tmp_path), budget=100_000).render()
+        assert again.records == []
+        with g.store.engine.connect() as connection:  # type: ignore[attr-defined]
+            assert select_records(connection, "s1") == [record]
+    finally:
+        g.close()
+
+
+# -- offload fail-open ----------------------------------------------------------------
+
+
+def test_offload_failure_keeps_the_output_inline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def disk_full(path: Path, text: str) -> bool:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(_offload, "write_output", disk_full)
+    g = ConversationGraph.memory("s1")
+    tool_id = big_graph(g)
+    full = render_context(g, budget=1_000_000, policy=policy(tmp_path / "probe"))
+    budget = full.tokens + 200
+    rendered = render_context(g, budget=budget, policy=policy(tmp_path))
+    assert rendered.fits
+    assert tool_pair_problems(rendered.messages) == []
+    content = rendered.messages[3]["content"]
+    assert content.startswith(BIG[:2_400])
+    assert content.endswith(BIG[-1_600:])
+    assert f"elided from node {tool_id}" in content
+    [failed] = [a for a in rendered.actions if a.tier == "offload"]
+    assert failed.error == f"node {tool_id}: disk full"
+    assert [a.tier for a in rendered.actions] == ["offload", "budget_reduction"]
+    [record] = rendered.records
+    assert record.tier == "offload"
+    assert record.error == f"node {tool_id}: disk full"
+    assert record.offloaded == []
+    assert not (tmp_path / ".openprogram" / "tool_results").exists()
+
+
+def test_offload_failure_on_write_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def disk_full(self: Path, data: bytes) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_bytes", disk_full)
+    g = ConversationGraph.memory("s1")
+    big_graph(g)
+    engine = ContextEngine(g, policy(tmp_path), budget=100_000)
+    rendered = engine.render()
+    assert rendered.fits
+    assert "No space left on device" in (rendered.records[0].error or "")
+    # The failure is remembered: the next render neither retries nor records again.
+    again = engine.render()
+    assert again.messages == rendered.messages
+    assert again.records == []
+
+
+def test_a_failing_tier_is_recorded_and_the_render_continues(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from context import _engine
+
+    def broken(view: Any, ctx: Any) -> Any:
+        raise RuntimeError("summarizer down")
+
+    monkeypatch.setitem(_engine.TIERS, "snip", broken)
+    g = ConversationGraph.memory("s1")
+    start(g)
+    for i in range(10):
+        g.append({"role": "user", "content": f"step {i}"})
+        g.append({"role": "assistant", "content": "word " * 80})
+    rendered = render_context(g, budget=300, policy=policy(tmp_path))
+    assert rendered.fits
+    assert tool_pair_problems(rendered.messages) == []
+    failed = [a for a in rendered.actions if a.tier == "snip"]
+    assert failed and failed[0].error == "RuntimeError('summarizer down')"
+    assert [r.error for r in rendered.records if r.tier == "snip"] == [
+        "RuntimeError('summarizer down')"
+    ]
+    assert "emergency" in [a.tier for a in rendered.actions]
+
+
+@pytest.mark.parametrize("bad", ["../x", "a/b", "..", "", "x\x00y", "/etc/passwd"])
+def test_offload_refuses_escaping_ids(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(OffloadError):
+        offload_path(tmp_path, bad, "N1")
+    with pytest.raises(OffloadError):
+        offload_path(tmp_path, "s1", bad)
+
+
+def test_offload_path_is_inside_the_folder(tmp_path: Path) -> None:
+    path = offload_path(tmp_path, "s1", "01ABC")
+    assert path == (tmp_path / "tool_results" / "s1" / "01ABC.txt").resolve()
+
+
+# -- token cache ----------------------------------------------------------------------
+
+
+def test_second_engine_loads_cached_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    g = ConversationGraph.open(tmp_path / "op.db", session="s1")
+    try:
+        start(g)
+        for i in range(5):
+            tool_round(g, [("Bash", f"out {i} " * 20)], prefix=f"c{i}")
+        big_graph_round = tool_round(g, [("Read", BIG)], prefix="big")
+        assert big_graph_round
+        first = ContextEngine(g, policy(tmp_path), budget=100_000).render()
+
+        calls: list[dict[str, Any]] = []
+        original = TokenCounter.count_message
+
+        def counting(self: TokenCounter, message: Any) -> int:
+            calls.append(dict(message))
+            return original(self, message)
+
+        monkeypatch.setattr(TokenCounter, "count_message", counting)
+        second = ContextEngine(g, policy(tmp_path), budget=100_000)
+        assert len(second.cache) > 0
+        rendered = second.render()
+        assert rendered.messages == first.messages
+        assert rendered.tokens == first.tokens
+        assert calls == []
+    finally:
+        g.close()
+
+
+# -- idle microcompact ----------------------------------------------------------------
+
+
+def test_idle_microcompact_clears_even_when_the_prompt_fits(tmp_path: Path) -> None:
+    g = ConversationGraph.memory("s1")
+    start(g)
+    last = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
+    for i in range(8):
+        tool_round(g, [("Bash", f"output {i}" + " ok" * 100)], prefix=f"c{i}", at=last)
+    pol = policy(tmp_path)
+
+    busy = ContextEngine(g, pol, budget=100_000, clock=lambda: last + timedelta(minutes=59))
+    assert busy.render().actions == []
+
+    idle = ContextEngine(g, pol, budget=100_000, clock=lambda: last + timedelta(hours=2))
+    rendered = idle.render()
+    assert rendered.fits
+    contents = [m["content"] for m in rendered.messages if m["role"] == "tool"]
+    assert [c.startswith("[old Bash output cleared") for c in contents] == [True] * 3 + [False] * 5
+    [record] = rendered.records
+    assert record.tier == "microcompact"
+    assert record.details == {"trigger": "idle", "cleared": 3}
+    # Sticky: the next render keeps them cleared, without a new record.
+    again = idle.render()
+    assert again.messages == rendered.messages
+    assert again.records == []
+
+
+# -- public surface -------------------------------------------------------------------
+
+
+def test_public_surface() -> None:
+    assert sorted(context.__all__) == [
+        "Action",
+        "CompactionRecord",
+        "ContextEngine",
+        "ContextError",
+        "DEFAULT_COMPACTABLE",
+        "Decisions",
+        "Item",
+        "ModelInfo",
+        "OffloadError",
+        "Policy",
+        "PolicyError",
+        "RecordError",
+        "Rendered",
+        "TIERS",
+        "TIER_NAMES",
+        "Tier",
+        "TierContext",
+        "TokenCache",
+        "TokenCounter",
+        "TokenizerError",
+        "Unit",
+        "UnknownModel",
+        "UsageAnchor",
+        "View",
+        "encoding_name_for",
+        "is_anthropic",
+        "middle_truncate",
+        "model_info",
+        "offload_path",
+        "provider_roles",
+        "read_jsonl",
+        "records_path",
+        "render_context",
+        "repair_tool_pairs",
+        "select_records",
+        "tool_pair_problems",
+    ]
+    for name in context.__all__:
+        assert getattr(context, name) is not None
+    namespace: dict[str, Any] = {}
+    exec("from context import *", namespace)
+    assert set(context.__all__) <= set(namespace)
