@@ -19,7 +19,7 @@ from context import Policy, read_jsonl, records_path
 from graph import ConversationGraph, GraphError, SQLStore, export_graphml, export_json, text_of
 from openprogram._errors import OpenProgramError
 
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 160)
 
 
 def _default_traces() -> list[Path]:
@@ -85,39 +85,60 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from openprogram.bench import MessageCounter, load_trace, run_policy
+    from openprogram.bench import MessageCounter, Turn, format_table, load_trace, run_policy
 
-    trace = load_trace(Path(args.trace), format=args.format)
+    graph = ConversationGraph.memory() if args.memory else ConversationGraph.open(args.db)
+    trace = load_trace(Path(args.trace), format=args.format, graph=graph)
     counter = MessageCounter(args.encoding)
     state = Path(args.state_dir)
+    chosen = None
+    if args.model:
+        chosen = Policy.for_model(args.model, state_dir=state)
+    budget = args.budget or (chosen.budget if chosen else 32_000)
+    history: list[int] = []
+    prompt: list[int] = []
+    fired: list[list[str]] = []
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task(f"replaying {trace.name}", total=len(trace.turns))
+
+        def on_turn(turn: Turn, tiers: list[str]) -> None:
+            history.append(turn.history_tokens)
+            prompt.append(turn.prompt_tokens)
+            fired.append(tiers)
+            progress.advance(task)
+
         metrics = run_policy(
             trace,
             args.policy,
-            args.budget,
+            budget,
             counter,
-            on_turn=lambda: progress.advance(task),
+            on_turn=on_turn,
             state_dir=state,
+            policy_object=chosen,
         )
     if metrics is None:
         console.print(f"policy {args.policy} does not apply to {trace.name}")
         return 1
-    from openprogram.bench import format_table
-
+    console.print(f"session {graph.session} in {graph.store.url}")
     console.print(format_table([metrics]))
-    records = list(read_jsonl(records_path(state, trace.graph.session)))
+    path = records_path(state, graph.session)
+    records = list(read_jsonl(path))
+    table = Table(title="compactions (new decisions)")
+    for column in ("tier", "fired", "tokens saved when fired"):
+        table.add_column(column)
     tiers = Counter(r.tier for r in records)
     saved: Counter[str] = Counter()
     for record in records:
         saved[record.tier] += record.tokens_before - record.tokens_after
-    table = Table(title="compactions")
-    for column in ("tier", "fired", "tokens saved when fired"):
-        table.add_column(column)
     for tier, count in tiers.items():
         table.add_row(tier, str(count), str(saved[tier]))
     console.print(table)
-    console.print(f"records: {records_path(state, trace.graph.session)}")
+    console.print(f"records: {path}" if records else "no compaction was needed")
+    if args.plot:
+        from openprogram._plot import plot_replay
+
+        plot_replay(Path(args.plot), trace.name, history, prompt, fired, budget)
+        console.print(f"plot: {args.plot}")
     return 0
 
 
@@ -262,8 +283,11 @@ def parser() -> argparse.ArgumentParser:
     imp.set_defaults(run=cmd_import)
     replay = sub.add_parser("replay", help="render every turn of a trace and report the tiers")
     replay.add_argument("trace")
-    replay.add_argument("--budget", type=int, default=32_000)
+    replay.add_argument("--budget", type=int, help="default: 32000, or the model's budget")
     replay.add_argument("--policy", default="default")
+    replay.add_argument("--model", help="take window and tokenizer from this model's entry")
+    replay.add_argument("--memory", action="store_true", help="import into memory, not SQLite")
+    replay.add_argument("--plot", help="write a PNG of tokens per turn")
     replay.add_argument("--format")
     replay.add_argument("--encoding", default="cl100k_base")
     replay.add_argument("--state-dir", default=".openprogram")

@@ -99,9 +99,11 @@ def _index(steps: Sequence[Step]) -> tuple[list[dict[str, Any]], dict[str, int]]
     return steps_to_messages(steps), index
 
 
-def load_trace(path: Path, *, format: str | None = None) -> Trace:
-    """Import a trace into an in-memory graph and lay out its turns."""
-    graph = ConversationGraph.memory(session="replay")
+def load_trace(
+    path: Path, *, format: str | None = None, graph: ConversationGraph | None = None
+) -> Trace:
+    """Import a trace into ``graph`` (a new in-memory one by default) and lay out its turns."""
+    graph = graph if graph is not None else ConversationGraph.memory(session="replay")
     import_trace(path, graph, format=format)
     root_head = graph.state.order and _root_tip(graph)
     steps = graph.visible(head=root_head or None)
@@ -145,16 +147,22 @@ def run_policy(
     budget: int,
     count: MessageCounter,
     *,
-    on_turn: Callable[[], None] | None = None,
+    on_turn: Callable[[Turn, list[str]], None] | None = None,
     state_dir: Path | None = None,
+    policy_object: Policy | None = None,
 ) -> TraceMetrics | None:
-    """Replay one trace under one policy at one budget; None when it does not apply."""
+    """Replay one trace under one policy at one budget; None when it does not apply.
+
+    ``on_turn`` gets each turn and the tiers that made a new decision in it (our policies);
+    ``policy_object`` replaces the named preset's ``Policy`` (e.g. for another model).
+    """
     if policy == "native" and not trace.has_native:
         return None
     engine = None
     if policy in _OURS:
         folder = state_dir or Path(tempfile.mkdtemp(prefix="openprogram-bench-"))
-        engine = ContextEngine(trace.graph, _OURS[policy](folder), budget=budget)
+        chosen = policy_object or _OURS[policy](folder)
+        engine = ContextEngine(trace.graph, chosen, budget=budget)
     turns: list[Turn] = []
     history_tokens = 0
     counted = 0
@@ -164,11 +172,13 @@ def run_policy(
             history_tokens += count(trace.messages[counted])
             counted += 1
         started = time.perf_counter()
+        fired: list[str] = []
         if engine is not None:
             head = trace.graph.predecessor(node.id)
             engine.clock = _fixed_clock(node.at)
             rendered = engine.render(head=head.id if head else None)
             prompt, tokens = rendered.messages, rendered.tokens
+            fired = [record.tier for record in rendered.records]
             ms = (time.perf_counter() - started) * 1000
         else:
             if policy == "none":
@@ -184,9 +194,10 @@ def run_policy(
             ms = (time.perf_counter() - started) * 1000
             tokens = sum(count(m) for m in prompt)
         assistant = trace.messages[position]
-        turns.append(Turn(prompt, tokens, history_tokens, assistant, history, ms))
+        turn = Turn(prompt, tokens, history_tokens, assistant, history, ms)
+        turns.append(turn)
         if on_turn is not None:
-            on_turn()
+            on_turn(turn, fired)
     return compute_metrics(
         turns,
         trace=trace.name,
