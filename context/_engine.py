@@ -270,7 +270,17 @@ class ContextEngine:
             notes += role_notes
         if notes:
             ctx.act("integrity", "; ".join(dict.fromkeys(notes)), view, view)
-            tokens = self._tool_tokens + self.counter.count_messages(fixed)
+            # Keep the view's per-item counts (an output a context edit clears is counted
+            # cleared); add only what the repairs changed.
+            kept = {id(m) for m in messages} & {id(m) for m in fixed}
+            added = self.counter.count_messages(m for m in fixed if id(m) not in kept)
+            removed = sum(
+                item.tokens
+                for unit in view.units
+                for item in unit.items
+                if id(item.message) not in kept
+            )
+            tokens += added - removed
         return fixed, tokens
 
 
