@@ -14,7 +14,7 @@ import msgspec
 from graph import text_of
 
 from ._reduce import middle_truncate
-from ._snip import exempt, note_unit
+from ._snip import exempt, insert_note, note_unit
 from ._tier import TierContext
 from ._view import Item, Unit, View
 
@@ -68,10 +68,8 @@ def emergency(view: View, ctx: TierContext) -> View:
         if dropped:
             gone = {id(u) for u in (*dropped, *notes)}
             kept = [u for u in view.units if id(u) not in gone]
-            insert_at = next((i for i, u in enumerate(kept) if not u.pinned), len(kept))
             merged = sorted([*notes, *dropped], key=lambda u: u.position)
-            kept.insert(insert_at, note_unit(ctx, merged))
-            view = view.replace(kept)
+            view = view.replace(insert_note(kept, note_unit(ctx, merged)))
             steps.append(f"dropped {len(dropped)} unit(s)")
     if view.tokens > ctx.budget:
         view = _cut_longest(view, ctx)

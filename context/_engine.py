@@ -8,6 +8,7 @@ fit, checking integrity after every tier. Nothing stored is ever changed.
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -20,6 +21,7 @@ from graph import GraphError, GraphReader, Node, SQLStore, migrate
 
 from ._emergency import emergency
 from ._integrity import provider_roles, repair_tool_pairs, tool_pair_problems
+from ._layout import Layout
 from ._microcompact import microcompact, reapply_microcompact
 from ._offload import offload
 from ._policy import Policy
@@ -31,10 +33,10 @@ from ._records import (
     records_path,
 )
 from ._reduce import budget_reduction
-from ._snip import reapply_snip, snip
+from ._snip import snip, snipped_prefix
 from ._tier import Action, Decisions, Tier, TierContext
 from ._tokens import TokenCache, TokenCounter, UsageAnchor
-from ._view import Item, RawUnit, Unit, View, group_steps
+from ._view import Item, RawUnit, Unit, View
 
 TIERS: dict[str, Tier] = {
     "offload": offload,
@@ -103,6 +105,8 @@ class ContextEngine:
         self.anchor = UsageAnchor()
         self.last: Rendered | None = None
         self._decisions: dict[str | None, Decisions] = {}
+        self._layouts: dict[str | None, Layout] = {}
+        self._memo: dict[tuple[str, str], Item] = {}
         self._tool_tokens = self.counter.count_tools(self.tools)
         self._load_cache()
 
@@ -161,13 +165,10 @@ class ContextEngine:
             self.anchor.anchor_usage(self.last.tokens, input_tokens)
 
     # -- rendering --------------------------------------------------------------------
-    def _units(self, raw: list[RawUnit], ctx: TierContext) -> list[Unit]:
-        units = []
-        for position, unit in enumerate(raw):
-            items = tuple(self._item(message, node, ctx) for message, node in unit.entries)
-            ids = tuple(dict.fromkeys(node.id for _, node in unit.entries if node is not None))
-            units.append(Unit(items, unit.kind, position, unit.pinned, unit.running, ids))
-        return units
+    def _build(self, unit: RawUnit, position: int, ctx: TierContext) -> Unit:
+        items = tuple(self._item(message, node, ctx) for message, node in unit.entries)
+        ids = tuple(dict.fromkeys(node.id for _, node in unit.entries if node is not None))
+        return Unit(items, unit.kind, position, unit.pinned, unit.running, ids)
 
     def _item(self, message: dict[str, Any], node: Node | None, ctx: TierContext) -> Item:
         if node is None:
@@ -200,18 +201,22 @@ class ContextEngine:
         ctx = TierContext(
             self.graph, self.policy, budget, self.counter, self.cache, decisions, self.clock()
         )
-        steps = self.graph.visible(head, frame)
-        raw = group_steps(steps)
-        units = self._cap_callers(self._units(raw, ctx), frame)
+        ctx.memo = self._memo
+        if head is None and frame is None:
+            head = self.graph.default_head()
+        layout = self._layouts.setdefault(frame, Layout())
+        layout.update(self.graph.state, head, frame)
+        walked = layout.units(lambda raw, at: self._build(raw, at, ctx))
+        units = self._cap_callers(walked, frame)
         if decisions.snip_boundary and not self._same_branch(units, decisions):
             decisions = self._decisions[frame] = Decisions()
             ctx.decisions = decisions
-        view = View(tuple(units), self._tool_tokens)
+        ctx.compactable, ctx.kept_tools = layout.tools(walked, self.policy.tool_category)
+        view = self._snipped(View(tuple(units), self._tool_tokens), layout, ctx)
         for name in self.policy.cascade:
             if name in self.policy.always:
                 view = self._run(name, TIERS[name], view, ctx)
         view = reapply_microcompact(view, ctx)
-        view = reapply_snip(view, ctx)
         for name in self.policy.cascade:
             if name in self.policy.always:
                 continue
@@ -249,10 +254,35 @@ class ContextEngine:
             return view
         return after
 
+    def _snipped(self, view: View, layout: Layout, ctx: TierContext) -> View:
+        """Apply the sticky low-water mark; its prefix is reused while nothing before it
+        changed, so a long session's render costs what its kept part costs."""
+        boundary = ctx.decisions.snip_boundary
+        if boundary <= 0 or not view.units:
+            return view
+        units = list(view.units)
+        boundary = min(boundary, units[-1].position)
+        split = (
+            bisect.bisect_left([u.position for u in units], boundary)
+            if self.policy.callers is not None
+            else boundary
+        )
+        cached = layout.prefix
+        if cached is None or cached[0] != boundary or self.policy.callers is not None:
+            prefix, count = snipped_prefix(units[:split], ctx)
+            layout.prefix = cached = (boundary, prefix, count)
+        after = view.replace([*cached[1], *units[split:]])
+        if cached[2]:
+            ctx.act("snip", f"kept {cached[2]} earlier round(s) out", view, after)
+        return after
+
     @staticmethod
     def _anchor_id(units: list[Unit], boundary: int) -> str | None:
+        index = boundary - 1
+        if 0 <= index < len(units) and units[index].position == index:
+            return units[index].node_ids[0] if units[index].node_ids else None
         for unit in units:
-            if unit.position == boundary - 1 and unit.node_ids:
+            if unit.position == index and unit.node_ids:
                 return unit.node_ids[0]
         return None
 

@@ -46,11 +46,15 @@ def _trigger_point(count: int, first: int, every: int) -> int:
 
 
 def _idle(view: View, ctx: TierContext) -> bool:
-    last = None
-    for unit in view.units:
-        for item in unit.items:
-            if item.message.get("role") == "assistant" and item.node_id in ctx.graph:
-                last = item.node_id
+    last = next(
+        (
+            item.node_id
+            for unit in reversed(view.units)
+            for item in reversed(unit.items)
+            if item.message.get("role") == "assistant" and item.node_id in ctx.graph
+        ),
+        None,
+    )
     if last is None:
         return False
     idle = (ctx.now - ctx.graph.get(last).at).total_seconds() / 60
@@ -107,7 +111,7 @@ def microcompact(view: View, ctx: TierContext) -> View:
 def _run(view: View, ctx: TierContext, *, count_trigger: bool) -> View:
     policy = ctx.policy
     started = time.perf_counter()
-    if count_trigger and ctx.compactable is not None:
+    if ctx.compactable is not None:
         ids = ctx.compactable  # the whole walk's list: a reapplied snip must not shift it
     else:
         ids = compactable_ids(view, ctx)

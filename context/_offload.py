@@ -70,6 +70,9 @@ def offload(view: View, ctx: TierContext) -> View:
         node_id = item.node_id
         if item.message.get("role") != "tool" or item.variant != "full" or node_id is None:
             return item
+        done = ctx.memoized(node_id, "offloaded")
+        if done is not None and node_id in ctx.decisions.offloaded:
+            return done
         text = text_of(item.message.get("content"))
         if len(text) <= policy.offload_chars or node_id in ctx.decisions.offload_failed:
             return item

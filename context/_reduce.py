@@ -27,6 +27,9 @@ def middle_truncate(text: str, head: int, tail: int, node_id: str | None) -> str
 
 
 def reduce_item(item: Item, ctx: TierContext) -> Item:
+    done = ctx.memoized(item.node_id, "reduced")
+    if done is not None:
+        return done
     policy = ctx.policy
     text = text_of(item.message.get("content"))
     if len(text) <= policy.budget_reduction_chars:

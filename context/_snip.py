@@ -32,6 +32,12 @@ def note_unit(ctx: TierContext, dropped: list[Unit]) -> Unit:
     return Unit((item,), "note", position, pinned=True, node_ids=tuple(ids), count=count)
 
 
+def insert_note(kept: list[Unit], note: Unit) -> list[Unit]:
+    """Put ``note`` where the first unit it stands for was (units stay in walk order)."""
+    at = next((i for i, u in enumerate(kept) if u.position > note.position), len(kept))
+    return [*kept[:at], note, *kept[at:]]
+
+
 def drop(view: View, ctx: TierContext, boundary: int) -> tuple[View, list[Unit]]:
     """Drop every non-exempt unit before ``boundary``; one note stands for all dropped."""
     if not view.units:
@@ -43,10 +49,18 @@ def drop(view: View, ctx: TierContext, boundary: int) -> tuple[View, list[Unit]]
     notes = [u for u in view.units if u.kind == "note"]
     gone = {id(u) for u in (*dropped, *notes)}
     kept = [u for u in view.units if id(u) not in gone]
-    insert_at = next((i for i, u in enumerate(kept) if not u.pinned), len(kept))
     merged = sorted([*notes, *dropped], key=lambda u: u.position)
-    kept.insert(insert_at, note_unit(ctx, merged))
-    return view.replace(kept), dropped
+    return view.replace(insert_note(kept, note_unit(ctx, merged))), dropped
+
+
+def snipped_prefix(before: list[Unit], ctx: TierContext) -> tuple[list[Unit], int]:
+    """The units before the low-water mark as a render shows them: the exempt ones and one
+    note for the rest; also how many were dropped. ``before`` never holds the newest unit."""
+    kept = [u for u in before if u.pinned or u.running]
+    dropped = [u for u in before if not (u.pinned or u.running)]
+    if not dropped:
+        return kept, 0
+    return insert_note(kept, note_unit(ctx, dropped)), len(dropped)
 
 
 def reapply_snip(view: View, ctx: TierContext) -> View:

@@ -73,6 +73,8 @@ class TierContext:
     the per-turn microcompact pass; ``cleared_upto`` is an ordinal into this list)."""
     kept_tools: list[str] = field(default_factory=list)
     """Names of the walk's non-compactable tools (a context edit excludes them)."""
+    memo: dict[tuple[str, str], Item] = field(default_factory=dict)
+    """Items by (node id, variant): a node's rendering in a variant never changes."""
     started: float = field(default_factory=time.perf_counter)
 
     @property
@@ -88,10 +90,17 @@ class TierContext:
     ) -> Item:
         """An item whose token count is cached under the node id and variant."""
         if node_id is None:
-            tokens = self.counter.count_message(message)
-        else:
+            return Item(message, self.counter.count_message(message), None, tool_name, variant)
+        key = (node_id, variant)
+        item = self.memo.get(key)
+        if item is None:
             tokens = self.counter.count_cached(f"{node_id}:{variant}", message, self.cache)
-        return Item(message, tokens, node_id, tool_name, variant)
+            item = self.memo[key] = Item(message, tokens, node_id, tool_name, variant)
+        return item
+
+    def memoized(self, node_id: str | None, variant: str) -> Item | None:
+        """The item made earlier for this node and variant, if any (skips the work)."""
+        return None if node_id is None else self.memo.get((node_id, variant))
 
     def act(
         self,

@@ -8,21 +8,15 @@ graph: they map a :class:`View` to a new one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 import msgspec
 
 from graph import (
-    Dialogue,
     Node,
-    Step,
     Tool,
-    dialogue_message,
-    function_messages,
     text_of,
-    tool_call,
-    tool_result_message,
 )
 
 UnitKind = Literal["system", "task", "round", "call", "note", "stub"]
@@ -81,82 +75,17 @@ class RawUnit(msgspec.Struct, frozen=True):
     entries: tuple[tuple[dict[str, Any], Node | None], ...]
     running: bool
     pinned: bool = False
+    start: int = 0
+    """Index of the unit's first step in the walk."""
+    end: int = 0
+    """Index just after its last step."""
+    task_before: bool = False
+    """Whether the frame's task message came before this unit (grouping state)."""
 
 
 def is_native_compaction(node: Node) -> bool:
     """Nodes an importer kept from the agent's own compaction: ordinary renders skip them."""
     return bool(node.meta.get("native_compaction"))
-
-
-def group_steps(steps: Sequence[Step]) -> list[RawUnit]:
-    """Group a walk into units; the first user message of each frame becomes the task."""
-    units: list[RawUnit] = []
-    pending_users: list[tuple[dict[str, Any], Node | None]] = []
-    pending_running = False
-    task_seen = False
-    current: list[tuple[dict[str, Any], Node | None]] | None = None
-    current_assistant: dict[str, Any] = {}
-    current_running = False
-
-    def close_round() -> None:
-        nonlocal current
-        if current is not None:
-            units.append(RawUnit("round", tuple(current), current_running))
-            current = None
-
-    def flush_users() -> None:
-        nonlocal pending_running
-        if pending_users:
-            units.append(RawUnit("round", tuple(pending_users), pending_running))
-            pending_users.clear()
-            pending_running = False
-
-    for step in steps:
-        node = step.node
-        if step.view == "enter":
-            close_round()
-            flush_users()
-            task_seen = False
-            continue
-        if step.view == "tool":
-            if current is not None:
-                current_assistant.setdefault("tool_calls", []).append(tool_call(node))
-                current.append((tool_result_message(node), node))
-            continue
-        if is_native_compaction(node):
-            continue
-        if step.view == "call":
-            close_round()
-            flush_users()
-            pair = function_messages(node)
-            units.append(RawUnit("call", ((pair[0], node), (pair[1], node)), step.running))
-            continue
-        payload = node.payload
-        assert isinstance(payload, Dialogue)
-        message = dialogue_message(node)
-        if payload.role == "system":
-            close_round()
-            flush_users()
-            units.append(RawUnit("system", ((message, node),), step.running, pinned=True))
-        elif payload.role == "user":
-            close_round()
-            if not task_seen:
-                flush_users()
-                task_seen = True
-                units.append(RawUnit("task", ((message, node),), step.running, pinned=True))
-            else:
-                pending_users.append((message, node))
-                pending_running = pending_running or step.running
-        else:
-            close_round()
-            current_assistant = message
-            current = [*pending_users, (message, node)]
-            current_running = step.running or pending_running
-            pending_users.clear()
-            pending_running = False
-    close_round()
-    flush_users()
-    return units
 
 
 def tool_name_of(node: Node | None) -> str | None:

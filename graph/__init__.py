@@ -49,7 +49,7 @@ from ._openai import (
 )
 from ._state import GraphState
 from ._store import MemoryStore, SessionInfo, SQLStore, Store, dispose_engines, engine_for
-from ._walk import Step, visible
+from ._walk import Step, visible, visible_since
 
 __all__ = [
     "ConversationGraph",
@@ -102,4 +102,5 @@ __all__ = [
     "tool_call",
     "tool_result_message",
     "visible",
+    "visible_since",
 ]

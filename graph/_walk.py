@@ -55,15 +55,35 @@ def visible(
         raise GraphError(f"head {head!r} is a tool node; tools hang off their assistant")
     chain = state.chain(head)
     enclosing = set(state.ancestry(head)) if head is not None else set()
+    return _steps(state, chain, enclosing, expose)
+
+
+def visible_since(state: GraphState, head: str, since: str) -> list[Step] | None:
+    """The steps :func:`visible` would add for the chain nodes after ``since`` up to ``head``.
+
+    None when ``since`` is not on ``head``'s chain (a fork, another branch): then the caller
+    must walk in full. Lets a renderer extend its last walk instead of redoing it.
+    """
+    if head == since:
+        return []
+    chain = state.chain(head, stop=since)
+    if not chain or state.prev.get(chain[0]) != since:
+        return None
+    return _steps(state, chain, set(state.ancestry(head)), None)
+
+
+def _steps(
+    state: GraphState, chain: list[str], enclosing: set[str], expose: str | None
+) -> list[Step]:
     steps: list[Step] = []
     for node_id in chain:
         node = state.nodes[node_id]
-        depth = len(state.ancestry(node_id))
-        running = any(state.nodes[f].finish is None for f in state.ancestry(node_id))
+        ancestry = state.ancestry(node_id)
+        running = any(state.nodes[f].finish is None for f in ancestry)
         if node_id in enclosing:
-            steps.append(Step(node, "enter", depth, running))
+            steps.append(Step(node, "enter", len(ancestry), running))
         else:
-            _emit(state, node, depth, running, expose, steps)
+            _emit(state, node, len(ancestry), running, expose, steps)
     return steps
 
 

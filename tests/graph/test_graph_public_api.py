@@ -57,6 +57,7 @@ EXPECTED = [
     "tool_call",
     "tool_result_message",
     "visible",
+    "visible_since",
 ]
 
 
