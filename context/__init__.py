@@ -19,6 +19,7 @@ from ._offload import offload_path
 from ._policy import DEFAULT_COMPACTABLE, TIER_NAMES, Policy
 from ._records import CompactionRecord, read_jsonl, records_path, select_records
 from ._reduce import middle_truncate
+from ._sessions import delete_session
 from ._tier import Action, Decisions, Tier, TierContext
 from ._tokens import TokenCache, TokenCounter, UsageAnchor, encoding_name_for
 from ._view import Item, Unit, View
@@ -48,6 +49,7 @@ __all__ = [
     "UnknownModel",
     "UsageAnchor",
     "View",
+    "delete_session",
     "encoding_name_for",
     "is_anthropic",
     "middle_truncate",

@@ -226,6 +226,12 @@ class ContextEngine:
         if view.units and decisions.snip_boundary:
             decisions.snip_anchor = self._anchor_id(units, decisions.snip_boundary)
         messages, tokens = self._finish(view, ctx)
+        if tokens > budget >= view.tokens and "emergency" in self.policy.cascade:
+            # Integrity added a turn (a provider's role rules): make room for it too.
+            ctx.budget = budget - (tokens - view.tokens)
+            view = self._run("emergency", emergency, view, ctx)
+            ctx.budget = budget
+            messages, tokens = self._finish(view, ctx)
         rendered = Rendered(
             messages=messages,
             tokens=tokens,

@@ -15,7 +15,7 @@ from rich.progress import Progress
 from rich.table import Table
 from rich.tree import Tree
 
-from context import Policy, read_jsonl, records_path
+from context import Policy, delete_session, read_jsonl, records_path
 from graph import ConversationGraph, GraphError, SQLStore, export_graphml, export_json, text_of
 from openprogram._errors import OpenProgramError
 
@@ -251,17 +251,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    store = SQLStore(args.db)
-    store.delete_session(args.session)
-    policy = Policy(state_dir=Path(args.state_dir))
-    folder = policy.state_dir / "tool_results" / args.session
-    if folder.is_dir():
-        for file in folder.iterdir():
-            file.unlink()
-        folder.rmdir()
-    records = records_path(policy.state_dir, args.session)
-    records.unlink(missing_ok=True)
-    console.print(f"deleted session {args.session}")
+    delete_session(SQLStore(args.db), args.session, Path(args.state_dir))
+    console.print(f"deleted session {args.session}, its records and offloaded outputs")
     return 0
 
 

@@ -282,6 +282,7 @@ def test_public_surface() -> None:
         "UnknownModel",
         "UsageAnchor",
         "View",
+        "delete_session",
         "encoding_name_for",
         "is_anthropic",
         "middle_truncate",
@@ -300,3 +301,36 @@ def test_public_surface() -> None:
     namespace: dict[str, Any] = {}
     exec("from context import *", namespace)
     assert set(context.__all__) <= set(namespace)
+
+
+def test_delete_session_removes_records_cache_and_offload_files(
+    store_url: str, tmp_path: Path
+) -> None:
+    from context import delete_session, select_records
+
+    state = tmp_path / ".openprogram"
+    g = ConversationGraph.open(store_url, session="doomed")
+    g.append({"role": "user", "content": "task"})
+    g.append(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "Read", "arguments": "{}"}}
+            ],
+        }
+    )
+    g.append({"role": "tool", "tool_call_id": "c1", "content": "line\n" * 5_000})
+    rendered = ContextEngine(g, context.Policy(state_dir=state), budget=50_000).render()
+    assert [r.tier for r in rendered.records] == ["offload"]
+    assert (state / "tool_results" / "doomed").is_dir()
+    with g.store.engine.connect() as connection:
+        assert len(select_records(connection, "doomed")) == 1
+
+    delete_session(g.store, "doomed", state)
+
+    assert not (state / "tool_results" / "doomed").exists()
+    assert not (state / "records" / "doomed.jsonl").exists()
+    with g.store.engine.connect() as connection:
+        assert select_records(connection, "doomed") == []
+    assert "doomed" not in [s.id for s in g.store.sessions()]
