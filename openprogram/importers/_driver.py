@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from graph import ConversationGraph
+from graph import ConversationGraph, Tool
 from openprogram.importers._detect import detect_format, read_trace
 from openprogram.importers._model import Imported
 
@@ -90,6 +90,9 @@ class _Loader:
         self.tool_calls = 0
         self.functions = 0
         self.warnings: list[str] = []
+        self.used: set[str] = {
+            node.payload.call_id for node in graph.nodes() if isinstance(node.payload, Tool)
+        }
 
     def sidechain(self, run: list[Imported]) -> None:
         """A contiguous run of side-chain records, as a hidden function node."""
@@ -118,12 +121,13 @@ class _Loader:
         """The call with an id the graph accepts: not pending, not used earlier in the message."""
         trace_id = call["id"]
         graph_id, n = trace_id, 1
-        while graph_id in self.graph.state.pending or graph_id in taken:
+        while graph_id in self.used or graph_id in taken:
             n += 1
             graph_id = f"{trace_id}~{n}"
         taken.add(graph_id)
         if graph_id != trace_id:
-            self._warn(f"call id {trace_id!r} reused while still pending; stored as {graph_id!r}")
+            self._warn(f"call id {trace_id!r} used twice; the later call is stored as {graph_id!r}")
+        self.used.add(graph_id)
         self.pending.setdefault(trace_id, deque()).append(graph_id)
         self.tool_calls += 1
         return call | {"id": graph_id}

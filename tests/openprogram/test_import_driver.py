@@ -127,7 +127,7 @@ def test_call_id_reused_while_pending_is_renamed(tmp_path: Path) -> None:
     results = [{"role": "tool", "tool_call_id": "c1", "content": str(n)} for n in (1, 2)]
     stats = import_trace(_chat(tmp_path, calls + results), graph)
     assert stats.unanswered == 0
-    assert stats.warnings == ["call id 'c1' reused while still pending; stored as 'c1~2'"]
+    assert stats.warnings == ["call id 'c1' used twice; the later call is stored as 'c1~2'"]
     tools = [n for n in graph.nodes() if n.kind == "tool"]
     answered = [
         (t.payload.call_id, t.result.content)
@@ -151,3 +151,20 @@ def test_skip_bad_and_explicit_format(tmp_path: Path) -> None:
     stats = import_trace(path, graph, format="openai", skip_bad=True)
     assert (stats.format, stats.messages, stats.skipped) == ("openai", 1, 1)
     assert graph.to_openai() == [{"role": "user", "content": "hi"}]
+
+
+def test_call_id_reused_after_its_result_is_renamed(tmp_path: Path) -> None:
+    graph = ConversationGraph.memory()
+    messages = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "", "tool_calls": [_call("c1")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "first"},
+        {"role": "assistant", "content": "", "tool_calls": [_call("c1")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "second"},
+    ]
+    stats = import_trace(_chat(tmp_path, messages), graph)
+    ids = [c["id"] for m in graph.to_openai() for c in m.get("tool_calls") or []]
+    assert ids == ["c1", "c1~2"]
+    answers = [m["content"] for m in graph.to_openai() if m["role"] == "tool"]
+    assert answers == ["first", "second"]
+    assert stats.warnings == ["call id 'c1' used twice; the later call is stored as 'c1~2'"]

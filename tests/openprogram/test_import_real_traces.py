@@ -48,5 +48,10 @@ def test_real_traces_import_into_a_graph(folder: str) -> None:
         graph = ConversationGraph.memory()
         stats = import_trace(path, graph)
         assert stats.messages > 0 and stats.skipped == 0, path
-        assert stats.warnings == [], (path, stats.warnings)
-        assert len(graph.to_openai()) > 0, path
+        # One SWE-agent demo reuses a call id for a later call: renamed, and said so.
+        odd = [w for w in stats.warnings if "used twice; the later call is stored as" not in w]
+        assert odd == [], (path, stats.warnings)
+        history = graph.to_openai()
+        assert len(history) > 0, path
+        ids = [call["id"] for message in history for call in message.get("tool_calls") or []]
+        assert len(ids) == len(set(ids)), path
