@@ -8,6 +8,7 @@ on one session never collide and a failed commit leaves nothing behind.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import msgspec
-from sqlalchemy import Connection, Engine, create_engine, delete, event, func, select, update
+from sqlalchemy import Connection, Engine, create_engine, delete, event, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from ._codec import decode_any, decode_event, decode_payload, encode, from_micros, to_micros
@@ -167,6 +168,18 @@ def normalize_url(url_or_path: str | os.PathLike[str] | None) -> str:
     return f"sqlite:///{path}"
 
 
+_HOT_SQL = {
+    "bump": "UPDATE graph_sessions SET next_seq = next_seq + :count, head = :head "
+    "WHERE id = :session RETURNING next_seq",
+    "node": "INSERT INTO graph_nodes (id, session, seq, kind, at_us, payload, meta) "
+    "VALUES (:id, :session, :seq, :kind, :at_us, :payload, :meta)",
+    "edge": "INSERT INTO graph_edges (src, dst, type, session) "
+    "VALUES (:src, :dst, :type, :session)",
+    "event": "INSERT INTO graph_events (session, seq, node_id, at_us, data) "
+    "VALUES (:session, :seq, :node_id, :at_us, :data)",
+}
+_DRIVER_SQL: dict[tuple[str, str], str] = {}
+
 _ENGINES: dict[str, Engine] = {}
 _ENGINES_LOCK = threading.Lock()
 
@@ -268,16 +281,26 @@ class SQLStore(Store):
             raise
         return False
 
+    def _statement(self, connection: Connection, name: str) -> str:
+        """The hot-path statements as driver SQL (``:name`` or ``%(name)s`` placeholders):
+        appends skip SQLAlchemy's statement compilation, which costs more than SQLite."""
+        style = connection.dialect.paramstyle
+        key = (style, name)
+        cached = _DRIVER_SQL.get(key)
+        if cached is None:
+            sql = _HOT_SQL[name]
+            if style == "pyformat":
+                sql = re.sub(r":(\w+)", r"%(\1)s", sql)
+            cached = _DRIVER_SQL[key] = sql
+        return cached
+
     def commit(
         self, session: str, records: Sequence[Record], edges: Sequence[Edge], head: str | None
     ) -> int:
-        sessions = SESSIONS
         with self._connection() as connection:
-            last = connection.execute(
-                update(sessions)
-                .where(sessions.c.id == session)
-                .values(next_seq=sessions.c.next_seq + len(records), head=head)
-                .returning(sessions.c.next_seq)
+            last = connection.exec_driver_sql(
+                self._statement(connection, "bump"),
+                {"count": len(records), "head": head, "session": session},
             ).scalar_one()
             first = int(last) - len(records) + 1
             nodes, events = [], []
@@ -306,14 +329,14 @@ class SQLStore(Store):
                         }
                     )
             if nodes:
-                connection.execute(NODES.insert(), nodes)
+                connection.exec_driver_sql(self._statement(connection, "node"), nodes)
             if edges:
                 rows = [
                     {"src": e.src, "dst": e.dst, "type": e.type, "session": session} for e in edges
                 ]
-                connection.execute(EDGES.insert(), rows)
+                connection.exec_driver_sql(self._statement(connection, "edge"), rows)
             if events:
-                connection.execute(EVENTS.insert(), events)
+                connection.exec_driver_sql(self._statement(connection, "event"), events)
             return first
 
     def load(self, session: str, after: int = 0) -> Loaded:
