@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from openprogram._errors import TraceFormatError
 from openprogram.importers._model import Imported
 from openprogram.importers._reading import (
     Bad,
@@ -22,7 +21,7 @@ from openprogram.importers._reading import (
     flatten_text,
     get,
     kind,
-    load_json,
+    load_document,
     parse_time,
 )
 
@@ -39,12 +38,7 @@ def read_mini_swe_agent(path: Path, *, skip_bad: bool = False) -> Reading:
 
 
 def _parse(path: Path, reading: Reading) -> Iterator[Imported]:
-    document = load_json(path)
-    if not isinstance(document, dict):
-        raise TraceFormatError(str(path), "$", f"expected an object, got {kind(document)}")
-    messages = document.get("messages")
-    if not isinstance(messages, list):
-        raise TraceFormatError(str(path), "$.messages", f"expected a list, got {kind(messages)}")
+    document, messages = load_document(path, "messages")
     instance = document.get("instance_id")
     reading.session_id = instance if isinstance(instance, str) else path.name.split(".")[0]
     waiting: str | None = None  # the call id whose output the next user message holds

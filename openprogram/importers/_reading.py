@@ -212,3 +212,14 @@ def load_json(path: Path) -> Any:
         found = _BYTE_POS.search(str(error))
         where = f"line {data.count(NEWLINE, 0, int(found.group(1))) + 1}" if found else "$"
         raise TraceFormatError(str(path), where, f"expected valid JSON ({error})") from None
+
+
+def load_document(path: Path, key: str) -> tuple[dict[str, Any], list[Any]]:
+    """A whole-file JSON object and the list under ``key``, or an error naming the JSON path."""
+    document = load_json(path)
+    if not isinstance(document, dict):
+        raise TraceFormatError(str(path), "$", f"expected an object, got {kind(document)}")
+    items = document.get(key)
+    if not isinstance(items, list):
+        raise TraceFormatError(str(path), f"$.{key}", f"expected a list, got {kind(items)}")
+    return document, items

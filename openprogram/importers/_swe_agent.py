@@ -13,10 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from openprogram._errors import TraceFormatError
 from openprogram.importers._model import Imported
 from openprogram.importers._openai import chat_message
-from openprogram.importers._reading import Bad, Reading, flatten_text, kind, load_json, opt
+from openprogram.importers._reading import Bad, Reading, flatten_text, load_document, opt
 
 __all__ = ["read_swe_agent"]
 
@@ -27,12 +26,7 @@ def read_swe_agent(path: Path, *, skip_bad: bool = False) -> Reading:
 
 
 def _parse(path: Path, reading: Reading) -> Iterator[Imported]:
-    document = load_json(path)
-    if not isinstance(document, dict):
-        raise TraceFormatError(str(path), "$", f"expected an object, got {kind(document)}")
-    history = document.get("history")
-    if not isinstance(history, list):
-        raise TraceFormatError(str(path), "$.history", f"expected a list, got {kind(history)}")
+    _, history = load_document(path, "history")
     reading.session_id = path.name.removesuffix(".traj")
     for i, raw in enumerate(history):
         if isinstance(raw, dict) and raw.get("is_demo") is True:
