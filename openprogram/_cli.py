@@ -33,18 +33,24 @@ def _default_traces() -> list[Path]:
 def cmd_demo(args: argparse.Namespace) -> int:
     from openprogram._demo import run_demo
 
-    graph, rendered = run_demo(args.db, args.budget)
+    graph, inner, final = run_demo(args.db, args.budget)
     tree = Tree(f"session [bold]{graph.session}[/] ({len(graph)} nodes, {graph.store.url})")
     _tree(graph, tree, None)
     console.print(tree)
-    _actions(rendered.actions)
-    console.print(
-        f"rendered {len(rendered.messages)} messages, "
-        f"{rendered.tokens} tokens (budget {rendered.budget})"
-    )
-    for message in rendered.messages:
-        text = text_of(message.get("content")) or json.dumps(message.get("tool_calls"))[:120]
-        console.print(f"  [cyan]{message['role']:>9}[/] {text[:110].replace(chr(10), ' ')}")
+    for title, rendered in (
+        ("from inside the running research function", inner),
+        ("from the top, after research finished", final),
+    ):
+        console.rule(title)
+        _actions(rendered.actions)
+        console.print(
+            f"rendered {len(rendered.messages)} messages, "
+            f"{rendered.tokens} tokens (budget {rendered.budget})"
+        )
+        for message in rendered.messages:
+            text = text_of(message.get("content")) or json.dumps(message.get("tool_calls"))
+            console.print(f"  [cyan]{message['role']:>9}[/] {text[:110].replace(chr(10), ' ')}")
+    console.print(f"records: .openprogram/records/{graph.session}.jsonl")
     return 0
 
 
@@ -264,7 +270,7 @@ def parser() -> argparse.ArgumentParser:
     )
     sub = top.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="build and render the offline research demo")
-    demo.add_argument("--budget", type=int, default=3_000)
+    demo.add_argument("--budget", type=int, default=6_000)
     demo.set_defaults(run=cmd_demo)
     imp = sub.add_parser("import", help="import a trace into a session")
     imp.add_argument("trace")
