@@ -17,7 +17,7 @@ from ._errors import (
     ToolCallError,
     UnknownToolCall,
 )
-from ._graph import ConversationGraph, FunctionHandle, GraphReader, GraphView
+from ._graph import ConversationGraph, FunctionHandle
 from ._ids import is_safe_id, new_id
 from ._migrations import (
     applied_migrations,
@@ -47,8 +47,10 @@ from ._openai import (
     tool_call,
     tool_result_message,
 )
+from ._reader import GraphReader, GraphView
+from ._sql import SQLStore, dispose_engines, engine_for
 from ._state import GraphState
-from ._store import MemoryStore, SessionInfo, SQLStore, Store, dispose_engines, engine_for
+from ._store import MemoryStore, SessionInfo, Store
 from ._walk import Step, visible, visible_since
 
 __all__ = [

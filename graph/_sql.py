@@ -1,0 +1,290 @@
+"""The SQL store: a SQLite file (the default) or PostgreSQL, through the same code.
+
+``commit`` assigns consecutive ``seq`` numbers to new nodes and events inside one
+transaction (the session row's counter is the lock), so several writers on one session never
+collide and a failed commit leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, delete, event, func, select
+from sqlalchemy.exc import SQLAlchemyError
+
+from ._codec import decode_any, decode_event, decode_payload, encode, from_micros, to_micros
+from ._errors import StoreError
+from ._migrations import migrate
+from ._nodes import Edge, Event, Node
+from ._schema import EDGES, EVENTS, NODES, SESSIONS
+from ._store import DEFAULT_PATH, Loaded, Record, SessionInfo, Store
+
+
+def normalize_url(url_or_path: str | os.PathLike[str] | None) -> str:
+    """A SQLAlchemy URL from a URL, a file path, ``OPENPROGRAM_DB`` or the default path."""
+    if url_or_path is None:
+        url_or_path = os.environ.get("OPENPROGRAM_DB") or DEFAULT_PATH
+    text = os.fspath(url_or_path)
+    if text.startswith(("postgres://", "postgresql://")):
+        return "postgresql+psycopg://" + text.split("://", 1)[1]
+    if "://" in text:
+        return text
+    path = Path(text).expanduser().resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path}"
+
+
+_HOT_SQL = {
+    "bump": "UPDATE graph_sessions SET next_seq = next_seq + :count, head = :head "
+    "WHERE id = :session RETURNING next_seq",
+    "node": "INSERT INTO graph_nodes (id, session, seq, kind, at_us, payload, meta) "
+    "VALUES (:id, :session, :seq, :kind, :at_us, :payload, :meta)",
+    "edge": "INSERT INTO graph_edges (src, dst, type, session) "
+    "VALUES (:src, :dst, :type, :session)",
+    "event": "INSERT INTO graph_events (session, seq, node_id, at_us, data) "
+    "VALUES (:session, :seq, :node_id, :at_us, :data)",
+}
+_DRIVER_SQL: dict[tuple[str, str], str] = {}
+
+_ENGINES: dict[str, Engine] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def _sqlite_begin(connection: Connection) -> None:
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def engine_for(url: str) -> Engine:
+    """One migrated engine per URL and process."""
+    with _ENGINES_LOCK:
+        engine = _ENGINES.get(url)
+        if engine is not None:
+            return engine
+        try:
+            if url.startswith("sqlite"):
+                engine = create_engine(url, connect_args={"check_same_thread": False})
+                event.listen(engine, "connect", _sqlite_pragmas)
+                event.listen(engine, "begin", _sqlite_begin)
+            else:
+                engine = create_engine(url, pool_pre_ping=True)
+        except SQLAlchemyError as error:
+            raise StoreError(f"cannot open database {url}: {error}") from error
+        try:
+            migrate(engine)
+        except BaseException as error:
+            engine.dispose()  # an engine we do not cache must not leak its connections
+            if isinstance(error, SQLAlchemyError):
+                raise StoreError(f"cannot open database {url}: {error}") from error
+            raise
+        _ENGINES[url] = engine
+        return engine
+
+
+def dispose_engines() -> None:
+    """Close every cached engine (tests and short-lived CLIs call this)."""
+    with _ENGINES_LOCK:
+        for engine in _ENGINES.values():
+            engine.dispose()
+        _ENGINES.clear()
+
+
+class SQLStore(Store):
+    """A store over SQLAlchemy: SQLite (WAL) or PostgreSQL, with the same code."""
+
+    def __init__(self, url_or_path: str | os.PathLike[str] | None = None) -> None:
+        self.url = normalize_url(url_or_path)
+        self.engine = engine_for(self.url)
+        self._local = threading.local()
+
+    @contextmanager
+    def _connection(self) -> Iterator[Connection]:
+        current: Connection | None = getattr(self._local, "connection", None)
+        if current is not None:
+            yield current
+            return
+        try:
+            with self.engine.begin() as connection:
+                yield connection
+        except SQLAlchemyError as error:
+            raise StoreError(f"database error on {self.url}: {error}") from error
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        if getattr(self._local, "connection", None) is not None:
+            yield
+            return
+        with self._connection() as connection:
+            self._local.connection = connection
+            try:
+                yield
+            finally:
+                self._local.connection = None
+
+    def ensure_session(self, session: str) -> bool:
+        query = select(SESSIONS.c.id).where(SESSIONS.c.id == session)
+        with self._connection() as connection:
+            if connection.execute(query).first():
+                return True
+        created = time.time_ns() // 1000
+        try:
+            with self._connection() as connection:
+                connection.execute(
+                    SESSIONS.insert().values(id=session, created_us=created, next_seq=0, meta="{}")
+                )
+        except StoreError:
+            with self._connection() as connection:
+                if connection.execute(query).first():
+                    return True
+            raise
+        return False
+
+    def _statement(self, connection: Connection, name: str) -> str:
+        """The hot-path statements as driver SQL (``:name`` or ``%(name)s`` placeholders):
+        appends skip SQLAlchemy's statement compilation, which costs more than SQLite."""
+        style = connection.dialect.paramstyle
+        key = (style, name)
+        cached = _DRIVER_SQL.get(key)
+        if cached is None:
+            sql = _HOT_SQL[name]
+            if style == "pyformat":
+                sql = re.sub(r":(\w+)", r"%(\1)s", sql)
+            cached = _DRIVER_SQL[key] = sql
+        return cached
+
+    def commit(
+        self, session: str, records: Sequence[Record], edges: Sequence[Edge], head: str | None
+    ) -> int:
+        with self._connection() as connection:
+            last = connection.exec_driver_sql(
+                self._statement(connection, "bump"),
+                {"count": len(records), "head": head, "session": session},
+            ).scalar_one()
+            first = int(last) - len(records) + 1
+            nodes, events = [], []
+            for offset, record in enumerate(records):
+                seq = first + offset
+                if isinstance(record, Node):
+                    nodes.append(
+                        {
+                            "id": record.id,
+                            "session": session,
+                            "seq": seq,
+                            "kind": record.kind,
+                            "at_us": to_micros(record.at),
+                            "payload": encode(record.payload),
+                            "meta": encode(record.meta),
+                        }
+                    )
+                else:
+                    events.append(
+                        {
+                            "session": session,
+                            "seq": seq,
+                            "node_id": record.node_id,
+                            "at_us": to_micros(record.at),
+                            "data": encode(record.data),
+                        }
+                    )
+            if nodes:
+                connection.exec_driver_sql(self._statement(connection, "node"), nodes)
+            if edges:
+                rows = [
+                    {"src": e.src, "dst": e.dst, "type": e.type, "session": session} for e in edges
+                ]
+                connection.exec_driver_sql(self._statement(connection, "edge"), rows)
+            if events:
+                connection.exec_driver_sql(self._statement(connection, "event"), events)
+            return first
+
+    def load(self, session: str, after: int = 0) -> Loaded:
+        nodes_t = NODES
+        edges_t = EDGES
+        events_t = EVENTS
+        sessions = SESSIONS
+        with self._connection() as connection:
+            head = connection.execute(
+                select(sessions.c.head).where(sessions.c.id == session)
+            ).scalar()
+            node_rows = connection.execute(
+                select(nodes_t).where(nodes_t.c.session == session, nodes_t.c.seq > after)
+            ).all()
+            ids = {row.id for row in node_rows}
+            edge_rows = connection.execute(
+                select(edges_t).where(edges_t.c.session == session)
+            ).all()
+            event_rows = connection.execute(
+                select(events_t).where(events_t.c.session == session, events_t.c.seq > after)
+            ).all()
+        by_dst: dict[str, list[Edge]] = {}
+        for row in edge_rows:
+            if row.dst in ids:
+                by_dst.setdefault(row.dst, []).append(Edge(row.src, row.dst, row.type))
+        merged: list[tuple[int, tuple[Node, tuple[Edge, ...]] | Event]] = []
+        for row in node_rows:
+            node = Node(
+                id=row.id,
+                session=session,
+                seq=int(row.seq),
+                at=from_micros(int(row.at_us)),
+                payload=decode_payload(row.payload),
+                meta=decode_any(row.meta),
+            )
+            merged.append((node.seq, (node, tuple(by_dst.get(node.id, [])))))
+        for row in event_rows:
+            merged.append(
+                (
+                    int(row.seq),
+                    Event(
+                        session=session,
+                        seq=int(row.seq),
+                        node_id=row.node_id,
+                        at=from_micros(int(row.at_us)),
+                        data=decode_event(row.data),
+                    ),
+                )
+            )
+        merged.sort(key=lambda item: item[0])
+        return Loaded([item[1] for item in merged], head)
+
+    def session_of(self, node_id: str) -> str | None:
+        nodes_t = NODES
+        with self._connection() as connection:
+            value = connection.execute(
+                select(nodes_t.c.session).where(nodes_t.c.id == node_id)
+            ).scalar()
+            return None if value is None else str(value)
+
+    def sessions(self) -> list[SessionInfo]:
+        sessions = SESSIONS
+        nodes_t = NODES
+        with self._connection() as connection:
+            counts: dict[str, int] = dict(
+                connection.execute(
+                    select(nodes_t.c.session, func.count()).group_by(nodes_t.c.session)
+                ).all()
+            )
+            rows = connection.execute(select(sessions).order_by(sessions.c.created_us)).all()
+        return [SessionInfo(r.id, r.created_us / 1e6, int(counts.get(r.id, 0))) for r in rows]
+
+    def delete_session(self, session: str) -> None:
+        with self._connection() as connection:
+            for table in (EVENTS, EDGES, NODES):
+                connection.execute(delete(table).where(table.c.session == session))
+            sessions = SESSIONS
+            connection.execute(delete(sessions).where(sessions.c.id == session))
