@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 from sqlalchemy import select
 
-from graph import GraphError, GraphReader, Node, SQLStore, migrate
+from graph import GraphReader, Node, SQLStore, migrate
 
 from ._emergency import emergency
 from ._integrity import provider_roles, repair_tool_pairs, tool_pair_problems
@@ -248,7 +248,7 @@ class ContextEngine:
     def _run(self, name: str, tier: Tier, view: View, ctx: TierContext) -> View:
         try:
             after = tier(view, ctx)
-        except (OSError, GraphError, ValueError, RuntimeError) as error:
+        except Exception as error:  # fail-open: a broken tier must not cost the turn
             ctx.act(name, "failed; render continues without it", view, view, error=repr(error))
             ctx.record(name, view, view, started=time.perf_counter(), error=repr(error))
             return view
