@@ -99,3 +99,38 @@ def test_unknown_policy_is_a_clear_error(
     trace.write_text(json.dumps([{"role": "user", "content": "x"}]))
     assert main(["bench", str(trace), "--policies", "bogus"]) == 2
     assert "unknown policies ['bogus']" in capsys.readouterr().out
+
+
+def _long_trace(path: Path, rounds: int = 40) -> Path:
+    messages: list[dict[str, object]] = [{"role": "user", "content": "task: fix src/app.py"}]
+    for i in range(rounds):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "Bash", "arguments": "{}"}}
+        messages += [
+            {"role": "assistant", "content": f"step {i}", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"line {i}\n" * 300},
+        ]
+    path.write_text(json.dumps(messages))
+    return path
+
+
+def test_replay_reports_tiers_records_and_plots(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _long_trace(tmp_path / "t.json")
+    plot = tmp_path / "tokens.png"
+    state = tmp_path / "state"
+    args = ["--db", str(tmp_path / "op.db"), "replay", str(trace), "--budget", "3000"]
+    assert main([*args, "--state-dir", str(state), "--plot", str(plot)]) == 0
+    out = capsys.readouterr().out
+    assert "compactions (new decisions)" in out and "snip" in out
+    assert plot.read_bytes().startswith(b"\x89PNG")
+    assert list((state / "records").glob("*.jsonl"))
+
+
+def test_replay_in_memory_with_a_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = _long_trace(tmp_path / "t.json", rounds=5)
+    args = ["replay", str(trace), "--memory", "--model", "gpt-4o", "--state-dir", str(tmp_path)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "no compaction was needed" in out
+    assert "memory:" in out
