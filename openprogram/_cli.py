@@ -1,5 +1,5 @@
-"""The ``openprogram`` command line: demo, import, replay, bench, sessions, show, records,
-export, delete."""
+"""The ``openprogram`` command line: demo, import, replay, bench, sessions, show, context,
+records, export, delete."""
 
 from __future__ import annotations
 
@@ -226,6 +226,33 @@ def _encode(value: object) -> str:
     return msgspec.json.encode(value).decode()
 
 
+def cmd_context(args: argparse.Namespace) -> int:
+    """Where the tokens of the next prompt go, by kind, and what each tier did to fit it."""
+    from context import ContextEngine, TokenCounter
+
+    graph = ConversationGraph.open(args.db, session=args.session)
+    policy = Policy.for_model(args.model, state_dir=Path(args.state_dir)) if args.model else None
+    policy = policy or Policy(state_dir=Path(args.state_dir))
+    rendered = ContextEngine(graph, policy, budget=args.budget).render()
+    counter = TokenCounter(policy.model)
+    shares: Counter[str] = Counter()
+    for message in rendered.messages:
+        role = message["role"]
+        kind = "tool outputs" if role == "tool" else f"{role} messages"
+        if role == "assistant" and message.get("tool_calls"):
+            kind = "assistant tool calls"
+        shares[kind] += counter.count_message(message)
+    table = Table(title=f"next prompt of {graph.session}: {rendered.tokens} of {rendered.budget}")
+    for column in ("part", "tokens", "share of budget"):
+        table.add_column(column)
+    for kind, tokens in shares.most_common():
+        table.add_row(kind, str(tokens), f"{tokens / rendered.budget:.1%}")
+    table.add_row("history (uncompacted)", str(counter.count_messages(graph.to_openai())), "")
+    console.print(table)
+    _actions(rendered.actions)
+    return 0
+
+
 def cmd_records(args: argparse.Namespace) -> int:
     table = Table(title=f"compaction records of {args.session}")
     for column in ("time", "tier", "tokens before", "after", "ratio", "error"):
@@ -302,6 +329,12 @@ def parser() -> argparse.ArgumentParser:
     show.add_argument("session")
     show.add_argument("node", nargs="?")
     show.set_defaults(run=cmd_show)
+    context = sub.add_parser("context", help="token distribution of a session's next prompt")
+    context.add_argument("session")
+    context.add_argument("--budget", type=int)
+    context.add_argument("--model")
+    context.add_argument("--state-dir", default=".openprogram")
+    context.set_defaults(run=cmd_context)
     records = sub.add_parser("records", help="list a session's compaction records")
     records.add_argument("session")
     records.add_argument("--state-dir", default=".openprogram")

@@ -134,3 +134,17 @@ def test_replay_in_memory_with_a_model(tmp_path: Path, capsys: pytest.CaptureFix
     out = capsys.readouterr().out
     assert "no compaction was needed" in out
     assert "memory:" in out
+
+
+def test_context_shows_where_the_tokens_go(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "op.db")
+    trace = _long_trace(tmp_path / "t.json", rounds=12)
+    assert main(["--db", db, "import", str(trace), "--session", "s1"]) == 0
+    capsys.readouterr()
+    assert (
+        main(["--db", db, "context", "s1", "--budget", "2000", "--state-dir", str(tmp_path)]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "next prompt of s1" in out and "tool outputs" in out and "snip" in out
