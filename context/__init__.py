@@ -13,7 +13,7 @@ from ._errors import (
     TokenizerError,
     UnknownModel,
 )
-from ._integrity import provider_roles, repair_tool_pairs, tool_pair_problems
+from ._integrity import provider_roles, repair_tool_pairs, tool_pair_problems, unique_call_ids
 from ._models import ModelInfo, is_anthropic, model_info
 from ._offload import offload_path
 from ._policy import DEFAULT_COMPACTABLE, TIER_NAMES, Policy
@@ -62,4 +62,5 @@ __all__ = [
     "repair_tool_pairs",
     "select_records",
     "tool_pair_problems",
+    "unique_call_ids",
 ]

@@ -20,7 +20,7 @@ from sqlalchemy import select
 from graph import GraphReader, Node, SQLStore, migrate
 
 from ._emergency import emergency
-from ._integrity import provider_roles, repair_tool_pairs, tool_pair_problems
+from ._integrity import provider_roles, repair_tool_pairs, tool_pair_problems, unique_call_ids
 from ._layout import Layout
 from ._microcompact import microcompact, reapply_microcompact
 from ._offload import offload
@@ -301,6 +301,8 @@ class ContextEngine:
         messages = view.messages
         tokens = view.tokens
         fixed, notes = repair_tool_pairs(messages)
+        fixed, renamed = unique_call_ids(fixed)
+        notes += renamed
         if self.policy.merge_roles:
             fixed, role_notes = provider_roles(fixed)
             notes += role_notes

@@ -109,3 +109,47 @@ def provider_roles(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
         result.insert(first, {"role": "user", "content": "(continuing the conversation)"})
         notes.append("inserted a user turn before the first assistant message")
     return result, notes
+
+
+def unique_call_ids(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Rename a tool-call id used again by a later call (``id~2``, ``id~3``…), with its result.
+
+    A graph accepts an id again once its first call is answered; providers want every id in
+    a prompt to be unique. The renaming depends only on the prompt, so it is byte-stable.
+
+    >>> call = {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    >>> fixed, notes = unique_call_ids([
+    ...     {"role": "assistant", "content": None, "tool_calls": [call]},
+    ...     {"role": "tool", "tool_call_id": "a", "content": "1"},
+    ...     {"role": "assistant", "content": None, "tool_calls": [call]},
+    ...     {"role": "tool", "tool_call_id": "a", "content": "2"},
+    ... ])
+    >>> [m.get("tool_call_id") or m["tool_calls"][0]["id"] for m in fixed]
+    ['a', 'a', 'a~2', 'a~2']
+    """
+    seen: set[str] = set()
+    renamed: dict[str, str] = {}
+    fixed: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for message in messages:
+        calls = message.get("tool_calls")
+        if message.get("role") == "assistant" and calls:
+            renamed = {}
+            new_calls = []
+            for call in calls:
+                call_id = call.get("id")
+                if call_id in seen:
+                    n = 2
+                    while f"{call_id}~{n}" in seen:
+                        n += 1
+                    renamed[call_id] = f"{call_id}~{n}"
+                    notes.append(f"renamed a repeated call id {call_id!r}")
+                    call = {**call, "id": renamed[call_id]}
+                seen.add(call["id"])
+                new_calls.append(call)
+            fixed.append({**message, "tool_calls": new_calls} if renamed else message)
+            continue
+        if message.get("role") == "tool" and message.get("tool_call_id") in renamed:
+            message = {**message, "tool_call_id": renamed[message["tool_call_id"]]}
+        fixed.append(message)
+    return fixed, notes

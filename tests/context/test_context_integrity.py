@@ -172,3 +172,19 @@ def test_anthropic_render_never_has_consecutive_users(tmp_path: Path) -> None:
                 assert roles[0] == "system" and roles[1] == "user"
                 assert tool_pair_problems(rendered.messages) == []
         fn.output = "ok"
+
+
+def test_a_reused_call_id_is_renamed_in_the_prompt(tmp_path: Path) -> None:
+    from context import ContextEngine, Policy
+
+    g = ConversationGraph.memory("dup")
+    g.append({"role": "user", "content": "task"})
+    for n in (1, 2, 3):
+        call = {"id": "same", "type": "function", "function": {"name": "Bash", "arguments": "{}"}}
+        g.append({"role": "assistant", "content": f"try {n}", "tool_calls": [call]})
+        g.append({"role": "tool", "tool_call_id": "same", "content": f"out {n}"})
+    rendered = ContextEngine(g, Policy(state_dir=tmp_path), budget=5_000).render()
+    ids = [c["id"] for m in rendered.messages for c in m.get("tool_calls") or []]
+    answers = [m["tool_call_id"] for m in rendered.messages if m["role"] == "tool"]
+    assert ids == answers == ["same", "same~2", "same~3"]
+    assert any("renamed a repeated call id" in a.what for a in rendered.actions)

@@ -294,6 +294,7 @@ def test_public_surface() -> None:
         "repair_tool_pairs",
         "select_records",
         "tool_pair_problems",
+        "unique_call_ids",
     ]
     for name in context.__all__:
         assert getattr(context, name) is not None
