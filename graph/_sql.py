@@ -136,6 +136,11 @@ class SQLStore(Store):
             finally:
                 self._local.connection = None
 
+    def has_session(self, session: str) -> bool:
+        query = select(SESSIONS.c.id).where(SESSIONS.c.id == session)
+        with self._connection() as connection:
+            return connection.execute(query).first() is not None
+
     def ensure_session(self, session: str) -> bool:
         query = select(SESSIONS.c.id).where(SESSIONS.c.id == session)
         with self._connection() as connection:

@@ -44,6 +44,10 @@ class Store:
         """Create the session if missing; True when it already existed."""
         raise NotImplementedError
 
+    def has_session(self, session: str) -> bool:
+        """Whether the session exists (nothing is created)."""
+        return any(info.id == session for info in self.sessions())
+
     def commit(
         self,
         session: str,

@@ -17,7 +17,7 @@ from rich.tree import Tree
 
 from context import Policy, delete_session, read_jsonl, records_path
 from graph import ConversationGraph, GraphError, SQLStore, export_graphml, export_json, text_of
-from openprogram._errors import OpenProgramError
+from openprogram._errors import OpenProgramError, SessionError
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 
@@ -28,6 +28,16 @@ def _default_traces() -> list[Path]:
         if candidate.is_dir():
             return [candidate]
     return []
+
+
+def _existing(db: str | None, session: str) -> ConversationGraph:
+    """Open a session that must already exist (reading never creates one)."""
+    store = SQLStore(db)
+    if not store.has_session(session):
+        raise SessionError(
+            f"no session {session!r} in {store.url}; `openprogram sessions` lists them"
+        )
+    return ConversationGraph(store, session)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -198,7 +208,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    graph = ConversationGraph.open(args.db, session=args.session)
+    graph = _existing(args.db, args.session)
     if args.node:
         node = graph.get(args.node)
         console.print_json(
@@ -230,7 +240,7 @@ def cmd_context(args: argparse.Namespace) -> int:
     """Where the tokens of the next prompt go, by kind, and what each tier did to fit it."""
     from context import ContextEngine, TokenCounter
 
-    graph = ConversationGraph.open(args.db, session=args.session)
+    graph = _existing(args.db, args.session)
     policy = Policy.for_model(args.model, state_dir=Path(args.state_dir)) if args.model else None
     policy = policy or Policy(state_dir=Path(args.state_dir))
     rendered = ContextEngine(graph, policy, budget=args.budget).render()
@@ -271,7 +281,7 @@ def cmd_records(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    graph = ConversationGraph.open(args.db, session=args.session)
+    graph = _existing(args.db, args.session)
     out = Path(args.out)
     if args.format == "graphml":
         export_graphml(graph.state, out)
@@ -284,7 +294,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    delete_session(SQLStore(args.db), args.session, Path(args.state_dir))
+    store = SQLStore(args.db)
+    if not store.has_session(args.session):
+        raise SessionError(f"no session {args.session!r} in {store.url}")
+    delete_session(store, args.session, Path(args.state_dir))
     console.print(f"deleted session {args.session}, its records and offloaded outputs")
     return 0
 

@@ -65,8 +65,11 @@ def test_import_show_export_delete(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["--db", db, "sessions"]) == 0
     assert "s1" in capsys.readouterr().out
     assert main(["--db", db, "delete", "s1", "--state-dir", str(tmp_path / "state")]) == 0
-    assert main(["--db", db, "show", "s1"]) == 0
-    assert "(0 nodes)" in capsys.readouterr().out
+    capsys.readouterr()
+    assert main(["--db", db, "show", "s1"]) == 2
+    assert "no session 's1'" in capsys.readouterr().out
+    assert main(["--db", db, "sessions"]) == 0
+    assert "s1" not in capsys.readouterr().out
 
 
 def test_bench_json_over_a_small_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -148,3 +151,16 @@ def test_context_shows_where_the_tokens_go(
     )
     out = capsys.readouterr().out
     assert "next prompt of s1" in out and "tool outputs" in out and "snip" in out
+
+
+def test_import_errors_name_the_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "op.db")
+    assert main(["--db", db, "import", str(tmp_path / "missing.jsonl")]) == 2
+    assert "missing.jsonl" in capsys.readouterr().out
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"role": "user", "content": "ok"}\n{"role": "user", "content": \n')
+    assert main(["--db", db, "import", str(bad), "--format", "openai"]) == 2
+    out = capsys.readouterr().out
+    assert "bad.jsonl" in out and "line 2" in out
