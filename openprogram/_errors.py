@@ -5,8 +5,8 @@
     OpenProgramError
     ├── TraceFormatError     a trace file that cannot be imported (names file, line or JSON path)
     ├── UnknownFormat        a trace whose format cannot be detected or is not supported
-    ├── ModelError           a model call failed after retries (wraps the provider error)
-    │   └── ModelRequestForbidden  a real provider request while requests are forbidden (tests)
+    ├── BenchError           bench inputs that cannot be measured (a zero budget, a bad policy)
+    ├── BaselineUnavailable  a baseline whose optional dependency is not installed
     └── SessionError         a session that does not exist or cannot be used
 """
 
@@ -31,12 +31,12 @@ class UnknownFormat(OpenProgramError, ValueError):
     """A trace whose format cannot be detected, or a format name we do not know."""
 
 
-class ModelError(OpenProgramError):
-    """A model call that failed."""
+class BenchError(OpenProgramError, ValueError):
+    """Inputs the bench cannot measure (a budget of zero, a negative keep count)."""
 
 
-class ModelRequestForbidden(ModelError):
-    """A real provider request was attempted where requests are forbidden."""
+class BaselineUnavailable(OpenProgramError, ImportError):
+    """A baseline whose optional dependency is not installed."""
 
 
 class SessionError(OpenProgramError):

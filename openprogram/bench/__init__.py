@@ -6,15 +6,14 @@ policy and collects :class:`Turn` values; :func:`compute_metrics` turns them int
 baselines, :func:`observation_masking` and :func:`trim_baseline`, are policies like any other.
 """
 
+from openprogram._errors import BaselineUnavailable, BenchError
 from openprogram.bench._baselines import (
-    BaselineUnavailable,
     from_langchain,
     observation_masking,
     to_langchain,
     trim_baseline,
 )
 from openprogram.bench._metrics import (
-    BenchError,
     TraceMetrics,
     Turn,
     compute_metrics,

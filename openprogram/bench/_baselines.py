@@ -14,15 +14,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from openprogram._errors import OpenProgramError
-from openprogram.bench._metrics import BenchError, CountMessage, Message, content_text
+from openprogram._errors import BaselineUnavailable, BenchError
+from openprogram.bench._metrics import CountMessage, Message, content_text
 
 #: Key in ``additional_kwargs`` carrying what LangChain messages cannot hold (None content, role).
 _META = "openprogram"
-
-
-class BaselineUnavailable(OpenProgramError, ImportError):
-    """A baseline whose optional dependency is not installed."""
 
 
 def observation_masking(messages: Sequence[Message], keep: int = 10) -> list[Message]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from openprogram._errors import OpenProgramError
+from openprogram._errors import BenchError
 
 Message = dict[str, Any]
 CountMessage = Callable[[Message], int]
@@ -25,10 +25,6 @@ TASK_CHARS = 80
 
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_./:-]{5,}")
 _CAMEL_RE = re.compile(r"[a-z][A-Z]")
-
-
-class BenchError(OpenProgramError, ValueError):
-    """Inputs the bench cannot measure (a budget of zero, a negative keep count)."""
 
 
 class Turn(msgspec.Struct, frozen=True):

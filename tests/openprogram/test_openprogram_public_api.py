@@ -1,0 +1,67 @@
+"""The public surface of the openprogram package and its subpackages is what we mean."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+SURFACES = {
+    "openprogram": [
+        "BaselineUnavailable",
+        "BenchError",
+        "ImportStats",
+        "OpenProgramError",
+        "SessionError",
+        "TraceFormatError",
+        "UnknownFormat",
+        "detect_format",
+        "import_trace",
+    ],
+    "openprogram.importers": [
+        "FORMATS",
+        "ImportStats",
+        "Imported",
+        "MARKERS",
+        "Reading",
+        "detect_format",
+        "import_trace",
+        "read_claude_code",
+        "read_codex",
+        "read_mini_swe_agent",
+        "read_openai",
+        "read_swe_agent",
+        "read_trace",
+    ],
+}
+
+
+@pytest.mark.parametrize("module", sorted(SURFACES))
+def test_public_surface(module: str) -> None:
+    package = importlib.import_module(module)
+    assert sorted(package.__all__) == SURFACES[module]
+    for name in package.__all__:
+        assert getattr(package, name) is not None
+
+
+def test_bench_exports_what_the_cli_uses() -> None:
+    import openprogram.bench as bench
+
+    for name in (
+        "POLICIES",
+        "compute_metrics",
+        "format_table",
+        "load_trace",
+        "run_policy",
+        "to_jsonl",
+    ):
+        assert name in bench.__all__
+
+
+def test_errors_share_one_base() -> None:
+    import openprogram
+
+    for name in openprogram.__all__:
+        value = getattr(openprogram, name)
+        if isinstance(value, type) and issubclass(value, Exception):
+            assert issubclass(value, openprogram.OpenProgramError)
