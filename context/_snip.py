@@ -63,17 +63,6 @@ def snipped_prefix(before: list[Unit], ctx: TierContext) -> tuple[list[Unit], in
     return insert_note(kept, note_unit(ctx, dropped)), len(dropped)
 
 
-def reapply_snip(view: View, ctx: TierContext) -> View:
-    """Apply the low-water mark an earlier render chose (no new record)."""
-    boundary = ctx.decisions.snip_boundary
-    if boundary <= 0:
-        return view
-    after, dropped = drop(view, ctx, boundary)
-    if dropped:
-        ctx.act("snip", f"kept {len(dropped)} earlier round(s) out", view, after)
-    return after
-
-
 def snip(view: View, ctx: TierContext) -> View:
     """Move the low-water mark forward until the prompt is under it."""
     started = time.perf_counter()

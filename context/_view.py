@@ -15,8 +15,6 @@ import msgspec
 
 from graph import (
     Node,
-    Tool,
-    text_of,
 )
 
 UnitKind = Literal["system", "task", "round", "call", "note", "stub"]
@@ -86,14 +84,6 @@ class RawUnit(msgspec.Struct, frozen=True):
 def is_native_compaction(node: Node) -> bool:
     """Nodes an importer kept from the agent's own compaction: ordinary renders skip them."""
     return bool(node.meta.get("native_compaction"))
-
-
-def tool_name_of(node: Node | None) -> str | None:
-    return node.payload.name if node is not None and isinstance(node.payload, Tool) else None
-
-
-def content_text(message: dict[str, Any]) -> str:
-    return text_of(message.get("content"))
 
 
 def map_items(view: View, change: Callable[[Item], Item]) -> tuple[View, list[str]]:
