@@ -13,9 +13,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from graph import (
-    Node,
-)
+from graph import Node
 
 UnitKind = Literal["system", "task", "round", "call", "note", "stub"]
 
