@@ -25,7 +25,7 @@ from graph import (
     visible_since,
 )
 
-from ._view import RawUnit, Unit, is_native_compaction
+from ._view import RawUnit, Unit, is_native_compaction, unit_tools
 
 Entry = tuple[dict[str, Any], Node | None]
 
@@ -294,12 +294,8 @@ class Layout:
         del self._compactable_at[start:]
         for unit in units[start:]:
             self._compactable_at.append(len(self._compactable))
-            for item in unit.items:
-                if item.tool_name is None or item.node_id is None:
-                    continue
-                if category(item.tool_name) is None:
-                    self._kept_tools.add(item.tool_name)
-                elif item.message.get("role") == "tool":
-                    self._compactable.append(item.node_id)
+            compactable, others = unit_tools(unit, category)
+            self._compactable.extend(compactable)
+            self._kept_tools |= others
         self._tools_valid = len(units)
         return self._compactable, sorted(self._kept_tools)

@@ -17,26 +17,13 @@ import time
 from typing import Any
 
 from ._tier import TierContext
-from ._view import Item, View, map_items
+from ._view import Item, View, map_items, unit_tools
 
 
 def cleared_text(node_id: str, tool_name: str | None) -> str:
     """The short, byte-stable placeholder of a cleared output."""
     name = f"{tool_name} " if tool_name else ""
     return f'[old {name}output cleared; read_output("{node_id}") returns it]'
-
-
-def compactable_ids(view: View, ctx: TierContext) -> list[str]:
-    """Tool nodes of compactable tools, oldest first (function units never count)."""
-    return [
-        item.node_id
-        for unit in view.units
-        for item in unit.items
-        if item.message.get("role") == "tool"
-        and item.node_id is not None
-        and item.tool_name is not None
-        and ctx.policy.tool_category(item.tool_name) is not None
-    ]
 
 
 def _trigger_point(count: int, first: int, every: int) -> int:
@@ -111,19 +98,15 @@ def microcompact(view: View, ctx: TierContext) -> View:
 def _run(view: View, ctx: TierContext, *, count_trigger: bool) -> View:
     policy = ctx.policy
     started = time.perf_counter()
-    if ctx.compactable is not None:
-        ids = ctx.compactable  # the whole walk's list: a reapplied snip must not shift it
-    else:
-        ids = compactable_ids(view, ctx)
-        ctx.compactable = ids
-        ctx.kept_tools = sorted(
-            {
-                item.tool_name
-                for unit in view.units
-                for item in unit.items
-                if item.tool_name and policy.tool_category(item.tool_name) is None
-            }
-        )
+    if ctx.compactable is None:  # called outside an engine: this view is the whole walk
+        ids: list[str] = []
+        others: set[str] = set()
+        for unit in view.units:
+            unit_ids, unit_others = unit_tools(unit, policy.tool_category)
+            ids += unit_ids
+            others |= unit_others
+        ctx.compactable, ctx.kept_tools = ids, sorted(others)
+    ids = ctx.compactable  # the whole walk's list: a reapplied snip must not shift it
     count = len(ids)
     upto = ctx.decisions.cleared_upto
     trigger = ""

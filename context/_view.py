@@ -84,6 +84,23 @@ def is_native_compaction(node: Node) -> bool:
     return bool(node.meta.get("native_compaction"))
 
 
+def unit_tools(unit: Unit, category: Callable[[str], str | None]) -> tuple[list[str], set[str]]:
+    """A unit's tool outputs of compactable tools (node ids, in order) and its other tool names.
+
+    ``category`` maps a tool name to its compactable category, or None (see ``Policy``).
+    """
+    compactable: list[str] = []
+    others: set[str] = set()
+    for item in unit.items:
+        if item.tool_name is None or item.node_id is None:
+            continue
+        if category(item.tool_name) is None:
+            others.add(item.tool_name)
+        elif item.message.get("role") == "tool":
+            compactable.append(item.node_id)
+    return compactable, others
+
+
 def map_items(view: View, change: Callable[[Item], Item]) -> tuple[View, list[str]]:
     """Apply ``change`` to every item; return the new view and the node ids it changed.
 
