@@ -252,7 +252,7 @@ class ContextEngine:
             ctx.act(name, "failed; render continues without it", view, view, error=repr(error))
             ctx.record(name, view, view, started=time.perf_counter(), error=repr(error))
             return view
-        problems = tool_pair_problems(after.messages)
+        problems = tool_pair_problems(after.messages, unique_ids=False)
         if problems:
             ctx.act(
                 name, "broke tool pairing; its result was discarded", view, view, error=problems[0]

@@ -7,32 +7,66 @@ non-system message is a user message and same-role neighbours are merged.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from graph import text_of
 
 
-def tool_pair_problems(messages: list[dict[str, Any]]) -> list[str]:
-    """Human-readable problems with tool pairing (empty when every pair is valid)."""
+def tool_pair_problems(
+    messages: Sequence[Mapping[str, Any]], *, unique_ids: bool = True
+) -> list[str]:
+    """Problems with tool-call pairing, in words; empty when the messages are valid.
+
+    Providers reject a result without its call and a call without its result, and they expect
+    the results of one assistant's calls directly after it, before the next non-tool message.
+    ``unique_ids=False`` tolerates a call id used again later (renders rename those last).
+
+    >>> tool_pair_problems([{"role": "tool", "tool_call_id": "x", "content": "?"}])
+    ["message 0: tool result 'x' has no earlier call"]
+    """
     problems: list[str] = []
-    open_calls: dict[str, int] = {}
+    earlier_calls: set[Any] = set()
+    open_calls: dict[Any, str] = {}
+    answered: set[Any] = set()
+    block_start = -1
+
+    def close_block(before: str) -> None:
+        for call_id, name in open_calls.items():
+            problems.append(
+                f"message {block_start}: tool call {call_id!r} ({name}) has no result {before}"
+            )
+        open_calls.clear()
+        answered.clear()
+
     for index, message in enumerate(messages):
         role = message.get("role")
         if role == "tool":
             call_id = message.get("tool_call_id")
-            if call_id not in open_calls:
-                problems.append(f"message {index}: tool result {call_id!r} has no call before it")
-            else:
+            if call_id in open_calls:
                 del open_calls[call_id]
+                answered.add(call_id)
+            elif call_id in answered:
+                problems.append(f"message {index}: second result for tool call {call_id!r}")
+            elif call_id in earlier_calls:
+                problems.append(
+                    f"message {index}: tool result {call_id!r} is separated from its call "
+                    "by a non-tool message"
+                )
+            else:
+                problems.append(f"message {index}: tool result {call_id!r} has no earlier call")
             continue
-        for call_id, at in open_calls.items():
-            problems.append(f"message {at}: call {call_id!r} has no result")
-        open_calls = {}
-        if role == "assistant":
-            for call in message.get("tool_calls") or ():
-                open_calls[call.get("id")] = index
-    for call_id, at in open_calls.items():
-        problems.append(f"message {at}: call {call_id!r} has no result")
+        close_block(f"before message {index}")
+        calls = (message.get("tool_calls") or ()) if role == "assistant" else ()
+        block_start = index
+        for call in calls:
+            call_id = call.get("id")
+            if call_id in open_calls or (unique_ids and call_id in earlier_calls):
+                problems.append(f"message {index}: duplicate tool call id {call_id!r}")
+            name = str((call.get("function") or {}).get("name") or "?")
+            open_calls[call_id] = name
+            earlier_calls.add(call_id)
+    close_block("at the end")
     return problems
 
 

@@ -6,6 +6,7 @@ policy and collects :class:`Turn` values; :func:`compute_metrics` turns them int
 baselines, :func:`observation_masking` and :func:`trim_baseline`, are policies like any other.
 """
 
+from context import tool_pair_problems
 from openprogram._errors import BaselineUnavailable, BenchError
 from openprogram.bench._baselines import (
     from_langchain,
@@ -20,7 +21,6 @@ from openprogram.bench._metrics import (
     identifiers,
     message_text,
     percentile,
-    tool_pair_problems,
 )
 from openprogram.bench._replay import (
     POLICIES,

@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from context import tool_pair_problems
 from openprogram._errors import BenchError
 
 Message = dict[str, Any]
@@ -122,57 +123,6 @@ def identifiers(text: str) -> set[str]:
         ):
             found.add(ident)
     return found
-
-
-def tool_pair_problems(messages: Sequence[Message]) -> list[str]:
-    """Problems with tool-call pairing, in words; empty when the messages are valid.
-
-    Providers reject a result without its call and a call without its result, and they expect the
-    results of one assistant's calls directly after it, before the next non-tool message.
-    """
-    problems: list[str] = []
-    earlier_calls: set[Any] = set()
-    open_calls: dict[Any, str] = {}  # call id -> name, awaiting a result in the current block
-    answered: set[Any] = set()  # call ids answered in the current block
-    block_start = -1
-
-    def close_block(before: str) -> None:
-        for call_id, name in open_calls.items():
-            problems.append(
-                f"message {block_start}: tool call {call_id!r} ({name}) has no result {before}"
-            )
-        open_calls.clear()
-        answered.clear()
-
-    for index, message in enumerate(messages):
-        role = message.get("role")
-        if role == "tool":
-            call_id = message.get("tool_call_id")
-            if call_id in open_calls:
-                del open_calls[call_id]
-                answered.add(call_id)
-            elif call_id in answered:
-                problems.append(f"message {index}: second result for tool call {call_id!r}")
-            elif call_id in earlier_calls:
-                problems.append(
-                    f"message {index}: tool result {call_id!r} is separated from its call "
-                    "by a non-tool message"
-                )
-            else:
-                problems.append(f"message {index}: tool result {call_id!r} has no earlier call")
-            continue
-        close_block(f"before message {index}")
-        calls = (message.get("tool_calls") or ()) if role == "assistant" else ()
-        block_start = index
-        for call in calls:
-            call_id = call.get("id")
-            if call_id in open_calls or call_id in earlier_calls:
-                problems.append(f"message {index}: duplicate tool call id {call_id!r}")
-            name = str((call.get("function") or {}).get("name") or "?")
-            open_calls[call_id] = name
-            earlier_calls.add(call_id)
-    close_block("at the end")
-    return problems
 
 
 def percentile(values: Sequence[float], p: float) -> float | None:

@@ -38,9 +38,9 @@ def test_repair_drops_orphans_and_adds_missing_results() -> None:
     ]
     assert tool_pair_problems(messages) == snapshot(
         [
-            "message 1: tool result 'orphan' has no call before it",
-            "message 2: call 'a' has no result",
-            "message 5: call 'c' has no result",
+            "message 1: tool result 'orphan' has no earlier call",
+            "message 2: tool call 'a' (Bash) has no result before message 4",
+            "message 5: tool call 'c' (Bash) has no result at the end",
         ]
     )
     fixed, notes = repair_tool_pairs(messages)
