@@ -179,6 +179,7 @@ class Layout:
         self.built: list[Unit | None] = []
         self.watch: dict[str, int] = {}
         self.rebuilds = 0
+        self.rollbacks_seen = 0
         self.first_built = 0
         """Lowest position (re)built by the last ``units`` call (len when none)."""
         self.prefix: tuple[int, list[Unit], int] | None = None
@@ -200,7 +201,9 @@ class Layout:
             head = state.frame_head(frame)
         shape = self._shape(state, head)
         tail = None
-        if self.head is not None and head is not None and shape == self.shape:
+        undone = state.rollbacks != self.rollbacks_seen
+        self.rollbacks_seen = state.rollbacks
+        if self.head is not None and head is not None and shape == self.shape and not undone:
             tail = visible_since(state, head, self.head)
         if tail is None:
             steps = visible(state, head, frame)

@@ -69,6 +69,8 @@ class ConversationGraph(GraphReader):
         store.ensure_session(session)
         self._heads: dict[str | None, str | None] = {None: None}
         self._frames: list[str] = []
+        self.repairs: list[str] = []
+        """What loading had to leave out of a damaged session (empty when it is sound)."""
         self._load()
 
     # -- construction -------------------------------------------------------------------
@@ -103,11 +105,33 @@ class ConversationGraph(GraphReader):
             seq = record.seq if isinstance(record, Event) else record[0].seq
             if before is not None and seq >= before:
                 break
-            if isinstance(record, Event):
-                self._state.apply_event(record)
-            else:
-                self._state.add_node(record[0], record[1])
+            try:
+                if isinstance(record, Event):
+                    self._state.apply_event(record)
+                else:
+                    self._state.add_node(record[0], record[1])
+            except NodeNotFound as error:
+                self._load_damaged(record, error)
         return loaded
+
+    def _load_damaged(
+        self, record: tuple[Node, tuple[Edge, ...]] | Event, error: NodeNotFound
+    ) -> None:
+        """Load what an older version stored after a failed batch: an edge or event naming a
+        node that was never stored is left out and noted in ``repairs``, so the session stays
+        readable and nothing that was stored is lost."""
+        if isinstance(record, Event):
+            self.repairs.append(f"seq {record.seq}: skipped an event for missing {error.node_id}")
+            self._state.last_seq = max(self._state.last_seq, record.seq)
+            return
+        node, edges = record
+        kept = tuple(e for e in edges if e.src in self._state.nodes)
+        for edge in edges:
+            if edge not in kept:
+                self.repairs.append(
+                    f"node {node.id}: dropped a {edge.type} edge from missing node {edge.src}"
+                )
+        self._state.add_node(node, kept)
 
     def refresh(self) -> None:
         """Read what other writers appended to this session since we last looked."""
@@ -119,9 +143,22 @@ class ConversationGraph(GraphReader):
 
     @contextmanager
     def batch(self) -> Iterator[None]:
-        """Make many appends one transaction (importers use this)."""
-        with self._lock, self.store.transaction():
-            yield
+        """Make many appends one transaction (importers use this).
+
+        All or nothing: when the block raises, the database rolls back and so does this
+        graph's in-memory index, head and frames, so no append of the batch survives
+        anywhere. Batches nest (an inner one that fails undoes only its own appends).
+        """
+        with self._lock:
+            mark = len(self._state.records)
+            heads, frames = dict(self._heads), list(self._frames)
+            try:
+                with self.store.transaction():
+                    yield
+            except BaseException:
+                self._state.truncate(mark)
+                self._heads, self._frames = heads, frames
+                raise
 
     # -- position -----------------------------------------------------------------------
     @property

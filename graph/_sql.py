@@ -126,8 +126,22 @@ class SQLStore(Store):
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        if getattr(self._local, "connection", None) is not None:
-            yield
+        """One transaction for every commit in the block; a nested block is a savepoint,
+        so an inner failure the caller catches undoes only the inner commits."""
+        current: Connection | None = getattr(self._local, "connection", None)
+        if current is not None:
+            try:
+                savepoint = current.begin_nested()
+            except SQLAlchemyError as error:
+                raise StoreError(f"database error on {self.url}: {error}") from error
+            try:
+                yield
+            except BaseException:
+                if savepoint.is_active:
+                    savepoint.rollback()
+                raise
+            else:
+                savepoint.commit()
             return
         with self._connection() as connection:
             self._local.connection = connection

@@ -35,6 +35,8 @@ class GraphState:
         self.events: list[Event] = []
         self.records: list[tuple[Node, tuple[Edge, ...]] | Event] = []
         self.last_seq = 0
+        self.rollbacks = 0
+        """How many times :meth:`truncate` undid records (readers that cache walks check it)."""
 
     # -- applying records -------------------------------------------------------------
     def add_node(self, node: Node, edges: Iterable[Edge] = ()) -> None:
@@ -89,6 +91,56 @@ class GraphState:
         self.events.append(event)
         self.records.append(event)
         self.last_seq = max(self.last_seq, event.seq)
+
+    def truncate(self, length: int) -> None:
+        """Undo every record after the first ``length``, newest first (a failed batch).
+
+        Each undo is the exact inverse of applying the record, so the index ends equal to
+        one built from the first ``length`` records; the cost is the batch's size.
+        """
+        if length >= len(self.records):
+            return
+        while len(self.records) > length:
+            record = self.records.pop()
+            if isinstance(record, Event):
+                self._undo_event(record)
+            else:
+                self._undo_node(record[0], record[1])
+        last = self.records[-1] if self.records else None
+        self.last_seq = (
+            0 if last is None else (last.seq if isinstance(last, Event) else last[0].seq)
+        )
+        self.rollbacks += 1
+
+    def _undo_event(self, event: Event) -> None:
+        popped = self.events.pop()
+        assert popped is event
+        node = self.nodes[event.node_id]
+        if isinstance(event.data, ToolResult) and isinstance(node.payload, Tool):
+            self.nodes[node.id] = msgspec.structs.replace(node, result=None)
+            self.pending[node.payload.call_id] = node.id
+        elif isinstance(event.data, Finish) and isinstance(node.payload, Function):
+            self.nodes[node.id] = msgspec.structs.replace(node, finish=None)
+
+    def _undo_node(self, node: Node, edges: tuple[Edge, ...]) -> None:
+        for edge in reversed(edges):
+            popped = self.edges.pop()
+            assert popped is edge
+            if edge.type == "next":
+                del self.prev[edge.dst]
+                _pop_last(self.successors, edge.src)
+            elif edge.type == "caller":
+                del self.caller[edge.dst]
+                _pop_last(self.children, edge.src)
+            elif edge.type == "requested":
+                del self.requested_by[edge.dst]
+                _pop_last(self.tools, edge.src)
+            else:
+                del self.spawned_by[edge.dst]
+        if isinstance(node.payload, Tool) and self.pending.get(node.payload.call_id) == node.id:
+            del self.pending[node.payload.call_id]
+        self.order.pop()
+        del self.nodes[node.id]
 
     def upto(self, seq: int) -> GraphState:
         """A new index holding only the records with ``seq <= seq``."""
@@ -150,3 +202,14 @@ class GraphState:
             if not followers:
                 result.append(node_id)
         return result
+
+
+def _pop_last(index: dict[str, list[str]], key: str) -> None:
+    items = index[key]
+    items.pop()
+    if not items:
+        del index[key]
+
+
+def _seq(record: tuple[Node, tuple[Edge, ...]] | Event) -> int:
+    return record.seq if isinstance(record, Event) else record[0].seq

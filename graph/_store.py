@@ -88,7 +88,27 @@ class MemoryStore(Store):
 
     def __init__(self) -> None:
         self._sessions: dict[str, dict[str, Any]] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All or nothing, like a database: a block that raises leaves every session as it
+        found it. The store is locked for the block, so other threads wait rather than
+        interleave their commits with ones that may be undone."""
+        with self._lock:
+            saved = {
+                name: (data, data["seq"], data["head"], len(data["records"]))
+                for name, data in self._sessions.items()
+            }
+            try:
+                yield
+            except BaseException:
+                self._sessions.clear()
+                for name, (data, seq, head, length) in saved.items():
+                    data["seq"], data["head"] = seq, head
+                    del data["records"][length:]
+                    self._sessions[name] = data
+                raise
 
     def ensure_session(self, session: str) -> bool:
         with self._lock:
