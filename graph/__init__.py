@@ -11,6 +11,8 @@ from ._errors import (
     FunctionFinished,
     GraphError,
     InvalidMessage,
+    LayerError,
+    LayerNotFound,
     MigrationError,
     NodeNotFound,
     StoreError,
@@ -20,6 +22,8 @@ from ._errors import (
 from ._graph import ConversationGraph, FunctionHandle
 from ._ids import is_safe_id, new_id
 from ._migrations import (
+    GRAPH_MIGRATIONS,
+    Migration,
     applied_migrations,
     migrate,
     migration,
@@ -33,7 +37,10 @@ from ._nodes import (
     Finish,
     Fork,
     Function,
+    Layer,
+    LayerInfo,
     Node,
+    Rollback,
     Tool,
     ToolResult,
 )
@@ -50,7 +57,7 @@ from ._openai import (
 from ._reader import GraphReader, GraphView
 from ._sql import SQLStore, dispose_engines, engine_for
 from ._state import GraphState
-from ._store import MemoryStore, SessionInfo, Store
+from ._store import LogEntry, MemoryStore, SessionInfo, Store
 from ._walk import Step, visible, visible_since
 
 __all__ = [
@@ -66,15 +73,23 @@ __all__ = [
     "Function",
     "FunctionFinished",
     "FunctionHandle",
+    "GRAPH_MIGRATIONS",
     "GraphError",
     "GraphReader",
     "GraphState",
     "GraphView",
     "InvalidMessage",
+    "Layer",
+    "LayerError",
+    "LayerInfo",
+    "LayerNotFound",
+    "LogEntry",
     "MemoryStore",
+    "Migration",
     "MigrationError",
     "Node",
     "NodeNotFound",
+    "Rollback",
     "SQLStore",
     "SessionInfo",
     "Step",

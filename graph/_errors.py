@@ -14,6 +14,8 @@ fix the input; a rejected write never changes what is stored.
     ├── FunctionFinished      appending inside a function that already finished
     ├── CrossSessionError     forking from (or linking to) a node of another session
     ├── CycleError            an edge that would close a cycle
+    ├── LayerError            a layer that cannot be made or rolled back
+    │   └── LayerNotFound     a layer id that is not in this session
     └── StoreError            the database refused, or its schema is unusable
         └── MigrationError    a schema migration failed or is unknown
 """
@@ -68,6 +70,23 @@ class CrossSessionError(GraphError):
 
 class CycleError(GraphError):
     """An edge that would make the conversation graph cyclic."""
+
+
+class LayerError(GraphError):
+    """A layer that cannot be made (overlaps another, covers unknown nodes) or rolled back."""
+
+
+class LayerNotFound(LayerError, KeyError):
+    """A layer id that does not name a layer of this session."""
+
+    def __init__(self, layer_id: str, session: str, other: str | None = None) -> None:
+        self.layer_id = layer_id
+        self.session = session
+        where = f"; it belongs to session {other!r}" if other else ""
+        super().__init__(f"no layer {layer_id!r} in session {session!r}{where}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class StoreError(GraphError):

@@ -23,9 +23,18 @@ from ._errors import (
     UnknownToolCall,
 )
 from ._ids import is_safe_id, new_id
+from ._layers import LayerWriter
 from ._messages import ParsedResult, parse_message
-from ._nodes import EXPOSE_MODES, Edge, Event, Finish, Fork, Function, Node, Tool
-from ._reader import GraphReader
+from ._nodes import (
+    EXPOSE_MODES,
+    Edge,
+    Event,
+    Finish,
+    Fork,
+    Function,
+    Node,
+    Tool,
+)
 from ._sql import SQLStore
 from ._state import GraphState
 from ._store import Loaded, MemoryStore, Store
@@ -48,7 +57,7 @@ class FunctionHandle:
         return self.graph.get(self.id)
 
 
-class ConversationGraph(GraphReader):
+class ConversationGraph(LayerWriter):
     """A session's conversation as a graph of dialogue, function and tool nodes.
 
     >>> g = ConversationGraph.memory()

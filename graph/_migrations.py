@@ -1,38 +1,62 @@
 """Schema migrations: named, ordered functions, each applied once and recorded.
 
-Other packages register their own (``context`` adds records, layers and token caches)
-without touching ``graph``::
+Each package lists its own migrations explicitly and hands them to the store that needs
+them (``graph`` its :data:`GRAPH_MIGRATIONS` when an engine opens; ``context`` its list when
+a ``ContextEngine`` first uses a store) — nothing registers itself as a side effect of an
+import. Applications may add their own with :func:`register_migration`::
 
-    @migration("context_0001_records")
-    def _create_records(connection): ...
+    @migration("myapp_0001_notes")
+    def _create_notes(connection): ...
 
-Migrations run in registration order inside one transaction each, under a lock, so two
-processes opening the same database at once apply each migration exactly once.
+Migrations run in order inside one transaction each, under a lock, so two processes
+opening the same database at once apply each migration exactly once.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from sqlalchemy import Connection, Engine, inspect, select, text
 
 from ._errors import MigrationError
-from ._schema import EDGES, EVENTS, MIGRATIONS, NODES, SESSIONS
+from ._schema import EDGES, EVENTS, LOGS, MIGRATIONS, NODES, SESSIONS, VALUES
 
 
 class Migration(NamedTuple):
+    """One schema change: a unique name and the function that applies it."""
+
     name: str
     apply: Callable[[Connection], None]
 
 
+def _initial(connection: Connection) -> None:
+    for table in (SESSIONS, NODES, EDGES, EVENTS):
+        table.create(connection, checkfirst=True)
+
+
+def _side_tables(connection: Connection) -> None:
+    for table in (VALUES, LOGS):
+        table.create(connection, checkfirst=True)
+
+
+GRAPH_MIGRATIONS: tuple[Migration, ...] = (
+    Migration("graph_0001_initial", _initial),
+    Migration("graph_0002_side_tables", _side_tables),
+)
+"""The graph package's own migrations, in order."""
+
 _REGISTRY: list[Migration] = []
+_APPLIED: dict[int, set[str]] = {}
+_APPLIED_LOCK = threading.Lock()
 
 
 def register_migration(name: str, apply: Callable[[Connection], None]) -> None:
-    """Add a migration after every one registered so far (re-registering a name is a no-op)."""
-    if any(m.name == name for m in _REGISTRY):
+    """Add an application's migration after every one registered so far (re-registering
+    a name is a no-op); it applies the next time a database is opened."""
+    if any(m.name == name for m in (*GRAPH_MIGRATIONS, *_REGISTRY)):
         return
     _REGISTRY.append(Migration(name, apply))
 
@@ -48,8 +72,8 @@ def migration(name: str) -> Callable[[Callable[[Connection], None]], Callable[[C
 
 
 def registered_migrations() -> list[str]:
-    """The names of all registered migrations, in the order they apply."""
-    return [m.name for m in _REGISTRY]
+    """The names of the graph's and the application's migrations, in the order they apply."""
+    return [m.name for m in (*GRAPH_MIGRATIONS, *_REGISTRY)]
 
 
 def applied_migrations(engine: Engine) -> list[str]:
@@ -61,11 +85,17 @@ def applied_migrations(engine: Engine) -> list[str]:
         return [row[0] for row in rows]
 
 
-def migrate(engine: Engine) -> list[str]:
-    """Apply every registered migration the database lacks; return the names applied."""
+def migrate(engine: Engine, extra: Sequence[Migration] = ()) -> list[str]:
+    """Apply the graph's migrations, then ``extra``, then registered ones, where missing;
+    return the names applied now. Cheap when nothing is missing (checked once per engine)."""
+    wanted = [*GRAPH_MIGRATIONS, *extra, *_REGISTRY]
+    with _APPLIED_LOCK:
+        known = _APPLIED.get(id(engine))
+        if known is not None and all(m.name in known for m in wanted):
+            return []
     MIGRATIONS.create(engine, checkfirst=True)
     done: list[str] = []
-    for item in list(_REGISTRY):
+    for item in wanted:
         with engine.begin() as connection:
             if connection.dialect.name == "postgresql":
                 connection.execute(text("SELECT pg_advisory_xact_lock(7212026)"))
@@ -82,10 +112,12 @@ def migrate(engine: Engine) -> list[str]:
                 MIGRATIONS.insert().values(name=item.name, applied_us=time.time_ns() // 1000)
             )
             done.append(item.name)
+    with _APPLIED_LOCK:
+        _APPLIED.setdefault(id(engine), set()).update(m.name for m in wanted)
     return done
 
 
-@migration("graph_0001_initial")
-def _initial(connection: Connection) -> None:
-    for table in (SESSIONS, NODES, EDGES, EVENTS):
-        table.create(connection, checkfirst=True)
+def forget_engine(engine: Engine) -> None:
+    """Drop what :func:`migrate` remembers of a disposed engine."""
+    with _APPLIED_LOCK:
+        _APPLIED.pop(id(engine), None)

@@ -71,7 +71,29 @@ class Fork(msgspec.Struct, frozen=True, tag="fork"):
     """A head moved back to an earlier node: the next append starts a branch there."""
 
 
-EventData: TypeAlias = ToolResult | Finish | Fork
+class Layer(msgspec.Struct, frozen=True, tag="layer", omit_defaults=True):
+    """A projection over stored nodes: readers that honour it show ``replacement`` where the
+    ``covers`` nodes were. The nodes themselves never change; a :class:`Rollback` ends it.
+
+    ``kind`` says who made it (``collapse``, ``compact``, ``provider``…), ``builds_on`` the
+    layers it absorbs (rolling one of those back rolls this one back too), ``meta`` what its
+    maker wants to keep (a summary's anchors, the records' ids).
+    """
+
+    kind: str
+    covers: tuple[str, ...]
+    replacement: Any = None
+    builds_on: tuple[str, ...] = ()
+    meta: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class Rollback(msgspec.Struct, frozen=True, tag="rollback", omit_defaults=True):
+    """A layer stops applying (its event's ``node_id`` names the layer)."""
+
+    reason: str | None = None
+
+
+EventData: TypeAlias = ToolResult | Finish | Fork | Layer | Rollback
 
 
 class Edge(msgspec.Struct, frozen=True):
@@ -89,15 +111,14 @@ class Event(msgspec.Struct, frozen=True):
     seq: int
     node_id: str
     at: datetime
-    data: ToolResult | Finish | Fork
+    data: ToolResult | Finish | Fork | Layer | Rollback
 
     @property
     def type(self) -> str:
-        if isinstance(self.data, ToolResult):
-            return "result"
-        if isinstance(self.data, Finish):
-            return "finish"
-        return "fork"
+        """The event's tag: result, finish, fork, layer or rollback."""
+        tag = type(self.data).__struct_config__.tag
+        assert isinstance(tag, str)
+        return tag
 
 
 class Node(msgspec.Struct, frozen=True):
@@ -142,6 +163,36 @@ class Node(msgspec.Struct, frozen=True):
     def output(self) -> Any:
         """A finished function's output (None while running)."""
         return None if self.finish is None else self.finish.output
+
+
+class LayerInfo(msgspec.Struct, frozen=True):
+    """A layer as read: its id (the event's ``node_id``), when it was made, and whether and
+    when it was rolled back, as of the reading's seq."""
+
+    id: str
+    session: str
+    seq: int
+    at: datetime
+    layer: Layer
+    rolled_back: int | None = None
+    """Seq of the rollback event (None while the layer applies)."""
+    reason: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.rolled_back is None
+
+    @property
+    def kind(self) -> str:
+        return self.layer.kind
+
+    @property
+    def covers(self) -> tuple[str, ...]:
+        return self.layer.covers
+
+    @property
+    def builds_on(self) -> tuple[str, ...]:
+        return self.layer.builds_on
 
 
 def node_kind(payload: Payload) -> str:

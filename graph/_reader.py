@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._nodes import Event, Node
+from ._errors import LayerNotFound
+from ._nodes import Event, LayerInfo, Node
 from ._openai import steps_to_messages
 from ._state import GraphState
 from ._walk import Step, visible
@@ -69,6 +70,19 @@ class GraphReader:
     def branches(self) -> list[str]:
         """The heads of every branch (chain nodes with no successor in their frame)."""
         return self._state.tips()
+
+    def layers(self, *, active: bool | None = None) -> list[LayerInfo]:
+        """Layers in creation order; ``active=True`` only those that apply, ``False`` only
+        rolled-back ones."""
+        found = list(self._state.layers.values())
+        return found if active is None else [i for i in found if i.active == active]
+
+    def layer(self, layer_id: str) -> LayerInfo:
+        """One layer by id, as of this reader."""
+        try:
+            return self._state.layers[layer_id]
+        except KeyError:
+            raise LayerNotFound(layer_id, self.session) from None
 
     def events(self) -> list[Event]:
         """Every event (tool results, function finishes, forks) in ``seq`` order."""

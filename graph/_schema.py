@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Index, Table, Text
+from sqlalchemy import BigInteger, Column, Index, Integer, Table, Text
 from sqlmodel import Field, SQLModel
 
 
@@ -57,6 +57,39 @@ class EventRow(SQLModel, table=True):
     data: str = Field(sa_column=Column(Text, nullable=False))
 
 
+class ValueRow(SQLModel, table=True):
+    """A keyed value another layer keeps per session (token counts, tier state)."""
+
+    __tablename__ = "graph_values"
+
+    session: str = Field(primary_key=True, max_length=128)
+    namespace: str = Field(primary_key=True, max_length=64)
+    key: str = Field(primary_key=True, max_length=200)
+    value: str = Field(sa_column=Column(Text, nullable=False))
+
+
+class LogRow(SQLModel, table=True):
+    """An append-only entry another layer keeps per session (compaction records)."""
+
+    __tablename__ = "graph_logs"
+    __table_args__ = (
+        Index("ix_graph_logs_key", "session", "namespace", "key", unique=True),
+        Index("ix_graph_logs_order", "session", "namespace", "position"),
+    )
+
+    position: int | None = Field(
+        default=None,
+        sa_column=Column(
+            BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+        ),
+    )
+    session: str = Field(max_length=128)
+    namespace: str = Field(max_length=64)
+    key: str = Field(max_length=200)
+    seq: int = Field(sa_column=Column(BigInteger, nullable=False))
+    body: str = Field(sa_column=Column(Text, nullable=False))
+
+
 class MigrationRow(SQLModel, table=True):
     """One applied migration, by name."""
 
@@ -76,4 +109,6 @@ SESSIONS = _table(SessionRow)
 NODES = _table(NodeRow)
 EDGES = _table(EdgeRow)
 EVENTS = _table(EventRow)
+VALUES = _table(ValueRow)
+LOGS = _table(LogRow)
 MIGRATIONS = _table(MigrationRow)

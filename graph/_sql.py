@@ -11,7 +11,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -21,10 +21,10 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ._codec import decode_any, decode_event, decode_payload, encode, from_micros, to_micros
 from ._errors import StoreError
-from ._migrations import migrate
+from ._migrations import Migration, forget_engine, migrate
 from ._nodes import Edge, Event, Node
-from ._schema import EDGES, EVENTS, NODES, SESSIONS
-from ._store import DEFAULT_PATH, Loaded, Record, SessionInfo, Store
+from ._schema import EDGES, EVENTS, LOGS, NODES, SESSIONS, VALUES
+from ._store import DEFAULT_PATH, Loaded, LogEntry, Record, SessionInfo, Store
 
 
 def normalize_url(url_or_path: str | os.PathLike[str] | None) -> str:
@@ -100,6 +100,7 @@ def dispose_engines() -> None:
     """Close every cached engine (tests and short-lived CLIs call this)."""
     with _ENGINES_LOCK:
         for engine in _ENGINES.values():
+            forget_engine(engine)
             engine.dispose()
         _ENGINES.clear()
 
@@ -282,11 +283,15 @@ class SQLStore(Store):
         return Loaded([item[1] for item in merged], head)
 
     def session_of(self, node_id: str) -> str | None:
-        nodes_t = NODES
+        """The session holding a node (or a layer) with this id."""
         with self._connection() as connection:
             value = connection.execute(
-                select(nodes_t.c.session).where(nodes_t.c.id == node_id)
+                select(NODES.c.session).where(NODES.c.id == node_id)
             ).scalar()
+            if value is None:
+                value = connection.execute(
+                    select(EVENTS.c.session).where(EVENTS.c.node_id == node_id).limit(1)
+                ).scalar()
             return None if value is None else str(value)
 
     def sessions(self) -> list[SessionInfo]:
@@ -303,7 +308,72 @@ class SQLStore(Store):
 
     def delete_session(self, session: str) -> None:
         with self._connection() as connection:
-            for table in (EVENTS, EDGES, NODES):
+            for table in (LOGS, VALUES, EVENTS, EDGES, NODES):
                 connection.execute(delete(table).where(table.c.session == session))
             sessions = SESSIONS
             connection.execute(delete(sessions).where(sessions.c.id == session))
+
+    # -- side data ------------------------------------------------------------------------
+    def migrate(self, migrations: Sequence[Migration]) -> None:
+        try:
+            migrate(self.engine, migrations)
+        except SQLAlchemyError as error:
+            raise StoreError(f"cannot migrate {self.url}: {error}") from error
+
+    def get_values(self, session: str, namespace: str) -> dict[str, str]:
+        query = select(VALUES.c.key, VALUES.c.value).where(
+            VALUES.c.session == session, VALUES.c.namespace == namespace
+        )
+        with self._connection() as connection:
+            return {str(row[0]): str(row[1]) for row in connection.execute(query)}
+
+    def put_values(self, session: str, namespace: str, values: Mapping[str, str]) -> None:
+        if not values:
+            return
+        rows = [
+            {"session": session, "namespace": namespace, "key": key, "value": value}
+            for key, value in values.items()
+        ]
+        with self._connection() as connection:
+            insert = _upsert_for(connection)(VALUES).values(rows)
+            connection.execute(
+                insert.on_conflict_do_update(
+                    index_elements=["session", "namespace", "key"],
+                    set_={"value": insert.excluded.value},
+                )
+            )
+
+    def append_log(
+        self, session: str, namespace: str, entries: Sequence[tuple[str, str]], seq: int
+    ) -> None:
+        if not entries:
+            return
+        rows = [
+            {"session": session, "namespace": namespace, "key": key, "seq": seq, "body": body}
+            for key, body in entries
+        ]
+        with self._connection() as connection:
+            insert = _upsert_for(connection)(LOGS).values(rows)
+            connection.execute(
+                insert.on_conflict_do_nothing(index_elements=["session", "namespace", "key"])
+            )
+
+    def read_log(self, session: str, namespace: str) -> list[LogEntry]:
+        query = (
+            select(LOGS.c.key, LOGS.c.seq, LOGS.c.body)
+            .where(LOGS.c.session == session, LOGS.c.namespace == namespace)
+            .order_by(LOGS.c.position)
+        )
+        with self._connection() as connection:
+            return [LogEntry(str(r[0]), int(r[1]), str(r[2])) for r in connection.execute(query)]
+
+
+def _upsert_for(connection: Connection) -> Any:
+    """The dialect's INSERT with ON CONFLICT (SQLite and PostgreSQL both have one)."""
+    if connection.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert

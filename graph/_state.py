@@ -11,7 +11,18 @@ from collections.abc import Iterable
 import msgspec
 
 from ._errors import CycleError, NodeNotFound
-from ._nodes import Edge, Event, Finish, Function, Node, Tool, ToolResult
+from ._nodes import (
+    Edge,
+    Event,
+    Finish,
+    Function,
+    Layer,
+    LayerInfo,
+    Node,
+    Rollback,
+    Tool,
+    ToolResult,
+)
 
 _EDGE_RANK = {"next": 0, "caller": 1, "requested": 2, "spawned": 3}
 
@@ -31,6 +42,8 @@ class GraphState:
         self.children: dict[str, list[str]] = {}
         self.successors: dict[str, list[str]] = {}
         self.pending: dict[str, str] = {}
+        self.layers: dict[str, LayerInfo] = {}
+        """Layers by id, in creation order (rolled back ones included)."""
         self.edges: list[Edge] = []
         self.events: list[Event] = []
         self.records: list[tuple[Node, tuple[Edge, ...]] | Event] = []
@@ -78,7 +91,14 @@ class GraphState:
             self.spawned_by[edge.dst] = edge.src
 
     def apply_event(self, event: Event) -> None:
-        """Apply a later fact about a node (tool result, function finish, fork)."""
+        """Apply a later fact: a tool result, a function finish, a fork, a layer or the
+        rollback of one."""
+        if isinstance(event.data, Layer | Rollback):
+            self._apply_layer_event(event)
+            self.events.append(event)
+            self.records.append(event)
+            self.last_seq = max(self.last_seq, event.seq)
+            return
         node = self.nodes.get(event.node_id)
         if node is None:
             raise NodeNotFound(event.node_id, self.session)
@@ -112,9 +132,30 @@ class GraphState:
         )
         self.rollbacks += 1
 
+    def _apply_layer_event(self, event: Event) -> None:
+        if isinstance(event.data, Layer):
+            self.layers[event.node_id] = LayerInfo(
+                event.node_id, self.session, event.seq, event.at, event.data
+            )
+            return
+        assert isinstance(event.data, Rollback)
+        info = self.layers.get(event.node_id)
+        if info is None:
+            raise NodeNotFound(event.node_id, self.session)
+        self.layers[info.id] = msgspec.structs.replace(
+            info, rolled_back=event.seq, reason=event.data.reason
+        )
+
     def _undo_event(self, event: Event) -> None:
         popped = self.events.pop()
         assert popped is event
+        if isinstance(event.data, Layer):
+            del self.layers[event.node_id]
+            return
+        if isinstance(event.data, Rollback):
+            info = self.layers[event.node_id]
+            self.layers[info.id] = msgspec.structs.replace(info, rolled_back=None, reason=None)
+            return
         node = self.nodes[event.node_id]
         if isinstance(event.data, ToolResult) and isinstance(node.payload, Tool):
             self.nodes[node.id] = msgspec.structs.replace(node, result=None)

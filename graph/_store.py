@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import msgspec
 
+from ._errors import StoreError
+from ._migrations import Migration
 from ._nodes import Edge, Event, Node
 
 DEFAULT_PATH = Path(".openprogram") / "openprogram.db"
@@ -27,6 +29,14 @@ class Loaded(NamedTuple):
 
     records: list[tuple[Node, tuple[Edge, ...]] | Event]
     head: str | None
+
+
+class LogEntry(NamedTuple):
+    """One appended entry of a side log."""
+
+    key: str
+    seq: int
+    body: str
 
 
 class SessionInfo(NamedTuple):
@@ -78,6 +88,29 @@ class Store:
     def close(self) -> None:
         """Release connections."""
 
+    # -- side data: what other layers keep per session, behind one interface -----------
+    def migrate(self, migrations: Sequence[Migration]) -> None:
+        """Apply another package's migrations to this store (where it has a schema)."""
+
+    def get_values(self, session: str, namespace: str) -> dict[str, str]:
+        """Every keyed value of a namespace (e.g. token counts, tier state)."""
+        raise NotImplementedError
+
+    def put_values(self, session: str, namespace: str, values: Mapping[str, str]) -> None:
+        """Insert or replace keyed values."""
+        raise NotImplementedError
+
+    def append_log(
+        self, session: str, namespace: str, entries: Sequence[tuple[str, str]], seq: int
+    ) -> None:
+        """Append ``(key, body)`` entries; a key already logged is skipped (retries are
+        safe). ``seq`` is the graph seq the entries belong to."""
+        raise NotImplementedError
+
+    def read_log(self, session: str, namespace: str) -> list[LogEntry]:
+        """A namespace's entries in the order they were appended."""
+        raise NotImplementedError
+
 
 def _with_seq(record: Record, seq: int) -> Record:
     return msgspec.structs.replace(record, seq=seq)
@@ -114,9 +147,43 @@ class MemoryStore(Store):
         with self._lock:
             existed = session in self._sessions
             self._sessions.setdefault(
-                session, {"seq": 0, "head": None, "records": [], "created": time.time()}
+                session,
+                {"seq": 0, "head": None, "records": [], "created": time.time()},
             )
             return existed
+
+    def _side(self, session: str, kind: str, namespace: str) -> Any:
+        data = self._sessions.get(session)
+        if data is None:
+            raise StoreError(f"no session {session!r} in this memory store")
+        return data.setdefault(kind, {}).setdefault(namespace, {} if kind == "values" else [])
+
+    def get_values(self, session: str, namespace: str) -> dict[str, str]:
+        with self._lock:
+            if session not in self._sessions:
+                return {}
+            return dict(self._side(session, "values", namespace))
+
+    def put_values(self, session: str, namespace: str, values: Mapping[str, str]) -> None:
+        with self._lock:
+            self._side(session, "values", namespace).update(values)
+
+    def append_log(
+        self, session: str, namespace: str, entries: Sequence[tuple[str, str]], seq: int
+    ) -> None:
+        with self._lock:
+            log: list[LogEntry] = self._side(session, "logs", namespace)
+            known = {entry.key for entry in log}
+            for key, body in entries:
+                if key not in known:
+                    log.append(LogEntry(key, seq, body))
+                    known.add(key)
+
+    def read_log(self, session: str, namespace: str) -> list[LogEntry]:
+        with self._lock:
+            if session not in self._sessions:
+                return []
+            return list(self._side(session, "logs", namespace))
 
     def commit(
         self, session: str, records: Sequence[Record], edges: Sequence[Edge], head: str | None
@@ -151,7 +218,8 @@ class MemoryStore(Store):
         with self._lock:
             for name, data in self._sessions.items():
                 for record in data["records"]:
-                    if not isinstance(record, Event) and record[0].id == node_id:
+                    found = record.node_id if isinstance(record, Event) else record[0].id
+                    if found == node_id:
                         return name
         return None
 

@@ -1,0 +1,133 @@
+"""Layers: projections over stored nodes, made and rolled back as sequenced facts.
+
+A layer says "show this replacement where these nodes were" (``context`` uses them for
+collapsed segments and compactions). Making one and rolling one back are events, so
+``g.at(seq)`` shows exactly which layers applied at any point and nothing is deleted.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from ._codec import normalize_event, normalize_meta, normalize_time
+from ._errors import InvalidMessage, LayerError, LayerNotFound, NodeNotFound
+from ._ids import new_id
+from ._nodes import Edge, Event, Layer, LayerInfo, Node, Rollback
+from ._reader import GraphReader
+from ._store import Store
+
+
+class LayerWriter(GraphReader):
+    """The layer-writing half of :class:`~graph.ConversationGraph`."""
+
+    store: Store
+    _lock: threading.RLock
+
+    if TYPE_CHECKING:  # provided by ConversationGraph
+
+        @property
+        def head(self) -> str | None: ...
+
+        def refresh(self) -> None: ...
+
+        def _commit(
+            self, records: list[Node | Event], edges: list[Edge], head: str | None
+        ) -> list[Any]: ...
+
+    def add_layer(
+        self,
+        kind: str,
+        covers: list[str] | tuple[str, ...],
+        replacement: Any = None,
+        *,
+        builds_on: list[str] | tuple[str, ...] = (),
+        meta: dict[str, Any] | None = None,
+        at: Any = None,
+    ) -> LayerInfo:
+        """Record a layer over ``covers`` (a sequenced fact; no node changes).
+
+        Active layers wholly inside ``covers`` are built on (added to ``builds_on``); one
+        that overlaps ``covers`` only in part is refused, so layers always nest.
+
+        >>> from graph import ConversationGraph
+        >>> g = ConversationGraph.memory()
+        >>> ids = [g.append({"role": "user", "content": str(i)}).id for i in range(3)]
+        >>> inner = g.add_layer("collapse", ids[:2], "0 and 1")
+        >>> outer = g.add_layer("compact", ids, "all three")
+        >>> outer.builds_on == (inner.id,)
+        True
+        >>> [i.id for i in g.rollback_layer(inner.id)] == [outer.id, inner.id]
+        True
+        """
+        if not isinstance(kind, str) or not kind:
+            raise InvalidMessage("kind", "a layer needs a non-empty string kind")
+        covered = tuple(dict.fromkeys(covers))
+        if not covered or not all(isinstance(c, str) for c in covered):
+            raise InvalidMessage("covers", "a layer must cover at least one node id")
+        when = normalize_time(at)
+        meta_value = normalize_meta(meta)
+        with self._lock:
+            missing = [n for n in covered if n not in self._state.nodes]
+            if missing:
+                self.refresh()
+                missing = [n for n in covered if n not in self._state.nodes]
+            if missing:
+                raise NodeNotFound(missing[0], self.session)
+            inside = set(covered)
+            built = list(dict.fromkeys(builds_on))
+            for layer_id in built:
+                info = self.layer(layer_id)
+                if not info.active:
+                    raise LayerError(f"layer {layer_id} was rolled back; it cannot be built on")
+                if not set(info.covers) <= inside:
+                    raise LayerError(f"layer {layer_id} covers nodes outside the new layer")
+            for info in self._state.layers.values():
+                if not info.active or info.id in built:
+                    continue
+                overlap = inside.intersection(info.covers)
+                if overlap and overlap == set(info.covers):
+                    built.append(info.id)
+                elif overlap:
+                    raise LayerError(
+                        f"the new layer overlaps layer {info.id} only in part "
+                        f"(node {sorted(overlap)[0]}); layers must nest"
+                    )
+            data = Layer(
+                kind=kind,
+                covers=covered,
+                replacement=replacement,
+                builds_on=tuple(built),
+                meta=meta_value,
+            )
+            event = Event(
+                session=self.session, seq=0, node_id=new_id(), at=when, data=normalize_event(data)
+            )
+            self._commit([event], [], self.head)
+            return self._state.layers[event.node_id]
+
+    def rollback_layer(self, layer_id: str, reason: str | None = None) -> list[LayerInfo]:
+        """Roll back a layer and every active layer built on it (those first); returns them
+        as they are now. The covered nodes show through again wherever they are visible."""
+        with self._lock:
+            if layer_id not in self._state.layers:
+                self.refresh()
+            if layer_id not in self._state.layers:
+                other = self.store.session_of(layer_id)
+                raise LayerNotFound(layer_id, self.session, other)
+            info = self._state.layers[layer_id]
+            if not info.active:
+                raise LayerError(
+                    f"layer {layer_id} was already rolled back (seq {info.rolled_back})"
+                )
+            doomed = [layer_id]
+            for candidate in self._state.layers.values():
+                if candidate.active and any(b in doomed for b in candidate.builds_on):
+                    doomed.append(candidate.id)
+            when = normalize_time(None)
+            events: list[Node | Event] = [
+                Event(session=self.session, seq=0, node_id=d, at=when, data=Rollback(reason=reason))
+                for d in reversed(doomed)
+            ]
+            self._commit(events, [], self.head)
+            return [self._state.layers[d] for d in reversed(doomed)]
