@@ -61,6 +61,7 @@ from ._store import LogEntry, MemoryStore, SessionInfo, Store
 from ._walk import Step, visible, visible_since
 
 __all__ = [
+    "GRAPH_MIGRATIONS",
     "ConversationGraph",
     "CrossSessionError",
     "CycleError",
@@ -73,7 +74,6 @@ __all__ = [
     "Function",
     "FunctionFinished",
     "FunctionHandle",
-    "GRAPH_MIGRATIONS",
     "GraphError",
     "GraphReader",
     "GraphState",

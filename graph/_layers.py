@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._codec import normalize_event, normalize_meta, normalize_time
 from ._errors import InvalidMessage, LayerError, LayerNotFound, NodeNotFound
-from ._ids import new_id
+from ._ids import is_safe_id, new_id
 from ._nodes import Edge, Event, Layer, LayerInfo, Node, Rollback
 from ._reader import GraphReader
 from ._store import Store
@@ -44,6 +44,7 @@ class LayerWriter(GraphReader):
         builds_on: list[str] | tuple[str, ...] = (),
         meta: dict[str, Any] | None = None,
         at: Any = None,
+        layer_id: str | None = None,
     ) -> LayerInfo:
         """Record a layer over ``covers`` (a sequenced fact; no node changes).
 
@@ -67,7 +68,13 @@ class LayerWriter(GraphReader):
             raise InvalidMessage("covers", "a layer must cover at least one node id")
         when = normalize_time(at)
         meta_value = normalize_meta(meta)
+        if layer_id is not None and not is_safe_id(layer_id):
+            raise InvalidMessage("layer_id", f"{layer_id!r} is not a safe id ([A-Za-z0-9_.-])")
         with self._lock:
+            if layer_id is not None and (
+                layer_id in self._state.layers or layer_id in self._state.nodes
+            ):
+                raise LayerError(f"id {layer_id!r} is already used in session {self.session!r}")
             missing = [n for n in covered if n not in self._state.nodes]
             if missing:
                 self.refresh()
@@ -101,7 +108,11 @@ class LayerWriter(GraphReader):
                 meta=meta_value,
             )
             event = Event(
-                session=self.session, seq=0, node_id=new_id(), at=when, data=normalize_event(data)
+                session=self.session,
+                seq=0,
+                node_id=layer_id or new_id(),
+                at=when,
+                data=normalize_event(data),
             )
             self._commit([event], [], self.head)
             return self._state.layers[event.node_id]
