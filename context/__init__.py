@@ -1,66 +1,96 @@
 """Render a conversation graph into an LLM prompt under a token budget.
 
-The cascade (offload, budget reduction, microcompact, snip, emergency; collapse and
-auto-compact join later) works on views of the graph and never changes a stored node.
+The cascade (offload, budget reduction, microcompact, collapse, snip, auto-compact,
+emergency; ``recover`` on a provider's overflow error) works on views of the graph and
+never changes a stored node. Collapses and compactions are layers: graph facts that can
+be listed, expanded and rolled back.
 """
 
-from ._engine import TIERS, ContextEngine, Rendered, render_context
+from ._engine import ContextEngine, Rendered, render_context
 from ._errors import (
     ContextError,
+    ContextOverflowError,
     OffloadError,
     PolicyError,
     RecordError,
+    StateDirError,
+    SummaryError,
     TokenizerError,
+    UnknownLayer,
     UnknownModel,
 )
 from ._integrity import provider_roles, repair_tool_pairs, tool_pair_problems, unique_call_ids
 from ._models import ModelInfo, is_anthropic, model_info
 from ._offload import offload_path
-from ._policy import DEFAULT_COMPACTABLE, TIER_NAMES, Policy
-from ._records import CompactionRecord, read_jsonl, records_path, select_records
+from ._policy import DEFAULT_COMPACTABLE, Policy
+from ._records import CompactionRecord, read_jsonl, records_path
 from ._reduce import middle_truncate
+from ._registry import TIERS, resolve_tiers
 from ._sessions import delete_session
-from ._tier import Action, Decisions, Tier, TierContext
+from ._storage import CONTEXT_MIGRATIONS, ContextStorage
+from ._summary import (
+    ANCHOR_TITLES,
+    Anchors,
+    Summarizer,
+    SummaryRequest,
+    SummaryResult,
+    anchors_from_dict,
+    parse_summary,
+)
+from ._tier import Action, NoState, Tier, TierContext, TierState
 from ._tokens import TokenCache, TokenCounter, UsageAnchor, encoding_name_for
 from ._view import Item, Unit, View
 
 __all__ = [
+    "ANCHOR_TITLES",
+    "CONTEXT_MIGRATIONS",
     "DEFAULT_COMPACTABLE",
     "TIERS",
-    "TIER_NAMES",
     "Action",
+    "Anchors",
     "CompactionRecord",
     "ContextEngine",
     "ContextError",
-    "Decisions",
+    "ContextOverflowError",
+    "ContextStorage",
     "Item",
     "ModelInfo",
+    "NoState",
     "OffloadError",
     "Policy",
     "PolicyError",
     "RecordError",
     "Rendered",
+    "StateDirError",
+    "Summarizer",
+    "SummaryError",
+    "SummaryRequest",
+    "SummaryResult",
     "Tier",
     "TierContext",
+    "TierState",
     "TokenCache",
     "TokenCounter",
     "TokenizerError",
     "Unit",
+    "UnknownLayer",
     "UnknownModel",
     "UsageAnchor",
     "View",
+    "anchors_from_dict",
     "delete_session",
     "encoding_name_for",
     "is_anthropic",
     "middle_truncate",
     "model_info",
     "offload_path",
+    "parse_summary",
     "provider_roles",
     "read_jsonl",
     "records_path",
     "render_context",
     "repair_tool_pairs",
-    "select_records",
+    "resolve_tiers",
     "tool_pair_problems",
     "unique_call_ids",
 ]

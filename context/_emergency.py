@@ -15,7 +15,7 @@ from graph import text_of
 
 from ._reduce import middle_truncate
 from ._snip import exempt, insert_note, note_unit
-from ._tier import TierContext
+from ._tier import Tier, TierContext
 from ._view import Item, Unit, View
 
 _MIN_CHARS = 64
@@ -75,7 +75,6 @@ def emergency(view: View, ctx: TierContext) -> View:
         view = _cut_longest(view, ctx)
         steps.append("cut long texts")
     if view is not before:
-        ctx.decisions.emergencies += 1
         ctx.act("emergency", "; ".join(steps), before, view)
         ctx.record("emergency", before, view, started=started, details={"steps": steps})
     return view
@@ -113,3 +112,6 @@ def _cut_longest(view: View, ctx: TierContext) -> View:
         msgspec.structs.replace(u, items=tuple(items))
         for u, items in zip(view.units, units, strict=True)
     )
+
+
+TIER = Tier("emergency", compact=emergency)

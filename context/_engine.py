@@ -1,51 +1,42 @@
 """``render_context`` and ``ContextEngine``: the graph, rendered under a budget.
 
 Each render walks the graph from a head (and frame), groups the visible nodes into units,
-runs the tiers that apply every turn (offload, budget reduction), re-applies earlier sticky
-decisions (cleared outputs, the snip mark), then runs the cascade while the prompt does not
-fit, checking integrity after every tier. Nothing stored is ever changed.
+shows active layers in place of what they cover, then runs the tier list: tiers whose
+sticky decisions only drop units re-apply them first (so dropped units are never
+processed), the ``always`` tiers act, the other tiers re-apply theirs, and then tiers act
+in order while the prompt is over their trigger. Integrity is checked after every tier.
+Nothing stored is ever changed; what tiers decided is persisted, so a restarted process
+renders the same prompt.
 """
 
 from __future__ import annotations
 
-import bisect
+import copy
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
-from sqlalchemy import select
 
-from graph import GraphReader, Node, SQLStore, migrate
+from graph import GraphReader, LayerInfo, Node, Store
 
-from ._emergency import emergency
+from ._errors import PolicyError
 from ._integrity import provider_roles, repair_tool_pairs, tool_pair_problems, unique_call_ids
+from ._layers import LayerBook, project
 from ._layout import Layout
-from ._microcompact import microcompact, reapply_microcompact
-from ._offload import offload
 from ._policy import Policy
-from ._records import (
-    TOKEN_CACHE,
-    CompactionRecord,
-    append_jsonl,
-    insert_records,
-    records_path,
-)
-from ._reduce import budget_reduction
-from ._snip import snip, snipped_prefix
-from ._tier import Action, Decisions, Tier, TierContext
+from ._records import CompactionRecord
+from ._registry import resolve_tiers
+from ._storage import ContextStorage
+from ._summary import default_summarizer
+from ._tier import Tier, TierContext, TierFn, TierState
 from ._tokens import TokenCache, TokenCounter, UsageAnchor
 from ._view import Item, RawUnit, Unit, View
 
-TIERS: dict[str, Tier] = {
-    "offload": offload,
-    "budget_reduction": budget_reduction,
-    "microcompact": microcompact,
-    "snip": snip,
-    "emergency": emergency,
-}
-"""The cascade tiers by name; a policy's ``cascade`` lists them in order."""
+EXACT_COUNT_CHARS = 200_000
+"""Longer texts are counted by an upper bound, not tokenized (see ``TokenCounter``)."""
 
 
 class Rendered(msgspec.Struct, frozen=True):
@@ -54,16 +45,24 @@ class Rendered(msgspec.Struct, frozen=True):
     messages: list[dict[str, Any]]
     tokens: int
     budget: int
-    actions: list[Action]
+    actions: list[Any]
     records: list[CompactionRecord]
     context_management: dict[str, Any] | None = None
+    preview: bool = False
 
     @property
     def fits(self) -> bool:
         return self.tokens <= self.budget
 
 
-_MIGRATED: set[str] = set()
+@dataclass
+class _Frame:
+    """What an engine keeps for one frame between renders."""
+
+    layout: Layout = field(default_factory=Layout)
+    states: dict[str, TierState] = field(default_factory=dict)
+    scratch: dict[str, dict[str, Any]] = field(default_factory=dict)
+    saved: bytes = b""
 
 
 class ContextEngine:
@@ -89,80 +88,116 @@ class ContextEngine:
         tools: Sequence[dict[str, Any]] = (),
         clock: Callable[[], datetime] | None = None,
         on_record: Callable[[CompactionRecord], None] | None = None,
+        tiers: Sequence[Tier | str] | None = None,
     ) -> None:
         self.graph = graph
         self.policy = policy or Policy()
-        self.summarizer = summarizer
-        """Used by the summarizing tiers (collapse, auto-compact) when they are in the cascade."""
-        self.budget = budget if budget is not None else self.policy.budget
+        self.summarizer = summarizer if summarizer is not None else default_summarizer()
+        """Used by the summarizing tiers (collapse, compact); heuristic unless given."""
+        self.budget = _check_budget(budget if budget is not None else self.policy.budget)
+        self.tiers = resolve_tiers(tiers if tiers is not None else self.policy.cascade)
         self.tools = list(tools)
         self.clock = clock or (lambda: datetime.now(UTC))
         self.callbacks: list[Callable[[CompactionRecord], None]] = []
         if on_record is not None:
             self.callbacks.append(on_record)
-        self.counter = TokenCounter(self.policy.model)
+        self.counter = TokenCounter(self.policy.model, exact_limit=EXACT_COUNT_CHARS)
         self.cache = TokenCache()
         self.anchor = UsageAnchor()
         self.last: Rendered | None = None
-        self._decisions: dict[str | None, Decisions] = {}
-        self._layouts: dict[str | None, Layout] = {}
+        self.render_ms = 0.0
+        self.book = LayerBook(graph)
+        self.squeeze = 1.0
+        """Share of the budget a render may use; ``recover`` lowers it after an overflow."""
+        self.failures = 0
+        self._frames: dict[str | None, _Frame] = {}
         self._memo: dict[tuple[str, str], Item] = {}
+        self._records: list[CompactionRecord] = []
         self._tool_tokens = self.counter.count_tools(self.tools)
-        self._load_cache()
+        store: Store | None = getattr(graph, "store", None)
+        self.storage = (
+            ContextStorage(store, graph.session, self.policy.state_dir) if store else None
+        )
+        self._state_key = f"{self.policy.fingerprint}:{self.budget}:{','.join(self.tier_names)}"
+        self._load()
+
+    @property
+    def tier_names(self) -> list[str]:
+        return [tier.name for tier in self.tiers]
 
     # -- persistence ------------------------------------------------------------------
-    def _sql(self) -> SQLStore | None:
-        store = getattr(self.graph, "store", None)
-        if isinstance(store, SQLStore):
-            if store.url not in _MIGRATED:
-                migrate(store.engine)
-                _MIGRATED.add(store.url)
-            return store
-        return None
-
-    def _load_cache(self) -> None:
-        store = self._sql()
-        if store is None:
+    def _load(self) -> None:
+        if self.storage is None:
             return
-        query = select(TOKEN_CACHE.c.key, TOKEN_CACHE.c.tokens).where(
-            TOKEN_CACHE.c.session == self.graph.session,
-            TOKEN_CACHE.c.encoding == self.counter.encoding_name,
-        )
-        with store.engine.connect() as connection:
-            self.cache.update({row[0]: int(row[1]) for row in connection.execute(query)})
+        self.cache.update(self.storage.load_tokens(self.counter.encoding_name))
         self.cache.clear_dirty()
+        saved = self.storage.load_state(f"{self._state_key}:anchor")
+        if saved:
+            ratio, reports = msgspec.json.decode(saved)
+            self.anchor.restore(float(ratio), int(reports))
 
-    def _persist(self, records: list[CompactionRecord]) -> None:
-        if records:
-            append_jsonl(records_path(self.policy.state_dir, self.graph.session), records)
-        store = self._sql()
-        if store is not None:
-            dirty = self.cache.dirty()
-            if dirty or records:
-                with store.engine.begin() as connection:
-                    insert_records(connection, records, self.graph.last_seq)
-                    if dirty:
-                        connection.execute(
-                            TOKEN_CACHE.insert(),
-                            [
-                                {
-                                    "session": self.graph.session,
-                                    "encoding": self.counter.encoding_name,
-                                    "key": key,
-                                    "tokens": tokens,
-                                }
-                                for key, tokens in dirty.items()
-                            ],
-                        )
-        self.cache.clear_dirty()
-        for record in records:
+    def _frame(self, frame: str | None) -> _Frame:
+        found = self._frames.get(frame)
+        if found is not None:
+            return found
+        found = self._frames[frame] = _Frame()
+        if self.storage is not None:
+            saved = self.storage.load_state(f"{self._state_key}:{frame or '-'}")
+            if saved:
+                raw = msgspec.json.decode(saved)
+                for tier in self.tiers:
+                    if tier.name in raw:
+                        found.states[tier.name] = msgspec.convert(raw[tier.name], tier.state)
+                found.saved = saved.encode()
+        return found
+
+    def _persist(self, ctx: TierContext, frame: _Frame, key: str | None) -> list[str]:
+        problems: list[str] = []
+        if self.storage is None:
+            self._records.extend(ctx.records)
+        else:
+            problems += self.storage.save_records(ctx.records, self.graph.last_seq)
+            try:
+                dirty = self.cache.dirty()
+                if dirty:
+                    self.storage.save_tokens(self.counter.encoding_name, dirty)
+                    self.cache.clear_dirty()
+                state = msgspec.json.encode(
+                    {
+                        name: msgspec.to_builtins(value)
+                        for name, value in sorted(frame.states.items())
+                    }
+                )
+                if state != frame.saved:
+                    self.storage.save_state(f"{self._state_key}:{key or '-'}", state.decode())
+                    frame.saved = state
+            except Exception as error:  # fail-open: the prompt matters more than the cache
+                problems.append(f"tier state or token counts not saved: {error}")
+        for record in ctx.records:
             for callback in self.callbacks:
                 callback(record)
+        return problems
 
     def anchor_usage(self, input_tokens: int) -> None:
-        """Correct later estimates with the provider's reported input tokens for the last render."""
+        """Correct later estimates with the provider's reported input tokens for the last
+        render; a reported success also resets the overflow count."""
         if self.last is not None and input_tokens > 0:
             self.anchor.anchor_usage(self.last.tokens, input_tokens)
+            if self.storage is not None:
+                value = msgspec.json.encode([self.anchor.ratio, self.anchor.reports]).decode()
+                self.storage.save_state(f"{self._state_key}:anchor", value)
+        self.note_success()
+
+    def note_success(self) -> None:
+        """The provider accepted the last prompt: forget earlier overflows."""
+        self.failures = 0
+        self.squeeze = 1.0
+
+    def records(self) -> list[CompactionRecord]:
+        """This session's compaction records, oldest first (from the database if any)."""
+        if self.storage is None:
+            return list(self._records)
+        return self.storage.read_records()
 
     # -- rendering --------------------------------------------------------------------
     def _build(self, unit: RawUnit, position: int, ctx: TierContext) -> Unit:
@@ -193,45 +228,66 @@ class ContextEngine:
         drop = set(callers[: max(0, len(callers) - limit)])
         return [u for i, u in enumerate(units) if i not in drop]
 
-    def render(self, head: str | None = None, frame: str | None = None) -> Rendered:
-        """The prompt for the next LLM call from ``head`` (inside ``frame`` if given)."""
-        started = time.perf_counter()
-        decisions = self._decisions.setdefault(frame, Decisions())
-        budget = max(1, int(self.budget / self.anchor.ratio))
+    def context(
+        self, head: str | None = None, frame: str | None = None, *, preview: bool = False
+    ) -> tuple[TierContext, View, _Frame]:
+        """The context and the unprocessed view of a render (layers shown), for the tier
+        functions that the engine's other entry points (collapse, compact) call."""
+        state = self._frame(frame)
+        budget = max(1, int(self.budget * self.squeeze / self.anchor.ratio))
         ctx = TierContext(
-            self.graph, self.policy, budget, self.counter, self.cache, decisions, self.clock()
+            self.graph,
+            self.policy,
+            budget,
+            self.counter,
+            self.cache,
+            self.clock(),
+            states=copy.deepcopy(state.states) if preview else state.states,
+            scratch={} if preview else state.scratch,
+            frame=frame,
+            preview=preview,
+            summarizer=self.summarizer,
+            layers=self.book,
+            memo=self._memo,
         )
-        ctx.memo = self._memo
         if head is None and frame is None:
             head = self.graph.default_head()
-        layout = self._layouts.setdefault(frame, Layout())
-        layout.update(self.graph.state, head, frame)
-        walked = layout.units(lambda raw, at: self._build(raw, at, ctx))
+        state.layout.update(self.graph.state, head, frame)
+        walked = state.layout.units(lambda raw, at: self._build(raw, at, ctx))
         units = self._cap_callers(walked, frame)
-        if decisions.snip_boundary and not self._same_branch(units, decisions):
-            decisions = self._decisions[frame] = Decisions()
-            ctx.decisions = decisions
-        ctx.compactable, ctx.kept_tools = layout.tools(walked, self.policy.tool_category)
-        view = self._snipped(View(tuple(units), self._tool_tokens), layout, ctx)
-        for name in self.policy.cascade:
-            if name in self.policy.always:
-                view = self._run(name, TIERS[name], view, ctx)
-        view = reapply_microcompact(view, ctx)
-        for name in self.policy.cascade:
-            if name in self.policy.always:
-                continue
-            if view.tokens <= budget:
-                break
-            view = self._run(name, TIERS[name], view, ctx)
-        if view.units and decisions.snip_boundary:
-            decisions.snip_anchor = self._anchor_id(units, decisions.snip_boundary)
+        ctx.units = units
+        ctx.first_changed = state.layout.first_built
+        ctx.compactable, ctx.kept_tools = state.layout.tools(walked, self.policy.tool_category)
+        view = project(View(tuple(units), self._tool_tokens), ctx, self.book.active())
+        return ctx, view, state
+
+    def render(
+        self, head: str | None = None, frame: str | None = None, *, preview: bool = False
+    ) -> Rendered:
+        """The prompt for the next LLM call from ``head`` (inside ``frame`` if given).
+
+        ``preview=True`` renders the same prompt but persists nothing — no tier state,
+        records, layers, offload files or token counts — so looking at a session never
+        changes what the running agent will send.
+        """
+        started = time.perf_counter()
+        if preview:
+            overlay = dict(self.book.overlay)
+        ctx, view, state = self.context(head, frame, preview=preview)
+        view = self._cascade(view, ctx)
         messages, tokens = self._finish(view, ctx)
-        if tokens > budget >= view.tokens and "emergency" in self.policy.cascade:
+        if tokens > ctx.budget >= view.tokens:
             # Integrity added a turn (a provider's role rules): make room for it too.
+            budget = ctx.budget
             ctx.budget = budget - (tokens - view.tokens)
-            view = self._run("emergency", emergency, view, ctx)
+            view = self._compact_pass(view, ctx)
             ctx.budget = budget
             messages, tokens = self._finish(view, ctx)
+        problems = [] if preview else self._persist(ctx, state, frame)
+        for problem in problems:
+            ctx.act("records", problem, view, view, error=problem)
+        if preview:
+            self.book.overlay = overlay
         rendered = Rendered(
             messages=messages,
             tokens=tokens,
@@ -239,18 +295,50 @@ class ContextEngine:
             actions=ctx.actions,
             records=ctx.records,
             context_management={"edits": ctx.edits} if ctx.edits else None,
+            preview=preview,
         )
-        self._persist(ctx.records)
-        self.last = rendered
+        if not preview:
+            self.last = rendered
         self.render_ms = (time.perf_counter() - started) * 1000
         return rendered
 
-    def _run(self, name: str, tier: Tier, view: View, ctx: TierContext) -> View:
+    def preview(self, head: str | None = None, frame: str | None = None) -> Rendered:
+        """``render(..., preview=True)``: the next prompt, with nothing written anywhere."""
+        return self.render(head, frame, preview=True)
+
+    def _cascade(self, view: View, ctx: TierContext) -> View:
+        """Re-apply earlier decisions in the order they were made (the ``early`` ones,
+        which only drop units, first), let the ``always`` tiers act, then the cascade."""
+        for tier in self.tiers:
+            if tier.apply is not None and tier.early:
+                view = self.run_tier(tier.name, tier.apply, view, ctx)
+        for tier in self.tiers:
+            if tier.compact is not None and tier.name in self.policy.always:
+                view = self.run_tier(tier.name, tier.compact, view, ctx)
+        for tier in self.tiers:
+            if tier.apply is not None and not tier.early:
+                view = self.run_tier(tier.name, tier.apply, view, ctx)
+        return self._compact_pass(view, ctx)
+
+    def _compact_pass(self, view: View, ctx: TierContext) -> View:
+        for tier in self.tiers:
+            if tier.compact is None or tier.name in self.policy.always:
+                continue
+            if view.tokens > self.policy.trigger(tier.name) * ctx.budget:
+                view = self.run_tier(tier.name, tier.compact, view, ctx)
+        return view
+
+    def run_tier(self, name: str, fn: TierFn, view: View, ctx: TierContext) -> View:
+        """Run one tier function fail-open: an exception, or a result that breaks tool
+        pairing, is recorded and the view goes on unchanged."""
+        ctx.tier = name
         try:
-            after = tier(view, ctx)
+            after = fn(view, ctx)
         except Exception as error:  # fail-open: a broken tier must not cost the turn
             ctx.act(name, "failed; render continues without it", view, view, error=repr(error))
             ctx.record(name, view, view, started=time.perf_counter(), error=repr(error))
+            return view
+        if after is view:
             return view
         problems = tool_pair_problems(after.messages, unique_ids=False)
         if problems:
@@ -259,43 +347,6 @@ class ContextEngine:
             )
             return view
         return after
-
-    def _snipped(self, view: View, layout: Layout, ctx: TierContext) -> View:
-        """Apply the sticky low-water mark; its prefix is reused while nothing before it
-        changed, so a long session's render costs what its kept part costs."""
-        boundary = ctx.decisions.snip_boundary
-        if boundary <= 0 or not view.units:
-            return view
-        units = list(view.units)
-        boundary = min(boundary, units[-1].position)
-        split = (
-            bisect.bisect_left([u.position for u in units], boundary)
-            if self.policy.callers is not None
-            else boundary
-        )
-        cached = layout.prefix
-        if cached is None or cached[0] != boundary or self.policy.callers is not None:
-            prefix, count = snipped_prefix(units[:split], ctx)
-            layout.prefix = cached = (boundary, prefix, count)
-        after = view.replace([*cached[1], *units[split:]])
-        if cached[2]:
-            ctx.act("snip", f"kept {cached[2]} earlier round(s) out", view, after)
-        return after
-
-    @staticmethod
-    def _anchor_id(units: list[Unit], boundary: int) -> str | None:
-        index = boundary - 1
-        if 0 <= index < len(units) and units[index].position == index:
-            return units[index].node_ids[0] if units[index].node_ids else None
-        for unit in units:
-            if unit.position == index and unit.node_ids:
-                return unit.node_ids[0]
-        return None
-
-    def _same_branch(self, units: list[Unit], decisions: Decisions) -> bool:
-        return decisions.snip_anchor is None or (
-            self._anchor_id(units, decisions.snip_boundary) == decisions.snip_anchor
-        )
 
     def _finish(self, view: View, ctx: TierContext) -> tuple[list[dict[str, Any]], int]:
         messages = view.messages
@@ -320,6 +371,24 @@ class ContextEngine:
             )
             tokens += added - removed
         return fixed, tokens
+
+    # -- layers -------------------------------------------------------------------------
+    def layers(self, *, active: bool | None = None) -> list[LayerInfo]:
+        """This session's layers (collapses, compactions), oldest first."""
+        found = [*self.graph.layers(), *self.book.overlay.values()]
+        return found if active is None else [i for i in found if i.active == active]
+
+    def layer(self, layer_id: str) -> LayerInfo:
+        """One layer by id; a :class:`~context.UnknownLayer` names what went wrong."""
+        return self.book.get(layer_id)
+
+
+def _check_budget(budget: object) -> int:
+    if isinstance(budget, bool) or not isinstance(budget, int):
+        raise PolicyError(f"budget must be a positive int, not {budget!r}")
+    if budget <= 0:
+        raise PolicyError(f"budget must be positive, got {budget}")
+    return budget
 
 
 def render_context(

@@ -11,7 +11,11 @@ system prompt when the caller asked for strictness, an unknown model).
     ├── UnknownModel         a model missing from the bundled model map
     ├── TokenizerError       no encoding could be loaded for a model
     ├── OffloadError         an offload path that would escape its folder, or a failed write
-    └── RecordError          a records file or table that cannot be read or written
+    ├── StateDirError        a symlink or non-folder inside the state folder where we write
+    ├── RecordError          a records file or table that cannot be read or written
+    ├── UnknownLayer         a layer (or node) id that is not in this session
+    ├── SummaryError         a summarizer reply that cannot be used (tiers fall back)
+    └── ContextOverflowError the provider keeps refusing the prompt; recovery gave up
 """
 
 from __future__ import annotations
@@ -42,3 +46,22 @@ class OffloadError(ContextError):
 
 class RecordError(ContextError):
     """A records file or table that cannot be read or written."""
+
+
+class StateDirError(OffloadError):
+    """A symlink or non-folder inside the state folder, where a write would escape it."""
+
+
+class UnknownLayer(ContextError, KeyError):
+    """A layer or node id that is not in this session (or belongs to another one)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown layer"
+
+
+class SummaryError(ContextError):
+    """A summarizer's reply that cannot be used (the tier records it and falls back)."""
+
+
+class ContextOverflowError(ContextError):
+    """The provider refused the prompt as too long, again and again; ``recover`` gave up."""

@@ -16,8 +16,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ._tier import TierContext
+from ._tier import Tier, TierContext, TierState
 from ._view import Item, View, map_items, unit_tools
+
+
+class MicrocompactState(TierState):
+    """Compactable outputs before this ordinal of the walk's list are cleared."""
+
+    cleared_upto: int = 0
+    trigger_count: int = 0
 
 
 def cleared_text(node_id: str, tool_name: str | None) -> str:
@@ -85,7 +92,7 @@ def context_edit(ctx: TierContext, excluded: list[str]) -> dict[str, Any]:
     }
 
 
-def reapply_microcompact(view: View, ctx: TierContext) -> View:
+def reapply(view: View, ctx: TierContext) -> View:
     """Every turn: clear what earlier firings cleared, and fire on idle (cache is cold)."""
     return _run(view, ctx, count_trigger=False)
 
@@ -108,11 +115,12 @@ def _run(view: View, ctx: TierContext, *, count_trigger: bool) -> View:
         ctx.compactable, ctx.kept_tools = ids, sorted(others)
     ids = ctx.compactable  # the whole walk's list: a reapplied snip must not shift it
     count = len(ids)
-    upto = ctx.decisions.cleared_upto
+    state = ctx.state(MicrocompactState)
+    upto = state.cleared_upto
     trigger = ""
     point = _trigger_point(count, policy.microcompact_first, policy.microcompact_every)
-    if count_trigger and point > ctx.decisions.trigger_count:
-        ctx.decisions.trigger_count = point
+    if count_trigger and point > state.trigger_count:
+        state.trigger_count = point
         if point - policy.microcompact_keep > upto:
             upto = point - policy.microcompact_keep
             trigger = f"count {point}"
@@ -121,7 +129,7 @@ def _run(view: View, ctx: TierContext, *, count_trigger: bool) -> View:
         trigger = "idle"
     if upto <= 0:
         return view
-    ctx.decisions.cleared_upto = upto
+    state.cleared_upto = upto
     cleared = set(ids[:upto])
     edits = policy.use_cache_edits
     if edits:
@@ -137,3 +145,6 @@ def _run(view: View, ctx: TierContext, *, count_trigger: bool) -> View:
             details["cache_edits"] = True
         ctx.record("microcompact", view, after, started=started, details=details)
     return after
+
+
+TIER = Tier("microcompact", apply=reapply, compact=microcompact, state=MicrocompactState)

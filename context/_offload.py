@@ -1,22 +1,35 @@
 """Offload: a very long tool output goes to a file, the prompt keeps a preview.
 
 The file (``<state_dir>/tool_results/<session>/<node>.txt``) is a convenience for agents
-with file tools; the output always stays in the store, readable by node id from any host.
-Writing is idempotent, refuses any name that could escape the folder, and fails open: a
-write error leaves the output inline (budget reduction still shortens it) and is recorded.
+with file tools; the output always stays in the store, readable by node id from any host
+(``read_output``). Writing is idempotent, never follows a symlink out of the state folder
+(``_files``) and fails open: a write error leaves the output inline (budget reduction still
+shortens it) and is recorded. A preview render writes nothing and shows the same preview.
+
+An output is never tokenized whole here: the placeholder is what is sent and counted.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
+
+import msgspec
 
 from graph import is_safe_id, text_of
 
 from ._errors import OffloadError
-from ._tier import TierContext
+from ._files import write_atomic
+from ._tier import Tier, TierContext, TierState
 from ._view import Item, View, map_items
+
+
+class OffloadState(TierState):
+    """Outputs whose file could not be written (kept inline), and outputs offloaded while
+    the tier was not in ``policy.always`` (kept offloaded after)."""
+
+    failed: set[str] = msgspec.field(default_factory=set)
+    nodes: set[str] = msgspec.field(default_factory=set)
 
 
 def offload_path(state_dir: Path, session: str, node_id: str) -> Path:
@@ -24,28 +37,12 @@ def offload_path(state_dir: Path, session: str, node_id: str) -> Path:
     for label, value in (("session", session), ("node", node_id)):
         if not is_safe_id(value):  # one segment of [A-Za-z0-9_.-], never "..", "/" or NUL
             raise OffloadError(f"{label} id {value!r} cannot name a file under {state_dir}")
-    folder = (state_dir / "tool_results" / session).resolve()
-    path = (folder / f"{node_id}.txt").resolve()
-    if path.parent != folder:
-        raise OffloadError(f"offload path {path} escapes {folder}")
-    return path
-
-
-def write_output(path: Path, text: str) -> bool:
-    """Write ``text`` unless the file already holds it; True when written now."""
-    data = text.encode()
-    if path.exists() and path.stat().st_size == len(data):
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp")
-    temporary.write_bytes(data)
-    os.replace(temporary, path)
-    return True
+    return state_dir / "tool_results" / session / f"{node_id}.txt"
 
 
 def preview(text: str, lines: int, line_chars: int) -> str:
     shown = []
-    for line in text.splitlines()[:lines]:
+    for line in text.split("\n", lines)[:lines]:
         shown.append(line if len(line) <= line_chars else line[:line_chars] + " …")
     return "\n".join(shown)
 
@@ -59,10 +56,11 @@ def placeholder(text: str, node_id: str, path: Path, lines: int, line_chars: int
     )
 
 
-def offload(view: View, ctx: TierContext) -> View:
-    """Move tool outputs over ``policy.offload_chars`` to files, keeping a preview."""
+def _offload(
+    view: View, ctx: TierContext, only: set[str] | None
+) -> tuple[View, list[str], list[dict[str, object]], list[str]]:
     policy = ctx.policy
-    started = time.perf_counter()
+    state = ctx.state(OffloadState)
     written: list[dict[str, object]] = []
     errors: list[str] = []
 
@@ -70,32 +68,71 @@ def offload(view: View, ctx: TierContext) -> View:
         node_id = item.node_id
         if item.message.get("role") != "tool" or item.variant != "full" or node_id is None:
             return item
+        if only is not None and node_id not in only:
+            return item
         done = ctx.memoized(node_id, "offloaded")
-        if done is not None and node_id in ctx.decisions.offloaded:
+        if done is not None and (ctx.preview or node_id in ctx.cache_of()):
             return done
         text = text_of(item.message.get("content"))
-        if len(text) <= policy.offload_chars or node_id in ctx.decisions.offload_failed:
+        if len(text) <= policy.offload_chars or node_id in state.failed:
             return item
-        try:
-            path = offload_path(policy.state_dir, ctx.session, node_id)
-            if write_output(path, text):
-                written.append({"node": node_id, "path": str(path), "chars": len(text)})
-            ctx.decisions.offloaded[node_id] = str(path)
-        except (OSError, OffloadError) as error:
-            ctx.decisions.offload_failed.add(node_id)
-            errors.append(f"node {node_id}: {error}")
-            return item
-        shown = policy.state_dir / "tool_results" / ctx.session / f"{node_id}.txt"
+        path = offload_path(policy.state_dir, ctx.session, node_id)
+        if not ctx.preview:
+            try:
+                data = text.encode("utf-8", "surrogatepass")
+                parts = ["tool_results", ctx.session]
+                if write_atomic(policy.state_dir, parts, f"{node_id}.txt", data):
+                    written.append({"node": node_id, "path": str(path), "chars": len(text)})
+            except (OSError, OffloadError) as error:
+                state.failed.add(node_id)
+                errors.append(f"node {node_id}: {error}")
+                return item
+            ctx.cache_of()[node_id] = True
         content = placeholder(
-            text, node_id, shown, policy.offload_preview_lines, policy.offload_preview_line_chars
+            text, node_id, path, policy.offload_preview_lines, policy.offload_preview_line_chars
         )
         return ctx.item({**item.message, "content": content}, node_id, "offloaded", item.tool_name)
 
     after, changed = map_items(view, change)
+    return after, changed, written, errors
+
+
+def _report(
+    ctx: TierContext,
+    before: View,
+    after: View,
+    changed: list[str],
+    written: list[dict[str, object]],
+    errors: list[str],
+    started: float,
+) -> None:
     error = "; ".join(errors) or None
     if changed or errors:
         what = f"offloaded {len(changed)} output(s)" + (f", {len(errors)} failed" if errors else "")
-        ctx.act("offload", what, view, after, tuple(changed), error)
+        ctx.act("offload", what, before, after, tuple(changed), error)
     if written or errors:
-        ctx.record("offload", view, after, started=started, offloaded=written, error=error)
+        ctx.record("offload", before, after, started=started, offloaded=written, error=error)
+
+
+def reapply(view: View, ctx: TierContext) -> View:
+    """Keep offloaded what an earlier over-trigger render offloaded."""
+    state = ctx.state(OffloadState)
+    if not state.nodes:
+        return view
+    started = time.perf_counter()
+    after, changed, written, errors = _offload(view, ctx, state.nodes)
+    _report(ctx, view, after, changed, written, errors, started)
     return after
+
+
+def offload(view: View, ctx: TierContext) -> View:
+    """Move tool outputs over ``policy.offload_chars`` to files, keeping a preview."""
+    started = time.perf_counter()
+    after, changed, written, errors = _offload(view, ctx, None)
+    if changed and ctx.tier not in ctx.policy.always:
+        ctx.state(OffloadState).nodes.update(changed)
+    _report(ctx, view, after, changed, written, errors, started)
+    return after
+
+
+TIER = Tier("offload", apply=reapply, compact=offload, state=OffloadState)

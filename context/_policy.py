@@ -1,20 +1,35 @@
 """``Policy``: every threshold of the compaction cascade, in one validated model.
 
-``Policy()`` suits a 128k-window model. Give ``model=`` to read the window and output limit
-from litellm's bundled model map; give ``context_window``/``max_output_tokens`` to override.
+Two presets: :meth:`Policy.claude_code` (the tier cascade with Claude Code's thresholds;
+``Policy()`` is this preset for a 128k model) and :meth:`Policy.progressive` (harness9's
+ratio tiers). Give ``model=`` and the window and output limit are read from litellm's
+bundled model map. Every field can also be set through an ``OPENPROGRAM_<FIELD>``
+environment variable; values given in code win over the environment.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ._errors import PolicyError, UnknownModel
 from ._models import is_anthropic, model_info
 
-TIER_NAMES = ("offload", "budget_reduction", "microcompact", "snip", "emergency")
+CLAUDE_CODE_CASCADE = (
+    "offload",
+    "budget_reduction",
+    "microcompact",
+    "collapse",
+    "snip",
+    "compact",
+    "emergency",
+)
+PROGRESSIVE_CASCADE = ("offload", "summarize_half", "compact", "emergency")
 
 DEFAULT_COMPACTABLE: dict[str, str] = {
     "read": "read",
@@ -31,6 +46,7 @@ DEFAULT_COMPACTABLE: dict[str, str] = {
     "run": "shell",
     "local_shell": "shell",
     "powershell": "shell",
+    "python": "shell",
     "grep": "grep",
     "search": "grep",
     "search_file": "grep",
@@ -55,14 +71,19 @@ DEFAULT_COMPACTABLE: dict[str, str] = {
     "create": "write",
 }
 
+ENV_PREFIX = "OPENPROGRAM_"
+_NOT_FROM_ENV = frozenset({"compactable_tools", "triggers", "cascade", "always"})
+
 
 class Policy(BaseModel):
     """Thresholds of every tier; all configurable, all validated.
 
     >>> Policy().budget
-    111616
+    98816
     >>> Policy(context_window=32_000, max_output_tokens=4_000).budget
-    28000
+    24800
+    >>> Policy(model="gpt-3.5-turbo").context_window
+    16385
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -71,12 +92,16 @@ class Policy(BaseModel):
     model: str | None = None
     context_window: int = Field(default=128_000, gt=0)
     max_output_tokens: int = Field(default=16_384, ge=0)
-    cascade: tuple[str, ...] = TIER_NAMES
+    buffer_tokens: int = Field(default=13_000, ge=0)
+    """Room kept free besides the answer (Claude Code's 13k), at most a tenth of the window."""
+    cascade: tuple[str, ...] = CLAUDE_CODE_CASCADE
     always: tuple[str, ...] = ("offload", "budget_reduction")
-    """Tiers that run every turn, fitting or not (their output is byte-stable)."""
+    """Tiers whose ``compact`` runs every turn, fitting or not (their output is byte-stable)."""
+    triggers: dict[str, float] = Field(default_factory=dict)
+    """Share of the budget above which a tier acts (default 1.0: only when over budget)."""
 
     state_dir: Path = Path(".openprogram")
-    """Offloaded outputs and records go under this folder."""
+    """Offloaded outputs and the records log go under this folder."""
 
     budget_reduction_chars: int = Field(default=4_000, gt=0)
     reduction_head_chars: int = Field(default=2_400, ge=0)
@@ -94,21 +119,73 @@ class Policy(BaseModel):
     cache_edits: Literal["auto", "on", "off"] = "auto"
     """Anthropic's ``clear_tool_uses`` edits instead of rewriting messages (auto: Claude)."""
 
+    collapse_min_rounds: int = Field(default=5, ge=1)
+    collapse_max_rounds: int = Field(default=10, ge=1)
+    collapse_summary_tokens: int = Field(default=300, gt=0)
+    collapse_low_water: float = Field(default=0.75, gt=0, le=1)
+    """Collapse segments until the prompt is under this share of the budget."""
+    collapse_keep_recent: int = Field(default=6, ge=1)
+    """The newest units are never collapsed (the model is working on them)."""
+    identifier_tokens: int = Field(default=80, ge=0)
+    """Cap of a summary's identifier list; 0 turns the lists off."""
+    proactive_share: float | None = Field(default=0.7, gt=0, le=1)
+    """With an LLM summarizer, compute collapse summaries ahead of need from this share of
+    the budget, off the hot path (None: only when needed)."""
+
     snip_low_water: float = Field(default=0.6, gt=0, lt=1)
     """Snip drops rounds until the prompt is under this share of the budget (hysteresis)."""
 
+    compact_keep_rounds: int = Field(default=2, ge=0)
+    """Auto-compact keeps the newest rounds as they are."""
+    compact_keep_messages: int | None = Field(default=None, ge=0)
+    """Keep (at least) this many newest messages instead (progressive: 6)."""
+    compact_user_tokens: int = Field(default=4_000, ge=0)
+    """Recent user messages kept verbatim in a compaction, newest first, within this."""
+    compact_summary_tokens: int = Field(default=3_000, gt=0)
+    summary_shares_prefix: bool = True
+    """An LLM summarizer sends the agent's system prompt and tool schemas first."""
+
     emergency_stub_chars: int = Field(default=160, gt=0)
+    recover_budget_factor: float = Field(default=0.8, gt=0, lt=1)
+    """Each ``recover`` after an overflow error renders under this share of the last budget."""
+    recover_max_failures: int = Field(default=3, ge=1)
     callers: int | None = Field(default=None, ge=0)
     """Caller-chain units a frame render keeps before the function's entry (None: all)."""
 
     merge_same_role: Literal["auto", "on", "off"] = "auto"
     """Merge consecutive same-role messages (auto: for Anthropic models)."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _fill(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        values = dict(data)
+        for name, info in cls.model_fields.items():
+            variable = ENV_PREFIX + name.upper()
+            if name in values or name in _NOT_FROM_ENV or variable not in os.environ:
+                continue
+            values[name] = _from_env(variable, os.environ[variable], info.annotation)
+        model = values.get("model")
+        if model and ("context_window" not in values or "max_output_tokens" not in values):
+            try:
+                found = model_info(str(model))
+            except UnknownModel as error:
+                raise PolicyError(f"model: {error}") from error
+            window = found.max_input_tokens or 128_000
+            values.setdefault("context_window", window)
+            values.setdefault(
+                "max_output_tokens", min(found.max_output_tokens or 16_384, 32_000, window // 4)
+            )
+        return values
+
     @model_validator(mode="after")
     def _check(self) -> Policy:
-        unknown = [t for t in (*self.cascade, *self.always) if t not in TIER_NAMES]
+        from ._registry import TIERS
+
+        unknown = [t for t in (*self.cascade, *self.always, *self.triggers) if t not in TIERS]
         if unknown:
-            raise PolicyError(f"cascade: unknown tier(s) {unknown}; known: {list(TIER_NAMES)}")
+            raise PolicyError(f"cascade: unknown tier(s) {unknown}; known: {sorted(TIERS)}")
         if self.reduction_head_chars + self.reduction_tail_chars > self.budget_reduction_chars:
             raise PolicyError(
                 "reduction_head_chars + reduction_tail_chars must not exceed "
@@ -116,29 +193,83 @@ class Policy(BaseModel):
             )
         if self.max_output_tokens >= self.context_window:
             raise PolicyError("max_output_tokens must be smaller than context_window")
+        if self.collapse_min_rounds > self.collapse_max_rounds:
+            raise PolicyError("collapse_min_rounds must not exceed collapse_max_rounds")
+        bad = {k: v for k, v in self.triggers.items() if not 0 <= v <= 1}
+        if bad:
+            raise PolicyError(f"triggers must be shares of the budget in [0, 1], got {bad}")
         return self
 
-    @classmethod
-    def for_model(cls, model: str, **overrides: object) -> Policy:
-        """A policy whose window and output limit come from litellm's model map."""
+    def __init__(self, **data: Any) -> None:
         try:
-            info = model_info(model)
-        except UnknownModel as error:
-            raise PolicyError(str(error)) from error
-        window = info.max_input_tokens or 128_000
-        output = min(info.max_output_tokens or 16_384, 32_000, window // 4)
-        values: dict[str, object] = {
+            super().__init__(**data)
+        except ValidationError as error:
+            first = error.errors()[0]
+            message = str(first["msg"]).removeprefix("Value error, ")
+            where = ".".join(str(p) for p in first["loc"])
+            if not where:
+                raise PolicyError(message) from None
+            raise PolicyError(f"{where}: {message} (got {first.get('input')!r})") from None
+
+    # -- presets ------------------------------------------------------------------------
+    @classmethod
+    def claude_code(cls, model: str | None = None, **overrides: Any) -> Policy:
+        """The tier cascade with Claude Code's thresholds: budget reduction and offload
+        every turn, then microcompact, collapse, snip, auto-compact and emergency, each only
+        while the prompt is over the budget (window − output reserve − buffer)."""
+        return cls(**{"name": "claude-code", "model": model, **overrides})
+
+    @classmethod
+    def progressive(cls, model: str | None = None, **overrides: Any) -> Policy:
+        """harness9's ratio tiers: nothing under 60% of the budget; offload from 60%; from
+        70% summarize the oldest half; from 80% summarize all but the last 6 messages, with
+        anchors; from 95% emergency truncation without an LLM."""
+        values: dict[str, Any] = {
+            "name": "progressive",
             "model": model,
-            "context_window": window,
-            "max_output_tokens": output,
+            "cascade": PROGRESSIVE_CASCADE,
+            "always": (),
+            "triggers": {"offload": 0.6, "summarize_half": 0.7, "compact": 0.8, "emergency": 0.95},
+            "offload_chars": 4_000,
+            "budget_reduction_chars": 4_000,
+            "compact_keep_messages": 6,
+            "compact_keep_rounds": 0,
+            "buffer_tokens": 0,
         }
         values.update(overrides)
-        return cls.model_validate(values)
+        return cls(**values)
 
+    @classmethod
+    def for_model(cls, model: str, **overrides: Any) -> Policy:
+        """The default preset for ``model`` (kept for callers of the first version)."""
+        return cls(model=model, **overrides)
+
+    @classmethod
+    def named(cls, name: str, model: str | None = None, **overrides: Any) -> Policy:
+        """A preset by name: ``claude-code`` or ``progressive``."""
+        presets = {"claude-code": cls.claude_code, "progressive": cls.progressive}
+        if name not in presets:
+            raise PolicyError(f"unknown policy {name!r}; presets: {', '.join(presets)}")
+        return presets[name](model, **overrides)
+
+    # -- derived ------------------------------------------------------------------------
     @property
     def budget(self) -> int:
-        """Prompt tokens allowed: the window less the room kept for the answer."""
-        return self.context_window - self.max_output_tokens
+        """Prompt tokens allowed: the window less the answer's room and the buffer."""
+        buffer = min(self.buffer_tokens, self.context_window // 10)
+        return max(1, self.context_window - self.max_output_tokens - buffer)
+
+    def trigger(self, tier: str) -> float:
+        """Share of the budget above which ``tier`` acts (0 for tiers that run always)."""
+        if tier in self.always:
+            return 0.0
+        return self.triggers.get(tier, 1.0)
+
+    @property
+    def fingerprint(self) -> str:
+        """A hash of every setting: persisted tier state is reused only under the same one."""
+        data = self.model_dump(mode="json")
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     @property
     def anthropic(self) -> bool:
@@ -155,3 +286,15 @@ class Policy(BaseModel):
     def tool_category(self, name: str) -> str | None:
         """The compactable category of a tool name (case-insensitive), or None."""
         return self.compactable_tools.get(name.lower())
+
+
+def _from_env(variable: str, text: str, annotation: Any) -> Any:
+    """An environment value as the field's type wants it (JSON for numbers and None)."""
+    if annotation in (str, Path) or "Literal" in str(annotation):
+        return text
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        if "str" in str(annotation):
+            return text
+        raise PolicyError(f"{variable}={text!r} is not a valid value") from None

@@ -6,9 +6,11 @@ prompt cache holds from one turn to the next.
 
 from __future__ import annotations
 
+import msgspec
+
 from graph import text_of
 
-from ._tier import TierContext
+from ._tier import Tier, TierContext, TierState
 from ._view import Item, View, map_items
 
 
@@ -41,21 +43,39 @@ def reduce_item(item: Item, ctx: TierContext) -> Item:
     return ctx.item(message, item.node_id, "reduced", item.tool_name)
 
 
-def budget_reduction(view: View, ctx: TierContext) -> View:
-    """Shorten every tool output over ``policy.budget_reduction_chars``."""
+class ReductionState(TierState):
+    """Outputs reduced while the tier was not in ``policy.always`` (kept reduced after)."""
 
+    nodes: set[str] = msgspec.field(default_factory=set)
+
+
+def _reduce(view: View, ctx: TierContext, only: set[str] | None) -> tuple[View, list[str]]:
     def change(item: Item) -> Item:
-        if item.message.get("role") == "tool" and item.variant == "full":
-            return reduce_item(item, ctx)
-        return item
+        if item.message.get("role") != "tool" or item.variant != "full":
+            return item
+        if only is not None and item.node_id not in only:
+            return item
+        return reduce_item(item, ctx)
 
     after, changed = map_items(view, change)
     if changed:
-        ctx.act(
-            "budget_reduction",
-            f"reduced {len(changed)} tool output(s)",
-            view,
-            after,
-            tuple(changed),
-        )
+        what = f"reduced {len(changed)} tool output(s)"
+        ctx.act("budget_reduction", what, view, after, tuple(changed))
+    return after, changed
+
+
+def reapply(view: View, ctx: TierContext) -> View:
+    """Keep reduced what an earlier over-budget render reduced."""
+    state = ctx.state(ReductionState)
+    return _reduce(view, ctx, state.nodes)[0] if state.nodes else view
+
+
+def budget_reduction(view: View, ctx: TierContext) -> View:
+    """Shorten every tool output over ``policy.budget_reduction_chars``."""
+    after, changed = _reduce(view, ctx, None)
+    if changed and ctx.tier not in ctx.policy.always:
+        ctx.state(ReductionState).nodes.update(changed)
     return after
+
+
+TIER = Tier("budget_reduction", apply=reapply, compact=budget_reduction, state=ReductionState)

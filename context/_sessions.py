@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
-from sqlalchemy import delete
-
-from graph import SQLStore, Store, is_safe_id, migrate
+from graph import Store, is_safe_id
 
 from ._errors import ContextError
-from ._records import RECORDS, TOKEN_CACHE, records_path
+from ._files import remove_tree
+from ._records import records_path
 
 
 def delete_session(store: Store, session: str, state_dir: Path = Path(".openprogram")) -> None:
-    """Delete a session's nodes, compaction records, cached token counts and offload files.
+    """Delete a session's nodes, layers, compaction records, tier state, cached token counts
+    (all in the store) and its offload files and records log (under ``state_dir``).
 
     >>> from graph import MemoryStore
     >>> store = MemoryStore(); _ = store.ensure_session("s1")
@@ -23,11 +22,8 @@ def delete_session(store: Store, session: str, state_dir: Path = Path(".openprog
     """
     if not is_safe_id(session):
         raise ContextError(f"session id {session!r} is not a safe id")
-    if isinstance(store, SQLStore):
-        migrate(store.engine)
-        with store.engine.begin() as connection:
-            for table in (RECORDS, TOKEN_CACHE):
-                connection.execute(delete(table).where(table.c.session == session))
     store.delete_session(session)
-    shutil.rmtree(state_dir / "tool_results" / session, ignore_errors=True)
-    records_path(state_dir, session).unlink(missing_ok=True)
+    remove_tree(state_dir, ["tool_results", session])
+    path = records_path(state_dir, session)
+    if path.is_symlink() or path.exists():
+        path.unlink()

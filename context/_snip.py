@@ -3,15 +3,28 @@
 Never dropped: the system prompt, the first task message, anything inside a running
 function's subtree, and the newest unit. Dropping goes to ``snip_low_water`` of the budget
 (hysteresis), so the following turns append under a stable prefix. One note says how much
-was removed and how to read it back.
+was removed and how to read it back (``read_history``).
+
+The mark is sticky: every later render drops the same units, and the dropped prefix is
+built once and reused while nothing before the mark changes, so a long session's render
+costs what its kept part costs.
 """
 
 from __future__ import annotations
 
+import bisect
 import time
 
-from ._tier import TierContext
+from ._tier import Tier, TierContext, TierState
 from ._view import Unit, View
+
+
+class SnipState(TierState):
+    """Units before ``boundary`` (a walk position) are dropped; ``anchor`` is the first
+    node of the unit just before it, to notice that the walk is now another branch."""
+
+    boundary: int = 0
+    anchor: str | None = None
 
 
 def exempt(unit: Unit, last: Unit) -> bool:
@@ -63,9 +76,45 @@ def snipped_prefix(before: list[Unit], ctx: TierContext) -> tuple[list[Unit], in
     return insert_note(kept, note_unit(ctx, dropped)), len(dropped)
 
 
+def _anchor_id(units: list[Unit], boundary: int) -> str | None:
+    index = boundary - 1
+    if 0 <= index < len(units) and units[index].position == index:
+        return units[index].node_ids[0] if units[index].node_ids else None
+    for unit in units:
+        if unit.position == index and unit.node_ids:
+            return unit.node_ids[0]
+    return None
+
+
+def reapply(view: View, ctx: TierContext) -> View:
+    """Apply the sticky mark; its prefix is reused while nothing before it changed."""
+    state = ctx.state(SnipState)
+    moved = state.anchor is not None and _anchor_id(ctx.units, state.boundary) != state.anchor
+    if state.boundary and moved:
+        state.boundary, state.anchor = 0, None  # another branch: start over
+    boundary = state.boundary
+    if boundary <= 0 or not view.units:
+        return view
+    units = list(view.units)
+    boundary = min(boundary, units[-1].position)
+    split = bisect.bisect_left([u.position for u in units], boundary)
+    cache = ctx.cache_of()
+    key = (boundary, ctx.layer_key)
+    cached = cache.get("prefix")
+    stale = ctx.first_changed < boundary or ctx.policy.callers is not None
+    if cached is None or cached[0] != key or stale:
+        prefix, count = snipped_prefix(units[:split], ctx)
+        cached = cache["prefix"] = (key, prefix, count)
+    after = view.replace([*cached[1], *units[split:]])
+    if cached[2]:
+        ctx.act("snip", f"kept {cached[2]} earlier round(s) out", view, after)
+    return after
+
+
 def snip(view: View, ctx: TierContext) -> View:
     """Move the low-water mark forward until the prompt is under it."""
     started = time.perf_counter()
+    state = ctx.state(SnipState)
     target = int(ctx.budget * ctx.policy.snip_low_water)
     last = view.units[-1] if view.units else None
     candidates = [u for u in view.units if last is not None and not exempt(u, last)]
@@ -74,16 +123,17 @@ def snip(view: View, ctx: TierContext) -> View:
     base = view.tokens
     if not any(u.kind == "note" for u in view.units):
         base += note_unit(ctx, candidates).tokens  # the note snip adds counts too
-    boundary = ctx.decisions.snip_boundary
+    boundary = state.boundary
     removed = 0
     for unit in candidates:
         if base - removed <= target:
             break
         removed += unit.tokens
-        boundary = max(boundary, unit.position + 1)
-    if boundary <= ctx.decisions.snip_boundary:
+        boundary = max(boundary, unit.position + unit.count)
+    if boundary <= state.boundary:
         return view
-    ctx.decisions.snip_boundary = boundary
+    state.boundary = boundary
+    state.anchor = _anchor_id(ctx.units, boundary)
     after, dropped = drop(view, ctx, boundary)
     ctx.act(
         "snip",
@@ -101,3 +151,6 @@ def snip(view: View, ctx: TierContext) -> View:
         details={"dropped_units": len(dropped), "low_water": target},
     )
     return after
+
+
+TIER = Tier("snip", apply=reapply, compact=snip, state=SnipState, early=True)

@@ -18,6 +18,7 @@ import msgspec
 
 from graph import Node
 
+from ._errors import SummaryError
 from ._tokens import TokenCounter
 from ._view import Unit
 
@@ -148,10 +149,6 @@ class Summarizer(Protocol):
     def summarize(self, request: SummaryRequest) -> SummaryResult: ...
 
 
-class SummaryError(Exception):
-    """A summarizer's reply that cannot be used (the tier records it and falls back)."""
-
-
 _HEADER = re.compile(r"^\s*#{2,4}\s*(.+?)\s*:?\s*$")
 _BY_TITLE = {title.lower(): key for key, title in ANCHOR_TITLES.items()}
 
@@ -203,3 +200,13 @@ def anchors_from_dict(value: Mapping[str, Any] | None) -> Anchors:
         items = value.get(key) or []
         values[key] = tuple(str(i) for i in items if str(i) != NA)
     return Anchors(**values)
+
+
+def default_summarizer() -> Summarizer | None:
+    """The summarizer used when none is configured: the offline heuristic one."""
+    try:
+        from ._heuristic import HeuristicSummarizer  # type: ignore[import-not-found]
+    except ImportError:  # pragma: no cover - until the heuristic summarizer lands
+        return None
+    summarizer: Summarizer = HeuristicSummarizer()
+    return summarizer

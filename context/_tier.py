@@ -1,8 +1,15 @@
-"""What every tier shares: its one signature, the per-render context, actions and records.
+"""What every tier shares: its shape, its own sticky state, the per-render context.
 
-A tier is a plain function ``tier(view, ctx) -> view``. It reads thresholds from
-``ctx.policy``, reports what it did with ``ctx.act`` and, when it makes a *new* decision
-(not re-applying an earlier one), a :class:`~context.CompactionRecord` with ``ctx.record``.
+A tier is one module exporting a :class:`Tier`: a name, the class of its sticky state, and
+up to two plain functions with the one signature ``fn(view, ctx) -> view``:
+
+- ``apply`` runs on every render and re-applies what the tier decided before (cleared
+  outputs, the snip mark), in cascade order, so consecutive prompts stay byte-stable;
+- ``compact`` runs when the prompt is over the tier's trigger (a share of the budget, from
+  the ``Policy``) and may make a new decision, recording it with ``ctx.record``.
+
+A tier reads and writes only its own state (``ctx.state(MyState)``); the engine persists
+every tier's state after a render, so a restarted process renders the same prompt.
 """
 
 from __future__ import annotations
@@ -11,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import msgspec
 
@@ -20,7 +27,39 @@ from graph import GraphReader, new_id
 from ._policy import Policy
 from ._records import CompactionRecord
 from ._tokens import TokenCache, TokenCounter
-from ._view import Item, View
+from ._view import Item, Unit, View
+
+if TYPE_CHECKING:
+    from ._layers import LayerBook
+    from ._summary import Summarizer
+
+
+class TierState(msgspec.Struct):
+    """Base of a tier's sticky state: plain, mutable, JSON-serializable."""
+
+
+class NoState(TierState):
+    """For tiers that keep nothing between renders."""
+
+
+S = TypeVar("S", bound=TierState)
+
+TierFn = Callable[[View, "TierContext"], View]
+"""The one signature of a tier's functions."""
+
+
+class Tier(NamedTuple):
+    """One cascade tier: its name, state class and its two functions (either may be None).
+
+    ``early`` marks a tier whose ``apply`` only drops whole units, whatever their items
+    hold: it runs before every other tier's per-item work, which it spares.
+    """
+
+    name: str
+    apply: TierFn | None = None
+    compact: TierFn | None = None
+    state: type[TierState] = NoState
+    early: bool = False
 
 
 class Action(msgspec.Struct, frozen=True):
@@ -39,22 +78,6 @@ class Action(msgspec.Struct, frozen=True):
 
 
 @dataclass
-class Decisions:
-    """Compaction decisions an engine keeps between renders, so repeats are byte-stable."""
-
-    offloaded: dict[str, str] = field(default_factory=dict)
-    offload_failed: set[str] = field(default_factory=set)
-    cleared_upto: int = 0
-    """Microcompact cleared compactable outputs before this ordinal of the tool list."""
-    trigger_count: int = 0
-    snip_boundary: int = 0
-    """Snip dropped the non-exempt units before this position (the low-water mark)."""
-    snip_anchor: str | None = None
-    """The first node of the unit at the boundary, to notice a changed branch."""
-    emergencies: int = 0
-
-
-@dataclass
 class TierContext:
     """Everything a tier may read or report during one render."""
 
@@ -63,14 +86,30 @@ class TierContext:
     budget: int
     counter: TokenCounter
     cache: TokenCache
-    decisions: Decisions
     now: datetime
+    states: dict[str, TierState] = field(default_factory=dict)
+    """This frame's sticky state, by tier name."""
+    scratch: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per-tier caches kept between renders of this frame (never persisted)."""
+    tier: str = ""
+    """The tier running now (set by the engine)."""
+    frame: str | None = None
+    preview: bool = False
+    """A preview render writes nothing: no files, layers, records or state."""
+    summarizer: Summarizer | None = None
+    layers: LayerBook | None = None
+    units: list[Unit] = field(default_factory=list)
+    """The walk's units before any tier (positions index into it)."""
+    first_changed: int = 0
+    """Lowest unit position the layout rebuilt for this render."""
+    layer_key: tuple[str, ...] = ()
+    """The layers applied to this render's view (caches keyed on the view use it)."""
     actions: list[Action] = field(default_factory=list)
     records: list[CompactionRecord] = field(default_factory=list)
     edits: list[dict[str, Any]] = field(default_factory=list)
     compactable: list[str] | None = None
-    """Compactable tool nodes of the whole walk, oldest first, before any snip (set by
-    the per-turn microcompact pass; ``cleared_upto`` is an ordinal into this list)."""
+    """Compactable tool nodes of the whole walk, oldest first, before any snip (set by the
+    engine; microcompact's ``cleared_upto`` is an ordinal into this list)."""
     kept_tools: list[str] = field(default_factory=list)
     """Names of the walk's non-compactable tools (a context edit excludes them)."""
     memo: dict[tuple[str, str], Item] = field(default_factory=dict)
@@ -80,6 +119,17 @@ class TierContext:
     @property
     def session(self) -> str:
         return self.graph.session
+
+    def state(self, kind: type[S]) -> S:
+        """The running tier's own sticky state (created on first use)."""
+        value = self.states.get(self.tier)
+        if not isinstance(value, kind):
+            value = self.states[self.tier] = kind()
+        return value
+
+    def cache_of(self) -> dict[str, Any]:
+        """The running tier's scratch space for this frame."""
+        return self.scratch.setdefault(self.tier, {})
 
     def item(
         self,
@@ -124,6 +174,7 @@ class TierContext:
         summarized: int = 0,
         preserved: int = 0,
         summary: str | None = None,
+        anchors: dict[str, Any] | None = None,
         error: str | None = None,
         details: dict[str, Any] | None = None,
     ) -> CompactionRecord:
@@ -141,6 +192,7 @@ class TierContext:
             summarized=summarized,
             preserved=preserved,
             summary=summary,
+            anchors=anchors,
             ratio=round(tokens_after / tokens_before, 4) if tokens_before else 1.0,
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
             error=error,
@@ -148,7 +200,3 @@ class TierContext:
         )
         self.records.append(record)
         return record
-
-
-Tier = Callable[[View, TierContext], View]
-"""The one signature every cascade tier has."""

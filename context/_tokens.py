@@ -154,14 +154,23 @@ class TokenCounter:
     6
     """
 
-    __slots__ = ("_encoding", "approximate", "encoding_name")
+    __slots__ = ("_encoding", "approximate", "encoding_name", "exact_limit")
 
     def __init__(
-        self, model: str | None = None, *, encoding: str | None = None, strict: bool = False
+        self,
+        model: str | None = None,
+        *,
+        encoding: str | None = None,
+        strict: bool = False,
+        exact_limit: int | None = None,
     ) -> None:
         wanted = encoding or encoding_name_for(model)
         self.encoding_name = wanted
         self.approximate = False
+        self.exact_limit = exact_limit
+        """Texts longer than this many characters are not tokenized: their UTF-8 length
+        stands in, an upper bound (every token covers at least one byte), so a 100 MB
+        output costs no tokenizer time and is never undercounted."""
         self._encoding = _load(wanted)
         if self._encoding is None and wanted != DEFAULT_ENCODING:
             self._encoding = _load(DEFAULT_ENCODING)
@@ -179,6 +188,8 @@ class TokenCounter:
         """Tokens of ``text``; special-token strings are counted as plain text."""
         if not text:
             return 0
+        if self.exact_limit is not None and len(text) > self.exact_limit:
+            return len(text.encode("utf-8", "surrogatepass"))
         if self._encoding is None:
             return math.ceil(len(text) / 4)
         return len(self._encoding.encode_ordinary(text))
@@ -283,6 +294,11 @@ class UsageAnchor:
     @property
     def reports(self) -> int:
         return self._reports
+
+    def restore(self, ratio: float, reports: int) -> None:
+        """Resume from a persisted ratio (a restarted engine counts as before)."""
+        self.ratio = min(self.MAX_RATIO, max(self.MIN_RATIO, ratio))
+        self._reports = max(0, reports)
 
     def adjust(self, estimated: int) -> int:
         """``estimated`` scaled by the ratio, rounded up (float noise is ignored)."""

@@ -15,7 +15,7 @@ import msgspec
 
 from graph import Node
 
-UnitKind = Literal["system", "task", "round", "call", "note", "stub"]
+UnitKind = Literal["system", "task", "round", "call", "note", "stub", "layer"]
 
 
 class Item(msgspec.Struct, frozen=True):
@@ -40,6 +40,8 @@ class Unit(msgspec.Struct, frozen=True):
     node_ids: tuple[str, ...] = ()
     count: int = 1
     """How many units this one stands for (a note for dropped units says how many)."""
+    layer: str | None = None
+    """The layer this unit shows (kind ``layer``)."""
 
     @property
     def tokens(self) -> int:

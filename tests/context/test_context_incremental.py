@@ -11,15 +11,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from context import ContextEngine, Policy, Rendered
+from context._layout import Layout
 from graph import ConversationGraph
 
 
 class FullWalkEngine(ContextEngine):
     """The reference: forgets its layouts before every render."""
 
-    def render(self, head: str | None = None, frame: str | None = None) -> Rendered:
-        self._layouts.clear()
-        return super().render(head=head, frame=frame)
+    def render(
+        self, head: str | None = None, frame: str | None = None, *, preview: bool = False
+    ) -> Rendered:
+        for state in self._frames.values():
+            state.layout = Layout()
+            state.scratch.clear()
+        return super().render(head=head, frame=frame, preview=preview)
 
 
 def _call(call_id: str, name: str) -> dict[str, Any]:
@@ -97,5 +102,5 @@ def test_a_long_session_walks_once(tmp_path: Path) -> None:
         engine.render()
         g.append({"role": "tool", "tool_call_id": f"c{i}", "content": f"out {i} " * 50})
         engine.render()
-    assert engine._layouts[None].rebuilds == 1
+    assert engine._frames[None].layout.rebuilds == 1
     assert engine.last is not None and engine.last.fits

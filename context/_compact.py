@@ -1,0 +1,232 @@
+"""Tier 4, auto-compact: one structured summary of everything but the newest rounds.
+
+The summary carries the five anchors, prose, the identifiers, the offloaded outputs it
+covers and node ids worth inspecting, under a plainly marked ``[Context Compaction]``
+message; the newest user messages of the covered part stay verbatim before it (within
+``compact_user_tokens``), as Codex keeps them. It is incremental: a compaction builds on
+the previous one (its layer is covered, its anchors merged as a union), and it is a layer,
+so unlike Claude Code's it can be rolled back. The system prompt and the first task are
+pinned and never summarized.
+
+``summarize_half`` is progressive's soft step: the same, over the oldest half only.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import msgspec
+
+from graph import LayerInfo, text_of
+
+from ._errors import ContextError
+from ._summarizing import (
+    make_layer,
+    new_layer_id,
+    request_for,
+    result_of,
+    segment_key,
+    span,
+    summarize,
+)
+from ._tier import Tier, TierContext, TierState
+from ._view import Unit, View
+
+_INSPECT = 8
+
+
+class CompactState(TierState):
+    """Spans whose summary failed (not tried again by the budget)."""
+
+    failed: set[str] = msgspec.field(default_factory=set)
+
+
+def _keep_count(units: list[Unit], ctx: TierContext) -> int:
+    """How many of the newest units stay as they are."""
+    policy = ctx.policy
+    if policy.compact_keep_messages is not None:
+        kept = messages = 0
+        for unit in reversed(units):
+            if messages >= policy.compact_keep_messages:
+                break
+            kept += 1
+            messages += len(unit.items)
+        return kept
+    return min(len(units), max(1, policy.compact_keep_rounds))
+
+
+def span_to_compact(view: View, ctx: TierContext, *, share: float = 1.0) -> list[Unit]:
+    """The adjacent units a compaction covers: after the pinned prefix, before the newest
+    kept units and anything running; ``share`` of them, oldest first."""
+    units = list(view.units)
+    if not units:
+        return []
+    keep = _keep_count(units, ctx)
+    body = units[: len(units) - keep]
+    run: list[Unit] = []
+    for unit in body:
+        if unit.pinned and not _is_compaction(unit, ctx):
+            if run:
+                break
+            continue
+        if unit.running or unit.kind in ("note", "stub"):
+            if run:
+                break
+            continue
+        run.append(unit)
+    if share < 1.0:
+        run = run[: max(1, int(len(run) * share))] if len(run) > 1 else []
+    if len(run) == 1 and _is_compaction(run[0], ctx):
+        return []  # only the previous compaction: nothing new to merge
+    return run
+
+
+def _is_compaction(unit: Unit, ctx: TierContext) -> bool:
+    if unit.kind != "layer" or unit.layer is None or ctx.layers is None:
+        return False
+    return ctx.layers.get(unit.layer).kind == "compact"
+
+
+def _offloaded(covered: list[Unit]) -> list[str]:
+    lines = []
+    for unit in covered:
+        for item in unit.items:
+            if item.variant == "offloaded" and item.node_id:
+                first = text_of(item.message.get("content")).split("\n", 1)[0]
+                lines.append(f"- node {item.node_id}: {first.strip('[]')[:160]}")
+    return lines[:_INSPECT]
+
+
+def _inspect(covered: list[Unit]) -> list[str]:
+    lines = []
+    for unit in covered:
+        if unit.kind == "call" and unit.node_ids:
+            name = unit.items[0].message["tool_calls"][0]["function"]["name"]
+            lines.append(f'- function {name}: expand_function("{unit.node_ids[0]}")')
+    return lines[-_INSPECT:]
+
+
+def _recent_users(covered: list[Unit], ctx: TierContext) -> list[dict[str, Any]]:
+    """The newest user messages of the covered part, verbatim, within the policy's share."""
+    room = ctx.policy.compact_user_tokens
+    chosen: list[dict[str, Any]] = []
+    for unit in reversed(covered):
+        if unit.kind != "round":
+            continue
+        for item in reversed(unit.items):
+            if item.message.get("role") != "user":
+                continue
+            if item.tokens > room:
+                return list(reversed(chosen))
+            room -= item.tokens
+            chosen.append(item.message)
+    return list(reversed(chosen))
+
+
+def compact_span(
+    view: View, ctx: TierContext, covered: list[Unit], *, focus: str | None, reason: str
+) -> tuple[View, LayerInfo | None, str | None]:
+    """Replace ``covered`` by one compaction layer; returns the view, the layer, and why
+    not when there is none."""
+    started = time.perf_counter()
+    policy = ctx.policy
+    previous_layers = [u for u in covered if _is_compaction(u, ctx)]
+    previous = None
+    if previous_layers and ctx.layers is not None:
+        assert previous_layers[-1].layer is not None
+        previous = result_of(ctx.layers.get(previous_layers[-1].layer))
+    fresh = [u for u in covered if not _is_compaction(u, ctx)]
+    request = request_for(
+        ctx,
+        "compact",
+        fresh,
+        max_tokens=policy.compact_summary_tokens,
+        previous=previous,
+        focus=focus,
+    )
+    result, error, ms = summarize(ctx, request)
+    if result is None:
+        if reason == "budget":
+            ctx.state(CompactState).failed.add(segment_key(covered))
+        ctx.act("compact", f"could not summarize: {error}", view, view, error=error)
+        ctx.record("compact", view, view, started=started, error=error)
+        return view, None, error
+    layer_id = new_layer_id()
+    rounds = sum(unit.count for unit in covered)
+    parts = [
+        f"[Context Compaction] {rounds} earlier round(s) ({span(covered)}) are summarized "
+        f'below to fit the context window. expand_layer("{layer_id}") returns the original '
+        'messages; inspect_node("<id>") reads any node.',
+        result.text(identifiers=policy.identifier_tokens > 0),
+    ]
+    offloaded = _offloaded(covered)
+    if offloaded:
+        parts += ["## Offloaded References", *offloaded]
+    inspect = _inspect(covered)
+    if inspect:
+        parts += ["## Nodes to inspect", *inspect]
+    text = "\n".join(parts)
+    messages = [*_recent_users(fresh, ctx), {"role": "user", "content": text}]
+    tokens = ctx.counter.count_messages(messages)
+    if reason == "budget" and tokens >= sum(unit.tokens for unit in covered):
+        return view, None, "the compaction is no shorter than what it covers"
+    meta = {"reason": reason, "rounds": rounds, "focus": focus, "pinned": True}
+    after, info = make_layer(view, ctx, "compact", covered, messages, result, meta, layer_id)
+    ctx.act("compact", f"compacted {rounds} round(s) into layer {info.id}", view, after)
+    ctx.record(
+        "compact",
+        view,
+        after,
+        started=started,
+        summarized=sum(len(unit.items) for unit in covered),
+        preserved=len(after.units),
+        summary=text,
+        anchors=result.anchors.as_dict(),
+        details={
+            "layer": info.id,
+            "reason": reason,
+            "focus": focus,
+            "incremental": previous is not None,
+            "summarizer": {
+                "name": result.summarizer,
+                "tokens_in": result.tokens_in,
+                "tokens_out": result.tokens_out,
+                "ms": round(ms, 3),
+            },
+        },
+    )
+    return after, info, None
+
+
+def _auto(view: View, ctx: TierContext, share: float) -> View:
+    covered = span_to_compact(view, ctx, share=share)
+    if not covered or segment_key(covered) in ctx.state(CompactState).failed:
+        return view
+    return compact_span(view, ctx, covered, focus=None, reason="budget")[0]
+
+
+def compact(view: View, ctx: TierContext) -> View:
+    """Summarize all but the newest rounds into one compaction."""
+    return _auto(view, ctx, 1.0)
+
+
+def summarize_half(view: View, ctx: TierContext) -> View:
+    """Summarize the oldest half of what a compaction would cover."""
+    return _auto(view, ctx, 0.5)
+
+
+def compact_now(view: View, ctx: TierContext, focus: str | None) -> tuple[View, LayerInfo]:
+    """``/compact [focus]``: compact now, whatever the budget."""
+    covered = span_to_compact(view, ctx)
+    if not covered:
+        raise ContextError("nothing to compact: every unit is pinned, running or among the newest")
+    ctx.tier = "compact"
+    after, info, error = compact_span(view, ctx, covered, focus=focus, reason="manual")
+    if info is None:
+        raise ContextError(f"compaction failed: {error}")
+    return after, info
+
+
+TIER = Tier("compact", compact=compact, state=CompactState)
+HALF_TIER = Tier("summarize_half", compact=summarize_half, state=CompactState)

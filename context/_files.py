@@ -1,0 +1,138 @@
+"""Writing under the state folder without ever following a link out of it.
+
+Offloaded outputs and record logs live under ``<state_dir>/tool_results/<session>/`` and
+``<state_dir>/records/``. Another user (or a bad checkout) may have planted symlinks there;
+a write that followed one could overwrite any file we can write, e.g. ``authorized_keys``.
+So every write walks from the state folder with directory descriptors, refusing a symlink
+at every step (``O_NOFOLLOW``), creates its temporary file exclusively (``O_EXCL``) and
+renames it into place within the verified folder: no path is resolved twice.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from graph import is_safe_id
+
+from ._errors import StateDirError
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@contextmanager
+def verified_folder(state_dir: Path, parts: Sequence[str]) -> Iterator[int]:
+    """A descriptor of ``state_dir/parts…`` (created as needed), no part a symlink.
+
+    ``state_dir`` itself is the user's choice and may be a link; nothing inside it may be.
+    """
+    for part in parts:
+        if not is_safe_id(part):
+            raise StateDirError(f"{part!r} cannot name a folder under {state_dir}")
+    try:
+        Path(state_dir).mkdir(parents=True, exist_ok=True)
+        fd = os.open(state_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as error:
+        raise StateDirError(f"cannot open the state folder {state_dir}: {error}") from error
+    where = Path(state_dir)
+    try:
+        for part in parts:
+            where = where / part
+            with suppress(FileExistsError):
+                os.mkdir(part, 0o755, dir_fd=fd)
+            try:
+                inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as error:
+                raise StateDirError(
+                    f"{where} is a symlink or not a folder; refusing to write through it"
+                ) from error
+            os.close(fd)
+            fd = inner
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def write_atomic(state_dir: Path, parts: Sequence[str], name: str, data: bytes) -> bool:
+    """Write ``data`` to ``state_dir/parts…/name`` unless it already holds exactly that;
+    True when written now. The file is replaced by a rename, never written through."""
+    if not is_safe_id(name):
+        raise StateDirError(f"{name!r} cannot name a file under {state_dir}")
+    with verified_folder(state_dir, parts) as folder:
+        try:
+            existing = os.stat(name, dir_fd=folder, follow_symlinks=False)
+        except FileNotFoundError:
+            existing = None
+        if (
+            existing is not None
+            and stat.S_ISREG(existing.st_mode)
+            and existing.st_size == len(data)
+            and _read(folder, name) == data
+        ):
+            return False
+        temporary = f".{name}.{secrets.token_hex(6)}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        handle = os.open(temporary, flags, 0o644, dir_fd=folder)
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
+            os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            with suppress(FileNotFoundError):
+                os.unlink(temporary, dir_fd=folder)
+            raise
+        return True
+
+
+def _read(folder: int, name: str) -> bytes:
+    handle = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+    with os.fdopen(handle, "rb") as source:
+        return source.read()
+
+
+def append_lines(state_dir: Path, parts: Sequence[str], name: str, lines: Sequence[bytes]) -> None:
+    """Append whole lines to ``state_dir/parts…/name`` (a regular file, never a link).
+
+    A torn last line (a crash mid-write) is closed first, so a new line always starts on
+    its own and is never glued onto the broken one.
+    """
+    if not is_safe_id(name):
+        raise StateDirError(f"{name!r} cannot name a file under {state_dir}")
+    with verified_folder(state_dir, parts) as folder:
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            handle = os.open(name, flags, 0o644, dir_fd=folder)
+        except OSError as error:
+            where = Path(state_dir, *parts, name)
+            raise StateDirError(f"cannot append to {where}: {error}") from error
+        try:
+            info = os.fstat(handle)
+            if not stat.S_ISREG(info.st_mode):
+                raise StateDirError(f"{Path(state_dir, *parts, name)} is not a regular file")
+            prefix = b""
+            if info.st_size and os.pread(handle, 1, info.st_size - 1) != b"\n":
+                prefix = b"\n"
+            os.write(handle, prefix + b"".join(line.rstrip(b"\n") + b"\n" for line in lines))
+        finally:
+            os.close(handle)
+
+
+def remove_tree(state_dir: Path, parts: Sequence[str]) -> None:
+    """Delete ``state_dir/parts…`` and what it holds; a symlink is unlinked, never followed."""
+    target = Path(state_dir, *parts)
+    if target.is_symlink():
+        target.unlink()
+        return
+    if not target.exists():
+        return
+    for root, folders, files in os.walk(target, topdown=False, followlinks=False):
+        for entry in files:
+            os.unlink(Path(root, entry))
+        for entry in folders:
+            path = Path(root, entry)
+            path.unlink() if path.is_symlink() else path.rmdir()
+    target.rmdir()

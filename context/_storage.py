@@ -1,0 +1,133 @@
+"""The one persistence seam of ``context``: records, token counts and tier state.
+
+Everything goes through the graph store's side data (``get_values``/``put_values``,
+``append_log``/``read_log``), which the memory store and the SQL store both implement, so
+no code here knows which store it has. ``context`` lists its migrations explicitly and
+applies them when a :class:`ContextStorage` first opens a store.
+
+Writing fails open: a record that could not be written (database down, disk full, a
+symlinked records folder) is kept and retried on the next write, and the caller is told.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from sqlalchemy import Connection, inspect, text
+
+from graph import GraphError, Migration, Store
+
+from ._errors import ContextError, RecordError
+from ._records import CompactionRecord, append_jsonl, decode_record, encode_record
+
+RECORDS = "context.records"
+STATE = "context.state"
+
+
+def _tokens(encoding: str) -> str:
+    return f"context.tokens.{encoding}"
+
+
+def _move_old_tables(connection: Connection) -> None:
+    """Databases written before the seam kept records and counts in tables of their own;
+    copy them into the side tables and drop the old ones (nothing is lost)."""
+    tables = set(inspect(connection).get_table_names())
+    if "context_records" in tables:
+        connection.execute(
+            text(
+                "INSERT INTO graph_logs (session, namespace, key, seq, body) "
+                "SELECT session, :namespace, id, seq, body FROM context_records ORDER BY seq"
+            ),
+            {"namespace": RECORDS},
+        )
+        connection.execute(text("DROP TABLE context_records"))
+    if "context_token_cache" in tables:
+        connection.execute(
+            text(
+                "INSERT INTO graph_values (session, namespace, key, value) "
+                "SELECT session, 'context.tokens.' || encoding, key, CAST(tokens AS TEXT) "
+                "FROM context_token_cache"
+            )
+        )
+        connection.execute(text("DROP TABLE context_token_cache"))
+
+
+CONTEXT_MIGRATIONS: tuple[Migration, ...] = (
+    Migration("context_0003_side_tables", _move_old_tables),
+)
+"""The context package's migrations, in order (0001 and 0002 made the old tables)."""
+
+
+class ContextStorage:
+    """A session's context data in its graph store, with fail-open, retried record writes."""
+
+    def __init__(self, store: Store, session: str, state_dir: Path) -> None:
+        self.store = store
+        self.session = session
+        self.state_dir = state_dir
+        store.migrate(CONTEXT_MIGRATIONS)
+        self._unsaved: list[tuple[CompactionRecord, int]] = []
+        self._unlogged: list[CompactionRecord] = []
+
+    # -- token counts -----------------------------------------------------------------
+    def load_tokens(self, encoding: str) -> dict[str, int]:
+        values = self.store.get_values(self.session, _tokens(encoding))
+        return {key: int(value) for key, value in values.items()}
+
+    def save_tokens(self, encoding: str, counts: Mapping[str, int]) -> None:
+        if counts:
+            values = {key: str(tokens) for key, tokens in counts.items()}
+            self.store.put_values(self.session, _tokens(encoding), values)
+
+    # -- tier state ---------------------------------------------------------------------
+    def load_state(self, key: str) -> str | None:
+        return self.store.get_values(self.session, STATE).get(key)
+
+    def save_state(self, key: str, value: str) -> None:
+        self.store.put_values(self.session, STATE, {key: value})
+
+    # -- records ------------------------------------------------------------------------
+    def save_records(self, records: list[CompactionRecord], seq: int) -> list[str]:
+        """Write records to the database and the JSONL log, each independently; what fails
+        is kept for the next call. Returns what went wrong, in words (empty when all ok)."""
+        self._unsaved.extend((record, seq) for record in records)
+        self._unlogged.extend(records)
+        problems: list[str] = []
+        if self._unsaved:
+            by_seq: dict[int, list[CompactionRecord]] = {}
+            for record, at in self._unsaved:
+                by_seq.setdefault(at, []).append(record)
+            try:
+                for at, group in by_seq.items():
+                    entries = [(r.id, encode_record(r).decode()) for r in group]
+                    self.store.append_log(self.session, RECORDS, entries, at)
+            except (GraphError, OSError) as error:
+                problems.append(f"{len(self._unsaved)} record(s) not in the database: {error}")
+            else:
+                self._unsaved.clear()
+        if self._unlogged:
+            try:
+                append_jsonl(self.state_dir, self.session, self._unlogged)
+            except (ContextError, OSError) as error:
+                problems.append(f"{len(self._unlogged)} record(s) not in the JSONL log: {error}")
+            else:
+                self._unlogged.clear()
+        return problems
+
+    @property
+    def pending(self) -> int:
+        """Records written nowhere yet or only to one place (retried on the next write)."""
+        return len({r.id for r, _ in self._unsaved} | {r.id for r in self._unlogged})
+
+    def read_records(self) -> list[CompactionRecord]:
+        """The session's records from the database, oldest first."""
+        found = []
+        for entry in self.store.read_log(self.session, RECORDS):
+            try:
+                found.append(decode_record(entry.body))
+            except Exception as error:
+                raise RecordError(
+                    f"record {entry.key} of session {self.session!r} is damaged: {error}"
+                ) from error
+        return found

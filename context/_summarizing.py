@@ -1,0 +1,182 @@
+"""What collapse and auto-compact share: asking the summarizer (once per segment, fail-open),
+and making the layer whose replacement the prompt shows.
+
+A summary is computed once: its result is kept in the layer's metadata, and a later layer
+over exactly the same nodes (after a rollback, say) reuses it instead of asking again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+import msgspec
+
+from graph import LayerInfo, new_id, text_of
+
+from ._layers import project
+from ._summary import SummaryRequest, SummaryResult, anchors_from_dict
+from ._tier import TierContext
+from ._view import Item, Unit, View
+
+_SHOWN_AS = ("reduced", "offloaded", "cleared", "edit-cleared", "cut")
+
+
+def segment_key(units: list[Unit] | tuple[str, ...]) -> str:
+    """A short, stable key of the nodes a segment covers."""
+    ids = units if isinstance(units, tuple) else tuple(n for u in units for n in u.node_ids)
+    return hashlib.sha256("\n".join(ids).encode()).hexdigest()[:20]
+
+
+def originals(units: list[Unit], ctx: TierContext) -> tuple[Unit, ...]:
+    """The units with every item as stored, not as a tier showed it (a summary must be
+    made from what really happened, not from a placeholder)."""
+    restored = []
+    for unit in units:
+        items = []
+        for item in unit.items:
+            if item.variant in _SHOWN_AS:
+                original = ctx.memoized(item.node_id, "full")
+                items.append(original if original is not None else item)
+            else:
+                items.append(item)
+        restored.append(msgspec.structs.replace(unit, items=tuple(items)))
+    return tuple(restored)
+
+
+def task_text(ctx: TierContext) -> str | None:
+    for unit in ctx.units:
+        if unit.kind == "task" and unit.items:
+            return text_of(unit.items[0].message.get("content"))
+    return None
+
+
+def system_text(ctx: TierContext) -> str | None:
+    for unit in ctx.units:
+        if unit.kind == "system" and unit.items:
+            return text_of(unit.items[0].message.get("content"))
+    return None
+
+
+def result_of(info: LayerInfo) -> SummaryResult | None:
+    """The summary a layer was made from (kept in its metadata)."""
+    raw = info.layer.meta.get("summary")
+    if not isinstance(raw, dict):
+        return None
+    return SummaryResult(
+        anchors=anchors_from_dict(raw.get("anchors")),
+        prose=str(raw.get("prose") or ""),
+        identifiers=tuple(raw.get("identifiers") or ()),
+        summarizer=str(raw.get("summarizer") or ""),
+    )
+
+
+def summary_meta(result: SummaryResult) -> dict[str, Any]:
+    return {
+        "anchors": result.anchors.as_dict(),
+        "prose": result.prose,
+        "identifiers": list(result.identifiers),
+        "summarizer": result.summarizer,
+        "tokens_in": result.tokens_in,
+        "tokens_out": result.tokens_out,
+    }
+
+
+def reusable(
+    ctx: TierContext, kind: str, covers: tuple[str, ...], extra: str
+) -> SummaryResult | None:
+    """A summary made earlier for exactly these nodes (a rolled-back layer's, say)."""
+    if ctx.layers is None:
+        return None
+    name = getattr(ctx.summarizer, "name", "")
+    for info in reversed(ctx.graph.layers()):
+        if info.kind != kind or info.covers != covers:
+            continue
+        if info.layer.meta.get("summary_key") != extra:
+            continue
+        found = result_of(info)
+        if found is not None and found.summarizer == name:
+            return found
+    return None
+
+
+def summarize(
+    ctx: TierContext, request: SummaryRequest
+) -> tuple[SummaryResult | None, str | None, float]:
+    """Ask the summarizer; a failure or an unusable reply gives (None, why, ms)."""
+    started = time.perf_counter()
+    summarizer = ctx.summarizer
+    if summarizer is None:
+        return None, "no summarizer configured", 0.0
+    try:
+        result = summarizer.summarize(request)
+    except Exception as error:  # fail-open: the tier falls back and records why
+        return None, f"summarizer failed: {error!r}", (time.perf_counter() - started) * 1000
+    ms = (time.perf_counter() - started) * 1000
+    if not isinstance(result, SummaryResult):
+        return None, f"summarizer returned {type(result).__name__}, not a SummaryResult", ms
+    if result.anchors.empty and not result.prose.strip():
+        return None, "summarizer returned an empty summary", ms
+    return result, None, ms
+
+
+def request_for(
+    ctx: TierContext,
+    kind: str,
+    units: list[Unit],
+    *,
+    max_tokens: int,
+    previous: SummaryResult | None = None,
+    focus: str | None = None,
+) -> SummaryRequest:
+    restored = originals(units, ctx)
+    nodes = {}
+    for unit in restored:
+        for node_id in unit.node_ids:
+            if node_id in ctx.graph:
+                nodes[node_id] = ctx.graph.get(node_id)
+    policy = ctx.policy
+    return SummaryRequest(
+        kind="segment" if kind == "collapse" else "compact",
+        units=restored,
+        nodes=nodes,
+        task=task_text(ctx),
+        previous=previous,
+        focus=focus,
+        max_tokens=max_tokens,
+        identifier_tokens=policy.identifier_tokens,
+        system=system_text(ctx) if policy.summary_shares_prefix else None,
+        counter=ctx.counter,
+    )
+
+
+def span(units: list[Unit]) -> str:
+    ids = [n for unit in units for n in unit.node_ids]
+    return f"nodes {ids[0]} … {ids[-1]}" if ids else "no nodes"
+
+
+def make_layer(
+    view: View,
+    ctx: TierContext,
+    kind: str,
+    covered: list[Unit],
+    messages: list[dict[str, Any]],
+    result: SummaryResult,
+    meta: dict[str, Any],
+    layer_id: str,
+) -> tuple[View, LayerInfo]:
+    """Store the layer (or keep it in memory for a preview) and show it in ``view``."""
+    assert ctx.layers is not None
+    covers = [n for unit in covered for n in unit.node_ids]
+    full_meta = {**meta, "summary": summary_meta(result)}
+    info = ctx.layers.add(kind, covers, messages, full_meta, preview=ctx.preview, layer_id=layer_id)
+    return project(view, ctx, [info]), info
+
+
+def new_layer_id() -> str:
+    return new_id()
+
+
+def item_tokens(items: list[Item]) -> int:
+    return sum(item.tokens for item in items)
