@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from ._fit import finish_summary, one_line, sentences, shorten
+from ._fit import finish_summary, focus_words, mentions, one_line, sentences, shorten
 from ._identifiers import message_text, ranked_identifiers
 from ._summary import Anchors, SummaryRequest, SummaryResult
 from ._transcript import Entry, key_argument, read_units
@@ -27,6 +27,7 @@ _STRONG = re.compile(
     re.IGNORECASE,
 )
 _WEAK = re.compile(r"\b(?:I will|I'll|we will|we'll|going to|let's|use|using)\s", re.IGNORECASE)
+_SEQUENCE = re.compile(r"(?:next|then|now|first|finally|after that)\b", re.IGNORECASE)
 _PLAN = re.compile(
     r"\b(?:next|then|will|I'll|need to|needs to|should|todo|remaining|let me|let's|going to)\b",
     re.IGNORECASE,
@@ -93,12 +94,13 @@ class HeuristicSummarizer:
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
         entries = read_units(request.units, request.nodes)
+        words = focus_words(request.focus)
         next_steps = _next_steps(entries)
         anchors = Anchors(
             user_intent=_intent(request.task, entries),
-            execution_progress=_progress(entries),
-            key_decisions=_decisions(entries, next_steps),
-            tried_solutions=_tried(entries),
+            execution_progress=_progress(entries, words),
+            key_decisions=_decisions(entries, next_steps, words),
+            tried_solutions=_tried(entries, words),
             next_steps=next_steps,
         )
         rounds = sum(unit.count for unit in request.units if unit.kind == "round")
@@ -129,8 +131,7 @@ def _intent(task: str | None, entries: Sequence[Entry]) -> tuple[str, ...]:
 
 
 def _label(call: Entry) -> str:
-    argument = call.text if call.function else key_argument(call.text)
-    argument = shorten(argument, _ARG_CHARS)
+    argument = shorten(key_argument(call.text), _ARG_CHARS)
     return f"{call.name}({argument})" if argument else call.name
 
 
@@ -177,7 +178,7 @@ def _pairs(entries: Sequence[Entry]) -> list[tuple[Entry, Entry | None]]:
     return pairs
 
 
-def _progress(entries: Sequence[Entry]) -> tuple[str, ...]:
+def _progress(entries: Sequence[Entry], words: Sequence[str]) -> tuple[str, ...]:
     seen: dict[str, tuple[int, int, int, str]] = {}
     for call, result in _pairs(entries):
         if result is not None and result.error:
@@ -185,7 +186,9 @@ def _progress(entries: Sequence[Entry]) -> tuple[str, ...]:
         label = _label(call)
         count, first = (seen[label][0] + 1, seen[label][1]) if label in seen else (1, len(seen))
         seen[label] = (count, first, _score(call), _hint(call, result))
-    ordered = sorted(seen, key=lambda label: (-seen[label][2], seen[label][1]))
+    ordered = sorted(
+        seen, key=lambda label: (not mentions(label, words), -seen[label][2], seen[label][1])
+    )
     lines = []
     for label in ordered[: _LIMITS["progress"]]:
         count, _, _, hint = seen[label]
@@ -202,16 +205,20 @@ def _error_line(text: str) -> str:
     for line in lines:
         if _ERROR_LINE.search(line):
             return line
-    return lines[0] if lines else "failed"
+    if not lines:
+        return "failed"
+    return lines[-1] if lines[0].startswith("Traceback") else lines[0]
 
 
-def _tried(entries: Sequence[Entry]) -> tuple[str, ...]:
+def _tried(entries: Sequence[Entry], words: Sequence[str]) -> tuple[str, ...]:
     failures = [
         shorten(f"{_label(call)}: {_error_line(result.text)}", _ITEM_CHARS)
         for call, result in _pairs(entries)
         if result is not None and result.error
     ]
-    return tuple(dict.fromkeys(failures))[-_LIMITS["tried"] :]
+    distinct = list(dict.fromkeys(failures))
+    chosen = set(sorted(distinct[::-1], key=lambda f: not mentions(f, words))[: _LIMITS["tried"]])
+    return tuple(f for f in distinct if f in chosen)
 
 
 def _prose_sentences(text: str) -> list[str]:
@@ -227,7 +234,9 @@ def _assistant_texts(entries: Sequence[Entry]) -> list[str]:
     return [e.text for e in entries if e.role == "assistant" and e.text.strip()]
 
 
-def _decisions(entries: Sequence[Entry], planned: Sequence[str]) -> tuple[str, ...]:
+def _decisions(
+    entries: Sequence[Entry], planned: Sequence[str], words: Sequence[str]
+) -> tuple[str, ...]:
     """Sentences stating a choice; those already listed as next steps are left out."""
     strong: list[str] = []
     weak: list[str] = []
@@ -237,9 +246,10 @@ def _decisions(entries: Sequence[Entry], planned: Sequence[str]) -> tuple[str, .
                 continue
             if _STRONG.search(sentence):
                 strong.append(shorten(sentence, _ITEM_CHARS))
-            elif _WEAK.search(sentence):
+            elif _WEAK.search(sentence) and not _SEQUENCE.match(sentence):
                 weak.append(shorten(sentence, _ITEM_CHARS))
-    return tuple(dict.fromkeys([*strong, *weak]))[: _LIMITS["decisions"]]
+    ranked = sorted(dict.fromkeys([*strong, *weak]), key=lambda d: not mentions(d, words))
+    return tuple(ranked[: _LIMITS["decisions"]])
 
 
 def _next_steps(entries: Sequence[Entry]) -> tuple[str, ...]:

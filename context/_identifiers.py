@@ -45,7 +45,7 @@ def message_text(message: Mapping[str, Any]) -> str:
 
     >>> call = {"function": {"name": "Read", "arguments": '{"path": "src/app.py"}'}}
     >>> message_text({"role": "assistant", "content": "Reading.", "tool_calls": [call]})
-    'Reading.\\nRead\\n{"path": "src/app.py"}'
+    'Reading.\\nRead\\nsrc/app.py'
     """
     pieces = [text_of(message.get("content"))]
     for call in message.get("tool_calls") or ():
@@ -53,10 +53,23 @@ def message_text(message: Mapping[str, Any]) -> str:
         if not isinstance(function, Mapping):
             continue
         pieces.append(str(function.get("name") or ""))
-        arguments = function.get("arguments")
-        if arguments is not None:
-            pieces.append(arguments if isinstance(arguments, str) else json.dumps(arguments))
+        pieces.extend(_values(function.get("arguments")))
     return "\n".join(piece for piece in pieces if piece)
+
+
+def _values(arguments: Any) -> list[str]:
+    """The string values of a call's arguments (JSON keys such as ``file_path`` are schema,
+    not something the conversation named)."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return [arguments]
+    if isinstance(arguments, Mapping):
+        return [text for value in arguments.values() for text in _values(value)]
+    if isinstance(arguments, list | tuple):
+        return [text for value in arguments for text in _values(value)]
+    return [] if arguments is None else [str(arguments)]
 
 
 def _noise(ident: str) -> bool:

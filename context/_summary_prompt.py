@@ -23,6 +23,7 @@ _LONG_TEXT = 3000
 _TEXT_KEEP = (1200, 600)
 _NOTE_TOKENS = 24
 _CUT = "[...] "
+_TASK_CHARS = (3000, 1000)
 
 LAYOUT = """\
 ## Anchors
@@ -52,7 +53,7 @@ FOCUS = """\
 section and keep it over anything else."""
 
 FIRST = """\
-<conversation>
+{task}<conversation>
 {conversation}
 </conversation>
 
@@ -66,7 +67,7 @@ Reply with exactly this markdown layout, nothing before or after it:
 {rules}"""
 
 UPDATE = """\
-<previous-summary>
+{task}<previous-summary>
 {previous}
 </previous-summary>
 
@@ -108,6 +109,7 @@ def blocks(entries: Sequence[Entry]) -> list[Block]:
     """The transcript as blocks, one per entry."""
     out = []
     for entry in entries:
+        entry = msgspec.structs.replace(entry, text=entry.text.rstrip())
         if entry.role == "call":
             kind = "FUNCTION CALL" if entry.function else "TOOL CALL"
             out.append(Block(f"[{kind} {entry.name}]", entry.text))
@@ -165,7 +167,10 @@ def instruction(request: SummaryRequest, conversation: str) -> str:
     rules = RULES.format(budget=budget)
     if request.focus and request.focus.strip():
         rules += "\n" + FOCUS.format(focus=" ".join(request.focus.split()))
+    task = ""
+    if request.task and request.task.strip():
+        task = f"<task>\n{middle_truncate(request.task.strip(), *_TASK_CHARS, None)}\n</task>\n\n"
+    fields = {"task": task, "conversation": conversation, "layout": LAYOUT, "rules": rules}
     if request.previous is None:
-        return FIRST.format(conversation=conversation, layout=LAYOUT, rules=rules)
-    previous = request.previous.text(identifiers=False)
-    return UPDATE.format(previous=previous, conversation=conversation, layout=LAYOUT, rules=rules)
+        return FIRST.format(**fields)
+    return UPDATE.format(previous=request.previous.text(identifiers=False), **fields)

@@ -99,6 +99,8 @@ def key_argument(arguments: str) -> str:
                 return item.strip()
     if isinstance(value, str):
         return value.strip()
+    if value is None or value == {}:
+        return ""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
