@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import msgspec
 
@@ -119,7 +120,8 @@ def finish_summary(
 
 class _Fitter:
     """Trims a result until its text fits: prose sentences, then the least useful item of
-    the fullest anchor, then shorter items, then the prose, identifiers and last items."""
+    the fullest anchor, then shorter items, then the prose, identifiers and last items.
+    Below the empty skeleton (about 45 tokens) the skeleton is what is left."""
 
     def __init__(
         self,
@@ -162,7 +164,8 @@ class _Fitter:
             lambda: _drop_last(self.prose, keep=0),
             lambda: _drop_last(self.identifiers, keep=0),
             functools.partial(self._drop_item, minimum=1),
-            functools.partial(self._shorten, _SHORTER[-1], keys=("user_intent",)),
+            functools.partial(self._shorten, 20, keys=("user_intent",)),
+            lambda: _drop_last(self.keep["user_intent"], keep=0),
         ]
         for step in steps:
             while not self.fits():
@@ -201,7 +204,7 @@ def _usefulness(items: Sequence[str], words: Sequence[str], *, newest_first: boo
     return sorted(order, key=lambda i: not mentions(items[i], words))
 
 
-def _drop_last(values: list[str], *, keep: int) -> bool:
+def _drop_last(values: list[Any], *, keep: int) -> bool:
     if len(values) <= keep:
         return False
     values.pop()

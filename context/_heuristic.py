@@ -132,7 +132,8 @@ def _intent(task: str | None, entries: Sequence[Entry]) -> tuple[str, ...]:
 
 def _label(call: Entry) -> str:
     argument = shorten(key_argument(call.text), _ARG_CHARS)
-    return f"{call.name}({argument})" if argument else call.name
+    name = call.name or "call"
+    return f"{name}({argument})" if argument else name
 
 
 def _is_command(call: Entry) -> bool:

@@ -136,7 +136,13 @@ class LiteLLMSummarizer:
 
         messages, tools = self.messages(request)
         _, output = self.limits(request)
-        extra: dict[str, Any] = {"tools": tools, "tool_choice": "none"} if tools else {}
+        extra: dict[str, Any] = {}
+        if tools:
+            supported = _supported_params(litellm, self.model)
+            if supported is None or "tools" in supported:
+                extra["tools"] = tools
+            if extra and (supported is None or "tool_choice" in supported):
+                extra["tool_choice"] = "none"
         response = litellm.completion(
             model=self.model,
             messages=messages,
@@ -161,3 +167,13 @@ class LiteLLMSummarizer:
             tokens_in=int(getattr(usage, "prompt_tokens", 0) or 0),
             tokens_out=int(getattr(usage, "completion_tokens", 0) or 0),
         )
+
+
+def _supported_params(litellm: Any, model: str) -> list[str] | None:
+    """The OpenAI parameters litellm maps for ``model`` (None: it cannot tell), so tools
+    are only sent where the provider accepts them."""
+    try:
+        params = litellm.get_supported_openai_params(model=model)
+    except Exception:
+        return None
+    return list(params) if params is not None else None

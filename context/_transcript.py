@@ -131,13 +131,16 @@ def _unit_entries(unit: Unit, nodes: Mapping[str, Node]) -> list[Entry]:
         if role in ("system", "user") or (role == "assistant" and text.strip()):
             entries.append(Entry(role, text))
         for call in message.get("tool_calls") or ():
+            if not isinstance(call, Mapping):
+                continue
             entries.append(_call(call, node, is_call))
             names[entries[-1].call_id] = entries[-1].name
     return entries
 
 
 def _call(call: Mapping[str, Any], node: Node | None, is_call: bool) -> Entry:
-    function = call.get("function") or {}
+    function = call.get("function")
+    function = function if isinstance(function, Mapping) else {}
     name = str(function.get("name") or "")
     arguments = function.get("arguments")
     text = arguments if isinstance(arguments, str) else json.dumps(arguments)

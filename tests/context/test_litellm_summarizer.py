@@ -393,3 +393,23 @@ def test_anthropic_wire_format_with_the_shared_prefix(fake_provider: FakeProvide
     assert [m["role"] for m in body["messages"]] == ["user"]
     assert result.anchors.next_steps == ("rerun pytest -q tests/test_parse.py",)
     assert (result.tokens_in, result.tokens_out) == (77, 9)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_tools_are_not_sent_to_a_provider_without_tool_support(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import litellm
+
+    seen: dict[str, Any] = {}
+    real = litellm.completion
+
+    def completion(**kwargs: Any) -> Any:
+        seen.update(kwargs)
+        return real(model="gpt-4o", messages=kwargs["messages"], mock_response=REPLY)
+
+    summarizer = LiteLLMSummarizer("ollama/llama3")
+    monkeypatch.setattr(litellm, "completion", completion)
+    summarizer.summarize(request_of(session(), system=SYSTEM, tools=TOOLS))
+    assert seen["messages"][0] == {"role": "system", "content": SYSTEM}
+    assert "tools" not in seen and "tool_choice" not in seen

@@ -5,6 +5,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 from _summary_helpers import TASK, call, request_of, session, units_from
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from inline_snapshot import snapshot
 
 from context import (
@@ -255,3 +257,69 @@ def test_focus_survives_trimming() -> None:
     assert tokens(result.text()) <= 150
     assert "pkg_37" in result.anchors.execution_progress[0]
     assert result.identifiers[0] == "src/pkg_37/module_37.py"
+
+
+def test_odd_messages_do_not_break_the_summarizers() -> None:
+    from context import LiteLLMSummarizer
+
+    odd = units_from(
+        [
+            ({"role": "user", "content": None}, None),
+            ({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}, None),
+            (
+                {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "Let's go?"}],
+                    "tool_calls": [
+                        "not a call",
+                        {"id": "a", "function": None},
+                        {"id": "b", "function": {"name": "Read", "arguments": {"path": "x/y.py"}}},
+                        {"id": "c", "function": {"name": "Run", "arguments": "not json"}},
+                    ],
+                },
+                None,
+            ),
+            ({"role": "tool", "tool_call_id": "b", "content": ""}, None),
+            ({"role": "tool", "tool_call_id": "zz", "content": "orphan"}, None),
+            ({"role": "developer", "content": "ignored"}, None),
+        ]
+    )
+    request = SummaryRequest(kind="segment", units=(odd,), focus="   ")
+    result = HeuristicSummarizer().summarize(request)
+    assert result.anchors.execution_progress == snapshot(
+        ("Run(not json) → no result yet", "call → no result yet", "Read(x/y.py) → done")
+    )
+    assert "x/y.py" in result.identifiers
+    messages, _ = LiteLLMSummarizer("gpt-4o").messages(request)
+    assert "[TOOL CALL Read]\n" in messages[-1]["content"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    texts=st.lists(st.text(max_size=300), min_size=1, max_size=6),
+    max_tokens=st.integers(min_value=50, max_value=400),
+    identifier_tokens=st.integers(min_value=0, max_value=80),
+)
+def test_heuristic_always_fits_and_is_deterministic(
+    texts: list[str], max_tokens: int, identifier_tokens: int
+) -> None:
+    units = []
+    for i, text in enumerate(texts):
+        assistant = {
+            "role": "assistant",
+            "content": text,
+            "tool_calls": [call(f"k{i}", "Bash", command=text)],
+        }
+        tool = {"role": "tool", "tool_call_id": f"k{i}", "content": text * 3}
+        units.append(units_from([(assistant, None), (tool, None)]))
+    request = SummaryRequest(
+        kind="compact",
+        units=tuple(units),
+        task=texts[0] or None,
+        max_tokens=max_tokens,
+        identifier_tokens=identifier_tokens,
+    )
+    first = HeuristicSummarizer().summarize(request)
+    assert first.text() == HeuristicSummarizer().summarize(request).text()
+    assert tokens(first.text()) <= max_tokens
+    assert tokens(", ".join(first.identifiers)) <= identifier_tokens
