@@ -143,14 +143,8 @@ class LiteLLMSummarizer:
                 extra["tools"] = tools
             if extra and (supported is None or "tool_choice" in supported):
                 extra["tool_choice"] = "none"
-        response = litellm.completion(
-            model=self.model,
-            messages=messages,
-            max_tokens=output,
-            timeout=self.timeout,
-            **extra,
-            **self.litellm_kwargs,
-        )
+        options = {"max_tokens": output, "timeout": self.timeout, **extra, **self.litellm_kwargs}
+        response = litellm.completion(model=self.model, messages=messages, **options)
         reply = response.choices[0].message.content if response.choices else None
         if not isinstance(reply, str) or not reply.strip():
             raise SummaryError(f"{self.name} returned no text")
