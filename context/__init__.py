@@ -19,7 +19,10 @@ from ._errors import (
     UnknownLayer,
     UnknownModel,
 )
+from ._heuristic import HeuristicSummarizer
+from ._identifiers import rank_identifiers
 from ._integrity import provider_roles, repair_tool_pairs, tool_pair_problems, unique_call_ids
+from ._litellm_summarizer import LiteLLMSummarizer
 from ._models import ModelInfo, is_anthropic, model_info
 from ._offload import offload_path
 from ._policy import DEFAULT_COMPACTABLE, Policy
@@ -53,7 +56,9 @@ __all__ = [
     "ContextError",
     "ContextOverflowError",
     "ContextStorage",
+    "HeuristicSummarizer",
     "Item",
+    "LiteLLMSummarizer",
     "ModelInfo",
     "NoState",
     "OffloadError",
@@ -86,6 +91,7 @@ __all__ = [
     "offload_path",
     "parse_summary",
     "provider_roles",
+    "rank_identifiers",
     "read_jsonl",
     "records_path",
     "render_context",

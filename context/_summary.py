@@ -202,11 +202,9 @@ def anchors_from_dict(value: Mapping[str, Any] | None) -> Anchors:
     return Anchors(**values)
 
 
-def default_summarizer() -> Summarizer | None:
+def default_summarizer() -> Summarizer:
     """The summarizer used when none is configured: the offline heuristic one."""
-    try:
-        from ._heuristic import HeuristicSummarizer  # type: ignore[import-not-found]
-    except ImportError:  # pragma: no cover - until the heuristic summarizer lands
-        return None
+    from ._heuristic import HeuristicSummarizer
+
     summarizer: Summarizer = HeuristicSummarizer()
     return summarizer

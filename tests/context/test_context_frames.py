@@ -64,9 +64,10 @@ def test_reported_usage_tightens_the_effective_budget(tmp_path: Path) -> None:
         g.append({"role": "assistant", "content": f"step {i} " + "word " * 40})
     engine = ContextEngine(g, Policy(state_dir=tmp_path), budget=3_000)
     first = engine.render()
-    assert first.fits and not [a for a in first.actions if a.tier == "snip"]
+    shrinking = ("collapse", "snip")
+    assert first.fits and not [a for a in first.actions if a.tier in shrinking]
     engine.anchor_usage(first.tokens * 2)  # the provider counted twice what we estimated
     second = engine.render()
     assert engine.anchor.ratio > 1.5
-    assert [a.tier for a in second.actions if a.tier == "snip"] == ["snip"]
+    assert {a.tier for a in second.actions} & set(shrinking)
     assert second.tokens * engine.anchor.ratio <= 3_000 + 1
