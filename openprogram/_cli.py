@@ -167,9 +167,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         run_policy,
         to_jsonl,
         trace_files,
+        trace_names,
     )
 
-    paths = trace_files([Path(p) for p in args.traces] or _default_traces())
+    inputs = [Path(p) for p in args.traces] or _default_traces()
+    paths = trace_files(inputs)
     if not paths:
         raise OpenProgramError("no traces given and ../shared/traces was not found")
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
@@ -181,8 +183,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     rows = []
     with Progress(console=Console(stderr=True), transient=True) as progress:
         task = progress.add_task("bench", total=len(paths) * len(policies) * len(budgets))
-        for path in paths:
-            trace = load_trace(path)
+        for path, name in zip(paths, trace_names(inputs, paths), strict=True):
+            trace = load_trace(path, name=name)
             for budget in budgets:
                 for policy in policies:
                     row = run_policy(trace, policy, budget, counter)

@@ -31,6 +31,7 @@ from openprogram.bench._replay import (
     our_policies,
     run_policy,
     trace_files,
+    trace_names,
 )
 from openprogram.bench._table import format_table, to_jsonl
 
@@ -57,5 +58,6 @@ __all__ = [
     "to_langchain",
     "tool_pair_problems",
     "trace_files",
+    "trace_names",
     "trim_baseline",
 ]

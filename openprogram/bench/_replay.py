@@ -7,6 +7,7 @@ state carried from turn to turn, as in a live loop); the baselines work on the m
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -66,10 +67,12 @@ class Trace:
     native: list[dict[str, Any]] = field(default_factory=list)
     native_index: dict[str, int] = field(default_factory=dict)
     summaries: list[int] = field(default_factory=list)
+    label: str | None = None
 
     @property
     def name(self) -> str:
-        return self.path.name
+        """The label given by the bench (unique among its traces), else the file name."""
+        return self.label or self.path.name
 
     @property
     def first_user_text(self) -> str:
@@ -100,9 +103,14 @@ def _index(steps: Sequence[Step]) -> tuple[list[dict[str, Any]], dict[str, int]]
 
 
 def load_trace(
-    path: Path, *, format: str | None = None, graph: ConversationGraph | None = None
+    path: Path,
+    *,
+    format: str | None = None,
+    graph: ConversationGraph | None = None,
+    name: str | None = None,
 ) -> Trace:
-    """Import a trace into ``graph`` (a new in-memory one by default) and lay out its turns."""
+    """Import a trace into ``graph`` (a new in-memory one by default) and lay out its turns;
+    ``name`` labels it in the bench's rows (default: the file name)."""
     graph = graph if graph is not None else ConversationGraph.memory(session="replay")
     import_trace(path, graph, format=format)
     root_head = graph.state.order and _root_tip(graph)
@@ -114,7 +122,7 @@ def load_trace(
         for s in ordinary
         if s.view == "message" and s.node.role == "assistant" and index[s.node.id] > 0
     ]
-    trace = Trace(path, graph, messages, turns)
+    trace = Trace(path, graph, messages, turns, label=name)
     if len(ordinary) != len(steps):
         trace.native, trace.native_index = _index(steps)
         trace.summaries = sorted(
@@ -224,3 +232,13 @@ def trace_files(paths: Iterable[Path]) -> list[Path]:
         else:
             found.append(path)
     return found
+
+
+def trace_names(inputs: Iterable[Path], files: Sequence[Path]) -> list[str]:
+    """A name for each of ``files``: its path relative to the common root of ``inputs`` (a
+    folder given, or the folder of a file given), so traces stored under one file name in
+    nested folders (Claude Code sessions kept as ``<id>/full.jsonl``) stay apart in the rows."""
+    roots = [p.absolute() if p.is_dir() else p.absolute().parent for p in inputs]
+    roots += [f.absolute().parent for f in files]
+    root = Path(os.path.commonpath(roots)) if roots else Path()
+    return [f.absolute().relative_to(root).as_posix() for f in files]

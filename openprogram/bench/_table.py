@@ -55,7 +55,7 @@ def format_table(rows: Sequence[TraceMetrics]) -> Table:
     task kept or utilization towards zero; over-budget reads "k/n traces over" there, because a
     single over-budget turn is already a failure."""
     table = Table(title="openprogram bench", show_lines=False)
-    table.add_column("trace")
+    table.add_column("trace", overflow="fold")  # names differ at the end: never cut them
     table.add_column("policy")
     table.add_column("turns", justify="right")
     table.add_column("over budget", justify="right")
