@@ -16,7 +16,15 @@ from rich.table import Table
 from rich.tree import Tree
 
 from context import Policy, delete_session, read_jsonl, records_path
-from graph import ConversationGraph, GraphError, SQLStore, export_graphml, export_json, text_of
+from graph import (
+    ConversationGraph,
+    GraphError,
+    SQLStore,
+    export_graphml,
+    export_json,
+    new_id,
+    text_of,
+)
 from openprogram._errors import OpenProgramError, SessionError
 
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -87,10 +95,22 @@ def _actions(actions: Sequence[object]) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from openprogram.importers import import_trace
+    from openprogram.importers import import_parsed, parse_trace
 
-    graph = ConversationGraph.open(args.db, session=args.session)
-    stats = import_trace(args.trace, graph, format=args.format, skip_bad=args.skip_bad)
+    parsed = parse_trace(args.trace, format=args.format, skip_bad=args.skip_bad)
+    store = SQLStore(args.db)
+    session = args.session or new_id()
+    created = not store.has_session(session)
+    graph = ConversationGraph(store, session)
+    try:
+        stats = import_parsed(parsed, graph)
+    except BaseException:
+        if created and not store.load(session).records:
+            store.delete_session(session)  # ours, and still empty: leave no trace of the attempt
+        raise
+    if stats.already_imported:
+        console.print(f"session {graph.session}: {args.trace} already imported; nothing added")
+        return 0
     console.print(
         f"session {graph.session}: {stats.messages} messages, {stats.tool_calls} tool calls, "
         f"{stats.functions} functions ({stats.format}); skipped {stats.skipped}"
