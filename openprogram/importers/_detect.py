@@ -102,7 +102,7 @@ def _classify(value: Any) -> str | None:
         return "openai"
     if "payload" in value and isinstance(value.get("type"), str):
         return "codex"
-    if value.get("type") in _CLAUDE_TYPES:
+    if isinstance(value.get("type"), str) and value["type"] in _CLAUDE_TYPES:
         return "claude-code"
     if isinstance(value.get("history"), list):
         return "swe-agent"

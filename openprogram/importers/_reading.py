@@ -180,7 +180,7 @@ def flatten_text(content: object, where: str) -> str:
         text = part.get("text")
         if isinstance(text, str):
             texts.append(text)
-        elif part.get("type") in _IMAGE_PARTS:
+        elif isinstance(part.get("type"), str) and part["type"] in _IMAGE_PARTS:
             texts.append("[image]")
         else:
             texts.append(f"[{part.get('type', 'unknown')}]")

@@ -12,7 +12,7 @@ import pytest
 
 from graph import ConversationGraph
 from openprogram._cli import main
-from openprogram._errors import TraceFormatError
+from openprogram._errors import TraceFormatError, UnknownFormat
 from openprogram.importers import import_trace
 
 DEEP = 1_500  # past msgspec's own limit (RecursionError before the fix)
@@ -155,3 +155,17 @@ def test_the_cli_reports_deep_json_in_one_line_and_skips_it(
     assert "Traceback" not in out
     assert main(["--db", db, "import", str(path), "--skip-bad"]) == 0
     assert "skipped 1" in capsys.readouterr().out
+
+
+def test_unhashable_type_fields_are_not_a_crash(tmp_path: Path) -> None:
+    """A list or object where a type name belongs used to raise TypeError (unhashable)."""
+    claude = _jsonl(tmp_path / "cc.jsonl", ['{"type": ["user"], "message": {}}'])
+    with pytest.raises(UnknownFormat, match="cannot tell which trace format"):
+        import_trace(claude, ConversationGraph.memory())
+    codex = _jsonl(tmp_path / "codex.jsonl", [_good(_codex), '{"type": {"a": 1}, "payload": {}}'])
+    stats = import_trace(codex, ConversationGraph.memory())
+    assert (stats.messages, stats.warnings) == (1, ["ignored record type {'a': 1}"])
+    chat = _jsonl(tmp_path / "chat.jsonl", ['{"role": "user", "content": [{"type": ["image"]}]}'])
+    graph = ConversationGraph.memory()
+    import_trace(chat, graph)
+    assert graph.to_openai() == [{"role": "user", "content": "[['image']]"}]
