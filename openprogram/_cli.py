@@ -207,7 +207,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             trace = load_trace(path, name=name)
             for budget in budgets:
                 for policy in policies:
-                    row = run_policy(trace, policy, budget, counter)
+                    row = run_policy(trace, policy, budget, counter, anchored=args.anchored)
                     if row is not None:
                         rows.append(row)
                     progress.advance(task)
@@ -357,6 +357,11 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--policies", default="none,native,masking,trim,default")
     bench.add_argument("--encoding", default="cl100k_base")
     bench.add_argument("--json", action="store_true")
+    bench.add_argument(
+        "--anchored",
+        action="store_true",
+        help="anchor token estimates on the usage the trace recorded, and report their error",
+    )
     bench.set_defaults(run=cmd_bench)
     sessions = sub.add_parser("sessions", help="list sessions")
     sessions.set_defaults(run=cmd_sessions)

@@ -18,9 +18,11 @@ from openprogram.bench._metrics import (
     TraceMetrics,
     Turn,
     compute_metrics,
+    estimate_errors,
     identifiers,
     message_text,
     percentile,
+    reported_input,
 )
 from openprogram.bench._replay import (
     POLICIES,
@@ -44,6 +46,7 @@ __all__ = [
     "TraceMetrics",
     "Turn",
     "compute_metrics",
+    "estimate_errors",
     "format_table",
     "from_langchain",
     "identifiers",
@@ -53,6 +56,7 @@ __all__ = [
     "observation_masking",
     "our_policies",
     "percentile",
+    "reported_input",
     "run_policy",
     "to_jsonl",
     "to_langchain",

@@ -21,7 +21,7 @@ import msgspec
 from context import ContextEngine, Policy, TokenCounter
 from graph import ConversationGraph, Node, Step, steps_to_messages
 from openprogram.bench._baselines import observation_masking, trim_baseline
-from openprogram.bench._metrics import TraceMetrics, Turn, compute_metrics
+from openprogram.bench._metrics import TraceMetrics, Turn, compute_metrics, reported_input
 from openprogram.importers import import_trace
 
 POLICIES = ("none", "native", "masking", "trim", "default")
@@ -158,11 +158,19 @@ def run_policy(
     on_turn: Callable[[Turn, list[str]], None] | None = None,
     state_dir: Path | None = None,
     policy_object: Policy | None = None,
+    anchored: bool = False,
 ) -> TraceMetrics | None:
     """Replay one trace under one policy at one budget; None when it does not apply.
 
     ``on_turn`` gets each turn and the tiers that made a new decision in it (our policies);
     ``policy_object`` replaces the named preset's ``Policy`` (e.g. for another model).
+
+    ``anchored`` replays as a live agent would: after each turn with recorded usage our engine
+    learns the provider's count through ``anchor_usage``, so later renders budget with the
+    correction, and the row reports the estimate's error against those counts. The provider
+    counted what the agent really sent, not our render, so the engine is told that count
+    scaled to our render (same provider/estimate ratio), else every compacted turn would
+    look like a tokenizer twice as wordy as it is.
     """
     if policy == "native" and not trace.has_native:
         return None
@@ -172,6 +180,7 @@ def run_policy(
         chosen = policy_object or _OURS[policy](folder)
         engine = ContextEngine(trace.graph, chosen, budget=budget)
     turns: list[Turn] = []
+    usage: list[tuple[int, int]] = []
     history_tokens = 0
     counted = 0
     for position, node in trace.turns:
@@ -201,6 +210,12 @@ def run_policy(
                 raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
             ms = (time.perf_counter() - started) * 1000
             tokens = sum(count(m) for m in prompt)
+        reported = reported_input(node.meta) if anchored else None
+        if reported is not None:
+            sent = sum(count(m) for m in _really_sent(trace, node, history))
+            usage.append((sent, reported))
+            if engine is not None and sent > 0:
+                engine.anchor_usage(max(1, round(reported * tokens / sent)))
         assistant = trace.messages[position]
         turn = Turn(prompt, tokens, history_tokens, assistant, history, ms)
         turns.append(turn)
@@ -213,7 +228,13 @@ def run_policy(
         first_user_text=trace.first_user_text,
         budget=budget,
         count_message=count,
+        usage=usage if anchored else None,
     )
+
+
+def _really_sent(trace: Trace, node: Node, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the agent sent for this turn: since its own last compaction, else all history."""
+    return native_prompt(trace, node) if trace.has_native else history
 
 
 def _fixed_clock(at: datetime) -> Callable[[], datetime]:
