@@ -104,9 +104,8 @@ def import_trace(
 def import_parsed(parsed: ParsedTrace, graph: ConversationGraph) -> ImportStats:
     """Append a parsed trace to ``graph`` in one transaction, unless this session has it already.
 
-    A record the graph refuses raises ``TraceFormatError``; on a SQL store the transaction is
-    rolled back, so nothing of the trace is stored (reopen the graph: this handle's index still
-    holds the appends before the refusal, as an in-memory graph does). Readers check records the
+    A record the graph refuses raises ``TraceFormatError``; the batch is rolled back, in the
+    store and in ``graph`` alike, so nothing of the trace remains. Readers check records the
     way the graph does, so a refusal here means an importer let through what it should not have.
     """
     reading = parsed.reading

@@ -219,3 +219,4 @@ def test_a_record_the_graph_refuses_is_a_trace_error_and_stores_nothing(
     assert "not b" in str(caught.value) and "\n" not in str(caught.value)
     reread = ConversationGraph.open(db, session="s")
     assert len(reread) == 0 and reread.store.session_meta("s") == {}
+    assert len(graph) == 0 and graph.head is None
