@@ -72,20 +72,29 @@ def from_micros(value: int) -> datetime:
 
 
 def normalize_time(at: Any, field: str = "at") -> datetime:
-    """An aware UTC datetime from None (now), a datetime, epoch seconds or ISO-8601 text."""
+    """An aware UTC datetime from None (now), a datetime, epoch seconds or ISO-8601 text.
+
+    A time outside what a UTC datetime holds (years 1 to 9999) is an ``InvalidMessage``.
+    """
+    try:
+        return from_micros(to_micros(_as_datetime(at, field)))
+    except (OverflowError, OSError, ValueError) as error:
+        if isinstance(error, InvalidMessage):
+            raise
+        raise InvalidMessage(field, f"out of range (years 1 to 9999 UTC): {at!r}") from None
+
+
+def _as_datetime(at: Any, field: str) -> datetime:
     if at is None:
-        value = datetime.now(UTC)
-    elif isinstance(at, datetime):
-        value = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
-    elif isinstance(at, int | float) and not isinstance(at, bool):
-        value = datetime.fromtimestamp(float(at), tz=UTC)
-    elif isinstance(at, str):
+        return datetime.now(UTC)
+    if isinstance(at, datetime):
+        return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    if isinstance(at, int | float) and not isinstance(at, bool):
+        return datetime.fromtimestamp(float(at), tz=UTC)
+    if isinstance(at, str):
         try:
             value = datetime.fromisoformat(at.replace("Z", "+00:00"))
         except ValueError:
             raise InvalidMessage(field, f"not an ISO-8601 time: {at!r}") from None
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-    else:
-        raise InvalidMessage(field, f"must be a datetime, epoch seconds or ISO text, not {at!r}")
-    return from_micros(to_micros(value))
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    raise InvalidMessage(field, f"must be a datetime, epoch seconds or ISO text, not {at!r}")

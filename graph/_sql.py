@@ -16,10 +16,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, delete, event, func, select
+from sqlalchemy import Connection, Engine, create_engine, delete, event, func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from ._codec import decode_any, decode_event, decode_payload, encode, from_micros, to_micros
+from ._codec import (
+    decode_any,
+    decode_event,
+    decode_payload,
+    encode,
+    from_micros,
+    normalize_meta,
+    to_micros,
+)
 from ._errors import StoreError
 from ._migrations import Migration, forget_engine, migrate
 from ._nodes import Edge, Event, Node
@@ -366,6 +374,29 @@ class SQLStore(Store):
         )
         with self._connection() as connection:
             return [LogEntry(str(r[0]), int(r[1]), str(r[2])) for r in connection.execute(query)]
+
+    def session_meta(self, session: str) -> dict[str, Any]:
+        with self._connection() as connection:
+            return self._meta(connection, session, lock=False)
+
+    def update_session_meta(self, session: str, values: Mapping[str, Any]) -> dict[str, Any]:
+        changes = normalize_meta(dict(values) if isinstance(values, Mapping) else values, "values")
+        with self._connection() as connection:
+            meta = {**self._meta(connection, session, lock=True), **changes}
+            connection.execute(
+                update(SESSIONS).where(SESSIONS.c.id == session).values(meta=encode(meta))
+            )
+        return meta
+
+    def _meta(self, connection: Connection, session: str, *, lock: bool) -> dict[str, Any]:
+        """The stored meta; ``lock`` holds the row (PostgreSQL) so concurrent updates queue
+        instead of overwriting each other (SQLite's write transactions are exclusive anyway)."""
+        query = select(SESSIONS.c.meta).where(SESSIONS.c.id == session)
+        text = connection.execute(query.with_for_update() if lock else query).scalar()
+        if text is None:
+            raise StoreError(f"no session {session!r} in {self.url}")
+        value = decode_any(text)
+        return value if isinstance(value, dict) else {}
 
 
 def _upsert_for(connection: Connection) -> Any:

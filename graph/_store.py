@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from ._codec import normalize_meta
 from ._errors import StoreError
 from ._migrations import Migration
 from ._nodes import Edge, Event, Node
@@ -80,6 +81,21 @@ class Store:
     def delete_session(self, session: str) -> None:
         raise NotImplementedError
 
+    def session_meta(self, session: str) -> dict[str, Any]:
+        """The session's own metadata, a JSON object (``{}`` until something is recorded).
+
+        Raises ``StoreError`` when the session does not exist.
+        """
+        raise NotImplementedError
+
+    def update_session_meta(self, session: str, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Set top-level keys of the session's metadata (others are kept); return it all.
+
+        Inside ``transaction()`` the update commits or rolls back with the appends around it,
+        which is what lets a caller record "done" atomically with the work it describes.
+        """
+        raise NotImplementedError
+
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """Group several commits into one transaction (a no-op where it does not matter)."""
@@ -130,15 +146,15 @@ class MemoryStore(Store):
         interleave their commits with ones that may be undone."""
         with self._lock:
             saved = {
-                name: (data, data["seq"], data["head"], len(data["records"]))
+                name: (data, data["seq"], data["head"], len(data["records"]), data["meta"])
                 for name, data in self._sessions.items()
             }
             try:
                 yield
             except BaseException:
                 self._sessions.clear()
-                for name, (data, seq, head, length) in saved.items():
-                    data["seq"], data["head"] = seq, head
+                for name, (data, seq, head, length, meta) in saved.items():
+                    data["seq"], data["head"], data["meta"] = seq, head, meta
                     del data["records"][length:]
                     self._sessions[name] = data
                 raise
@@ -148,7 +164,7 @@ class MemoryStore(Store):
             existed = session in self._sessions
             self._sessions.setdefault(
                 session,
-                {"seq": 0, "head": None, "records": [], "created": time.time()},
+                {"seq": 0, "head": None, "records": [], "created": time.time(), "meta": {}},
             )
             return existed
 
@@ -235,3 +251,20 @@ class MemoryStore(Store):
     def delete_session(self, session: str) -> None:
         with self._lock:
             self._sessions.pop(session, None)
+
+    def session_meta(self, session: str) -> dict[str, Any]:
+        with self._lock:
+            return dict(self._data(session)["meta"])
+
+    def update_session_meta(self, session: str, values: Mapping[str, Any]) -> dict[str, Any]:
+        changes = normalize_meta(dict(values) if isinstance(values, Mapping) else values, "values")
+        with self._lock:
+            data = self._data(session)
+            data["meta"] = {**data["meta"], **changes}
+            return dict(data["meta"])
+
+    def _data(self, session: str) -> dict[str, Any]:
+        data = self._sessions.get(session)
+        if data is None:
+            raise StoreError(f"no session {session!r}")
+        return data

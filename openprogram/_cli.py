@@ -16,7 +16,15 @@ from rich.table import Table
 from rich.tree import Tree
 
 from context import Policy, delete_session, read_jsonl, records_path
-from graph import ConversationGraph, GraphError, SQLStore, export_graphml, export_json, text_of
+from graph import (
+    ConversationGraph,
+    GraphError,
+    SQLStore,
+    export_graphml,
+    export_json,
+    new_id,
+    text_of,
+)
 from openprogram._errors import OpenProgramError, SessionError
 
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -87,10 +95,22 @@ def _actions(actions: Sequence[object]) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from openprogram.importers import import_trace
+    from openprogram.importers import import_parsed, parse_trace
 
-    graph = ConversationGraph.open(args.db, session=args.session)
-    stats = import_trace(args.trace, graph, format=args.format, skip_bad=args.skip_bad)
+    parsed = parse_trace(args.trace, format=args.format, skip_bad=args.skip_bad)
+    store = SQLStore(args.db)
+    session = args.session or new_id()
+    created = not store.has_session(session)
+    graph = ConversationGraph(store, session)
+    try:
+        stats = import_parsed(parsed, graph)
+    except BaseException:
+        if created and not store.load(session).records:
+            store.delete_session(session)  # ours, and still empty: leave no trace of the attempt
+        raise
+    if stats.already_imported:
+        console.print(f"session {graph.session}: {args.trace} already imported; nothing added")
+        return 0
     console.print(
         f"session {graph.session}: {stats.messages} messages, {stats.tool_calls} tool calls, "
         f"{stats.functions} functions ({stats.format}); skipped {stats.skipped}"
@@ -167,9 +187,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         run_policy,
         to_jsonl,
         trace_files,
+        trace_names,
     )
 
-    paths = trace_files([Path(p) for p in args.traces] or _default_traces())
+    inputs = [Path(p) for p in args.traces] or _default_traces()
+    paths = trace_files(inputs)
     if not paths:
         raise OpenProgramError("no traces given and ../shared/traces was not found")
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
@@ -181,11 +203,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     rows = []
     with Progress(console=Console(stderr=True), transient=True) as progress:
         task = progress.add_task("bench", total=len(paths) * len(policies) * len(budgets))
-        for path in paths:
-            trace = load_trace(path)
+        for path, name in zip(paths, trace_names(inputs, paths), strict=True):
+            trace = load_trace(path, name=name)
             for budget in budgets:
                 for policy in policies:
-                    row = run_policy(trace, policy, budget, counter)
+                    row = run_policy(trace, policy, budget, counter, anchored=args.anchored)
                     if row is not None:
                         rows.append(row)
                     progress.advance(task)
@@ -335,6 +357,11 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--policies", default="none,native,masking,trim,default")
     bench.add_argument("--encoding", default="cl100k_base")
     bench.add_argument("--json", action="store_true")
+    bench.add_argument(
+        "--anchored",
+        action="store_true",
+        help="anchor token estimates on the usage the trace recorded, and report their error",
+    )
     bench.set_defaults(run=cmd_bench)
     sessions = sub.add_parser("sessions", help="list sessions")
     sessions.set_defaults(run=cmd_sessions)

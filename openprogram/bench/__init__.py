@@ -18,9 +18,11 @@ from openprogram.bench._metrics import (
     TraceMetrics,
     Turn,
     compute_metrics,
+    estimate_errors,
     identifiers,
     message_text,
     percentile,
+    reported_input,
 )
 from openprogram.bench._replay import (
     POLICIES,
@@ -31,6 +33,7 @@ from openprogram.bench._replay import (
     our_policies,
     run_policy,
     trace_files,
+    trace_names,
 )
 from openprogram.bench._table import format_table, to_jsonl
 
@@ -43,6 +46,7 @@ __all__ = [
     "TraceMetrics",
     "Turn",
     "compute_metrics",
+    "estimate_errors",
     "format_table",
     "from_langchain",
     "identifiers",
@@ -52,10 +56,12 @@ __all__ = [
     "observation_masking",
     "our_policies",
     "percentile",
+    "reported_input",
     "run_policy",
     "to_jsonl",
     "to_langchain",
     "tool_pair_problems",
     "trace_files",
+    "trace_names",
     "trim_baseline",
 ]

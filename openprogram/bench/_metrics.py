@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from context import tool_pair_problems
+from context import UsageAnchor, tool_pair_problems
 from openprogram._errors import BenchError
 
 Message = dict[str, Any]
@@ -46,7 +46,13 @@ class Turn(msgspec.Struct, frozen=True):
 
 class TraceMetrics(msgspec.Struct, frozen=True):
     """One row of the bench: one trace under one policy. Shares are fractions in 0–1; ``None``
-    means the figure had no turns (or candidates) to stand on, which is not the same as 0."""
+    means the figure had no turns (or candidates) to stand on, which is not the same as 0.
+
+    The ``usage_*`` figures exist only for an anchored run (``usage_turns`` is None otherwise):
+    how far our token estimate of what the agent really sent was from the provider's input
+    total, as mean absolute percentage errors before and after anchoring (see
+    :func:`estimate_errors`), over ``usage_turns`` turns with recorded usage.
+    """
 
     trace: str
     policy: str
@@ -63,10 +69,17 @@ class TraceMetrics(msgspec.Struct, frozen=True):
     summarizer_tokens: int
     ms_p50: float | None
     ms_p99: float | None
+    usage_turns: int | None = None
+    usage_mape: float | None = None
+    usage_mape_anchored: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The row as a plain dict, keys in field order (the JSONL and table order)."""
-        return {name: getattr(self, name) for name in self.__struct_fields__}
+        """The row as a plain dict, keys in field order (the JSONL and table order); the
+        ``usage_*`` keys only for an anchored run."""
+        names = self.__struct_fields__
+        if self.usage_turns is None:
+            names = tuple(name for name in names if not name.startswith("usage_"))
+        return {name: getattr(self, name) for name in names}
 
 
 def content_text(content: Any) -> str:
@@ -134,6 +147,49 @@ def percentile(values: Sequence[float], p: float) -> float | None:
     return ordered[min(rank, len(ordered)) - 1]
 
 
+def reported_input(meta: dict[str, Any]) -> int | None:
+    """The provider's input token total for the call that produced a message, from its meta:
+    ``usage`` as the importers store it (input plus cache reads and writes, which Anthropic
+    bills apart), or an OpenAI-style ``prompt_tokens``. None when there is no usable count."""
+    usage = meta.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    if "input" in usage:
+        parts = [usage.get(key, 0) for key in ("input", "cache_read", "cache_creation")]
+    else:
+        parts = [usage.get("prompt_tokens")]
+    if not all(isinstance(part, int) and not isinstance(part, bool) for part in parts):
+        return None
+    total = sum(parts)
+    return total if total > 0 else None
+
+
+def estimate_errors(
+    pairs: Iterable[tuple[int, int]], alpha: float = 0.3
+) -> tuple[float | None, float | None]:
+    """Mean absolute percentage error of token estimates against reported input totals, raw
+    and anchored.
+
+    ``pairs`` are (our estimate, provider's total) per turn in order. The anchored estimate of a
+    turn is the raw one scaled by a :class:`UsageAnchor` fed with every earlier pair, which is
+    what a live agent calling ``ContextEngine.anchor_usage`` after each response would have.
+
+    >>> estimate_errors([(100, 120), (200, 240)])
+    (0.16666666666666666, 0.08333333333333333)
+    """
+    anchor = UsageAnchor(alpha)
+    raw = anchored = 0.0
+    n = 0
+    for estimated, reported in pairs:
+        if reported <= 0:
+            continue
+        raw += abs(estimated - reported) / reported
+        anchored += abs(anchor.adjust(estimated) - reported) / reported
+        anchor.anchor_usage(estimated, reported)
+        n += 1
+    return (raw / n, anchored / n) if n else (None, None)
+
+
 class _HistoryIdentifiers:
     """Identifiers seen in a growing history, rescanning only the messages added since last time.
 
@@ -182,11 +238,14 @@ def compute_metrics(
     count_message: CountMessage,
     summarizer_calls: int = 0,
     summarizer_tokens: int = 0,
+    usage: Sequence[tuple[int, int]] | None = None,
 ) -> TraceMetrics:
     """Measure one trace under one policy from the prompts the policy rendered turn by turn.
 
     ``count_message`` counts one message's tokens for prefix reuse; counts are memoised per
-    message object here, so an uncached counter is called once per distinct dict.
+    message object here, so an uncached counter is called once per distinct dict. ``usage``
+    (an anchored run) holds, per turn with recorded usage, the estimate of what the agent
+    really sent and the provider's input total.
     """
     if budget <= 0:
         raise BenchError(f"budget must be positive, got {budget}")
@@ -226,6 +285,7 @@ def compute_metrics(
         previous = turn.prompt
 
     times = [turn.ms for turn in turns]
+    mape, mape_anchored = estimate_errors(usage or ())
     return TraceMetrics(
         trace=trace,
         policy=policy,
@@ -242,4 +302,7 @@ def compute_metrics(
         summarizer_tokens=summarizer_tokens,
         ms_p50=percentile(times, 50),
         ms_p99=percentile(times, 99),
+        usage_turns=None if usage is None else len(usage),
+        usage_mape=mape,
+        usage_mape_anchored=mape_anchored,
     )

@@ -7,6 +7,7 @@ state carried from turn to turn, as in a live loop); the baselines work on the m
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -20,7 +21,7 @@ import msgspec
 from context import ContextEngine, Policy, TokenCounter
 from graph import ConversationGraph, Node, Step, steps_to_messages
 from openprogram.bench._baselines import observation_masking, trim_baseline
-from openprogram.bench._metrics import TraceMetrics, Turn, compute_metrics
+from openprogram.bench._metrics import TraceMetrics, Turn, compute_metrics, reported_input
 from openprogram.importers import import_trace
 
 POLICIES = ("none", "native", "masking", "trim", "default")
@@ -66,10 +67,12 @@ class Trace:
     native: list[dict[str, Any]] = field(default_factory=list)
     native_index: dict[str, int] = field(default_factory=dict)
     summaries: list[int] = field(default_factory=list)
+    label: str | None = None
 
     @property
     def name(self) -> str:
-        return self.path.name
+        """The label given by the bench (unique among its traces), else the file name."""
+        return self.label or self.path.name
 
     @property
     def first_user_text(self) -> str:
@@ -100,9 +103,14 @@ def _index(steps: Sequence[Step]) -> tuple[list[dict[str, Any]], dict[str, int]]
 
 
 def load_trace(
-    path: Path, *, format: str | None = None, graph: ConversationGraph | None = None
+    path: Path,
+    *,
+    format: str | None = None,
+    graph: ConversationGraph | None = None,
+    name: str | None = None,
 ) -> Trace:
-    """Import a trace into ``graph`` (a new in-memory one by default) and lay out its turns."""
+    """Import a trace into ``graph`` (a new in-memory one by default) and lay out its turns;
+    ``name`` labels it in the bench's rows (default: the file name)."""
     graph = graph if graph is not None else ConversationGraph.memory(session="replay")
     import_trace(path, graph, format=format)
     root_head = graph.state.order and _root_tip(graph)
@@ -114,7 +122,7 @@ def load_trace(
         for s in ordinary
         if s.view == "message" and s.node.role == "assistant" and index[s.node.id] > 0
     ]
-    trace = Trace(path, graph, messages, turns)
+    trace = Trace(path, graph, messages, turns, label=name)
     if len(ordinary) != len(steps):
         trace.native, trace.native_index = _index(steps)
         trace.summaries = sorted(
@@ -150,11 +158,19 @@ def run_policy(
     on_turn: Callable[[Turn, list[str]], None] | None = None,
     state_dir: Path | None = None,
     policy_object: Policy | None = None,
+    anchored: bool = False,
 ) -> TraceMetrics | None:
     """Replay one trace under one policy at one budget; None when it does not apply.
 
     ``on_turn`` gets each turn and the tiers that made a new decision in it (our policies);
     ``policy_object`` replaces the named preset's ``Policy`` (e.g. for another model).
+
+    ``anchored`` replays as a live agent would: after each turn with recorded usage our engine
+    learns the provider's count through ``anchor_usage``, so later renders budget with the
+    correction, and the row reports the estimate's error against those counts. The provider
+    counted what the agent really sent, not our render, so the engine is told that count
+    scaled to our render (same provider/estimate ratio), else every compacted turn would
+    look like a tokenizer twice as wordy as it is.
     """
     if policy == "native" and not trace.has_native:
         return None
@@ -164,6 +180,7 @@ def run_policy(
         chosen = policy_object or _OURS[policy](folder)
         engine = ContextEngine(trace.graph, chosen, budget=budget)
     turns: list[Turn] = []
+    usage: list[tuple[int, int]] = []
     history_tokens = 0
     counted = 0
     for position, node in trace.turns:
@@ -193,6 +210,12 @@ def run_policy(
                 raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
             ms = (time.perf_counter() - started) * 1000
             tokens = sum(count(m) for m in prompt)
+        reported = reported_input(node.meta) if anchored else None
+        if reported is not None:
+            sent = sum(count(m) for m in _really_sent(trace, node, history))
+            usage.append((sent, reported))
+            if engine is not None and sent > 0:
+                engine.anchor_usage(max(1, round(reported * tokens / sent)))
         assistant = trace.messages[position]
         turn = Turn(prompt, tokens, history_tokens, assistant, history, ms)
         turns.append(turn)
@@ -205,7 +228,13 @@ def run_policy(
         first_user_text=trace.first_user_text,
         budget=budget,
         count_message=count,
+        usage=usage if anchored else None,
     )
+
+
+def _really_sent(trace: Trace, node: Node, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the agent sent for this turn: since its own last compaction, else all history."""
+    return native_prompt(trace, node) if trace.has_native else history
 
 
 def _fixed_clock(at: datetime) -> Callable[[], datetime]:
@@ -224,3 +253,13 @@ def trace_files(paths: Iterable[Path]) -> list[Path]:
         else:
             found.append(path)
     return found
+
+
+def trace_names(inputs: Iterable[Path], files: Sequence[Path]) -> list[str]:
+    """A name for each of ``files``: its path relative to the common root of ``inputs`` (a
+    folder given, or the folder of a file given), so traces stored under one file name in
+    nested folders (Claude Code sessions kept as ``<id>/full.jsonl``) stay apart in the rows."""
+    roots = [p.absolute() if p.is_dir() else p.absolute().parent for p in inputs]
+    roots += [f.absolute().parent for f in files]
+    root = Path(os.path.commonpath(roots)) if roots else Path()
+    return [f.absolute().relative_to(root).as_posix() for f in files]

@@ -44,6 +44,11 @@ _COLUMNS: list[tuple[str, str, Callable[[float | None], str]]] = [
 ]
 
 
+def _errors(row: TraceMetrics | tuple[float | None, float | None]) -> str:
+    raw, anchored = row if isinstance(row, tuple) else (row.usage_mape, row.usage_mape_anchored)
+    return _NONE if raw is None or anchored is None else f"{raw:.1%} → {anchored:.1%}"
+
+
 def _mean(values: Sequence[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return sum(present) / len(present) if present else None
@@ -53,14 +58,18 @@ def format_table(rows: Sequence[TraceMetrics]) -> Table:
     """One row per trace and policy (grouped by trace, in the order given), then one mean row per
     policy. Means skip ``None`` figures, so a trace that never exceeded the budget does not drag
     task kept or utilization towards zero; over-budget reads "k/n traces over" there, because a
-    single over-budget turn is already a failure."""
+    single over-budget turn is already a failure. An anchored run adds the estimate's error
+    against the provider's counts, before → after anchoring."""
+    anchored = any(row.usage_turns is not None for row in rows)
     table = Table(title="openprogram bench", show_lines=False)
-    table.add_column("trace")
+    table.add_column("trace", overflow="fold")  # names differ at the end: never cut them
     table.add_column("policy")
     table.add_column("turns", justify="right")
     table.add_column("over budget", justify="right")
     for header, _, _ in _COLUMNS:
         table.add_column(header, justify="right")
+    if anchored:
+        table.add_column("est. error raw → anchored", justify="right")
 
     traces: dict[str, list[TraceMetrics]] = {}
     policies: dict[str, list[TraceMetrics]] = {}
@@ -71,6 +80,8 @@ def format_table(rows: Sequence[TraceMetrics]) -> Table:
     for trace_rows in traces.values():
         for row in trace_rows:
             cells = [fmt(getattr(row, field)) for _, field, fmt in _COLUMNS]
+            if anchored:
+                cells.append(_errors(row))
             table.add_row(row.trace, row.policy, str(row.turns), str(row.over_budget), *cells)
     if policies:
         table.add_section()
@@ -80,6 +91,9 @@ def format_table(rows: Sequence[TraceMetrics]) -> Table:
         cells = [
             fmt(_mean([getattr(row, field) for row in policy_rows])) for _, field, fmt in _COLUMNS
         ]
+        if anchored:
+            raw = _mean([row.usage_mape for row in policy_rows])
+            cells.append(_errors((raw, _mean([row.usage_mape_anchored for row in policy_rows]))))
         turns = _count(_mean([row.turns for row in policy_rows]))
         table.add_row(
             f"mean of {n}", policy, turns, f"{over}/{n} traces over", *cells, style="bold"

@@ -2,13 +2,20 @@
 mini-swe-agent) as OpenAI chat messages, and load them into a ``ConversationGraph``.
 
 Stage one, ``read_<format>(path, skip_bad=False)``, is pure parsing and yields ``Imported``
-records; stage two, ``import_trace``, appends them to a graph and repairs tool pairing.
+records (``parse_trace`` reads a whole file that way); stage two, ``import_parsed``, appends them
+to a graph and repairs tool pairing. ``import_trace`` does both.
 """
 
 from openprogram.importers._claude_code import read_claude_code
 from openprogram.importers._codex import read_codex
 from openprogram.importers._detect import FORMATS, detect_format, read_trace
-from openprogram.importers._driver import ImportStats, import_trace
+from openprogram.importers._driver import (
+    ImportStats,
+    ParsedTrace,
+    import_parsed,
+    import_trace,
+    parse_trace,
+)
 from openprogram.importers._mini_swe_agent import read_mini_swe_agent
 from openprogram.importers._model import MARKERS, Imported
 from openprogram.importers._openai import read_openai
@@ -20,9 +27,12 @@ __all__ = [
     "MARKERS",
     "ImportStats",
     "Imported",
+    "ParsedTrace",
     "Reading",
     "detect_format",
+    "import_parsed",
     "import_trace",
+    "parse_trace",
     "read_claude_code",
     "read_codex",
     "read_mini_swe_agent",

@@ -4,6 +4,10 @@ Claude Code writes one API response as several assistant records (one content bl
 ``message.id``), and parallel tool results may arrive between them. We hold a response until a
 record of another response arrives, so each response becomes one assistant message followed by
 its tool messages, and every tool message comes after the call it answers.
+
+The provider's token usage rides along as ``meta["usage"]`` (``input``, ``cache_read``,
+``cache_creation``, ``output``) on the assistant message of its response, once per response:
+the bench anchors its token estimates on it, and a response split in two must not count twice.
 """
 
 from __future__ import annotations
@@ -28,6 +32,13 @@ from openprogram.importers._reading import (
 
 __all__ = ["read_claude_code"]
 
+_USAGE = {
+    "input": "input_tokens",
+    "cache_read": "cache_read_input_tokens",
+    "cache_creation": "cache_creation_input_tokens",
+    "output": "output_tokens",
+}
+
 
 def read_claude_code(path: Path, *, skip_bad: bool = False) -> Reading:
     """Read a Claude Code session file (``~/.claude/projects/*/<session>.jsonl``)."""
@@ -46,6 +57,12 @@ class _Response:
         self.id = opt(message, "id", str, "$.message")
         self.at = _at(record)
         self.meta = _common_meta(record) | _response_meta(record, message)
+        if "usage" in message:
+            usage = _usage(message["usage"])
+            if usage is None:
+                reading.warn("ignored a malformed message.usage (expected token counts)")
+            else:
+                self.meta["usage"] = usage
         self.sidechain = bool(self.meta.pop("sidechain"))
         self.texts: list[str] = []
         self.thinking: list[str] = []
@@ -85,7 +102,15 @@ class _Response:
         ids = {call["id"] for call in self.calls}
         return all(result.message["tool_call_id"] in ids for result in results)
 
-    def emit(self) -> Iterator[Imported]:
+    def emit(self, counted: set[str]) -> Iterator[Imported]:
+        """The assistant message, then its tool results; ``counted`` holds the ids of responses
+        whose usage is already on a message (a response split by other records is not billed
+        twice)."""
+        if self.id is not None:
+            if self.id in counted:
+                self.meta.pop("usage", None)
+            elif "usage" in self.meta:
+                counted.add(self.id)
         message: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(self.texts)}
         if self.calls:
             message["tool_calls"] = self.calls
@@ -100,6 +125,7 @@ _Piece = _Response | tuple[list[Imported], Imported | None] | Imported | None
 
 def _parse(path: Path, reading: Reading) -> Iterator[Imported]:
     response: _Response | None = None
+    counted: set[str] = set()
     for number, record in iter_jsonl(path, reading):
         rtype = record.get("type")
         if rtype not in ("user", "assistant", "system"):
@@ -124,7 +150,7 @@ def _parse(path: Path, reading: Reading) -> Iterator[Imported]:
                 response.merge(piece)
                 continue
             if response is not None:
-                yield from response.emit()
+                yield from response.emit(counted)
             response = piece
             continue
         if isinstance(piece, tuple):
@@ -133,7 +159,7 @@ def _parse(path: Path, reading: Reading) -> Iterator[Imported]:
                 response.results += results  # a later record of this response may still come
                 continue
         if response is not None:
-            yield from response.emit()
+            yield from response.emit(counted)
             response = None
         if isinstance(piece, Imported):
             yield piece
@@ -142,7 +168,7 @@ def _parse(path: Path, reading: Reading) -> Iterator[Imported]:
             if text is not None:
                 yield text
     if response is not None:
-        yield from response.emit()
+        yield from response.emit(counted)
 
 
 def _at(record: dict[str, Any]) -> datetime | None:
@@ -157,10 +183,9 @@ def _common_meta(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _response_meta(record: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
-    """Model, usage and ids; later records of a response overwrite usage (it grows)."""
+    """Model and ids; later records of a response overwrite usage (its output count grows)."""
     meta = {
         "model": message.get("model"),
-        "usage": message.get("usage"),
         "message_id": message.get("id"),
         "request_id": record.get("requestId"),
     }
@@ -230,3 +255,18 @@ def _system(record: dict[str, Any]) -> Imported | None:
         marker="compact_boundary",
         sidechain=sidechain,
     )
+
+
+def _usage(raw: object) -> dict[str, int] | None:
+    """Anthropic usage as our four counts; None unless every present count is a whole number."""
+    if not isinstance(raw, dict) or "input_tokens" not in raw:
+        return None
+    usage: dict[str, int] = {}
+    for ours, theirs in _USAGE.items():
+        value = raw.get(theirs)
+        if value is None:
+            value = 0
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            return None
+        usage[ours] = value
+    return usage

@@ -81,7 +81,7 @@ def _parse(path: Path, reading: Reading) -> Iterator[Imported]:
                 reading.session_id = opt(payload, "id", str, "$.payload")
             elif rtype == "turn_context":
                 state.model = opt(payload, "model", str, "$.payload") or state.model
-            if rtype in _IGNORED:
+            if isinstance(rtype, str) and rtype in _IGNORED:
                 continue
             at = parse_time(record.get("timestamp"), "$.timestamp")
             out: list[Imported] | None

@@ -9,12 +9,12 @@ from typing import Any
 
 import msgspec
 
-from openprogram._errors import UnknownFormat
+from openprogram._errors import TraceFormatError, UnknownFormat
 from openprogram.importers._claude_code import read_claude_code
 from openprogram.importers._codex import read_codex
 from openprogram.importers._mini_swe_agent import read_mini_swe_agent
 from openprogram.importers._openai import read_openai
-from openprogram.importers._reading import Reading
+from openprogram.importers._reading import TOO_DEEP, Reading, too_deep_at
 from openprogram.importers._swe_agent import read_swe_agent
 
 __all__ = ["FORMATS", "detect_format", "read_trace"]
@@ -67,7 +67,11 @@ def detect_format(path: Path) -> str:
 
 
 def _first_value(path: Path) -> Any:
-    """The first line's JSON value when that line is complete (JSONL), else the whole document."""
+    """The first line's JSON value when that line is complete (JSONL), else the whole document.
+
+    A line nested too deeply to decode is passed over: it is a record the reader will report
+    (or skip), and the next line still tells the format.
+    """
     with path.open("rb") as lines:
         for line in lines:
             if line.strip():
@@ -75,12 +79,17 @@ def _first_value(path: Path) -> Any:
                     return msgspec.json.decode(line)
                 except msgspec.DecodeError:
                     break
-        else:
-            raise UnknownFormat(f"{path}: the file is empty")
+                except RecursionError:
+                    continue
+    data = path.read_bytes()
+    if not data.strip():
+        raise UnknownFormat(f"{path}: the file is empty")
     try:
-        return msgspec.json.decode(path.read_bytes())
+        return msgspec.json.decode(data)
     except msgspec.DecodeError as error:
         raise UnknownFormat(f"{path}: neither JSON nor JSONL ({error})") from None
+    except RecursionError:
+        raise TraceFormatError(str(path), too_deep_at(data), TOO_DEEP) from None
 
 
 def _classify(value: Any) -> str | None:
@@ -93,7 +102,7 @@ def _classify(value: Any) -> str | None:
         return "openai"
     if "payload" in value and isinstance(value.get("type"), str):
         return "codex"
-    if value.get("type") in _CLAUDE_TYPES:
+    if isinstance(value.get("type"), str) and value["type"] in _CLAUDE_TYPES:
         return "claude-code"
     if isinstance(value.get("history"), list):
         return "swe-agent"

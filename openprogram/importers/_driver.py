@@ -1,14 +1,20 @@
 """Put a parsed trace into a ``ConversationGraph``, repairing what real traces get wrong.
 
-The whole trace is parsed before the first append, so a malformed file raises before it has
-changed the graph. Repairs keep the graph's tool pairing valid: a result with no earlier call
-gets a synthetic ``unknown`` call right before it, and a call id reused while the first call is
-still pending gets a ``~N`` suffix. Sub-agent side chains become hidden ``sidechain`` functions.
+The whole trace is parsed before the first append (``parse_trace``), so a malformed file raises
+before it has changed the graph, or before a caller has even created a session for it. Repairs
+keep the graph's tool pairing valid: a result with no earlier call gets a synthetic ``unknown``
+call right before it, and a call id reused while the first call is still pending gets a ``~N``
+suffix. Sub-agent side chains become hidden ``sidechain`` functions.
+
+Each import records the trace file's sha256 in the session's meta, in the same transaction as
+its appends, so importing the same file into the same session again is a no-op, not a copy.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import deque
+from dataclasses import dataclass
 from itertools import groupby
 from operator import attrgetter
 from pathlib import Path
@@ -16,13 +22,25 @@ from typing import Any
 
 import msgspec
 
-from graph import ConversationGraph, Tool
+from graph import ConversationGraph, GraphError, Tool
+from openprogram._errors import TraceFormatError
 from openprogram.importers._detect import detect_format, read_trace
 from openprogram.importers._model import Imported
+from openprogram.importers._reading import Reading
 
-__all__ = ["ImportStats", "import_trace"]
+__all__ = [
+    "IMPORTED_KEY",
+    "ImportStats",
+    "ParsedTrace",
+    "import_parsed",
+    "import_trace",
+    "parse_trace",
+]
 
 _COMPACTION = {"compact_boundary": "boundary", "compact_summary": "summary"}
+
+IMPORTED_KEY = "imported_traces"
+"""Session meta key: sha256 of each trace file imported into the session → its name and format."""
 
 
 class ImportStats(msgspec.Struct, frozen=True, kw_only=True):
@@ -31,7 +49,8 @@ class ImportStats(msgspec.Struct, frozen=True, kw_only=True):
     ``messages`` counts appended messages of every role (markers and repairs included),
     ``tool_calls`` the calls requested, ``unanswered`` those still without a result,
     ``functions`` the side-chain function blocks, ``skipped`` malformed records dropped
-    under ``skip_bad``, and ``warnings`` says what was repaired or ignored.
+    under ``skip_bad``, and ``warnings`` says what was repaired or ignored. When
+    ``already_imported`` is True the session held this very file already and nothing was added.
     """
 
     session_id: str | None
@@ -42,6 +61,33 @@ class ImportStats(msgspec.Struct, frozen=True, kw_only=True):
     functions: int
     skipped: int
     warnings: list[str]
+    already_imported: bool = False
+
+
+@dataclass(frozen=True)
+class ParsedTrace:
+    """A whole trace read and checked, not yet in any graph: what ``import_parsed`` appends."""
+
+    path: Path
+    format: str
+    digest: str
+    records: list[Imported]
+    reading: Reading
+
+
+def parse_trace(
+    path: Path | str, *, format: str | None = None, skip_bad: bool = False
+) -> ParsedTrace:
+    """Read a whole trace file; the format is detected when not given.
+
+    Raises ``TraceFormatError`` for a malformed file (unless ``skip_bad``, which drops and
+    counts bad records) and ``UnknownFormat`` when the format cannot be told.
+    """
+    path = Path(path)
+    name = format or detect_format(path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    reading = read_trace(path, format=name, skip_bad=skip_bad)
+    return ParsedTrace(path, name, digest, list(reading), reading)
 
 
 def import_trace(
@@ -51,26 +97,51 @@ def import_trace(
     format: str | None = None,
     skip_bad: bool = False,
 ) -> ImportStats:
-    """Import a trace file into ``graph``; the format is detected when not given.
+    """Import a trace file into ``graph``: ``parse_trace`` then ``import_parsed``."""
+    return import_parsed(parse_trace(path, format=format, skip_bad=skip_bad), graph)
 
-    Raises ``TraceFormatError`` for a malformed file (unless ``skip_bad``, which drops and
-    counts bad records) and ``UnknownFormat`` when the format cannot be told.
+
+def import_parsed(parsed: ParsedTrace, graph: ConversationGraph) -> ImportStats:
+    """Append a parsed trace to ``graph`` in one transaction, unless this session has it already.
+
+    A record the graph refuses raises ``TraceFormatError``; the batch is rolled back, in the
+    store and in ``graph`` alike, so nothing of the trace remains. Readers check records the
+    way the graph does, so a refusal here means an importer let through what it should not have.
     """
-    path = Path(path)
-    name = format or detect_format(path)
-    reading = read_trace(path, format=name, skip_bad=skip_bad)
-    records = list(reading)
+    reading = parsed.reading
     loader = _Loader(graph)
     with graph.batch():
-        for sidechain, run in groupby(records, key=attrgetter("sidechain")):
-            if sidechain:
-                loader.sidechain(list(run))
-            else:
-                for record in run:
-                    loader.add(record)
+        # An empty update takes the session row's lock first, so two imports of one file into
+        # one session cannot both find it missing.
+        meta = graph.store.update_session_meta(graph.session, {})
+        imported = meta.get(IMPORTED_KEY)
+        imported = imported if isinstance(imported, dict) else {}
+        if parsed.digest in imported:
+            return ImportStats(
+                session_id=reading.session_id,
+                format=parsed.format,
+                messages=0,
+                tool_calls=0,
+                unanswered=0,
+                functions=0,
+                skipped=len(reading.skipped),
+                warnings=[],
+                already_imported=True,
+            )
+        try:
+            loader.load(parsed.records)
+        except (GraphError, RecursionError) as error:
+            where = f"record {loader.records} (after parsing)"
+            raise TraceFormatError(
+                str(parsed.path), where, f"the graph refused it: {error}"
+            ) from None
+        entry = {"file": parsed.path.name, "format": parsed.format}
+        graph.store.update_session_meta(
+            graph.session, {IMPORTED_KEY: {**imported, parsed.digest: entry}}
+        )
     return ImportStats(
         session_id=reading.session_id,
-        format=name,
+        format=parsed.format,
         messages=loader.messages,
         tool_calls=loader.tool_calls,
         unanswered=sum(len(queue) for queue in loader.pending.values()),
@@ -86,6 +157,7 @@ class _Loader:
     def __init__(self, graph: ConversationGraph) -> None:
         self.graph = graph
         self.pending: dict[str, deque[str]] = {}  # trace call id -> graph call ids, oldest first
+        self.records = 0
         self.messages = 0
         self.tool_calls = 0
         self.functions = 0
@@ -93,6 +165,14 @@ class _Loader:
         self.used: set[str] = {
             node.payload.call_id for node in graph.nodes() if isinstance(node.payload, Tool)
         }
+
+    def load(self, records: list[Imported]) -> None:
+        for sidechain, run in groupby(records, key=attrgetter("sidechain")):
+            if sidechain:
+                self.sidechain(list(run))
+            else:
+                for record in run:
+                    self.add(record)
 
     def sidechain(self, run: list[Imported]) -> None:
         """A contiguous run of side-chain records, as a hidden function node."""
@@ -104,6 +184,7 @@ class _Loader:
         self.functions += 1
 
     def add(self, record: Imported) -> None:
+        self.records += 1
         message, meta = record.message, record.meta
         if record.marker in _COMPACTION:
             meta = meta | {"native_compaction": _COMPACTION[record.marker]}

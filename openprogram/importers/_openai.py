@@ -89,6 +89,8 @@ def looks_like_jsonl(path: Path) -> bool:
                     first = msgspec.json.decode(line)
                 except msgspec.DecodeError:
                     return False
+                except RecursionError:
+                    return True  # a whole value on one line: a record for iter_jsonl to report
                 return isinstance(first, dict) and "role" in first
     return False
 

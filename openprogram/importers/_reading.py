@@ -20,6 +20,8 @@ from openprogram._errors import TraceFormatError
 from openprogram.importers._model import Imported
 
 __all__ = [
+    "MAX_DEPTH",
+    "TOO_DEEP",
     "Bad",
     "Reading",
     "flatten_text",
@@ -30,7 +32,9 @@ __all__ = [
     "load_json",
     "opt",
     "parse_time",
+    "too_deep_at",
     "tool_call",
+    "within_depth",
 ]
 
 T = TypeVar("T")
@@ -47,7 +51,14 @@ _KINDS: dict[type, str] = {
 }
 _IMAGE_PARTS = frozenset({"image", "image_url", "input_image"})
 _BYTE_POS = re.compile(r"byte (\d+)")
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKET = re.compile(rb"[\[\]{}]")
 NEWLINE = b"\n"
+
+MAX_DEPTH = 200
+"""Deepest JSON nesting we read. Real traces stay far below it; the cap keeps every later step
+(``json.dumps``, the graph's own encoding) well inside Python's recursion limit."""
+TOO_DEEP = f"JSON nested deeper than {MAX_DEPTH} levels"
 
 
 class Bad(Exception):
@@ -129,7 +140,10 @@ def parse_time(value: object, where: str) -> datetime | None:
     if value is None:
         return None
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return datetime.fromtimestamp(value, UTC)
+        try:
+            return datetime.fromtimestamp(value, UTC)
+        except (OverflowError, OSError, ValueError):
+            raise Bad(where, f"timestamp out of range (years 1 to 9999): {value!r}") from None
     if isinstance(value, str):
         try:
             stamp = datetime.fromisoformat(value)
@@ -137,7 +151,10 @@ def parse_time(value: object, where: str) -> datetime | None:
             raise Bad(where, f"expected an ISO 8601 timestamp, got {value[:40]!r}") from None
         if stamp.tzinfo is None:
             return stamp.replace(tzinfo=UTC)
-        return stamp.astimezone(UTC)
+        try:
+            return stamp.astimezone(UTC)
+        except (OverflowError, ValueError):
+            raise Bad(where, f"timestamp out of range in UTC: {value[:40]!r}") from None
     raise Bad(where, f"expected a timestamp, got {kind(value)}")
 
 
@@ -163,7 +180,7 @@ def flatten_text(content: object, where: str) -> str:
         text = part.get("text")
         if isinstance(text, str):
             texts.append(text)
-        elif part.get("type") in _IMAGE_PARTS:
+        elif isinstance(part.get("type"), str) and part["type"] in _IMAGE_PARTS:
             texts.append("[image]")
         else:
             texts.append(f"[{part.get('type', 'unknown')}]")
@@ -197,21 +214,59 @@ def iter_jsonl(path: Path, reading: Reading) -> Iterator[tuple[int, dict[str, An
             except msgspec.DecodeError as error:
                 reading.bad(f"line {number}", f"expected a JSON object ({error})")
                 continue
+            except RecursionError:
+                reading.bad(f"line {number}", TOO_DEEP)
+                continue
             if not isinstance(record, dict):
                 reading.bad(f"line {number}", f"expected a JSON object, got {kind(record)}")
+                continue
+            if not within_depth(record):
+                reading.bad(f"line {number}", TOO_DEEP)
                 continue
             yield number, record
 
 
 def load_json(path: Path) -> Any:
-    """A whole-file JSON document; a syntax error names the line it is on."""
+    """A whole-file JSON document; a syntax error or too deep a nesting names its line."""
     data = path.read_bytes()
     try:
-        return msgspec.json.decode(data)
+        document = msgspec.json.decode(data)
     except msgspec.DecodeError as error:
         found = _BYTE_POS.search(str(error))
         where = f"line {data.count(NEWLINE, 0, int(found.group(1))) + 1}" if found else "$"
         raise TraceFormatError(str(path), where, f"expected valid JSON ({error})") from None
+    except RecursionError:
+        raise TraceFormatError(str(path), too_deep_at(data), TOO_DEEP) from None
+    if not within_depth(document):
+        raise TraceFormatError(str(path), too_deep_at(data), TOO_DEEP)
+    return document
+
+
+def within_depth(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``value`` nests at most ``limit`` lists and objects deep (checked without
+    recursion, so the check itself cannot overflow)."""
+    if not isinstance(value, dict | list):
+        return True
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return False
+        for child in item.values() if isinstance(item, dict) else item:
+            if isinstance(child, dict | list):
+                stack.append((child, depth + 1))
+    return True
+
+
+def too_deep_at(data: bytes, limit: int = MAX_DEPTH) -> str:
+    """``line N`` where the JSON in ``data`` first nests deeper than ``limit`` (strings skipped)."""
+    blanked = _STRING.sub(lambda m: b"_" * len(m.group()), data)
+    depth = 0
+    for bracket in _BRACKET.finditer(blanked):
+        depth += 1 if bracket.group() in b"[{" else -1
+        if depth > limit:
+            return f"line {data.count(NEWLINE, 0, bracket.start()) + 1}"
+    return "$"
 
 
 def load_document(path: Path, key: str) -> tuple[dict[str, Any], list[Any]]:

@@ -180,6 +180,20 @@ CASES: list[tuple[str, Callable[[ConversationGraph, dict[str, str]], Any], type,
     ("bad-meta", _append({**USER, "content": "x"}, meta=["x"]), InvalidMessage, "meta"),
     ("bad-at-text", _append({**USER, "content": "x"}, at="yesterday"), InvalidMessage, "at"),
     ("bad-at-type", _append({**USER, "content": "x"}, at=[2024]), InvalidMessage, "at"),
+    ("at-huge-epoch", _append({**USER, "content": "x"}, at=1e20), InvalidMessage, "at"),
+    ("at-before-year-1", _append({**USER, "content": "x"}, at=-1e15), InvalidMessage, "at"),
+    (
+        "at-after-9999-in-utc",
+        _append({**USER, "content": "x"}, at="9999-12-31T23:59:59-01:00"),
+        InvalidMessage,
+        "at",
+    ),
+    (
+        "function-at-out-of-range",
+        lambda g, ids: g.function("f", at=10**30).__enter__(),
+        InvalidMessage,
+        "at",
+    ),
     # these two run with the head forked into the finished function (see INSIDE_FINISHED)
     (
         "append-in-finished-function",

@@ -262,6 +262,59 @@ def test_batch_is_one_transaction(url: str) -> None:
     assert len(ConversationGraph.open(url, session="batch")) == 5
 
 
+def _session_meta_round_trip(store: graph.Store) -> None:
+    assert store.session_meta("m") == {}
+    assert store.update_session_meta("m", {"a": {"x": 1}, "b": [1, "two"]}) == {
+        "a": {"x": 1},
+        "b": [1, "two"],
+    }
+    assert store.update_session_meta("m", {"a": None, "c": 3.5}) == {
+        "a": None,
+        "b": [1, "two"],
+        "c": 3.5,
+    }
+    assert store.session_meta("m") == {"a": None, "b": [1, "two"], "c": 3.5}
+    assert store.session_meta("other") == {}
+    with pytest.raises(StoreError, match="no session 'missing'"):
+        store.session_meta("missing")
+    with pytest.raises(StoreError, match="no session 'missing'"):
+        store.update_session_meta("missing", {"a": 1})
+    assert not store.has_session("missing")
+
+
+def test_session_meta_is_read_and_updated_per_session(url: str) -> None:
+    g = ConversationGraph.open(url, session="m")
+    ConversationGraph.open(url, session="other")
+    _session_meta_round_trip(g.store)
+    graph.dispose_engines()
+    assert SQLStore(url).session_meta("m") == {"a": None, "b": [1, "two"], "c": 3.5}
+
+
+def test_session_meta_rolls_back_with_its_transaction(url: str) -> None:
+    g = ConversationGraph.open(url, session="t")
+    with pytest.raises(RuntimeError), g.batch():
+        g.append({"role": "user", "content": "x"})
+        g.store.update_session_meta("t", {"done": True})
+        raise RuntimeError("abort")
+    assert g.store.session_meta("t") == {}
+    with g.batch():
+        g.store.update_session_meta("t", {"done": True})
+    assert SQLStore(url).session_meta("t") == {"done": True}
+
+
+def test_memory_store_session_meta() -> None:
+    store = MemoryStore()
+    ConversationGraph(store, "m")
+    ConversationGraph(store, "other")
+    _session_meta_round_trip(store)
+    with pytest.raises(graph.InvalidMessage):
+        store.update_session_meta("m", 3)  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError), store.transaction():
+        store.update_session_meta("m", {"c": "rolled back"})
+        raise RuntimeError("abort")
+    assert store.session_meta("m")["c"] == 3.5
+
+
 def test_memory_store_sessions() -> None:
     store = MemoryStore()
     a = ConversationGraph(store, "a")

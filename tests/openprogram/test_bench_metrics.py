@@ -13,9 +13,11 @@ from openprogram.bench import (
     TraceMetrics,
     Turn,
     compute_metrics,
+    estimate_errors,
     format_table,
     identifiers,
     percentile,
+    reported_input,
     to_jsonl,
     tool_pair_problems,
 )
@@ -246,3 +248,51 @@ def test_format_table_rows_and_means() -> None:
     assert "1/2 traces over" in text
     assert "50.0%" in text  # task kept: mean skips the trace with no figure
     assert "—" in text
+
+
+def test_estimate_errors_raw_and_anchored() -> None:
+    assert estimate_errors([]) == (None, None)
+    # a steady 1.25 provider/estimate ratio: anchoring removes the error after the first turn
+    raw, anchored = estimate_errors([(1000, 1250), (2000, 2500), (4000, 5000)])
+    assert raw == pytest.approx(0.2)
+    assert anchored == pytest.approx(0.2 / 3)
+    # reports of zero are no evidence and are not measured
+    assert estimate_errors([(10, 0), (100, 100)]) == (0.0, 0.0)
+    # the anchor's clamp: a 10x report moves the ratio to 2 at most
+    raw, anchored = estimate_errors([(100, 1000), (100, 1000)])
+    assert (raw, anchored) == (pytest.approx(0.9), pytest.approx((0.9 + 0.8) / 2))
+
+
+def test_reported_input_reads_both_usage_shapes() -> None:
+    ours = {"input": 3, "cache_read": 27_797, "cache_creation": 932, "output": 1}
+    assert reported_input({"usage": ours}) == 28_732
+    assert reported_input({"usage": {"prompt_tokens": 1465, "completion_tokens": 205}}) == 1465
+    assert reported_input({}) is None
+    assert reported_input({"usage": "lots"}) is None
+    assert reported_input({"usage": {"input": "3"}}) is None
+    assert reported_input({"usage": {"input": 0}}) is None
+
+
+def test_usage_figures_appear_only_in_an_anchored_row() -> None:
+    plain = measure(three_turns())
+    assert "usage_mape" not in plain.to_json()
+    anchored = compute_metrics(
+        three_turns(),
+        trace="t",
+        policy="none",
+        first_user_text="task",
+        budget=100,
+        count_message=lambda m: 1,
+        usage=[(100, 120), (200, 240)],
+    )
+    row = anchored.to_json()
+    assert (row["usage_turns"], row["usage_mape"]) == (2, pytest.approx(1 / 6))
+    assert row["usage_mape_anchored"] == pytest.approx(1 / 12)
+    shown = Console(record=True, width=250)
+    shown.print(format_table([anchored]))
+    text = shown.export_text()
+    assert "est. error raw → anchored" in text
+    assert text.count("16.7% → 8.3%") == 2  # the row and its policy's mean
+    hidden = Console(record=True, width=250)
+    hidden.print(format_table([plain]))
+    assert "est. error" not in hidden.export_text()

@@ -144,12 +144,67 @@ def test_meta_and_time(tmp_path: Path) -> None:
     assert assistant.meta == {
         "uuid": "a1",
         "model": "claude-test",
-        "usage": {"input_tokens": 10, "output_tokens": 9},  # the response's last record
+        # the response's last record, as our four counts
+        "usage": {"input": 10, "cache_read": 0, "cache_creation": 0, "output": 9},
         "message_id": "msg_1",
         "request_id": "req-msg_1",
     }
     assert records[2].meta == {"uuid": "u2"}
     assert records[7].meta["compact"] == {"trigger": "auto", "preTokens": 1200}
+
+
+def _billed(uuid: str, message_id: str, text: str, **usage: Any) -> dict[str, Any]:
+    record = _assistant(uuid, message_id, {"type": "text", "text": text})
+    record["message"]["usage"] = usage
+    return record
+
+
+FULL_USAGE = {
+    "input_tokens": 3,
+    "cache_read_input_tokens": 27_797,
+    "cache_creation_input_tokens": 932,
+    "output_tokens": 1,
+    "service_tier": "standard",
+    "cache_creation": {"ephemeral_1h_input_tokens": 932},
+}
+
+
+def test_usage_is_our_four_counts_once_per_response(tmp_path: Path) -> None:
+    records = [
+        _user("u1", "hi"),
+        _billed("a1", "msg_1", "part one", **FULL_USAGE),
+        _user("u2", "an interjection"),  # splits msg_1 into two messages
+        _billed("a2", "msg_1", "part two", **FULL_USAGE | {"output_tokens": 40}),
+        _billed("a3", "msg_2", "next", input_tokens=5, output_tokens=2),
+    ]
+    reading = read_claude_code(_write(tmp_path / "s.jsonl", records))
+    replies = [r for r in reading if r.message["role"] == "assistant"]
+    assert [r.message["content"] for r in replies] == ["part one", "part two", "next"]
+    assert replies[0].meta["usage"] == {
+        "input": 3,
+        "cache_read": 27_797,
+        "cache_creation": 932,
+        "output": 1,
+    }
+    assert "usage" not in replies[1].meta  # the same response: billed once
+    assert replies[2].meta["usage"] == {
+        "input": 5,
+        "cache_read": 0,
+        "cache_creation": 0,
+        "output": 2,
+    }
+    assert reading.warnings == []
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [{"input_tokens": "10"}, {"input_tokens": 10, "output_tokens": -1}, {"output_tokens": 3}],
+)
+def test_malformed_usage_is_left_out_with_a_warning(tmp_path: Path, usage: Any) -> None:
+    reading = read_claude_code(_write(tmp_path / "s.jsonl", [_billed("a1", "m", "x", **usage)]))
+    (reply,) = list(reading)
+    assert "usage" not in reply.meta
+    assert reading.warnings == ["ignored a malformed message.usage (expected token counts)"]
 
 
 def test_malformed_line_names_file_and_line(tmp_path: Path) -> None:

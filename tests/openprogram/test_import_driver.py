@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from graph import ConversationGraph, Dialogue, Function, Tool
+from graph import ConversationGraph, Dialogue, Function, InvalidMessage, Tool
 from openprogram._errors import TraceFormatError
 from openprogram.importers import ImportStats, import_trace
+from openprogram.importers._driver import IMPORTED_KEY
 
 
 def _jsonl(path: Path, records: list[Any]) -> Path:
@@ -168,3 +170,53 @@ def test_call_id_reused_after_its_result_is_renamed(tmp_path: Path) -> None:
     answers = [m["content"] for m in graph.to_openai() if m["role"] == "tool"]
     assert answers == ["first", "second"]
     assert stats.warnings == ["call id 'c1' used twice; the later call is stored as 'c1~2'"]
+
+
+def test_the_same_trace_twice_into_one_session_is_imported_once(
+    tmp_path: Path, store_url: str
+) -> None:
+    path = _chat(
+        tmp_path, [{"role": "user", "content": "go"}, {"role": "assistant", "content": "ok"}]
+    )
+    graph = ConversationGraph.open(store_url, session="s")
+    first = import_trace(path, graph)
+    assert (first.messages, first.already_imported) == (2, False)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    entry = {"file": "chat.jsonl", "format": "openai"}
+    assert graph.store.session_meta("s") == {IMPORTED_KEY: {digest: entry}}
+
+    again = ConversationGraph.open(store_url, session="s")
+    second = import_trace(path, again)
+    assert (second.messages, second.already_imported) == (0, True)
+    assert len(ConversationGraph.open(store_url, session="s")) == 2
+
+    other = _jsonl(tmp_path / "other.jsonl", [{"role": "user", "content": "more"}])
+    third = import_trace(other, again)
+    assert (third.messages, third.already_imported) == (1, False)
+    reread = ConversationGraph.open(store_url, session="s")
+    assert [m["content"] for m in reread.to_openai()] == ["go", "ok", "more"]
+    assert len(reread.store.session_meta("s")[IMPORTED_KEY]) == 2
+    assert import_trace(path, ConversationGraph.open(store_url, session="t")).messages == 2
+
+
+def test_a_record_the_graph_refuses_is_a_trace_error_and_stores_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _chat(tmp_path, [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+    db = f"sqlite:///{tmp_path}/op.db"
+    graph = ConversationGraph.open(db, session="s")
+    append = ConversationGraph.append
+
+    def refuse_b(self: ConversationGraph, message: dict[str, Any], **kw: Any) -> Any:
+        if message.get("content") == "b":
+            raise InvalidMessage("content", "not b")
+        return append(self, message, **kw)
+
+    monkeypatch.setattr(ConversationGraph, "append", refuse_b)
+    with pytest.raises(TraceFormatError) as caught:
+        import_trace(path, graph)
+    assert caught.value.where == "record 2 (after parsing)"
+    assert "not b" in str(caught.value) and "\n" not in str(caught.value)
+    reread = ConversationGraph.open(db, session="s")
+    assert len(reread) == 0 and reread.store.session_meta("s") == {}
+    assert len(graph) == 0 and graph.head is None

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from graph import ConversationGraph, InvalidMessage
 from openprogram._cli import main
 
 README = Path(__file__).parents[2] / "README.md"
@@ -164,3 +166,63 @@ def test_import_errors_name_the_file_and_line(
     assert main(["--db", db, "import", str(bad), "--format", "openai"]) == 2
     out = capsys.readouterr().out
     assert "bad.jsonl" in out and "line 2" in out
+
+
+def _sessions(db: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    capsys.readouterr()
+    assert main(["--db", db, "sessions"]) == 0
+    out = capsys.readouterr().out
+    return re.findall(r"^│ (\S+)\s+│", out, flags=re.M)
+
+
+def test_a_failed_import_leaves_no_session(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = str(tmp_path / "op.db")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"role": "user", "content": "ok"}\n{"role": "user", "content": \n')
+    assert main(["--db", db, "import", str(bad), "--session", "s1"]) == 2
+    assert "bad.jsonl:line 2" in capsys.readouterr().out
+    assert _sessions(db, capsys) == []
+
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"role": "user", "content": "a"}\n{"role": "user", "content": "b"}\n')
+    append = ConversationGraph.append
+
+    def refuse_b(self: ConversationGraph, message: dict[str, Any], **kw: Any) -> Any:
+        if message.get("content") == "b":
+            raise InvalidMessage("content", "not b")
+        return append(self, message, **kw)
+
+    monkeypatch.setattr(ConversationGraph, "append", refuse_b)
+    assert main(["--db", db, "import", str(good), "--session", "s1"]) == 2
+    assert "good.jsonl:record 2" in capsys.readouterr().out
+    assert _sessions(db, capsys) == []
+    assert main(["--db", db, "import", str(good)]) == 2
+    assert _sessions(db, capsys) == []
+
+
+def test_a_failed_import_into_an_existing_session_keeps_it_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "op.db")
+    trace = _long_trace(tmp_path / "t.json", rounds=2)
+    assert main(["--db", db, "import", str(trace), "--session", "s1"]) == 0
+    before = ConversationGraph.open(db, session="s1").to_openai()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"role": "user", "content": 7}\n')
+    assert main(["--db", db, "import", str(bad), "--session", "s1"]) == 2
+    assert _sessions(db, capsys) == ["s1"]
+    assert ConversationGraph.open(db, session="s1").to_openai() == before
+
+
+def test_importing_the_same_trace_twice_is_a_no_op(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "op.db")
+    trace = _long_trace(tmp_path / "t.json", rounds=2)
+    assert main(["--db", db, "import", str(trace), "--session", "s1"]) == 0
+    assert "session s1: 5 messages" in capsys.readouterr().out
+    assert main(["--db", db, "import", str(trace), "--session", "s1"]) == 0
+    assert "already imported" in capsys.readouterr().out
+    assert len(ConversationGraph.open(db, session="s1")) == 5
