@@ -8,8 +8,8 @@ by the budget (other tiers make room), only by hand.
 
 Segments are taken oldest first from the runs of whole rounds and finished functions
 between the pinned units and the newest ``collapse_keep_recent`` units, never inside a
-running function, and collapsing stops at ``collapse_low_water`` of the budget, so the
-next turns append under a stable prefix. Why collapse comes before snip in the default
+running function, and collapsing stops at the cascade's low-water mark (``ctx.target``),
+so the next turns append under a stable prefix. Why collapse comes before snip in the default
 cascade: the prefix it breaks is the same (the first changed round), but it keeps the
 identifiers snip would drop, and a later snip drops the oldest summaries first.
 """
@@ -130,8 +130,8 @@ def collapse_segment(
 
 
 def collapse(view: View, ctx: TierContext) -> View:
-    """Collapse the oldest segments until the prompt is under ``collapse_low_water``."""
-    target = int(ctx.budget * ctx.policy.collapse_low_water)
+    """Collapse the oldest segments until the prompt is under the low-water mark."""
+    target = ctx.target
     state = ctx.state(CollapseState)
     declined = {
         segment_key(i.covers) for i in ctx.graph.layers(active=False) if i.kind == "collapse"

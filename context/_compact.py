@@ -53,7 +53,15 @@ def _keep_count(units: list[Unit], ctx: TierContext) -> int:
             kept += 1
             messages += len(unit.items)
         return kept
-    return min(len(units), max(1, policy.compact_keep_rounds))
+    keep = min(len(units), max(1, policy.compact_keep_rounds))
+    room = int(ctx.target * policy.compact_keep_share)
+    used = sum(unit.tokens for unit in units[len(units) - keep :])
+    for unit in reversed(units[: len(units) - keep]):
+        if unit.pinned or used + unit.tokens > room:
+            break
+        used += unit.tokens
+        keep += 1
+    return keep
 
 
 def span_to_compact(view: View, ctx: TierContext, *, share: float = 1.0) -> list[Unit]:

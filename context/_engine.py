@@ -321,10 +321,15 @@ class ContextEngine:
         return self._compact_pass(view, ctx)
 
     def _compact_pass(self, view: View, ctx: TierContext) -> View:
+        """Each tier acts when the prompt is over its trigger; once one has, the following
+        tiers go on while the prompt is over the low-water mark (hysteresis)."""
+        triggered = False
         for tier in self.tiers:
             if tier.compact is None or tier.name in self.policy.always:
                 continue
-            if view.tokens > self.policy.trigger(tier.name) * ctx.budget:
+            over = view.tokens > self.policy.trigger(tier.name) * ctx.budget
+            if over or (triggered and view.tokens > ctx.target):
+                triggered = True
                 view = self.run_tier(tier.name, tier.compact, view, ctx)
         return view
 

@@ -20,6 +20,7 @@ from graph import is_safe_id, text_of
 
 from ._errors import OffloadError
 from ._files import write_atomic
+from ._reduce import middle_truncate
 from ._tier import Tier, TierContext, TierState
 from ._view import Item, View, map_items
 
@@ -40,19 +41,14 @@ def offload_path(state_dir: Path, session: str, node_id: str) -> Path:
     return state_dir / "tool_results" / session / f"{node_id}.txt"
 
 
-def preview(text: str, lines: int, line_chars: int) -> str:
-    shown = []
-    for line in text.split("\n", lines)[:lines]:
-        shown.append(line if len(line) <= line_chars else line[:line_chars] + " …")
-    return "\n".join(shown)
-
-
-def placeholder(text: str, node_id: str, path: Path, lines: int, line_chars: int) -> str:
+def placeholder(text: str, node_id: str, path: Path, head: int, tail: int) -> str:
+    """The size, where the whole output is, and its head and tail (as budget reduction
+    keeps them, so offloading never shows less than reducing would)."""
     total_lines = text.count("\n") + (0 if text.endswith("\n") else 1)
-    head = preview(text, lines, line_chars)
+    shown = middle_truncate(text, head, tail, node_id)
     return (
         f"[output offloaded: {len(text)} characters, {total_lines} lines; node {node_id}; "
-        f'file {path}; read_output("{node_id}") returns all]\n{head}\n[... end of preview]'
+        f'file {path}; read_output("{node_id}") returns all]\n{shown}'
     )
 
 
@@ -89,7 +85,11 @@ def _offload(
                 return item
             ctx.cache_of()[node_id] = True
         content = placeholder(
-            text, node_id, path, policy.offload_preview_lines, policy.offload_preview_line_chars
+            text,
+            node_id,
+            path,
+            policy.offload_preview_head_chars,
+            policy.offload_preview_tail_chars,
         )
         return ctx.item({**item.message, "content": content}, node_id, "offloaded", item.tool_name)
 

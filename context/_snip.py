@@ -115,7 +115,7 @@ def snip(view: View, ctx: TierContext) -> View:
     """Move the low-water mark forward until the prompt is under it."""
     started = time.perf_counter()
     state = ctx.state(SnipState)
-    target = int(ctx.budget * ctx.policy.snip_low_water)
+    target = min(ctx.target, int(ctx.budget * ctx.policy.snip_low_water))
     last = view.units[-1] if view.units else None
     candidates = [u for u in view.units if last is not None and not exempt(u, last)]
     if not candidates:

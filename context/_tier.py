@@ -120,6 +120,11 @@ class TierContext:
     def session(self) -> str:
         return self.graph.session
 
+    @property
+    def target(self) -> int:
+        """Where a triggered cascade shrinks to (the policy's low-water mark)."""
+        return self.policy.target(self.budget)
+
     def state(self, kind: type[S]) -> S:
         """The running tier's own sticky state (created on first use)."""
         value = self.states.get(self.tier)

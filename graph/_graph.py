@@ -376,6 +376,34 @@ class ConversationGraph(LayerWriter):
             )
             self._commit([event], [], function_id)
 
+    def clone(self, store: Store | None = None, session: str | None = None) -> ConversationGraph:
+        """This session, every node, event and layer with the same ids and seqs, in another
+        store (a new memory store by default): replays and experiments work on the copy.
+
+        >>> g = ConversationGraph.memory()
+        >>> _ = g.append({"role": "user", "content": "hi"})
+        >>> copy = g.clone()
+        >>> copy.to_openai() == g.to_openai() and copy.store is not g.store
+        True
+        """
+        target = store if store is not None else MemoryStore()
+        name = session or self.session
+        with self._lock:
+            if target.ensure_session(name) and target.load(name).records:
+                raise GraphError(f"session {name!r} already holds nodes in {target.url}")
+            records: list[Node | Event] = []
+            edges: list[Edge] = []
+            for record in self._state.records:
+                if isinstance(record, Event):
+                    records.append(msgspec.structs.replace(record, session=name))
+                else:
+                    records.append(msgspec.structs.replace(record[0], session=name))
+                    edges.extend(record[1])
+            if records:
+                with target.transaction():
+                    target.commit(name, records, edges, self.head)
+        return ConversationGraph(target, name)
+
     def fork(self, node_id: str | Node) -> str:
         """Move the head back to ``node_id``: the next append starts a branch there."""
         if isinstance(node_id, Node):

@@ -178,7 +178,8 @@ def run_policy(
     if policy in _OURS:
         folder = state_dir or Path(tempfile.mkdtemp(prefix="openprogram-bench-"))
         chosen = policy_object or _OURS[policy](folder)
-        engine = ContextEngine(trace.graph, chosen, budget=budget)
+        # A copy per run: the layers one policy makes must not show in another's replay.
+        engine = ContextEngine(trace.graph.clone(), chosen, budget=budget)
     turns: list[Turn] = []
     usage: list[tuple[int, int]] = []
     history_tokens = 0

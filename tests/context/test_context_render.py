@@ -120,7 +120,65 @@ line 0006 <.×49>
 line 0007 <.×49>
 line 0008 <.×49>
 line 0009 <.×49>
-[... end of preview]\
+line 0010 <.×49>
+line 0011 <.×49>
+line 0012 <.×49>
+line 0013 <.×49>
+line 0014 <.×49>
+line 0015 <.×49>
+line 0016 <.×49>
+line 0017 <.×49>
+line 0018 <.×49>
+line 0019 <.×49>
+line 0020 <.×49>
+line 0021 <.×49>
+line 0022 <.×49>
+line 0023 <.×49>
+line 0024 <.×49>
+line 0025 <.×49>
+line 0026 <.×49>
+line 0027 <.×49>
+line 0028 <.×49>
+line 0029 <.×49>
+line 0030 <.×49>
+line 0031 <.×49>
+line 0032 <.×49>
+line 0033 <.×49>
+line 0034 <.×49>
+line 0035 <.×49>
+line 0036 <.×49>
+line 0037 <.×49>
+line 0038 <.×49>
+line 0039 <.×49>
+
+[... 8000 characters elided from node N1; read_output("N1") returns all ...]
+<.×39>
+line 0174 <.×49>
+line 0175 <.×49>
+line 0176 <.×49>
+line 0177 <.×49>
+line 0178 <.×49>
+line 0179 <.×49>
+line 0180 <.×49>
+line 0181 <.×49>
+line 0182 <.×49>
+line 0183 <.×49>
+line 0184 <.×49>
+line 0185 <.×49>
+line 0186 <.×49>
+line 0187 <.×49>
+line 0188 <.×49>
+line 0189 <.×49>
+line 0190 <.×49>
+line 0191 <.×49>
+line 0192 <.×49>
+line 0193 <.×49>
+line 0194 <.×49>
+line 0195 <.×49>
+line 0196 <.×49>
+line 0197 <.×49>
+line 0198 <.×49>
+line 0199 <.×49>
 """,
             },
             {"role": "assistant", "content": "read it"},
