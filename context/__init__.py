@@ -27,6 +27,7 @@ from ._models import ModelInfo, is_anthropic, model_info
 from ._offload import offload_path
 from ._policy import DEFAULT_COMPACTABLE, Policy
 from ._records import CompactionRecord, read_jsonl, records_path
+from ._recover import is_context_overflow, reported_tokens
 from ._reduce import middle_truncate
 from ._registry import TIERS, resolve_tiers
 from ._sessions import delete_session
@@ -86,6 +87,7 @@ __all__ = [
     "delete_session",
     "encoding_name_for",
     "is_anthropic",
+    "is_context_overflow",
     "middle_truncate",
     "model_info",
     "offload_path",
@@ -96,6 +98,7 @@ __all__ = [
     "records_path",
     "render_context",
     "repair_tool_pairs",
+    "reported_tokens",
     "resolve_tiers",
     "tool_pair_problems",
     "unique_call_ids",

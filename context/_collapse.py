@@ -76,10 +76,11 @@ def banner(layer_id: str, covered: list[Unit]) -> str:
 
 
 def collapse_segment(
-    view: View, ctx: TierContext, covered: list[Unit], *, reason: str
+    view: View, ctx: TierContext, covered: list[Unit], *, reason: str, force: bool = False
 ) -> tuple[View, str | None]:
     """Replace ``covered`` (adjacent units of ``view``) by a summary layer; returns the new
-    view and, when it could not be done, why (the view is then unchanged)."""
+    view and, when it could not be done, why (the view is then unchanged). ``force`` makes
+    the layer even when the summary is not shorter (a person asked for it)."""
     started = time.perf_counter()
     policy = ctx.policy
     covers = tuple(n for unit in covered for n in unit.node_ids)
@@ -99,7 +100,7 @@ def collapse_segment(
     layer_id = new_layer_id()
     text = f"{banner(layer_id, covered)}\n{result.text(identifiers=policy.identifier_tokens > 0)}"
     message = {"role": "user", "content": text}
-    if ctx.counter.count_message(message) >= sum(unit.tokens for unit in covered):
+    if not force and ctx.counter.count_message(message) >= sum(u.tokens for u in covered):
         return view, "the summary is no shorter than the rounds"
     meta = {"segment": key, "reason": reason, "rounds": sum(u.count for u in covered)}
     after, info = make_layer(view, ctx, "collapse", covered, [message], result, meta, layer_id)

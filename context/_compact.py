@@ -42,8 +42,8 @@ class CompactState(TierState):
     failed: set[str] = msgspec.field(default_factory=set)
 
 
-def _keep_count(units: list[Unit], ctx: TierContext) -> int:
-    """How many of the newest units stay as they are."""
+def _keep_count(units: list[Unit], ctx: TierContext, *, manual: bool = False) -> int:
+    """How many of the newest units stay as they are (by hand: just the newest rounds)."""
     policy = ctx.policy
     if policy.compact_keep_messages is not None:
         kept = messages = 0
@@ -54,6 +54,8 @@ def _keep_count(units: list[Unit], ctx: TierContext) -> int:
             messages += len(unit.items)
         return kept
     keep = min(len(units), max(1, policy.compact_keep_rounds))
+    if manual:
+        return keep
     room = int(ctx.target * policy.compact_keep_share)
     used = sum(unit.tokens for unit in units[len(units) - keep :])
     for unit in reversed(units[: len(units) - keep]):
@@ -64,13 +66,15 @@ def _keep_count(units: list[Unit], ctx: TierContext) -> int:
     return keep
 
 
-def span_to_compact(view: View, ctx: TierContext, *, share: float = 1.0) -> list[Unit]:
+def span_to_compact(
+    view: View, ctx: TierContext, *, share: float = 1.0, manual: bool = False
+) -> list[Unit]:
     """The adjacent units a compaction covers: after the pinned prefix, before the newest
     kept units and anything running; ``share`` of them, oldest first."""
     units = list(view.units)
     if not units:
         return []
-    keep = _keep_count(units, ctx)
+    keep = _keep_count(units, ctx, manual=manual)
     body = units[: len(units) - keep]
     run: list[Unit] = []
     for unit in body:
@@ -226,7 +230,7 @@ def summarize_half(view: View, ctx: TierContext) -> View:
 
 def compact_now(view: View, ctx: TierContext, focus: str | None) -> tuple[View, LayerInfo]:
     """``/compact [focus]``: compact now, whatever the budget."""
-    covered = span_to_compact(view, ctx)
+    covered = span_to_compact(view, ctx, manual=True)
     if not covered:
         raise ContextError("nothing to compact: every unit is pinned, running or among the newest")
     ctx.tier = "compact"

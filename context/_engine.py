@@ -20,14 +20,16 @@ from typing import Any
 
 import msgspec
 
-from graph import GraphReader, LayerInfo, Node, Store
+from graph import GraphReader, Node, Store
 
 from ._errors import PolicyError
 from ._integrity import provider_roles, repair_tool_pairs, tool_pair_problems, unique_call_ids
 from ._layers import LayerBook, project
 from ._layout import Layout
+from ._manual import LayerOperations
 from ._policy import Policy
 from ._records import CompactionRecord
+from ._recover import Recovery
 from ._registry import resolve_tiers
 from ._storage import ContextStorage
 from ._summary import default_summarizer
@@ -65,7 +67,7 @@ class _Frame:
     saved: bytes = b""
 
 
-class ContextEngine:
+class ContextEngine(LayerOperations, Recovery):
     """Renders a graph every turn, keeping the decisions that make renders byte-stable.
 
     >>> from graph import ConversationGraph
@@ -183,10 +185,22 @@ class ContextEngine:
         render; a reported success also resets the overflow count."""
         if self.last is not None and input_tokens > 0:
             self.anchor.anchor_usage(self.last.tokens, input_tokens)
-            if self.storage is not None:
-                value = msgspec.json.encode([self.anchor.ratio, self.anchor.reports]).decode()
-                self.storage.save_state(f"{self._state_key}:anchor", value)
+            self._save_anchor()
         self.note_success()
+
+    def _save_anchor(self) -> None:
+        if self.storage is not None:
+            value = msgspec.json.encode([self.anchor.ratio, self.anchor.reports]).decode()
+            self.storage.save_state(f"{self._state_key}:anchor", value)
+
+    def _log(self, record: CompactionRecord) -> None:
+        """Persist a record made outside a render (a rollback, a recovery)."""
+        if self.storage is None:
+            self._records.append(record)
+        else:
+            self.storage.save_records([record], self.graph.last_seq)
+        for callback in self.callbacks:
+            callback(record)
 
     def note_success(self) -> None:
         """The provider accepted the last prompt: forget earlier overflows."""
@@ -307,8 +321,11 @@ class ContextEngine:
         return self.render(head, frame, preview=True)
 
     def _cascade(self, view: View, ctx: TierContext) -> View:
+        return self._compact_pass(self.prepare(view, ctx), ctx)
+
+    def prepare(self, view: View, ctx: TierContext) -> View:
         """Re-apply earlier decisions in the order they were made (the ``early`` ones,
-        which only drop units, first), let the ``always`` tiers act, then the cascade."""
+        which only drop units, first) and let the ``always`` tiers act."""
         for tier in self.tiers:
             if tier.apply is not None and tier.early:
                 view = self.run_tier(tier.name, tier.apply, view, ctx)
@@ -318,7 +335,7 @@ class ContextEngine:
         for tier in self.tiers:
             if tier.apply is not None and not tier.early:
                 view = self.run_tier(tier.name, tier.apply, view, ctx)
-        return self._compact_pass(view, ctx)
+        return view
 
     def _compact_pass(self, view: View, ctx: TierContext) -> View:
         """Each tier acts when the prompt is over its trigger; once one has, the following
@@ -376,16 +393,6 @@ class ContextEngine:
             )
             tokens += added - removed
         return fixed, tokens
-
-    # -- layers -------------------------------------------------------------------------
-    def layers(self, *, active: bool | None = None) -> list[LayerInfo]:
-        """This session's layers (collapses, compactions), oldest first."""
-        found = [*self.graph.layers(), *self.book.overlay.values()]
-        return found if active is None else [i for i in found if i.active == active]
-
-    def layer(self, layer_id: str) -> LayerInfo:
-        """One layer by id; a :class:`~context.UnknownLayer` names what went wrong."""
-        return self.book.get(layer_id)
 
 
 def _check_budget(budget: object) -> int:

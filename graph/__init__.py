@@ -58,7 +58,7 @@ from ._reader import GraphReader, GraphView
 from ._sql import SQLStore, dispose_engines, engine_for
 from ._state import GraphState
 from ._store import LogEntry, MemoryStore, SessionInfo, Store
-from ._walk import Step, visible, visible_since
+from ._walk import Step, inside, visible, visible_since
 
 __all__ = [
     "GRAPH_MIGRATIONS",
@@ -107,6 +107,7 @@ __all__ = [
     "export_json",
     "function_call_id",
     "function_messages",
+    "inside",
     "is_safe_id",
     "migrate",
     "migration",

@@ -72,6 +72,32 @@ def visible_since(state: GraphState, head: str, since: str) -> list[Step] | None
     return _steps(state, chain, set(state.ancestry(head)), None)
 
 
+def inside(state: GraphState, function_id: str, depth: int = 1) -> list[Step]:
+    """A function's own chain, as a render from inside it showed it while it ran: nested
+    functions through their expose modes (``depth=1``) or in full (``depth`` above 1).
+
+    >>> from graph import ConversationGraph
+    >>> g = ConversationGraph.memory()
+    >>> with g.function("outer") as fn:
+    ...     _ = g.append({"role": "user", "content": "look"})
+    ...     with g.function("inner", expose="io") as inner:
+    ...         _ = g.append({"role": "assistant", "content": "deep"})
+    ...         inner.output = "found"
+    >>> [s.view for s in inside(g.state, fn.id)], len(inside(g.state, fn.id, depth=2))
+    (['message', 'call'], 3)
+    """
+    node = state.get(function_id)
+    if node.kind != "function":
+        raise GraphError(f"node {function_id} is a {node.kind} node, not a function")
+    chain = state.chain(state.frame_head(function_id), stop=function_id)
+    running = node.finish is None
+    steps: list[Step] = []
+    for node_id in chain:
+        inner = state.nodes[node_id]
+        _emit(state, inner, 1, running, "full" if depth > 1 else None, steps)
+    return steps
+
+
 def _steps(
     state: GraphState, chain: list[str], enclosing: set[str], expose: str | None
 ) -> list[Step]:

@@ -53,6 +53,7 @@ EXPECTED = [
     "export_json",
     "function_call_id",
     "function_messages",
+    "inside",
     "is_safe_id",
     "migrate",
     "migration",

@@ -1,0 +1,175 @@
+"""What a person (or the model, through tools) does to layers: collapse a range by hand,
+compact now, roll a layer back, read what a layer or a finished function hides.
+
+Every operation is a graph fact with a record, so a replay shows it at its turn.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from graph import (
+    GraphError,
+    LayerError,
+    LayerInfo,
+    LayerNotFound,
+    Step,
+    inside,
+    new_id,
+    steps_to_messages,
+)
+
+from ._collapse import collapse_segment
+from ._compact import compact_now
+from ._errors import ContextError, UnknownLayer
+from ._records import CompactionRecord
+from ._tier import TierContext
+from ._view import Unit, View
+
+if TYPE_CHECKING:
+    from ._engine import _Frame
+
+
+class LayerOperations:
+    """Manual layer operations of :class:`~context.ContextEngine`."""
+
+    if TYPE_CHECKING:
+        from graph import GraphReader
+
+        from ._layers import LayerBook
+
+        graph: GraphReader
+        book: LayerBook
+
+        def context(
+            self, head: str | None = None, frame: str | None = None, *, preview: bool = False
+        ) -> tuple[TierContext, View, _Frame]: ...
+
+        def prepare(self, view: View, ctx: TierContext) -> View: ...
+
+        def _persist(self, ctx: TierContext, frame: _Frame, key: str | None) -> list[str]: ...
+
+    def layers(self, *, active: bool | None = None) -> list[LayerInfo]:
+        """This session's layers (collapses, compactions), oldest first."""
+        found = [*self.graph.layers(), *self.book.overlay.values()]
+        return found if active is None else [i for i in found if i.active == active]
+
+    def layer(self, layer_id: str) -> LayerInfo:
+        """One layer by id; an unknown one raises :class:`~context.UnknownLayer`."""
+        return self.book.get(layer_id)
+
+    def collapse(
+        self,
+        from_node: str,
+        to_node: str,
+        *,
+        head: str | None = None,
+        frame: str | None = None,
+    ) -> LayerInfo:
+        """Collapse the rounds from the one holding ``from_node`` to the one holding
+        ``to_node`` into one summary layer, whatever the budget (nested layers allowed)."""
+        ctx, view, state = self.context(head, frame)
+        units = list(view.units)
+        first, last = _index_of(units, from_node), _index_of(units, to_node)
+        if first > last:
+            first, last = last, first
+        covered = units[first : last + 1]
+        for unit in covered:
+            if unit.pinned or unit.running or unit.kind not in ("round", "call", "layer"):
+                what = "the system prompt or the task" if unit.pinned else f"a {unit.kind}"
+                if unit.running:
+                    what = "a running function"
+                raise ContextError(
+                    f"cannot collapse {what} (node {unit.node_ids[0] if unit.node_ids else '?'}); "
+                    "pick rounds or finished functions"
+                )
+        ctx.tier = "collapse"
+        _, error = collapse_segment(view, ctx, covered, reason="manual", force=True)
+        self._persist(ctx, state, frame)
+        if error is not None:
+            raise ContextError(f"collapse failed: {error}")
+        return self.book.get(str(ctx.records[-1].details["layer"]))
+
+    def compact(
+        self, focus: str | None = None, *, head: str | None = None, frame: str | None = None
+    ) -> LayerInfo:
+        """``/compact [focus]``: one compaction of all but the newest rounds, now."""
+        ctx, view, state = self.context(head, frame)
+        view = self.prepare(view, ctx)
+        try:
+            _, info = compact_now(view, ctx, focus)
+        finally:
+            self._persist(ctx, state, frame)
+        return info
+
+    def rollback(self, layer_id: str, reason: str | None = None) -> list[LayerInfo]:
+        """Roll back a layer and every layer built on it; the covered messages show again,
+        exactly as before the layer was made."""
+        info = self.book.get(layer_id)
+        started = time.perf_counter()
+        if layer_id in self.book.overlay:
+            done = self.book.rollback(layer_id)
+        else:
+            writer: Any = self.graph
+            if not hasattr(writer, "rollback_layer"):
+                raise ContextError(f"this graph is read-only; layer {layer_id} cannot roll back")
+            try:
+                done = writer.rollback_layer(layer_id, reason)
+            except LayerNotFound as error:
+                raise UnknownLayer(str(error)) from error
+            except LayerError as error:
+                raise ContextError(str(error)) from error
+        ctx, _, state = self.context()
+        ctx.records.append(
+            CompactionRecord(
+                id=new_id(),
+                session=self.graph.session,
+                timestamp=ctx.now.isoformat(),
+                tier="rollback",
+                tokens_before=0,
+                tokens_after=0,
+                messages_before=0,
+                messages_after=0,
+                summarized=0,
+                preserved=len(info.covers),
+                duration_ms=round((time.perf_counter() - started) * 1000, 3),
+                details={"layers": [i.id for i in done], "reason": reason, "kind": info.kind},
+            )
+        )
+        self._persist(ctx, state, None)
+        return done
+
+    def expand(self, layer_or_node: str, *, depth: int = 1) -> list[dict[str, Any]]:
+        """The original messages under a layer, or a finished function's own messages as
+        they were shown inside it while it ran (``depth`` > 1 opens nested functions)."""
+        if layer_or_node in self.graph and self.graph.get(layer_or_node).kind == "function":
+            try:
+                return steps_to_messages(inside(self.graph.state, layer_or_node, depth))
+            except GraphError as error:
+                raise ContextError(str(error)) from error
+        info = self.book.get(layer_or_node)
+        return steps_to_messages(_covered_steps(self, info))
+
+
+def _index_of(units: list[Unit], node_id: str) -> int:
+    for index, unit in enumerate(units):
+        if node_id in unit.node_ids:
+            return index
+    raise UnknownLayer(f"node {node_id!r} is not in the rendered conversation")
+
+
+def _covered_steps(ops: LayerOperations, info: LayerInfo) -> list[Step]:
+    graph = ops.graph
+    steps: list[Step] = []
+    covered = set(info.covers)
+    for node_id in info.covers:
+        if node_id not in graph:
+            continue
+        node = graph.get(node_id)
+        if node.kind == "dialogue":
+            steps.append(Step(node, "message", 0, False))
+            steps.extend(Step(t, "tool", 0, False) for t in graph.tools(node_id) if t.id in covered)
+        elif node.kind == "function":
+            steps.append(Step(node, "call", 0, False))
+    return steps
