@@ -27,7 +27,7 @@ from graph import (
 )
 from openprogram._errors import OpenProgramError, SessionError
 
-console = Console(width=None if sys.stdout.isatty() else 160)
+console = Console(width=None if sys.stdout.isatty() else 220)
 
 
 def _default_traces() -> list[Path]:
@@ -188,6 +188,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         to_jsonl,
         trace_files,
         trace_names,
+        with_native_ratio,
     )
 
     inputs = [Path(p) for p in args.traces] or _default_traces()
@@ -200,6 +201,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise OpenProgramError(f"unknown policies {unknown}; known: {', '.join(POLICIES)}")
     budgets = args.budget or [32_000]
     counter = MessageCounter(args.encoding)
+    overrides = _settings(args.set)
+    summarizer = None
+    if args.summarizer:
+        from context import LiteLLMSummarizer
+
+        summarizer = LiteLLMSummarizer(args.summarizer)
     rows = []
     with Progress(console=Console(stderr=True), transient=True) as progress:
         task = progress.add_task("bench", total=len(paths) * len(policies) * len(budgets))
@@ -207,15 +214,38 @@ def cmd_bench(args: argparse.Namespace) -> int:
             trace = load_trace(path, name=name)
             for budget in budgets:
                 for policy in policies:
-                    row = run_policy(trace, policy, budget, counter, anchored=args.anchored)
+                    row = run_policy(
+                        trace,
+                        policy,
+                        budget,
+                        counter,
+                        anchored=args.anchored,
+                        summarizer=summarizer,
+                        overrides=overrides,
+                    )
                     if row is not None:
                         rows.append(row)
                     progress.advance(task)
+    rows = with_native_ratio(rows)
     if args.json:
         sys.stdout.write(to_jsonl(rows))
     else:
         console.print(format_table(rows))
     return 0
+
+
+def _settings(pairs: Sequence[str] | None) -> dict[str, object]:
+    """``--set field=value`` pairs as policy overrides (values parsed as JSON when they can)."""
+    values: dict[str, object] = {}
+    for pair in pairs or ():
+        field, sep, text = pair.partition("=")
+        if not sep or not field:
+            raise OpenProgramError(f"--set {pair!r}: expected FIELD=VALUE, e.g. low_water=0.7")
+        try:
+            values[field.strip()] = json.loads(text)
+        except json.JSONDecodeError:
+            values[field.strip()] = text
+    return values
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
@@ -354,7 +384,16 @@ def parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="replay traces under policies and baselines")
     bench.add_argument("traces", nargs="*")
     bench.add_argument("--budget", type=int, action="append")
-    bench.add_argument("--policies", default="none,native,masking,trim,default")
+    bench.add_argument("--policies", default="none,native,masking,trim,claude-code,progressive")
+    bench.add_argument(
+        "--summarizer", help="a litellm model for our policies' summaries (default: heuristic)"
+    )
+    bench.add_argument(
+        "--set",
+        action="append",
+        metavar="FIELD=VALUE",
+        help="override a policy field, e.g. --set identifier_tokens=0 (repeatable)",
+    )
     bench.add_argument("--encoding", default="cl100k_base")
     bench.add_argument("--json", action="store_true")
     bench.add_argument(

@@ -17,12 +17,14 @@ from openprogram.bench._baselines import (
 from openprogram.bench._metrics import (
     TraceMetrics,
     Turn,
+    cache_cost,
     compute_metrics,
     estimate_errors,
     identifiers,
     message_text,
     percentile,
     reported_input,
+    with_native_ratio,
 )
 from openprogram.bench._replay import (
     POLICIES,
@@ -45,6 +47,7 @@ __all__ = [
     "Trace",
     "TraceMetrics",
     "Turn",
+    "cache_cost",
     "compute_metrics",
     "estimate_errors",
     "format_table",
@@ -64,4 +67,5 @@ __all__ = [
     "trace_files",
     "trace_names",
     "trim_baseline",
+    "with_native_ratio",
 ]

@@ -69,6 +69,12 @@ class TraceMetrics(msgspec.Struct, frozen=True):
     summarizer_tokens: int
     ms_p50: float | None
     ms_p99: float | None
+    summarizer_ms: float = 0.0
+    cost: float = 0.0
+    """Cache-weighted input cost in token units: reused prefix at 0.1, the rest at 1.25
+    (Anthropic's cache read and write multipliers), summarizer tokens at 1.0."""
+    cost_vs_native: float | None = None
+    """``cost`` over the agent's own (``native``) replay of the same trace and budget."""
     usage_turns: int | None = None
     usage_mape: float | None = None
     usage_mape_anchored: float | None = None
@@ -136,6 +142,31 @@ def identifiers(text: str) -> set[str]:
         ):
             found.add(ident)
     return found
+
+
+CACHE_READ = 0.1
+CACHE_WRITE = 1.25
+
+
+def cache_cost(sent: int, reused: int) -> float:
+    """What sending ``sent`` tokens costs when ``reused`` of them hit the prompt cache, in
+    units of one uncached input token: ``sent × (reuse × 0.1 + (1 − reuse) × 1.25)``.
+
+    >>> cache_cost(1000, 900)
+    215.0
+    """
+    return reused * CACHE_READ + (sent - reused) * CACHE_WRITE
+
+
+def with_native_ratio(rows: Sequence[TraceMetrics]) -> list[TraceMetrics]:
+    """Rows with ``cost_vs_native`` filled where the same trace and budget has a native row."""
+    native = {(r.trace, r.budget): r.cost for r in rows if r.policy == "native" and r.cost}
+    return [
+        msgspec.structs.replace(r, cost_vs_native=round(r.cost / native[(r.trace, r.budget)], 4))
+        if (r.trace, r.budget) in native
+        else r
+        for r in rows
+    ]
 
 
 def percentile(values: Sequence[float], p: float) -> float | None:
@@ -238,6 +269,7 @@ def compute_metrics(
     count_message: CountMessage,
     summarizer_calls: int = 0,
     summarizer_tokens: int = 0,
+    summarizer_ms: float = 0.0,
     usage: Sequence[tuple[int, int]] | None = None,
 ) -> TraceMetrics:
     """Measure one trace under one policy from the prompts the policy rendered turn by turn.
@@ -300,6 +332,8 @@ def compute_metrics(
         sent_tokens=sent,
         summarizer_calls=summarizer_calls,
         summarizer_tokens=summarizer_tokens,
+        summarizer_ms=round(summarizer_ms, 3),
+        cost=round(cache_cost(sent, reused) + summarizer_tokens, 1),
         ms_p50=percentile(times, 50),
         ms_p99=percentile(times, 99),
         usage_turns=None if usage is None else len(usage),

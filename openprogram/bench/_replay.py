@@ -24,10 +24,14 @@ from openprogram.bench._baselines import observation_masking, trim_baseline
 from openprogram.bench._metrics import TraceMetrics, Turn, compute_metrics, reported_input
 from openprogram.importers import import_trace
 
-POLICIES = ("none", "native", "masking", "trim", "default")
-_OURS: dict[str, Callable[[Path], Policy]] = {
-    "default": lambda state: Policy(state_dir=state),
+POLICIES = ("none", "native", "masking", "trim", "claude-code", "progressive", "default")
+_OURS: dict[str, str] = {
+    "claude-code": "claude-code",
+    "progressive": "progressive",
+    "default": "claude-code",
 }
+"""Our policies by bench name: the preset each runs (``default`` is ``claude-code``)."""
+_SUMMARIZING = ("collapse", "compact", "summarize_half")
 
 
 def our_policies() -> list[str]:
@@ -159,11 +163,16 @@ def run_policy(
     state_dir: Path | None = None,
     policy_object: Policy | None = None,
     anchored: bool = False,
+    summarizer: Any = None,
+    overrides: dict[str, Any] | None = None,
 ) -> TraceMetrics | None:
     """Replay one trace under one policy at one budget; None when it does not apply.
 
     ``on_turn`` gets each turn and the tiers that made a new decision in it (our policies);
-    ``policy_object`` replaces the named preset's ``Policy`` (e.g. for another model).
+    ``policy_object`` replaces the named preset's ``Policy`` (e.g. for another model),
+    ``overrides`` changes some of its fields, and ``summarizer`` replaces the heuristic one.
+    Summarizer calls, tokens and time are counted from the records and kept apart from the
+    render time.
 
     ``anchored`` replays as a live agent would: after each turn with recorded usage our engine
     learns the provider's count through ``anchor_usage``, so later renders budget with the
@@ -177,9 +186,11 @@ def run_policy(
     engine = None
     if policy in _OURS:
         folder = state_dir or Path(tempfile.mkdtemp(prefix="openprogram-bench-"))
-        chosen = policy_object or _OURS[policy](folder)
+        chosen = policy_object or Policy.named(_OURS[policy], state_dir=folder, **(overrides or {}))
         # A copy per run: the layers one policy makes must not show in another's replay.
-        engine = ContextEngine(trace.graph.clone(), chosen, budget=budget)
+        engine = ContextEngine(trace.graph.clone(), chosen, summarizer, budget=budget)
+    calls = summary_tokens = 0
+    summary_ms = 0.0
     turns: list[Turn] = []
     usage: list[tuple[int, int]] = []
     history_tokens = 0
@@ -198,6 +209,13 @@ def run_policy(
             prompt, tokens = rendered.messages, rendered.tokens
             fired = [record.tier for record in rendered.records]
             ms = (time.perf_counter() - started) * 1000
+            for record in rendered.records:
+                used = record.details.get("summarizer") if record.tier in _SUMMARIZING else None
+                if isinstance(used, dict):
+                    calls += 1
+                    summary_tokens += int(used.get("tokens_in", 0)) + int(used.get("tokens_out", 0))
+                    summary_ms += float(used.get("ms", 0.0))
+                    ms -= float(used.get("ms", 0.0))
         else:
             if policy == "none":
                 prompt = history
@@ -229,6 +247,9 @@ def run_policy(
         first_user_text=trace.first_user_text,
         budget=budget,
         count_message=count,
+        summarizer_calls=calls,
+        summarizer_tokens=summary_tokens,
+        summarizer_ms=summary_ms,
         usage=usage if anchored else None,
     )
 

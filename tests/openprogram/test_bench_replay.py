@@ -158,3 +158,78 @@ def test_bench_anchored_flag_adds_the_error_fields_and_column(
     assert "usage_mape" not in capsys.readouterr().out
     assert main(["bench", str(path), "--policies", "none", "--anchored"]) == 0
     assert "anchored" in capsys.readouterr().out
+
+
+def _long_chat(path: Path, rounds: int = 40) -> Path:
+    """An OpenAI-format trace of tool rounds long enough that our policies must summarize."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "task: fix src/app.py"}]
+    for i in range(rounds):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "Read", "arguments": "{}"}}
+        messages.append(
+            {"role": "assistant", "content": f"reading part_{i}.py", "tool_calls": [call]}
+        )
+        messages.append(
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"def fn_{i}(): ...\n" * 60}
+        )
+    path.write_text("".join(json.dumps(m) + "\n" for m in messages))
+    return path
+
+
+def test_our_presets_report_summarizer_calls_and_cost(tmp_path: Path) -> None:
+    trace = load_trace(_long_chat(tmp_path / "long.jsonl"))
+    count = MessageCounter()
+    rows = {}
+    for policy in ("claude-code", "progressive", "none"):
+        row = run_policy(trace, policy, 6_000, count, state_dir=tmp_path / policy)
+        assert row is not None
+        rows[policy] = row
+    for policy in ("claude-code", "progressive"):
+        row = rows[policy]
+        assert row.over_budget == 0 and row.bad_pairs == 0
+        assert row.summarizer_calls > 0  # the heuristic summarizer: calls, no LLM tokens
+        assert row.summarizer_tokens == 0
+        assert row.sent_tokens < rows["none"].sent_tokens
+    for row in rows.values():
+        assert row.prefix_reuse is not None
+        assert row.cost == pytest.approx(
+            row.sent_tokens * (row.prefix_reuse * 0.1 + (1 - row.prefix_reuse) * 1.25), rel=1e-3
+        )
+    off = run_policy(
+        trace,
+        "claude-code",
+        3_000,
+        count,
+        state_dir=tmp_path / "x",
+        overrides={"identifier_tokens": 0},
+    )
+    assert off is not None and off.summarizer_calls > 0
+
+
+def test_cost_is_compared_with_the_agents_own_compactions() -> None:
+    from openprogram.bench import with_native_ratio
+
+    def row(policy: str, cost: float) -> Any:
+        made = compute_metrics(
+            [], trace="t", policy=policy, first_user_text="", budget=10, count_message=len
+        )
+        import msgspec
+
+        return msgspec.structs.replace(made, cost=cost)
+
+    ours, native, other = with_native_ratio(
+        [row("claude-code", 50.0), row("native", 100.0), row("trim", 0.0)]
+    )
+    assert ours.cost_vs_native == 0.5 and native.cost_vs_native == 1.0
+    assert other.cost_vs_native == 0.0
+
+
+def test_bench_takes_settings_and_refuses_bad_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _long_chat(tmp_path / "long.jsonl", rounds=12)
+    argv = ["bench", str(path), "--policies", "claude-code", "--budget", "2000", "--json"]
+    assert main([*argv, "--set", "identifier_tokens=0", "--set", "low_water=0.6"]) == 0
+    (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert row["policy"] == "claude-code" and row["over_budget"] == 0
+    assert main([*argv, "--set", "nonsense"]) != 0
+    assert "FIELD=VALUE" in capsys.readouterr().out
