@@ -197,7 +197,7 @@ def test_our_presets_report_summarizer_calls_and_cost(tmp_path: Path) -> None:
     off = run_policy(
         trace,
         "claude-code",
-        3_000,
+        6_000,
         count,
         state_dir=tmp_path / "x",
         overrides={"identifier_tokens": 0},
