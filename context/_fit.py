@@ -48,6 +48,24 @@ def shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(0, limit - 1)].rstrip() + "…"
 
 
+def shorten_middle(text: str, limit: int) -> str:
+    """``text`` on one line, at most ``limit`` characters, cut in the middle: a path keeps
+    its root and, above all, its file name, which is what gets referenced again.
+
+    >>> shorten_middle("/home/me/project/src/pkg/module_attribution.go", 30)
+    '/home/m…/module_attribution.go'
+    """
+    text = one_line(text)
+    if len(text) <= limit:
+        return text
+    name = text.rsplit("/", 1)[-1]
+    if "/" in text and len(name) + 2 <= limit:
+        return text[: limit - len(name) - 2] + "…/" + name
+    head = max(0, (limit - 1) // 3)
+    tail = max(0, limit - 1 - head)
+    return text[:head].rstrip() + "…" + text[len(text) - tail :]
+
+
 def sentences(text: str) -> list[str]:
     """``text`` split after ``.``, ``!`` or ``?`` followed by space."""
     return [part for part in (one_line(p) for p in _SENTENCE.split(text.strip())) if part]

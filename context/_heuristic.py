@@ -12,7 +12,15 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from ._fit import finish_summary, focus_words, mentions, one_line, sentences, shorten
+from ._fit import (
+    finish_summary,
+    focus_words,
+    mentions,
+    one_line,
+    sentences,
+    shorten,
+    shorten_middle,
+)
 from ._identifiers import message_text, ranked_identifiers
 from ._summary import Anchors, SummaryRequest, SummaryResult
 from ._transcript import Entry, key_argument, read_units
@@ -131,7 +139,7 @@ def _intent(task: str | None, entries: Sequence[Entry]) -> tuple[str, ...]:
 
 
 def _label(call: Entry) -> str:
-    argument = shorten(key_argument(call.text), _ARG_CHARS)
+    argument = shorten_middle(key_argument(call.text), _ARG_CHARS)
     name = call.name or "call"
     return f"{name}({argument})" if argument else name
 

@@ -137,6 +137,12 @@ def request_for(
             if node_id in ctx.graph:
                 nodes[node_id] = ctx.graph.get(node_id)
     policy = ctx.policy
+    identifiers = policy.identifier_tokens
+    if kind != "collapse":
+        # a compaction covers many segments' worth of rounds: 80 tokens each, within reason
+        rounds = sum(unit.count for unit in units)
+        segments = -(-rounds // policy.collapse_max_rounds)
+        identifiers = min(identifiers * max(1, segments), max_tokens // 2)
     return SummaryRequest(
         kind="segment" if kind == "collapse" else "compact",
         units=restored,
@@ -145,7 +151,7 @@ def request_for(
         previous=previous,
         focus=focus,
         max_tokens=max_tokens,
-        identifier_tokens=policy.identifier_tokens,
+        identifier_tokens=identifiers,
         system=system_text(ctx) if policy.summary_shares_prefix else None,
         counter=ctx.counter,
     )
