@@ -45,24 +45,28 @@ def collapsible(unit: Unit) -> bool:
 
 
 def segments(view: View, ctx: TierContext) -> list[list[Unit]]:
-    """Candidate segments, oldest first: runs of collapsible units cut into 5–10 rounds."""
+    """Candidate segments, oldest first: runs of collapsible units cut into 5–10 rounds.
+
+    Boundaries never depend on how long the conversation has grown: a run still open at
+    its newest end (the recent units that are kept) yields only full segments of
+    ``collapse_max_rounds``; a run closed by a unit that cannot be collapsed (a running
+    function, a layer) may end with a shorter one of at least ``collapse_min_rounds``.
+    So a segment summarized ahead of need is the segment collapsed later.
+    """
     policy = ctx.policy
     units = list(view.units)
     limit = max(0, len(units) - policy.collapse_keep_recent)
+    size, least = policy.collapse_max_rounds, policy.collapse_min_rounds
     found: list[list[Unit]] = []
     run: list[Unit] = []
-    for unit in [*units[:limit], None]:
+    for index, unit in enumerate([*units[:limit], None]):
         if unit is not None and collapsible(unit):
             run.append(unit)
             continue
-        while len(run) >= policy.collapse_min_rounds:
-            take = run[: policy.collapse_max_rounds]
-            rest = run[len(take) :]
-            if 0 < len(rest) < policy.collapse_min_rounds:
-                take = run[: max(policy.collapse_min_rounds, len(run) - policy.collapse_min_rounds)]
-                rest = run[len(take) :]
-            found.append(take)
-            run = rest
+        closed = index < limit
+        while len(run) >= size or (closed and len(run) >= least):
+            found.append(run[:size])
+            run = run[size:]
         run = []
     return found
 
@@ -89,7 +93,7 @@ def collapse_segment(
     ms = 0.0
     if result is None:
         request = request_for(ctx, "collapse", covered, max_tokens=policy.collapse_summary_tokens)
-        result, error, ms = summarize(ctx, request)
+        result, error, ms = summarize(ctx, request, key)
         if result is None:
             ctx.state(CollapseState).failed.add(key)
             ctx.act("collapse", f"could not summarize a segment: {error}", view, view, error=error)
@@ -130,23 +134,42 @@ def collapse_segment(
     return after, None
 
 
+def _candidates(view: View, ctx: TierContext) -> list[list[Unit]]:
+    """The segments the budget would collapse next (rolled back and failed ones skipped)."""
+    skip = set(ctx.state(CollapseState).failed)
+    skip |= {segment_key(i.covers) for i in ctx.graph.layers(active=False) if i.kind == "collapse"}
+    return [segment for segment in segments(view, ctx) if segment_key(segment) not in skip]
+
+
+def ahead(view: View, ctx: TierContext) -> View:
+    """From ``proactive_share`` of the budget, start the next segments' summaries on the
+    prefetcher's worker (nothing changes in the view: they are used only when needed)."""
+    share = ctx.policy.proactive_share
+    if ctx.prefetch is None or ctx.preview or share is None or view.tokens <= share * ctx.budget:
+        return view
+    needed = view.tokens - ctx.target
+    for segment in _candidates(view, ctx):
+        covers = tuple(n for unit in segment for n in unit.node_ids)
+        if reusable(ctx, "collapse", covers, "") is None:
+            limit = ctx.policy.collapse_summary_tokens
+            ctx.prefetch.ahead(
+                segment_key(covers), request_for(ctx, "collapse", segment, max_tokens=limit)
+            )
+        needed -= sum(unit.tokens for unit in segment) - ctx.policy.collapse_summary_tokens
+        if needed <= 0:
+            break
+    return view
+
+
 def collapse(view: View, ctx: TierContext) -> View:
     """Collapse the oldest segments until the prompt is under the low-water mark."""
-    target = ctx.target
-    state = ctx.state(CollapseState)
-    declined = {
-        segment_key(i.covers) for i in ctx.graph.layers(active=False) if i.kind == "collapse"
-    }
-    for segment in segments(view, ctx):
-        if view.tokens <= target:
+    for segment in _candidates(view, ctx):
+        if view.tokens <= ctx.target:
             break
-        key = segment_key(segment)
-        if key in state.failed or key in declined:
-            continue
         view, error = collapse_segment(view, ctx, segment, reason="budget")
         if error is not None and error.startswith("summarizer"):
             break  # fail-open: leave the rest to the cheaper tiers
     return view
 
 
-TIER = Tier("collapse", compact=collapse, state=CollapseState)
+TIER = Tier("collapse", apply=ahead, compact=collapse, state=CollapseState)

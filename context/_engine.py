@@ -28,6 +28,7 @@ from ._layers import LayerBook, project
 from ._layout import Layout
 from ._manual import LayerOperations
 from ._policy import Policy
+from ._prefetch import Prefetcher
 from ._records import CompactionRecord
 from ._recover import Recovery
 from ._registry import resolve_tiers
@@ -95,6 +96,12 @@ class ContextEngine(LayerOperations, Recovery):
         self.graph = graph
         self.policy = policy or Policy()
         self.summarizer = summarizer if summarizer is not None else default_summarizer()
+        proactive = getattr(self.summarizer, "proactive", False)
+        self.prefetch = (
+            Prefetcher(self.summarizer)
+            if proactive and self.policy.proactive_share is not None
+            else None
+        )
         """Used by the summarizing tiers (collapse, compact); heuristic unless given."""
         self.budget = _check_budget(budget if budget is not None else self.policy.budget)
         self.tiers = resolve_tiers(tiers if tiers is not None else self.policy.cascade)
@@ -202,6 +209,11 @@ class ContextEngine(LayerOperations, Recovery):
         for callback in self.callbacks:
             callback(record)
 
+    def close(self) -> None:
+        """Stop the summary worker, if any (summaries not started are dropped)."""
+        if self.prefetch is not None:
+            self.prefetch.close()
+
     def note_success(self) -> None:
         """The provider accepted the last prompt: forget earlier overflows."""
         self.failures = 0
@@ -261,6 +273,7 @@ class ContextEngine(LayerOperations, Recovery):
             frame=frame,
             preview=preview,
             summarizer=self.summarizer,
+            prefetch=self.prefetch,
             layers=self.book,
             memo=self._memo,
         )

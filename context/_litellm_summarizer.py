@@ -41,6 +41,9 @@ class LiteLLMSummarizer:
     'litellm:anthropic/claude-haiku-4-5'
     """
 
+    proactive = True
+    """Worth computing ahead of need (see ``Policy.proactive_share``): each call is slow."""
+
     __slots__ = (
         "_counter",
         "litellm_kwargs",

@@ -102,15 +102,17 @@ def reusable(
 
 
 def summarize(
-    ctx: TierContext, request: SummaryRequest
+    ctx: TierContext, request: SummaryRequest, key: str | None = None
 ) -> tuple[SummaryResult | None, str | None, float]:
-    """Ask the summarizer; a failure or an unusable reply gives (None, why, ms)."""
+    """Ask the summarizer (or take the summary computed ahead under ``key``); a failure or
+    an unusable reply gives (None, why, ms)."""
     started = time.perf_counter()
     summarizer = ctx.summarizer
     if summarizer is None:
         return None, "no summarizer configured", 0.0
+    ahead = ctx.prefetch.take(key) if ctx.prefetch is not None and key is not None else None
     try:
-        result = summarizer.summarize(request)
+        result = ahead.result() if ahead is not None else summarizer.summarize(request)
     except Exception as error:  # fail-open: the tier falls back and records why
         return None, f"summarizer failed: {error!r}", (time.perf_counter() - started) * 1000
     ms = (time.perf_counter() - started) * 1000

@@ -31,6 +31,7 @@ from ._view import Item, Unit, View
 
 if TYPE_CHECKING:
     from ._layers import LayerBook
+    from ._prefetch import Prefetcher
     from ._summary import Summarizer
 
 
@@ -97,6 +98,8 @@ class TierContext:
     preview: bool = False
     """A preview render writes nothing: no files, layers, records or state."""
     summarizer: Summarizer | None = None
+    prefetch: Prefetcher | None = None
+    """Summaries computed ahead of need (an LLM summarizer and ``proactive_share`` set)."""
     layers: LayerBook | None = None
     units: list[Unit] = field(default_factory=list)
     """The walk's units before any tier (positions index into it)."""

@@ -1,0 +1,57 @@
+"""Summaries computed ahead of need, off the hot path.
+
+With an LLM summarizer, a collapse that waits for its summaries stalls the turn. From
+``policy.proactive_share`` of the budget, the collapse tier hands the segments it would
+collapse next to a worker thread; when the budget does require them, the summary is
+usually ready. A summary is used only when the budget requires the collapse — never
+because it happens to be ready — and a collapse whose summary is still being computed
+waits for that one call instead of making another, so what a render shows never depends
+on timing, only how long it takes.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from ._summary import Summarizer, SummaryRequest, SummaryResult
+
+
+class Prefetcher:
+    """A one-worker queue of summary requests, each computed once, keyed by segment."""
+
+    def __init__(self, summarizer: Summarizer) -> None:
+        self.summarizer = summarizer
+        self._pool: ThreadPoolExecutor | None = None
+        self._futures: dict[str, Future[SummaryResult]] = {}
+        self._lock = threading.Lock()
+        self.scheduled = 0
+
+    def ahead(self, key: str, request: SummaryRequest) -> None:
+        """Start summarizing ``request`` unless it was started before."""
+        with self._lock:
+            if key in self._futures:
+                return
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="openprogram-summary")
+            self._futures[key] = self._pool.submit(self.summarizer.summarize, request)
+            self.scheduled += 1
+
+    def take(self, key: str) -> Future[SummaryResult] | None:
+        """The summary started for ``key`` (done or running), removed from the queue."""
+        with self._lock:
+            return self._futures.pop(key, None)
+
+    def pending(self) -> int:
+        with self._lock:
+            return sum(1 for future in self._futures.values() if not future.done())
+
+    def close(self) -> None:
+        """Stop the worker; summaries not started are dropped."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+            for future in self._futures.values():
+                future.cancel()
+            self._futures.clear()
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
