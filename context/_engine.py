@@ -12,6 +12,7 @@ renders the same prompt.
 from __future__ import annotations
 
 import copy
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -116,6 +117,9 @@ class ContextEngine(LayerOperations, Recovery):
         self.last: Rendered | None = None
         self.render_ms = 0.0
         self.book = LayerBook(graph)
+        self.lock: threading.RLock = getattr(graph, "_lock", None) or threading.RLock()
+        """Held by every render and layer operation: the graph's own lock when it has one,
+        so a render never sees a half-applied append from another thread."""
         self.squeeze = 1.0
         """Share of the budget a render may use; ``recover`` lowers it after an overflow."""
         self.failures = 0
@@ -129,6 +133,12 @@ class ContextEngine(LayerOperations, Recovery):
         )
         self._state_key = f"{self.policy.fingerprint}:{self.budget}:{','.join(self.tier_names)}"
         self._load()
+
+    def set_tools(self, tools: Sequence[dict[str, Any]]) -> None:
+        """The tool schemas the next prompts go out with (counted in every render)."""
+        if list(tools) != self.tools:
+            self.tools = list(tools)
+            self._tool_tokens = self.counter.count_tools(self.tools)
 
     @property
     def tier_names(self) -> list[str]:
@@ -297,6 +307,10 @@ class ContextEngine(LayerOperations, Recovery):
         records, layers, offload files or token counts — so looking at a session never
         changes what the running agent will send.
         """
+        with self.lock:
+            return self._render(head, frame, preview)
+
+    def _render(self, head: str | None, frame: str | None, preview: bool) -> Rendered:
         started = time.perf_counter()
         if preview:
             overlay = dict(self.book.overlay)

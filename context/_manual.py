@@ -6,6 +6,7 @@ Every operation is a graph fact with a record, so a replay shows it at its turn.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from graph import (
 from ._collapse import collapse_segment
 from ._compact import compact_now
 from ._errors import ContextError, UnknownLayer
+from ._locking import locked
 from ._records import CompactionRecord
 from ._tier import TierContext
 from ._view import Unit, View
@@ -41,6 +43,7 @@ class LayerOperations:
 
         graph: GraphReader
         book: LayerBook
+        lock: threading.RLock
 
         def context(
             self, head: str | None = None, frame: str | None = None, *, preview: bool = False
@@ -59,6 +62,7 @@ class LayerOperations:
         """One layer by id; an unknown one raises :class:`~context.UnknownLayer`."""
         return self.book.get(layer_id)
 
+    @locked
     def collapse(
         self,
         from_node: str,
@@ -91,6 +95,7 @@ class LayerOperations:
             raise ContextError(f"collapse failed: {error}")
         return self.book.get(str(ctx.records[-1].details["layer"]))
 
+    @locked
     def compact(
         self, focus: str | None = None, *, head: str | None = None, frame: str | None = None
     ) -> LayerInfo:
@@ -103,6 +108,7 @@ class LayerOperations:
             self._persist(ctx, state, frame)
         return info
 
+    @locked
     def rollback(self, layer_id: str, reason: str | None = None) -> list[LayerInfo]:
         """Roll back a layer and every layer built on it; the covered messages show again,
         exactly as before the layer was made."""
@@ -140,6 +146,7 @@ class LayerOperations:
         self._persist(ctx, state, None)
         return done
 
+    @locked
     def expand(self, layer_or_node: str, *, depth: int = 1) -> list[dict[str, Any]]:
         """The original messages under a layer, or a finished function's own messages as
         they were shown inside it while it ran (``depth`` > 1 opens nested functions)."""

@@ -11,6 +11,7 @@ raises :class:`~context.ContextOverflowError` (a circuit breaker, not a loop).
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 from graph import new_id
 
 from ._errors import ContextError, ContextOverflowError
+from ._locking import locked
 from ._records import CompactionRecord
 
 if TYPE_CHECKING:
@@ -91,6 +93,7 @@ class Recovery:
         from ._layers import LayerBook
 
         graph: GraphReader
+        lock: threading.RLock
         policy: Policy
         squeeze: float
         failures: int
@@ -110,6 +113,7 @@ class Recovery:
 
         def _log(self, record: CompactionRecord) -> None: ...
 
+    @locked
     def recover(
         self, error: BaseException, *, head: str | None = None, frame: str | None = None
     ) -> Rendered:

@@ -19,7 +19,8 @@ from ._errors import (
     ToolCallError,
     UnknownToolCall,
 )
-from ._graph import ConversationGraph, FunctionHandle
+from ._functions import TOP, Frame, FunctionHandle
+from ._graph import ConversationGraph
 from ._ids import is_safe_id, new_id
 from ._migrations import (
     GRAPH_MIGRATIONS,
@@ -46,6 +47,7 @@ from ._nodes import (
 )
 from ._nx import export_graphml, export_json, to_networkx
 from ._openai import (
+    as_text,
     dialogue_message,
     function_call_id,
     function_messages,
@@ -62,6 +64,7 @@ from ._walk import Step, inside, visible, visible_since
 
 __all__ = [
     "GRAPH_MIGRATIONS",
+    "TOP",
     "ConversationGraph",
     "CrossSessionError",
     "CycleError",
@@ -71,6 +74,7 @@ __all__ = [
     "Event",
     "Finish",
     "Fork",
+    "Frame",
     "Function",
     "FunctionFinished",
     "FunctionHandle",
@@ -100,6 +104,7 @@ __all__ = [
     "ToolResult",
     "UnknownToolCall",
     "applied_migrations",
+    "as_text",
     "dialogue_message",
     "dispose_engines",
     "engine_for",

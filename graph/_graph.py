@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 import threading
-import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
@@ -16,48 +15,22 @@ from ._codec import normalize_event, normalize_meta, normalize_payload, normaliz
 from ._errors import (
     CrossSessionError,
     DuplicateToolResult,
-    FunctionFinished,
     GraphError,
     InvalidMessage,
     NodeNotFound,
     UnknownToolCall,
 )
+from ._functions import Frame, FunctionWriter
 from ._ids import is_safe_id, new_id
 from ._layers import LayerWriter
 from ._messages import ParsedResult, parse_message
-from ._nodes import (
-    EXPOSE_MODES,
-    Edge,
-    Event,
-    Finish,
-    Fork,
-    Function,
-    Node,
-    Tool,
-)
+from ._nodes import Edge, Event, Finish, Fork, Layer, Node, Tool
 from ._sql import SQLStore
 from ._state import GraphState
 from ._store import Loaded, MemoryStore, Store
 
-if TYPE_CHECKING:
-    pass
 
-
-class FunctionHandle:
-    """The running function node a ``with graph.function(...)`` block yields."""
-
-    def __init__(self, graph: ConversationGraph, node: Node) -> None:
-        self.graph = graph
-        self.id = node.id
-        self.name = node.payload.name if isinstance(node.payload, Function) else ""
-        self.output: Any = None
-
-    @property
-    def node(self) -> Node:
-        return self.graph.get(self.id)
-
-
-class ConversationGraph(LayerWriter):
+class ConversationGraph(FunctionWriter, LayerWriter):
     """A session's conversation as a graph of dialogue, function and tool nodes.
 
     >>> g = ConversationGraph.memory()
@@ -217,31 +190,19 @@ class ConversationGraph(LayerWriter):
                 self._state.add_node(record, by_dst.get(record.id, ()))
         return stored
 
-    def _check_frame_open(self) -> None:
-        for function_id in self._frames:
-            node = self._state.nodes[function_id]
-            if node.finish is not None:
-                assert isinstance(node.payload, Function)
-                raise FunctionFinished(
-                    f"function {node.payload.name!r} (node {function_id}) already finished "
-                    f"({node.finish.status}); fork from a node outside it to continue"
-                )
-
-    def _chain_edges(self, node_id: str) -> list[Edge]:
-        edges: list[Edge] = []
-        if self.head is not None:
-            edges.append(Edge(self.head, node_id, "next"))
-        if self._frame is not None:
-            edges.append(Edge(self._frame, node_id, "caller"))
-        return edges
-
     def append(
-        self, message: dict[str, Any], *, at: Any = None, meta: dict[str, Any] | None = None
+        self,
+        message: dict[str, Any],
+        *,
+        at: Any = None,
+        meta: dict[str, Any] | None = None,
+        frame: Frame | None = None,
     ) -> Node:
         """Append an OpenAI chat message; a ``tool`` message fills its pending tool node.
 
         Returns the new dialogue node, or the tool node that received the result. A rejected
-        message raises a :class:`GraphError` naming the field and stores nothing.
+        message raises a :class:`GraphError` naming the field and stores nothing. ``frame``
+        names the chain to append to (the implicit current frame when None).
         """
         parsed = parse_message(message)
         when = normalize_time(at)
@@ -249,13 +210,14 @@ class ConversationGraph(LayerWriter):
         with self._lock:
             if isinstance(parsed, ParsedResult):
                 return self._append_result(parsed, when)
-            self._check_frame_open()
+            function = self._where(frame)
+            self._check_open(function)
             dialogue = normalize_payload(parsed.dialogue)
             node = Node(
                 id=new_id(), session=self.session, seq=0, at=when, payload=dialogue, meta=meta_value
             )
             records: list[Node | Event] = [node]
-            edges = self._chain_edges(node.id)
+            edges = self._chain_edges(node.id, function)
             for call in parsed.calls:
                 if call.call_id in self._state.pending:
                     raise InvalidMessage(
@@ -270,10 +232,10 @@ class ConversationGraph(LayerWriter):
                 )
                 records.append(tool)
                 edges.append(Edge(node.id, tool.id, "requested"))
-                if self._frame is not None:
-                    edges.append(Edge(self._frame, tool.id, "caller"))
+                if function is not None:
+                    edges.append(Edge(function, tool.id, "caller"))
             stored = self._commit(records, edges, node.id)
-            self._heads[self._frame] = node.id
+            self._heads[function] = node.id
             return self._state.nodes[stored[0].id]
 
     def _append_result(self, parsed: ParsedResult, when: datetime) -> Node:
@@ -299,82 +261,6 @@ class ConversationGraph(LayerWriter):
         event = Event(session=self.session, seq=0, node_id=tool_id, at=when, data=result)
         self._commit([event], [], self.head)
         return self._state.nodes[tool_id]
-
-    @contextmanager
-    def function(
-        self,
-        name: str,
-        input: Any = None,
-        expose: str = "io",
-        *,
-        spawned_by: str | None = None,
-        at: Any = None,
-        meta: dict[str, Any] | None = None,
-    ) -> Iterator[FunctionHandle]:
-        """Run a block as a function node; appends inside it form the function's own chain.
-
-        On normal exit the node completes with ``handle.output``; on an exception its status
-        is ``error`` with the message, and the exception propagates. ``spawned_by`` names the
-        tool node whose execution started it; by default, the single pending tool call of the
-        head assistant, if there is exactly one.
-        """
-        if not isinstance(name, str) or not name:
-            raise InvalidMessage("name", "a function needs a non-empty string name")
-        if expose not in EXPOSE_MODES:
-            raise InvalidMessage("expose", f"{expose!r} is not one of {', '.join(EXPOSE_MODES)}")
-        when = normalize_time(at)
-        meta_value = normalize_meta(meta)
-        with self._lock:
-            self._check_frame_open()
-            spawner = spawned_by if spawned_by is not None else self._single_pending_tool()
-            if spawner is not None:
-                spawner_node = self._state.get(spawner)
-                if spawner_node.kind != "tool":
-                    raise InvalidMessage("spawned_by", f"node {spawner} is not a tool node")
-            payload = normalize_payload(Function(name=name, input=input, expose=expose))  # type: ignore[arg-type]
-            node = Node(
-                id=new_id(), session=self.session, seq=0, at=when, payload=payload, meta=meta_value
-            )
-            edges = self._chain_edges(node.id)
-            if spawner is not None:
-                edges.append(Edge(spawner, node.id, "spawned"))
-            self._commit([node], edges, node.id)
-            self._heads[self._frame] = node.id
-            self._frames.append(node.id)
-            self._heads[node.id] = node.id
-        handle = FunctionHandle(self, node)
-        try:
-            yield handle
-        except BaseException as error:
-            message = "".join(traceback.format_exception_only(type(error), error)).strip()
-            self._finish(node.id, Finish(status="error", error=message))
-            raise
-        else:
-            self._finish(node.id, Finish(status="completed", output=handle.output))
-
-    def _single_pending_tool(self) -> str | None:
-        head = self.head
-        if head is None:
-            return None
-        pending = [
-            t for t in self._state.tools.get(head, []) if self._state.nodes[t].result is None
-        ]
-        return pending[0] if len(pending) == 1 else None
-
-    def _finish(self, function_id: str, finish: Finish) -> None:
-        with self._lock:
-            last = self._heads.get(function_id, function_id)
-            data = normalize_event(msgspec.structs.replace(finish, last=last))
-            if function_id in self._frames:
-                index = self._frames.index(function_id)
-                for inner in self._frames[index:]:
-                    self._heads.pop(inner, None)
-                self._frames = self._frames[:index]
-            self._heads[self._frame] = function_id
-            event = Event(
-                session=self.session, seq=0, node_id=function_id, at=normalize_time(None), data=data
-            )
-            self._commit([event], [], function_id)
 
     def clone(self, store: Store | None = None, session: str | None = None) -> ConversationGraph:
         """This session, every node, event and layer with the same ids and seqs, in another
@@ -403,6 +289,76 @@ class ConversationGraph(LayerWriter):
                 with target.transaction():
                     target.commit(name, records, edges, self.head)
         return ConversationGraph(target, name)
+
+    def copy_to(self, store: Store, session: str, *, head: str | None = None) -> ConversationGraph:
+        """A copy with new node and layer ids (so it can live beside this one in the same
+        database) of the whole session, or only of the branch ending at ``head``: its chain,
+        the insides of its functions, its tool calls and the layers over them."""
+        if not is_safe_id(session):
+            raise InvalidMessage("session", f"{session!r} is not a safe id ([A-Za-z0-9_.-])")
+        with self._lock:
+            keep = None if head is None else self._branch(head)
+            ids: dict[str, str] = {}
+            records: list[Node | Event] = []
+            edges: list[Edge] = []
+            for record in self._state.records:
+                if isinstance(record, Event):
+                    copied = self._copied_event(record, session, ids, keep)
+                    if copied is not None:
+                        records.append(copied)
+                    continue
+                node, node_edges = record
+                if keep is not None and node.id not in keep:
+                    continue
+                ids[node.id] = new_id()
+                records.append(msgspec.structs.replace(node, id=ids[node.id], session=session))
+                edges.extend(
+                    Edge(ids[e.src], ids[node.id], e.type) for e in node_edges if e.src in ids
+                )
+            if store.ensure_session(session) and store.load(session).records:
+                raise GraphError(f"session {session!r} already holds nodes in {store.url}")
+            if records:
+                with store.transaction():
+                    store.commit(session, records, edges, ids.get(head or self.head or ""))
+        return ConversationGraph(store, session)
+
+    def _branch(self, head: str) -> set[str]:
+        state = self._state
+        state.get(head)
+        found: set[str] = set()
+        todo = list(state.chain(head))
+        while todo:
+            node_id = todo.pop()
+            if node_id in found:
+                continue
+            found.add(node_id)
+            todo.extend(state.tools.get(node_id, ()))
+            todo.extend(state.children.get(node_id, ()))
+        return found
+
+    @staticmethod
+    def _copied_event(
+        event: Event, session: str, ids: dict[str, str], keep: set[str] | None
+    ) -> Event | None:
+        data = event.data
+        if isinstance(data, Fork):
+            return None
+        if isinstance(data, Layer):
+            if not all(n in ids for n in data.covers):
+                return None
+            ids[event.node_id] = new_id()
+            data = msgspec.structs.replace(
+                data,
+                covers=tuple(ids[n] for n in data.covers),
+                builds_on=tuple(ids[b] for b in data.builds_on if b in ids),
+            )
+        elif isinstance(data, Finish) and data.last is not None:
+            data = msgspec.structs.replace(data, last=ids.get(data.last))
+        if event.node_id not in ids:
+            return None
+        return msgspec.structs.replace(
+            event, session=session, node_id=ids[event.node_id], data=data
+        )
 
     def fork(self, node_id: str | Node) -> str:
         """Move the head back to ``node_id``: the next append starts a branch there."""

@@ -22,7 +22,7 @@ from typing import NamedTuple
 from sqlalchemy import Connection, Engine, inspect, select, text
 
 from ._errors import MigrationError
-from ._schema import EDGES, EVENTS, LOGS, MIGRATIONS, NODES, SESSIONS, VALUES
+from ._schema import EDGES, EVENTS, LEASES, LOGS, MIGRATIONS, NODES, SESSIONS, VALUES
 
 
 class Migration(NamedTuple):
@@ -42,9 +42,14 @@ def _side_tables(connection: Connection) -> None:
         table.create(connection, checkfirst=True)
 
 
+def _leases(connection: Connection) -> None:
+    LEASES.create(connection, checkfirst=True)
+
+
 GRAPH_MIGRATIONS: tuple[Migration, ...] = (
     Migration("graph_0001_initial", _initial),
     Migration("graph_0002_side_tables", _side_tables),
+    Migration("graph_0003_leases", _leases),
 )
 """The graph package's own migrations, in order."""
 

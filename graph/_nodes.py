@@ -15,7 +15,7 @@ import msgspec
 
 Role: TypeAlias = Literal["system", "user", "assistant"]
 Expose: TypeAlias = Literal["io", "full", "llm", "hidden"]
-Status: TypeAlias = Literal["running", "completed", "error"]
+Status: TypeAlias = Literal["running", "completed", "error", "interrupted"]
 EdgeType: TypeAlias = Literal["next", "caller", "requested", "spawned"]
 Content: TypeAlias = str | list[dict[str, Any]] | None
 
@@ -59,9 +59,10 @@ class ToolResult(msgspec.Struct, frozen=True, tag="result", omit_defaults=True):
 
 
 class Finish(msgspec.Struct, frozen=True, tag="finish", omit_defaults=True):
-    """How a function node ended; ``last`` is the newest node of its own chain at exit."""
+    """How a function node ended; ``last`` is the newest node of its own chain at exit.
+    ``interrupted``: the process running it died (its lease expired), so it never will."""
 
-    status: Literal["completed", "error"]
+    status: Literal["completed", "error", "interrupted"]
     output: Any = None
     error: str | None = None
     last: str | None = None

@@ -90,6 +90,17 @@ class LogRow(SQLModel, table=True):
     body: str = Field(sa_column=Column(Text, nullable=False))
 
 
+class LeaseRow(SQLModel, table=True):
+    """Who is running a function node, until when (renewed by a heartbeat)."""
+
+    __tablename__ = "graph_leases"
+
+    session: str = Field(primary_key=True, max_length=128)
+    function_id: str = Field(primary_key=True, max_length=128)
+    owner: str = Field(max_length=200)
+    expires_us: int = Field(sa_column=Column(BigInteger, nullable=False))
+
+
 class MigrationRow(SQLModel, table=True):
     """One applied migration, by name."""
 
@@ -111,4 +122,5 @@ EDGES = _table(EdgeRow)
 EVENTS = _table(EventRow)
 VALUES = _table(ValueRow)
 LOGS = _table(LogRow)
+LEASES = _table(LeaseRow)
 MIGRATIONS = _table(MigrationRow)

@@ -31,7 +31,7 @@ from ._codec import (
 from ._errors import StoreError
 from ._migrations import Migration, forget_engine, migrate
 from ._nodes import Edge, Event, Node
-from ._schema import EDGES, EVENTS, LOGS, NODES, SESSIONS, VALUES
+from ._schema import EDGES, EVENTS, LEASES, LOGS, NODES, SESSIONS, VALUES
 from ._store import DEFAULT_PATH, Loaded, LogEntry, Record, SessionInfo, Store
 
 
@@ -316,7 +316,7 @@ class SQLStore(Store):
 
     def delete_session(self, session: str) -> None:
         with self._connection() as connection:
-            for table in (LOGS, VALUES, EVENTS, EDGES, NODES):
+            for table in (LEASES, LOGS, VALUES, EVENTS, EDGES, NODES):
                 connection.execute(delete(table).where(table.c.session == session))
             sessions = SESSIONS
             connection.execute(delete(sessions).where(sessions.c.id == session))
@@ -366,6 +366,32 @@ class SQLStore(Store):
                 insert.on_conflict_do_nothing(index_elements=["session", "namespace", "key"])
             )
 
+    def put_lease(self, session: str, function_id: str, owner: str, expires_us: int) -> None:
+        row = {"session": session, "function_id": function_id, "owner": owner}
+        with self._connection() as connection:
+            insert = _upsert_for(connection)(LEASES).values({**row, "expires_us": expires_us})
+            connection.execute(
+                insert.on_conflict_do_update(
+                    index_elements=["session", "function_id"],
+                    set_={"owner": insert.excluded.owner, "expires_us": insert.excluded.expires_us},
+                )
+            )
+
+    def drop_lease(self, session: str, function_id: str) -> None:
+        with self._connection() as connection:
+            connection.execute(
+                delete(LEASES).where(
+                    LEASES.c.session == session, LEASES.c.function_id == function_id
+                )
+            )
+
+    def leases(self, session: str) -> dict[str, tuple[str, int]]:
+        query = select(LEASES.c.function_id, LEASES.c.owner, LEASES.c.expires_us).where(
+            LEASES.c.session == session
+        )
+        with self._connection() as connection:
+            return _lease_rows(connection.execute(query))
+
     def read_log(self, session: str, namespace: str) -> list[LogEntry]:
         query = (
             select(LOGS.c.key, LOGS.c.seq, LOGS.c.body)
@@ -397,6 +423,10 @@ class SQLStore(Store):
             raise StoreError(f"no session {session!r} in {self.url}")
         value = decode_any(text)
         return value if isinstance(value, dict) else {}
+
+
+def _lease_rows(rows: Any) -> dict[str, tuple[str, int]]:
+    return {str(r[0]): (str(r[1]), int(r[2])) for r in rows}
 
 
 def _upsert_for(connection: Connection) -> Any:

@@ -127,6 +127,18 @@ class Store:
         """A namespace's entries in the order they were appended."""
         raise NotImplementedError
 
+    # -- leases: which process runs which function, until when ---------------------------
+    def put_lease(self, session: str, function_id: str, owner: str, expires_us: int) -> None:
+        """Take or renew the lease on a running function."""
+        raise NotImplementedError
+
+    def drop_lease(self, session: str, function_id: str) -> None:
+        raise NotImplementedError
+
+    def leases(self, session: str) -> dict[str, tuple[str, int]]:
+        """Leases by function id: (owner, expiry in epoch microseconds)."""
+        raise NotImplementedError
+
 
 def _with_seq(record: Record, seq: int) -> Record:
     return msgspec.structs.replace(record, seq=seq)
@@ -200,6 +212,21 @@ class MemoryStore(Store):
             if session not in self._sessions:
                 return []
             return list(self._side(session, "logs", namespace))
+
+    def put_lease(self, session: str, function_id: str, owner: str, expires_us: int) -> None:
+        with self._lock:
+            self._side(session, "values", "\0leases")[function_id] = (owner, expires_us)
+
+    def drop_lease(self, session: str, function_id: str) -> None:
+        with self._lock:
+            if session in self._sessions:
+                self._side(session, "values", "\0leases").pop(function_id, None)
+
+    def leases(self, session: str) -> dict[str, tuple[str, int]]:
+        with self._lock:
+            if session not in self._sessions:
+                return {}
+            return dict(self._side(session, "values", "\0leases"))
 
     def commit(
         self, session: str, records: Sequence[Record], edges: Sequence[Edge], head: str | None

@@ -1,28 +1,59 @@
-"""OpenProgram's runtime layer: trace importers, replay and the bench, the command line.
+"""OpenProgram's runtime: sessions, agentic functions, the LLM loop, tools that read what
+the context cascade put away — plus trace importers, the bench and the command line.
 
-It stands on ``context`` (rendering under a budget) and ``graph`` (the stored conversation).
-Subpackages: ``openprogram.importers`` (read traces into a graph) and ``openprogram.bench``
-(measure policies on real traces).
+It stands on ``context`` (rendering under a budget) and ``graph`` (the stored
+conversation). Subpackages: ``openprogram.importers``, ``openprogram.bench``; fake models
+for tests are in ``openprogram.testing``.
 """
 
+from openprogram._api import allm, llm
+from openprogram._current import current_frame, current_session
 from openprogram._errors import (
     BaselineUnavailable,
     BenchError,
+    ModelError,
+    NoSession,
     OpenProgramError,
+    OutputValidationError,
     SessionError,
+    StepLimitExceeded,
+    ToolDefinitionError,
     TraceFormatError,
     UnknownFormat,
 )
+from openprogram._functions import function
+from openprogram._history import HISTORY_TOOLS, HistoryTools
+from openprogram._models import LiteLLMModel, Model, ModelResponse, Usage
+from openprogram._session import Session
+from openprogram._tools import ToolSpec
 from openprogram.importers import ImportStats, detect_format, import_trace
 
 __all__ = [
+    "HISTORY_TOOLS",
     "BaselineUnavailable",
     "BenchError",
+    "HistoryTools",
     "ImportStats",
+    "LiteLLMModel",
+    "Model",
+    "ModelError",
+    "ModelResponse",
+    "NoSession",
     "OpenProgramError",
+    "OutputValidationError",
+    "Session",
     "SessionError",
+    "StepLimitExceeded",
+    "ToolDefinitionError",
+    "ToolSpec",
     "TraceFormatError",
     "UnknownFormat",
+    "Usage",
+    "allm",
+    "current_frame",
+    "current_session",
     "detect_format",
+    "function",
     "import_trace",
+    "llm",
 ]

@@ -1,13 +1,19 @@
 """Errors raised by the ``openprogram`` runtime, importers and CLI.
 
-::
+The LLM loop re-raises ``context.ContextOverflowError`` (a ``ContextError``) when the
+engine gives up after repeated context-overflow errors; everything else is here::
 
     OpenProgramError
     ├── TraceFormatError     a trace file that cannot be imported (names file, line or JSON path)
     ├── UnknownFormat        a trace whose format cannot be detected or is not supported
     ├── BenchError           bench inputs that cannot be measured (a zero budget, a bad policy)
     ├── BaselineUnavailable  a baseline whose optional dependency is not installed
-    └── SessionError         a session that does not exist or cannot be used
+    ├── SessionError         a session that does not exist or cannot be used
+    │   └── NoSession        agentic code run outside any session
+    ├── ModelError           no model configured, or the provider failed (not an overflow)
+    ├── StepLimitExceeded    an LLM call used up its steps without a final answer
+    ├── OutputValidationError  a structured answer still invalid after one repair turn
+    └── ToolDefinitionError  a Python callable that cannot be a tool (names the parameter)
 """
 
 from __future__ import annotations
@@ -41,3 +47,23 @@ class BaselineUnavailable(OpenProgramError, ImportError):
 
 class SessionError(OpenProgramError):
     """A session that does not exist or cannot be used."""
+
+
+class NoSession(SessionError):
+    """Agentic code (``@function``, ``llm``) run outside any session."""
+
+
+class ModelError(OpenProgramError):
+    """No model is configured, or the provider failed with something other than an overflow."""
+
+
+class StepLimitExceeded(OpenProgramError):
+    """An LLM call used all its steps (model turns) without a final answer."""
+
+
+class OutputValidationError(OpenProgramError, ValueError):
+    """A structured answer that still does not validate after one repair turn."""
+
+
+class ToolDefinitionError(OpenProgramError, TypeError):
+    """A Python callable that cannot be offered to a model as a tool."""

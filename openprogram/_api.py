@@ -1,0 +1,52 @@
+"""``openprogram.llm`` and ``openprogram.allm``: an LLM call from wherever the code runs.
+
+Inside an agentic function the call renders from that function's frame; outside one, from
+the session's top level. Both need a session bound (``with session:`` or ``session.run``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from openprogram._current import current_frame, current_session
+from openprogram._models import Model
+from openprogram._tools import ToolSpec
+
+
+def llm(
+    prompt: str | None = None,
+    *,
+    tools: Sequence[ToolSpec | Callable[..., Any]] = (),
+    output_type: Any = str,
+    model: Model | str | None = None,
+    max_steps: int | None = None,
+) -> Any:
+    """Ask the model in the current frame; see :meth:`openprogram.Session.llm`."""
+    return current_session().llm(
+        prompt,
+        tools=tools,
+        output_type=output_type,
+        model=model,
+        max_steps=max_steps,
+        frame=current_frame(),
+    )
+
+
+async def allm(
+    prompt: str | None = None,
+    *,
+    tools: Sequence[ToolSpec | Callable[..., Any]] = (),
+    output_type: Any = str,
+    model: Model | str | None = None,
+    max_steps: int | None = None,
+) -> Any:
+    """:func:`llm` for async code."""
+    return await current_session().allm(
+        prompt,
+        tools=tools,
+        output_type=output_type,
+        model=model,
+        max_steps=max_steps,
+        frame=current_frame(),
+    )

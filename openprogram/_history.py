@@ -1,0 +1,195 @@
+"""Tools the model calls to read what the context cascade put away.
+
+Every placeholder a tier writes names one of these and the id it takes:
+``read_output`` (offloaded, reduced, cleared or cut outputs), ``read_history`` (snipped
+rounds), ``expand_layer`` (a collapse or compaction), ``expand_function`` (a finished
+function's internals) — plus ``inspect_node`` and ``search_history`` over the whole
+session. A bad id is a tool error the model reads, never an exception in the loop.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from graph import Dialogue, Function, Node, Tool, as_text, steps_to_messages, text_of
+from openprogram._tools import ToolSpec
+
+if TYPE_CHECKING:
+    from openprogram._session import Session
+
+READ_LIMIT = 20_000
+"""Characters one read returns at most; the answer says where the next read starts."""
+HISTORY_TOOLS = (
+    "inspect_node",
+    "read_history",
+    "expand_function",
+    "expand_layer",
+    "read_output",
+    "search_history",
+)
+
+
+def messages_text(messages: list[dict[str, Any]]) -> str:
+    """Messages as plain text a model reads (role, calls, results)."""
+    lines = []
+    for message in messages:
+        role = message.get("role", "?")
+        text = text_of(message.get("content"))
+        if role == "tool":
+            lines.append(f"[tool result {message.get('tool_call_id')}] {text}")
+            continue
+        if text:
+            lines.append(f"[{role}] {text}")
+        for call in message.get("tool_calls") or ():
+            function = call.get("function", {})
+            lines.append(f"[{role} calls {function.get('name')}] {function.get('arguments')}")
+    return "\n".join(lines)
+
+
+def node_text(node: Node) -> str:
+    """The whole text a node holds: a message's content, a tool's result, a function's output."""
+    payload = node.payload
+    if isinstance(payload, Dialogue):
+        return text_of(payload.content)
+    if isinstance(payload, Tool):
+        return "" if node.result is None else text_of(node.result.content)
+    assert isinstance(payload, Function)
+    if node.finish is None:
+        return ""
+    return as_text(node.finish.output) if node.finish.error is None else node.finish.error
+
+
+def _page(text: str, offset: int, limit: int, how: str) -> str:
+    limit = max(1, min(limit, READ_LIMIT))
+    offset = max(0, offset)
+    piece = text[offset : offset + limit]
+    end = offset + len(piece)
+    if end < len(text):
+        return f"{piece}\n[... {len(text) - end} more characters; {how.format(offset=end)}]"
+    return piece
+
+
+class HistoryTools:
+    """The six history tools, bound to one session."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def _node(self, node_id: str) -> Node:
+        graph = self.session.graph
+        if node_id not in graph:
+            graph.refresh()
+        if node_id not in graph:
+            raise ValueError(f"no node {node_id!r} in this session; search_history finds ids")
+        return graph.get(node_id)
+
+    def inspect_node(self, id: str) -> str:
+        """Show one node of the conversation graph: its kind, status, content and links.
+
+        Args:
+            id: the node id (as placeholders and notes name it)
+        """
+        node = self._node(id)
+        graph = self.session.graph
+        info: dict[str, Any] = {"id": node.id, "kind": node.kind, "seq": node.seq}
+        payload = node.payload
+        if isinstance(payload, Dialogue):
+            info["role"] = payload.role
+        elif isinstance(payload, Tool):
+            info.update(tool=payload.name, arguments=payload.arguments, status=node.status)
+        else:
+            info.update(function=payload.name, input=payload.input, status=node.status)
+        caller = graph.caller(node.id)
+        if caller is not None:
+            info["caller"] = caller.id
+        layers = [i.id for i in graph.layers(active=True) if node.id in i.covers]
+        if layers:
+            info["layers"] = layers
+        text = node_text(node)
+        info["chars"] = len(text)
+        head = json.dumps(info, ensure_ascii=False, default=str)
+        how = 'read_output("' + node.id + '", offset={offset})'
+        return f"{head}\n{_page(text, 0, 4_000, how)}"
+
+    def read_output(self, id: str, offset: int = 0, limit: int = READ_LIMIT) -> str:
+        """Read the full text of a node — an offloaded, reduced or cleared tool output, a
+        function's output or a message — from ``offset``, at most ``limit`` characters.
+
+        Args:
+            id: the node id a placeholder names
+            offset: the first character to return
+            limit: how many characters to return at most
+        """
+        node = self._node(id)
+        how = f'read_output("{id}", offset={{offset}})'
+        return _page(node_text(node), offset, limit, how)
+
+    def read_history(self, first: str, last: str) -> str:
+        """Read earlier rounds removed to fit the context, from node ``first`` to ``last``.
+
+        Args:
+            first: the first node id the removal note names
+            last: the last node id the removal note names
+        """
+        for node_id in (first, last):
+            self._node(node_id)
+        graph = self.session.graph
+        head = last if graph.get(last).kind != "tool" else graph.state.requested_by[last]
+        steps = graph.visible(head=head, expose="io")
+        ids = [step.node.id for step in steps]
+        if first not in ids:
+            raise ValueError(f"node {first} does not come before {last} in the conversation")
+        chosen = steps[ids.index(first) :]
+        return _page(messages_text(steps_to_messages(chosen)), 0, READ_LIMIT, "the rest is later")
+
+    def expand_function(self, id: str, depth: int = 1) -> str:
+        """Show a finished function's internals as they were seen inside it while it ran.
+
+        Args:
+            id: the function node id
+            depth: 1 shows nested functions by their input and output, 2 or more opens them
+        """
+        node = self._node(id)
+        if node.kind != "function":
+            raise ValueError(f"node {id} is a {node.kind} node, not a function")
+        messages = self.session.engine.expand(id, depth=depth)
+        return _page(messages_text(messages), 0, READ_LIMIT, "ask for less depth")
+
+    def expand_layer(self, id: str) -> str:
+        """Show the original messages under a collapsed segment or a compaction.
+
+        Args:
+            id: the layer id its summary names
+        """
+        messages = self.session.engine.expand(id)
+        return _page(messages_text(messages), 0, READ_LIMIT, "use read_history for the rest")
+
+    def search_history(self, query: str, limit: int = 20) -> str:
+        """Search the whole session — collapsed, snipped and offloaded parts included — for
+        nodes whose text holds every word of ``query``; newest first.
+
+        Args:
+            query: words to find (case-insensitive)
+            limit: how many matches to list at most
+        """
+        words = [w for w in query.lower().split() if w]
+        if not words:
+            raise ValueError("the query is empty")
+        hits = []
+        for node in reversed(self.session.graph.nodes()):
+            text = node_text(node)
+            lowered = text.lower()
+            if all(word in lowered for word in words):
+                at = lowered.find(words[0])
+                snippet = " ".join(text[max(0, at - 80) : at + 160].split())
+                label = node.role or (
+                    node.payload.name if not isinstance(node.payload, Dialogue) else ""
+                )
+                hits.append(f"- {node.id} ({node.kind} {label}): …{snippet}…")
+                if len(hits) >= max(1, limit):
+                    break
+        return "\n".join(hits) if hits else f"no node holds all of: {', '.join(words)}"
+
+    def specs(self) -> list[ToolSpec]:
+        return [ToolSpec(getattr(self, name), name) for name in HISTORY_TOOLS]

@@ -1,0 +1,247 @@
+"""The LLM loop: render the frame's context, call the model, run the tools it asks for,
+until it answers.
+
+Each step renders from the current frame through the session's ``ContextEngine``, so the
+call sees its function's own chain and its callers as the cascade shows them. A context
+overflow from the provider goes to ``engine.recover`` (tier 5) for a harder render and the
+step is retried; the engine gives up with ``ContextOverflowError``. The provider's usage
+anchors the token count and is stored with the assistant's node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import re
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from context import Rendered, is_context_overflow
+from graph import Frame, Node
+from openprogram._current import MODEL, TOOL_NODE
+from openprogram._errors import ModelError, OutputValidationError, StepLimitExceeded
+from openprogram._models import Model, ModelResponse
+from openprogram._tools import ToolSpec, arun_tool, as_spec, run_tool
+
+if TYPE_CHECKING:
+    from openprogram._session import Session
+
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
+_REPAIR = (
+    "Your reply did not match the required output: {errors}. Reply again with only a JSON "
+    "value matching this schema: {schema}"
+)
+
+
+class Call:
+    """One ``llm()`` call: its frame, tools, output type and model."""
+
+    def __init__(
+        self,
+        session: Session,
+        frame: Frame,
+        *,
+        tools: Sequence[ToolSpec | Callable[..., Any]],
+        output_type: Any,
+        model: Model | None,
+        max_steps: int,
+        history_tools: bool,
+    ) -> None:
+        self.session = session
+        self.frame = frame
+        specs = [as_spec(t) for t in tools]
+        if history_tools:
+            names = {t.name for t in specs}
+            specs += [s for s in session.history.specs() if s.name not in names]
+        self.tools: dict[str, ToolSpec] = {spec.name: spec for spec in specs}
+        self.schemas = [spec.schema() for spec in specs]
+        self.output_type = output_type
+        self.adapter = None if output_type is str else TypeAdapter(output_type)
+        chosen = MODEL.get() or model or session.model
+        if chosen is None:
+            raise ModelError(
+                "no model: pass model= to Session or llm(), or use openprogram.testing.override"
+            )
+        self.model: Model = chosen
+        self.max_steps = max_steps
+        self.repaired = False
+
+    # -- shared steps -------------------------------------------------------------------
+    def _render(self) -> Rendered:
+        engine = self.session.engine
+        engine.set_tools(self.schemas)
+        head = self.session.graph.head_of(self.frame)
+        return engine.render(head=head, frame=self.frame.function)
+
+    def _options(self, rendered: Rendered) -> dict[str, Any]:
+        options: dict[str, Any] = {}
+        if rendered.context_management:
+            options["context_management"] = rendered.context_management
+            options["extra_headers"] = {"anthropic-beta": "context-management-2025-06-27"}
+        if self.adapter is not None:
+            options["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "output", "schema": self.adapter.json_schema()},
+            }
+        return options
+
+    def _recover(self, error: Exception) -> Rendered:
+        if not is_context_overflow(error):
+            raise ModelError(f"model {self.model.name} failed: {error}") from error
+        head = self.session.graph.head_of(self.frame)
+        return self.session.engine.recover(error, head=head, frame=self.frame.function)
+
+    def _record(self, response: ModelResponse) -> tuple[Node, list[tuple[str, str, Node]]]:
+        engine = self.session.engine
+        usage = response.usage
+        if usage.input_tokens > 0:
+            engine.anchor_usage(usage.input_tokens)
+        else:
+            engine.note_success()
+        meta: dict[str, Any] = {
+            "model": response.model or self.model.name,
+            "usage": {
+                "input": max(0, usage.input_tokens - usage.cached_tokens - usage.cache_written),
+                "cache_read": usage.cached_tokens,
+                "cache_creation": usage.cache_written,
+                "output": usage.output_tokens,
+                "cost": usage.cost,
+            },
+        }
+        if response.provider_items:
+            meta["provider_items"] = response.provider_items
+        node = self.session.graph.append(response.message, frame=self.frame, meta=meta)
+        calls = []
+        by_call = {t.payload.call_id: t for t in self.session.graph.tools(node.id)}  # type: ignore[union-attr]
+        for call in response.message.get("tool_calls") or ():
+            function = call.get("function", {})
+            calls.append(
+                (
+                    str(function.get("name")),
+                    str(function.get("arguments") or "{}"),
+                    by_call[call["id"]],
+                )
+            )
+        return node, calls
+
+    def _answer(self, tool: Node, text: str, error: bool) -> None:
+        call_id = tool.payload.call_id  # type: ignore[union-attr]
+        message: dict[str, Any] = {"role": "tool", "tool_call_id": call_id, "content": text}
+        if error:
+            message["is_error"] = True
+        self.session.graph.append(message, frame=self.frame)
+
+    def _final(self, message: dict[str, Any]) -> tuple[bool, Any]:
+        """(done, value): the answer, or not done when a repair turn was asked for."""
+        text = message.get("content") or ""
+        if not isinstance(text, str):
+            text = json.dumps(text)
+        if self.adapter is None:
+            return True, text
+        stripped = text.strip()
+        fenced = _FENCE.match(stripped)
+        try:
+            return True, self.adapter.validate_json(fenced.group(1) if fenced else stripped)
+        except ValidationError as error:
+            if self.repaired:
+                raise OutputValidationError(
+                    f"the model's answer does not match {self.output_type!r} after a repair "
+                    f"turn: {error.errors()[0]['msg']}"
+                ) from error
+            self.repaired = True
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}"
+                for e in error.errors()[:5]
+            )
+            schema = json.dumps(self.adapter.json_schema())
+            repair = _REPAIR.format(errors=problems, schema=schema)
+            self.session.graph.append({"role": "user", "content": repair}, frame=self.frame)
+            return False, None
+
+    def _unknown(self, name: str) -> str:
+        return f"Error: no tool named {name!r}; available: {', '.join(self.tools) or 'none'}"
+
+    def _limit(self) -> StepLimitExceeded:
+        where = self.frame.function or "the top level"
+        return StepLimitExceeded(
+            f"llm() in {where} took {self.max_steps} model turns without a final answer; "
+            "raise max_steps or give the model fewer tools to loop on"
+        )
+
+    # -- sync ---------------------------------------------------------------------------
+    def run(self) -> Any:
+        for _ in range(self.max_steps):
+            rendered = self._render()
+            while True:
+                try:
+                    response = self.model.complete(
+                        rendered.messages, self.schemas, **self._options(rendered)
+                    )
+                    break
+                except Exception as error:
+                    rendered = self._recover(error)
+            _, calls = self._record(response)
+            if not calls:
+                done, value = self._final(response.message)
+                if done:
+                    return value
+                continue
+            for tool, (text, failed) in zip(
+                [c[2] for c in calls], self._run_tools(calls), strict=True
+            ):
+                self._answer(tool, text, failed)
+        raise self._limit()
+
+    def _run_tools(self, calls: list[tuple[str, str, Node]]) -> list[tuple[str, bool]]:
+        def one(name: str, arguments: str, tool: Node) -> tuple[str, bool]:
+            spec = self.tools.get(name)
+            if spec is None:
+                return self._unknown(name), True
+            token = TOOL_NODE.set(tool.id)
+            try:
+                return run_tool(spec, arguments)
+            finally:
+                TOOL_NODE.reset(token)
+
+        if len(calls) == 1:
+            return [one(*calls[0])]
+        with ThreadPoolExecutor(min(8, len(calls)), thread_name_prefix="openprogram-tool") as pool:
+            futures = [
+                pool.submit(contextvars.copy_context().run, one, name, arguments, tool)
+                for name, arguments, tool in calls
+            ]
+            return [future.result() for future in futures]
+
+    # -- async --------------------------------------------------------------------------
+    async def arun(self) -> Any:
+        for _ in range(self.max_steps):
+            rendered = self._render()
+            while True:
+                try:
+                    response = await self.model.acomplete(
+                        rendered.messages, self.schemas, **self._options(rendered)
+                    )
+                    break
+                except Exception as error:
+                    rendered = self._recover(error)
+            _, calls = self._record(response)
+            if not calls:
+                done, value = self._final(response.message)
+                if done:
+                    return value
+                continue
+            results = await asyncio.gather(*(self._arun_tool(*call) for call in calls))
+            for (_, _, tool), (text, failed) in zip(calls, results, strict=True):
+                self._answer(tool, text, failed)
+        raise self._limit()
+
+    async def _arun_tool(self, name: str, arguments: str, tool: Node) -> tuple[str, bool]:
+        spec = self.tools.get(name)
+        if spec is None:
+            return self._unknown(name), True
+        TOOL_NODE.set(tool.id)  # this task's own context: siblings keep theirs
+        return await arun_tool(spec, arguments)
