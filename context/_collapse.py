@@ -71,6 +71,16 @@ def segments(view: View, ctx: TierContext) -> list[list[Unit]]:
     return found
 
 
+def inspectable(covered: list[Unit], limit: int = 8) -> list[str]:
+    """Finished functions among ``covered``, each with the tool call that reads it back."""
+    lines = []
+    for unit in covered:
+        if unit.kind == "call" and unit.node_ids:
+            call = unit.items[0].message["tool_calls"][0]["function"]["name"]
+            lines.append(f'- function {call}: expand_function("{unit.node_ids[0]}")')
+    return lines[-limit:]
+
+
 def banner(layer_id: str, covered: list[Unit]) -> str:
     count = sum(unit.count for unit in covered)
     return (
@@ -103,6 +113,9 @@ def collapse_segment(
             return view, error
     layer_id = new_layer_id()
     text = f"{banner(layer_id, covered)}\n{result.text(identifiers=policy.identifier_tokens > 0)}"
+    functions = inspectable(covered)
+    if functions:
+        text += "\n## Nodes to inspect\n" + "\n".join(functions)
     message = {"role": "user", "content": text}
     if not force and ctx.counter.count_message(message) >= sum(u.tokens for u in covered):
         return view, "the summary is no shorter than the rounds"

@@ -20,6 +20,7 @@ import msgspec
 
 from graph import LayerInfo, text_of
 
+from ._collapse import inspectable
 from ._errors import ContextError
 from ._summarizing import (
     make_layer,
@@ -110,15 +111,6 @@ def _offloaded(covered: list[Unit]) -> list[str]:
     return lines[:_INSPECT]
 
 
-def _inspect(covered: list[Unit]) -> list[str]:
-    lines = []
-    for unit in covered:
-        if unit.kind == "call" and unit.node_ids:
-            name = unit.items[0].message["tool_calls"][0]["function"]["name"]
-            lines.append(f'- function {name}: expand_function("{unit.node_ids[0]}")')
-    return lines[-_INSPECT:]
-
-
 def _recent_users(covered: list[Unit], ctx: TierContext) -> list[dict[str, Any]]:
     """The newest user messages of the covered part, verbatim, within the policy's share."""
     room = ctx.policy.compact_user_tokens
@@ -153,7 +145,7 @@ def compact_span(
         ctx,
         "compact",
         fresh,
-        max_tokens=policy.compact_summary_tokens,
+        max_tokens=min(policy.compact_summary_tokens, max(100, ctx.target // 3)),
         previous=previous,
         focus=focus,
     )
@@ -175,7 +167,7 @@ def compact_span(
     offloaded = _offloaded(covered)
     if offloaded:
         parts += ["## Offloaded References", *offloaded]
-    inspect = _inspect(covered)
+    inspect = inspectable(covered)
     if inspect:
         parts += ["## Nodes to inspect", *inspect]
     text = "\n".join(parts)
@@ -183,6 +175,8 @@ def compact_span(
     tokens = ctx.counter.count_messages(messages)
     if reason == "budget" and tokens >= sum(unit.tokens for unit in covered):
         return view, None, "the compaction is no shorter than what it covers"
+    if reason == "budget" and tokens > ctx.target // 2:
+        return view, None, "the compaction would leave no room under the low-water mark"
     meta = {"reason": reason, "rounds": rounds, "focus": focus, "pinned": True}
     after, info = make_layer(view, ctx, "compact", covered, messages, result, meta, layer_id)
     ctx.act("compact", f"compacted {rounds} round(s) into layer {info.id}", view, after)

@@ -1,8 +1,9 @@
 """Emergency (last resort, no LLM): make the prompt fit whenever its core can.
 
 Three steps, each only if the prompt still does not fit: older rounds inside running
-subtrees become one-line stubs; every unit but the pinned ones and the newest goes, with a
-note; then the longest remaining texts are cut in the middle with a marker.
+subtrees become one-line stubs; every unit but the system prompt, the task, running units
+and the newest goes (a compaction too), with a note; then the longest remaining texts are
+cut in the middle with a marker.
 """
 
 from __future__ import annotations
@@ -62,7 +63,9 @@ def emergency(view: View, ctx: TierContext) -> View:
     if view.tokens > ctx.budget:
         last = view.units[-1]
         dropped = [
-            u for u in view.units if (u.kind == "stub" or not exempt(u, last)) and u is not last
+            u
+            for u in view.units
+            if (u.kind in ("stub", "layer") or not exempt(u, last)) and u is not last
         ]
         notes = [u for u in view.units if u.kind == "note"]
         if dropped:

@@ -304,7 +304,8 @@ def test_snip_drops_oldest_rounds_with_a_note(tmp_path: Path) -> None:
     for i in range(8):
         g.append({"role": "user", "content": f"next step {i}"})
         g.append({"role": "assistant", "content": f"step {i}: " + "word " * 60})
-    rendered = render_context(g, budget=400, policy=policy(tmp_path))
+    cascade = ("offload", "budget_reduction", "microcompact", "snip", "emergency")
+    rendered = render_context(g, budget=400, policy=policy(tmp_path, cascade=cascade))
     assert tiers(rendered) == ["snip"]
     assert rendered.fits
     assert rendered.tokens <= int(400 * 0.6)
