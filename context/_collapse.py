@@ -71,6 +71,12 @@ def segments(view: View, ctx: TierContext) -> list[list[Unit]]:
     return found
 
 
+def summary_cap(ctx: TierContext, covered: list[Unit]) -> int:
+    """A segment's summary may take ``collapse_summary_tokens``, but never more than half
+    of what it replaces (a summary as long as its rounds saves nothing)."""
+    return min(ctx.policy.collapse_summary_tokens, max(60, sum(u.tokens for u in covered) // 2))
+
+
 def inspectable(covered: list[Unit], limit: int = 8) -> list[str]:
     """Finished functions among ``covered``, each with the tool call that reads it back."""
     lines = []
@@ -102,7 +108,7 @@ def collapse_segment(
     result: SummaryResult | None = reusable(ctx, "collapse", covers, "")
     ms = 0.0
     if result is None:
-        request = request_for(ctx, "collapse", covered, max_tokens=policy.collapse_summary_tokens)
+        request = request_for(ctx, "collapse", covered, max_tokens=summary_cap(ctx, covered))
         result, error, ms = summarize(ctx, request, key)
         if result is None:
             ctx.state(CollapseState).failed.add(key)
@@ -164,7 +170,7 @@ def ahead(view: View, ctx: TierContext) -> View:
     for segment in _candidates(view, ctx):
         covers = tuple(n for unit in segment for n in unit.node_ids)
         if reusable(ctx, "collapse", covers, "") is None:
-            limit = ctx.policy.collapse_summary_tokens
+            limit = summary_cap(ctx, segment)
             ctx.prefetch.ahead(
                 segment_key(covers), request_for(ctx, "collapse", segment, max_tokens=limit)
             )

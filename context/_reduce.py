@@ -1,10 +1,14 @@
-"""Budget reduction: every turn, a long tool output keeps its head and tail.
+"""Budget reduction: a long tool output keeps its head and tail.
 
 Deterministic and byte-stable: the same output always reduces to the same bytes, so the
-prompt cache holds from one turn to the next.
+prompt cache holds from one turn to the next. In ``policy.always`` it runs every turn (the
+seed's design); the claude-code preset runs it once a prompt does not fit, and what it
+reduced stays reduced.
 """
 
 from __future__ import annotations
+
+import time
 
 import msgspec
 
@@ -44,7 +48,8 @@ def reduce_item(item: Item, ctx: TierContext) -> Item:
 
 
 class ReductionState(TierState):
-    """Outputs reduced while the tier was not in ``policy.always`` (kept reduced after)."""
+    """Outputs reduced so far: kept reduced on later renders (when the tier is not in
+    ``policy.always``, it acts only when needed, so this is what makes it sticky)."""
 
     nodes: set[str] = msgspec.field(default_factory=set)
 
@@ -67,14 +72,21 @@ def _reduce(view: View, ctx: TierContext, only: set[str] | None) -> tuple[View, 
 def reapply(view: View, ctx: TierContext) -> View:
     """Keep reduced what an earlier over-budget render reduced."""
     state = ctx.state(ReductionState)
-    return _reduce(view, ctx, state.nodes)[0] if state.nodes else view
+    if not state.nodes or ctx.tier in ctx.policy.always:
+        return view
+    return _reduce(view, ctx, state.nodes)[0]
 
 
 def budget_reduction(view: View, ctx: TierContext) -> View:
-    """Shorten every tool output over ``policy.budget_reduction_chars``."""
+    """Shorten every tool output over ``policy.budget_reduction_chars``; outputs reduced for
+    the first time get a record."""
+    started = time.perf_counter()
     after, changed = _reduce(view, ctx, None)
-    if changed and ctx.tier not in ctx.policy.always:
-        ctx.state(ReductionState).nodes.update(changed)
+    state = ctx.state(ReductionState)
+    new = [node for node in changed if node not in state.nodes]
+    if new:
+        state.nodes.update(new)
+        ctx.record("budget_reduction", view, after, started=started, details={"reduced": new})
     return after
 
 

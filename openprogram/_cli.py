@@ -49,26 +49,56 @@ def _existing(db: str | None, session: str) -> ConversationGraph:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    """The nested research agent, offline, under a small budget; then what it did."""
     from openprogram._demo import run_demo
+    from openprogram._views import (
+        distribution_table,
+        layer_savings,
+        layers_table,
+        records_table,
+        session_tree,
+    )
 
-    graph, inner, final = run_demo(args.db, args.budget)
-    tree = Tree(f"session [bold]{graph.session}[/] ({len(graph)} nodes, {graph.store.url})")
-    _tree(graph, tree, None)
-    console.print(tree)
-    for title, rendered in (
-        ("from inside the running research function", inner),
-        ("from the top, after research finished", final),
-    ):
-        console.rule(title)
-        _actions(rendered.actions)
-        console.print(
-            f"rendered {len(rendered.messages)} messages, "
-            f"{rendered.tokens} tokens (budget {rendered.budget})"
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("research agent", total=1)
+
+        def step(done: int, total: int, what: str) -> None:
+            progress.update(task, total=total, completed=done, description=what[:60])
+
+        run = run_demo(args.db, args.budget, state_dir=args.state_dir, progress=step)
+    session = run.session
+    graph = session.graph
+    console.rule("the session")
+    title = f"session [bold]{session.id}[/] ({len(graph)} nodes, {session.store.url})"
+    console.print(session_tree(graph, title=title, fired=run.fired, messages=False))
+    console.rule("the next prompt, /context style")
+    preview = session.engine.preview()
+    console.print(
+        distribution_table(
+            preview,
+            session.engine.counter,
+            title=f"top level: {preview.tokens:,} of {preview.budget:,} tokens "
+            f"({session.policy.context_window:,}-token window, {session.policy.name})",
         )
-        for message in rendered.messages:
-            text = text_of(message.get("content")) or json.dumps(message.get("tool_calls"))
-            console.print(f"  [cyan]{message['role']:>9}[/] {text[:110].replace(chr(10), ' ')}")
-    console.print(f"records: .openprogram/records/{graph.session}.jsonl")
+    )
+    console.rule("compaction records")
+    console.print(records_table(run.records, title=f"{len(run.records)} records"))
+    layers = session.engine.layers()
+    console.print(layers_table(layers, layer_savings(session.engine, layers), title="layers"))
+    console.rule("the review read back a hidden investigation")
+    console.print(run.review)
+    if run.rolled_back is not None and run.before is not None and run.after is not None:
+        console.rule("one rollback")
+        console.print(
+            f"rolled back collapse {run.rolled_back.id}: the top-level prompt went from "
+            f"{run.before.tokens:,} to {run.after.tokens:,} tokens before the cascade, "
+            f"which then keeps it under {run.after.budget:,} "
+            f"({', '.join(dict.fromkeys(a.tier for a in run.after.actions)) or 'nothing to do'})"
+        )
+    fired = sorted({tier for counts in run.fired.values() for tier in counts})
+    console.print(f"tiers that fired: {', '.join(fired)}")
+    console.print(f"records: {session.policy.state_dir}/records/{session.id}.jsonl")
+    session.close()
     return 0
 
 
@@ -361,8 +391,9 @@ def parser() -> argparse.ArgumentParser:
         help="database path or URL (default: $OPENPROGRAM_DB or .openprogram/openprogram.db)",
     )
     sub = top.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="build and render the offline research demo")
-    demo.add_argument("--budget", type=int, default=6_000)
+    demo = sub.add_parser("demo", help="run the nested research agent offline, then show it")
+    demo.add_argument("--budget", type=int, default=2_500)
+    demo.add_argument("--state-dir", default=".openprogram")
     demo.set_defaults(run=cmd_demo)
     imp = sub.add_parser("import", help="import a trace into a session")
     imp.add_argument("trace")

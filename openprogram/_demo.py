@@ -1,52 +1,105 @@
-"""The offline demo: a nested research session, stored in SQLite, rendered under a budget.
+"""The offline demo: the nested research agent on a scripted model, under a small budget.
 
-No model and no network: the steps are scripted, so the demo runs the same everywhere. It
-renders twice: from inside the running ``research`` function (its own big tool output is
-offloaded) and from the top once it has finished (callers see its input and output only).
+Eight questions, each a ``research`` call that plans, investigates concurrently and
+synthesizes, then a ``review`` that reads back what a summary hid. The budget is small on
+purpose, so every tier of the claude-code preset really fires: offload, budget reduction,
+microcompact, collapse, auto-compact, snip and emergency. It ends with one rollback of a
+collapse. No network, no model: it runs the same everywhere, in a few seconds.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any
+import collections
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from context import ContextEngine, Policy, Rendered
-from graph import ConversationGraph
+from context import CompactionRecord, Policy, Rendered
+from graph import LayerInfo
+from openprogram._current import current_frame
+from openprogram._session import Session
+from openprogram.examples.corpus import QUESTIONS
+from openprogram.examples.research import research, review, scripted_model
 
-_SOURCE = "\n".join(
-    f"{n:5d}  def handler_{n}(request): return route(request, {n})" for n in range(400)
-)
+DEMO_BUDGET = 2_500
 
 
-def _call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
-    function = {"name": name, "arguments": json.dumps(arguments)}
-    return {"id": call_id, "type": "function", "function": function}
+def demo_policy(state_dir: Path) -> Policy:
+    """The claude-code preset with thresholds scaled to a short session."""
+    return Policy.claude_code(
+        state_dir=state_dir,
+        microcompact_first=4,
+        microcompact_every=2,
+        microcompact_keep=2,
+        collapse_min_rounds=3,
+        collapse_max_rounds=5,
+        collapse_keep_recent=3,
+    )
+
+
+@dataclass
+class DemoRun:
+    """What the demo did: the session, the tiers that fired in each frame, the review's
+    answer, and the rollback (the layer and the top-level render before and after)."""
+
+    session: Session
+    fired: dict[str | None, collections.Counter[str]] = field(default_factory=dict)
+    answers: list[str] = field(default_factory=list)
+    review: str = ""
+    rolled_back: LayerInfo | None = None
+    before: Rendered | None = None
+    after: Rendered | None = None
+
+    @property
+    def records(self) -> list[CompactionRecord]:
+        return self.session.engine.records()
 
 
 def run_demo(
-    url: str | None = None, budget: int = 6_000
-) -> tuple[ConversationGraph, Rendered, Rendered]:
-    """Build the session step by step; return it, the inner render and the final render."""
-    graph = ConversationGraph.open(url)
-    engine = ContextEngine(graph, Policy(), budget=budget)
-    graph.append({"role": "system", "content": "You are a careful research agent."})
-    graph.append({"role": "user", "content": "Find why requests to /api/export time out."})
-    for step in range(6):
-        call = _call(f"log{step}", "Bash", command=f"tail -n 200 app{step}.log")
-        graph.append(
-            {"role": "assistant", "content": f"Checking log {step}.", "tool_calls": [call]}
-        )
-        log = f"[log {step}] GET /api/export 504 after 30s\n" * 120
-        graph.append({"role": "tool", "tool_call_id": f"log{step}", "content": log})
-    with graph.function("research", input={"question": "where is /export slow?"}) as research:
-        graph.append({"role": "user", "content": "Read the router and report the slow path."})
-        graph.append({"role": "assistant", "content": None, "tool_calls": [_call("r1", "Read")]})
-        graph.append({"role": "tool", "tool_call_id": "r1", "content": _SOURCE})
-        inner = engine.render(frame=research.id)
-        with graph.function("summarize", input={"file": "app/router.py"}, expose="full") as notes:
-            graph.append({"role": "assistant", "content": "route() scans every handler."})
-            notes.output = "route() is O(n) over 400 handlers"
-        graph.append({"role": "assistant", "content": "The export handler is the last of 400."})
-        research.output = "export is slow: route() scans 400 handlers; index them by path"
-    graph.append({"role": "assistant", "content": "I will index the handlers by path."})
-    return graph, inner, engine.render()
+    db: str | os.PathLike[str] | None = None,
+    budget: int = DEMO_BUDGET,
+    *,
+    state_dir: str | os.PathLike[str] = ".openprogram",
+    progress: Callable[[int, int, str], None] | None = None,
+) -> DemoRun:
+    """Run the demo session; ``progress(done, total, what)`` is told each step."""
+    session = Session(
+        db,
+        model=scripted_model(),
+        system="You are a careful research agent. Cite the documents you used.",
+        policy=demo_policy(Path(state_dir)),
+        budget=budget,
+    )
+    run = DemoRun(session)
+
+    def note(record: CompactionRecord) -> None:
+        frame = current_frame().function
+        run.fired.setdefault(frame, collections.Counter())[record.tier] += 1
+
+    session.engine.callbacks.append(note)
+    total = len(QUESTIONS) + 1
+    for done, question in enumerate(QUESTIONS):
+        if progress is not None:
+            progress(done, total, question)
+        session.graph.append({"role": "user", "content": f"Question: {question}"})
+        run.answers.append(session.run(research, question))
+    if progress is not None:
+        progress(total - 1, total, "review")
+    run.review = session.run(review, "exports")
+    if progress is not None:
+        progress(total, total, "done")
+    _roll_back_one(run)
+    return run
+
+
+def _roll_back_one(run: DemoRun) -> None:
+    engine = run.session.engine
+    collapses = [layer for layer in engine.layers(active=True) if layer.kind == "collapse"]
+    if not collapses:
+        return
+    layer = collapses[0]
+    run.before = engine.preview()
+    engine.rollback(layer.id, reason="demo: show what the collapse hid")
+    run.rolled_back = engine.layer(layer.id)
+    run.after = engine.preview()

@@ -18,8 +18,9 @@ from openprogram._tools import ToolSpec
 if TYPE_CHECKING:
     from openprogram._session import Session
 
-READ_LIMIT = 20_000
-"""Characters one read returns at most; the answer says where the next read starts."""
+READ_LIMIT = 8_000
+"""Characters one read returns at most (under the offload threshold, so what the model
+asked for is what it sees); the answer says where the next read starts."""
 HISTORY_TOOLS = (
     "inspect_node",
     "read_history",

@@ -139,10 +139,11 @@ def test_offload_failure_keeps_the_output_inline(
     [failed] = [a for a in rendered.actions if a.tier == "offload"]
     assert failed.error == f"node {tool_id}: disk full"
     assert [a.tier for a in rendered.actions] == ["offload", "budget_reduction"]
-    [record] = rendered.records
+    [record, reduced] = rendered.records
     assert record.tier == "offload"
     assert record.error == f"node {tool_id}: disk full"
     assert record.offloaded == []
+    assert reduced.tier == "budget_reduction" and reduced.details == {"reduced": [tool_id]}
     assert not (tmp_path / ".openprogram" / "tool_results").exists()
 
 

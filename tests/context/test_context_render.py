@@ -57,7 +57,7 @@ def test_budget_reduction_keeps_head_and_tail(tmp_path: Path) -> None:
         ]
     )
     assert tiers(rendered) == ["budget_reduction"]
-    assert rendered.records == []
+    assert [r.tier for r in rendered.records] == ["budget_reduction"]  # reduced for the 1st time
     assert rendered.fits
 
 

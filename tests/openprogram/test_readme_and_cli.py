@@ -28,15 +28,48 @@ def test_readme_names_the_two_commands() -> None:
     assert "make demo" in text and "make test" in text
 
 
-def test_demo_renders_under_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--db", str(tmp_path / "demo.db"), "demo", "--budget", "3000"]) == 0
+def test_demo_runs_the_research_agent_and_every_tier_fires(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--db", str(tmp_path / "demo.db"), "demo", "--state-dir", str(tmp_path / "state")]
+    assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "function research (completed)" in out
-    found = [
-        int(t) for t in re.findall(r"rendered \d+ messages, (\d+) tokens \(budget 3000\)", out)
-    ]
-    assert len(found) == 2 and all(tokens <= 3000 for tokens in found)
-    assert "offload" in out and "snip" in out
+    assert "research completed" in out and "investigate completed" in out
+    tiers = re.search(r"tiers that fired: (.*)", out)
+    assert tiers is not None
+    fired = set(tiers.group(1).split(", "))
+    claude_code = {
+        "offload", "budget_reduction", "microcompact", "collapse", "compact", "snip", "emergency"
+    }  # fmt: skip
+    assert claude_code <= fired
+    assert "Read back from the collapsed investigation" in out
+    rollback = re.search(r"went from ([\d,]+) to ([\d,]+) tokens", out)
+    assert rollback is not None
+    before, after = (int(x.replace(",", "")) for x in rollback.groups())
+    assert after > before
+    assert "records" in out and "layers" in out and "share of budget" in out
+
+
+def test_the_demo_session_is_stored_and_sound(tmp_path: Path) -> None:
+    from context import tool_pair_problems
+    from openprogram._demo import run_demo
+
+    run = run_demo(tmp_path / "demo.db", state_dir=tmp_path / "state")
+    graph = run.session.graph
+    functions = [n for n in graph.nodes() if n.kind == "function"]
+    assert {f.payload.name for f in functions} == {  # type: ignore[union-attr]
+        "research", "investigate", "synthesize", "review"
+    }  # fmt: skip
+    assert all(f.status == "completed" for f in functions)
+    assert len(run.answers) == 8 and all(a.startswith("From the findings:") for a in run.answers)
+    review = [n for n in graph.nodes() if n.kind == "tool" and n.payload.name == "expand_function"]  # type: ignore[union-attr]
+    assert review and review[0].result is not None and '"answer"' in str(review[0].result.content)
+    assert run.review.startswith("Read back from the collapsed investigation")
+    for layer in run.session.engine.layers():
+        assert run.session.engine.expand(layer.id)
+    rendered = run.session.engine.render()
+    assert rendered.fits and tool_pair_problems(rendered.messages) == []
+    assert run.session.usage()["functions"]["investigate"]["calls"] > 0
 
 
 def test_import_show_export_delete(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

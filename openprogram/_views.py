@@ -1,0 +1,171 @@
+"""Rich views of a session for the command line and the demo: the function tree, the
+token distribution of a render, compaction records, layers."""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.table import Table
+from rich.tree import Tree
+
+from context import CompactionRecord, Rendered, TokenCounter
+from graph import GraphReader, LayerInfo, Node, text_of
+
+_STATUS = {"running": "yellow", "completed": "green", "error": "red", "interrupted": "magenta"}
+
+
+def _label(node: Node, graph: GraphReader) -> str:
+    payload: Any = node.payload
+    if node.kind == "function":
+        color = _STATUS.get(node.status, "white")
+        return f"[bold]{payload.name}[/] [{color}]{node.status}[/] [dim]{node.id}[/]"
+    tools = graph.tools(node.id)
+    calls = f" → {', '.join(str(t.payload.name) for t in tools)}" if tools else ""
+    text = " ".join(text_of(payload.content).split())[:70]
+    return f"[blue]{node.role}[/] {text!r}{calls}"
+
+
+def session_tree(
+    graph: GraphReader,
+    *,
+    title: str,
+    fired: Mapping[str | None, Mapping[str, int]] | None = None,
+    messages: bool = True,
+) -> Tree:
+    """Functions nested under their callers (status colored: running, interrupted…), the
+    tiers that fired inside each, and the layers over top-level nodes."""
+    tree = Tree(title)
+    covered: dict[str, list[LayerInfo]] = collections.defaultdict(list)
+    for layer in graph.layers():
+        for node_id in layer.covers[:1]:
+            covered[node_id].append(layer)
+    if fired and fired.get(None):
+        tree.add(f"[cyan]tiers at the top level:[/] {_tiers(fired[None])}")
+    children: dict[str | None, list[Node]] = collections.defaultdict(list)
+    for node in graph.nodes():
+        if node.kind == "tool":
+            continue
+        children[graph.state.caller.get(node.id)].append(node)
+
+    def add(branch: Tree, caller: str | None) -> None:
+        for node in children.get(caller, []):
+            for layer in covered.get(node.id, []):
+                state = "active" if layer.active else "rolled back"
+                branch.add(
+                    f"[magenta]layer {layer.kind}[/] {layer.id} ({state}, "
+                    f"{len(layer.covers)} nodes)"
+                )
+            if node.kind == "function":
+                sub = branch.add(_label(node, graph))
+                if fired and fired.get(node.id):
+                    sub.add(f"[cyan]tiers:[/] {_tiers(fired[node.id])}")
+                add(sub, node.id)
+            elif messages:
+                branch.add(_label(node, graph))
+
+    add(tree, None)
+    return tree
+
+
+def _tiers(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{tier} ×{n}" if n > 1 else tier for tier, n in counts.items())
+
+
+def distribution_table(rendered: Rendered, counter: TokenCounter, *, title: str) -> Table:
+    """Where a prompt's tokens go (by kind of message) and what each tier saved."""
+    shares: collections.Counter[str] = collections.Counter()
+    for message in rendered.messages:
+        role = message["role"]
+        content = message.get("content")
+        text = content if isinstance(content, str) else ""
+        if role == "tool":
+            kind = "tool outputs"
+        elif text.startswith(("[Collapsed", "[Context Compaction")):
+            kind = "summaries (layers)"
+        elif "removed to fit the context window" in text:
+            kind = "notes (snipped rounds)"
+        elif role == "assistant" and message.get("tool_calls"):
+            kind = "assistant tool calls"
+        else:
+            kind = f"{role} messages"
+        shares[kind] += counter.count_message(message)
+    table = Table(title=title)
+    for column in ("part", "tokens", "share of budget"):
+        table.add_column(column, justify="right" if column != "part" else "left")
+    schema = rendered.tokens - sum(shares.values())
+    if schema > 0:
+        shares["tool schemas"] += schema
+    for kind, tokens in shares.most_common():
+        table.add_row(kind, f"{tokens:,}", f"{tokens / rendered.budget:.1%}")
+    table.add_row(
+        "[bold]total[/]",
+        f"[bold]{rendered.tokens:,}[/]",
+        f"{rendered.tokens / rendered.budget:.1%}",
+    )
+    saved: collections.Counter[str] = collections.Counter()
+    for action in rendered.actions:
+        saved[action.tier] += action.tokens_before - action.tokens_after
+    table.add_section()
+    for tier, tokens in saved.most_common():
+        if tokens > 0:
+            table.add_row(f"saved by {tier}", f"{tokens:,}", "")
+    return table
+
+
+def records_table(records: Sequence[CompactionRecord], *, title: str) -> Table:
+    """One row per compaction record: when, tier, tokens before and after, what it did."""
+    table = Table(title=title)
+    for column in ("time", "tier", "before", "after", "ratio", "what", "error"):
+        table.add_column(column)
+    for record in records:
+        what = ""
+        if record.details.get("layer"):
+            what = f"layer {record.details['layer']}"
+        elif record.details.get("trigger"):
+            what = f"trigger {record.details['trigger']}"
+        elif record.offloaded:
+            what = f"{len(record.offloaded)} file(s)"
+        elif record.details.get("layers"):
+            what = f"rolled back {', '.join(record.details['layers'])}"
+        table.add_row(
+            record.timestamp[11:19],
+            record.tier,
+            f"{record.tokens_before:,}",
+            f"{record.tokens_after:,}",
+            f"{record.ratio:.2f}",
+            what,
+            (record.error or "")[:60],
+        )
+    return table
+
+
+def layers_table(layers: Sequence[LayerInfo], saved: Mapping[str, int], *, title: str) -> Table:
+    """One row per layer: kind, state, what it covers, tokens saved, what it builds on."""
+    table = Table(title=title)
+    for column in ("layer", "kind", "state", "covers", "tokens saved", "builds on"):
+        table.add_column(column)
+    for layer in layers:
+        state = "active" if layer.active else f"rolled back (seq {layer.rolled_back})"
+        table.add_row(
+            layer.id,
+            layer.kind,
+            state,
+            f"{len(layer.covers)} nodes",
+            f"{saved.get(layer.id, 0):,}",
+            ", ".join(layer.builds_on) or "—",
+        )
+    return table
+
+
+def layer_savings(engine: Any, layers: Sequence[LayerInfo]) -> dict[str, int]:
+    """Tokens each layer saves: its covered messages in full, less its replacement."""
+    counter = engine.counter
+    found = {}
+    for layer in layers:
+        original = counter.count_messages(engine.expand(layer.id))
+        replacement = layer.layer.replacement
+        shown = counter.count_messages(replacement) if isinstance(replacement, list) else 0
+        found[layer.id] = max(0, original - shown)
+    return found

@@ -1,0 +1,2 @@
+"""Programs built on OpenProgram: the nested research agent (``research``) and the small
+knowledge base it works on (``corpus``)."""
