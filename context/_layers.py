@@ -41,10 +41,16 @@ class LayerBook:
         try:
             return self.graph.layer(layer_id)
         except KeyError:
+            pass
+        store = getattr(self.graph, "store", None)
+        other = store.session_of(layer_id) if store is not None else None
+        if other is not None and other != self.graph.session:
             raise UnknownLayer(
-                f"no layer {layer_id!r} in session {self.graph.session!r}; "
-                "engine.layers() lists them"
-            ) from None
+                f"layer {layer_id!r} belongs to session {other!r}, not {self.graph.session!r}"
+            )
+        raise UnknownLayer(
+            f"no layer {layer_id!r} in session {self.graph.session!r}; engine.layers() lists them"
+        )
 
     @property
     def writable(self) -> bool:

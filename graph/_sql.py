@@ -35,17 +35,27 @@ from ._schema import EDGES, EVENTS, LEASES, LOGS, NODES, SESSIONS, VALUES
 from ._store import DEFAULT_PATH, Loaded, LogEntry, Record, SessionInfo, Store
 
 
-def normalize_url(url_or_path: str | os.PathLike[str] | None) -> str:
-    """A SQLAlchemy URL from a URL, a file path, ``OPENPROGRAM_DB`` or the default path."""
+def normalize_url(url_or_path: str | os.PathLike[str] | None, *, create: bool = True) -> str:
+    """A SQLAlchemy URL from a URL, a file path, ``OPENPROGRAM_DB`` or the default path.
+
+    With ``create=False`` a SQLite file that does not exist is a :class:`StoreError`, and
+    no folder is made for it (readers never create a database).
+    """
     if url_or_path is None:
         url_or_path = os.environ.get("OPENPROGRAM_DB") or DEFAULT_PATH
     text = os.fspath(url_or_path)
     if text.startswith(("postgres://", "postgresql://")):
         return "postgresql+psycopg://" + text.split("://", 1)[1]
     if "://" in text:
+        if not create and text.startswith("sqlite:///") and not Path(text[10:]).exists():
+            raise StoreError(f"no database at {text[10:]}")
         return text
     path = Path(text).expanduser().resolve()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not create:
+        if not path.is_file():
+            raise StoreError(f"no database at {path}")
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{path}"
 
 
@@ -116,8 +126,10 @@ def dispose_engines() -> None:
 class SQLStore(Store):
     """A store over SQLAlchemy: SQLite (WAL) or PostgreSQL, with the same code."""
 
-    def __init__(self, url_or_path: str | os.PathLike[str] | None = None) -> None:
-        self.url = normalize_url(url_or_path)
+    def __init__(
+        self, url_or_path: str | os.PathLike[str] | None = None, *, create: bool = True
+    ) -> None:
+        self.url = normalize_url(url_or_path, create=create)
         self.engine = engine_for(self.url)
         self._local = threading.local()
 

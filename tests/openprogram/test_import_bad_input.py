@@ -149,8 +149,8 @@ def test_the_cli_reports_deep_json_in_one_line_and_skips_it(
 ) -> None:
     path = _jsonl(tmp_path / "deep.jsonl", [_good(_claude), _deep_line(_claude, DEEP)])
     db = str(tmp_path / "op.db")
-    assert main(["--db", db, "import", str(path)]) == 2
-    out = capsys.readouterr().out
+    assert main(["--db", db, "import", str(path)]) == 1
+    out = capsys.readouterr().err
     assert "deep.jsonl:line 2: JSON nested deeper than 200 levels" in out
     assert "Traceback" not in out
     assert main(["--db", db, "import", str(path), "--skip-bad"]) == 0

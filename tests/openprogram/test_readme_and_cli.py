@@ -101,8 +101,8 @@ def test_import_show_export_delete(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "s1" in capsys.readouterr().out
     assert main(["--db", db, "delete", "s1", "--state-dir", str(tmp_path / "state")]) == 0
     capsys.readouterr()
-    assert main(["--db", db, "show", "s1"]) == 2
-    assert "no session 's1'" in capsys.readouterr().out
+    assert main(["--db", db, "show", "s1"]) == 1
+    assert "no session 's1'" in capsys.readouterr().err
     assert main(["--db", db, "sessions"]) == 0
     assert "s1" not in capsys.readouterr().out
 
@@ -136,7 +136,7 @@ def test_unknown_policy_is_a_clear_error(
     trace = tmp_path / "t.json"
     trace.write_text(json.dumps([{"role": "user", "content": "x"}]))
     assert main(["bench", str(trace), "--policies", "bogus"]) == 2
-    assert "unknown policies ['bogus']" in capsys.readouterr().out
+    assert "unknown policies ['bogus']" in capsys.readouterr().err
 
 
 def _long_trace(path: Path, rounds: int = 40) -> Path:
@@ -192,12 +192,12 @@ def test_import_errors_name_the_file_and_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = str(tmp_path / "op.db")
-    assert main(["--db", db, "import", str(tmp_path / "missing.jsonl")]) == 2
-    assert "missing.jsonl" in capsys.readouterr().out
+    assert main(["--db", db, "import", str(tmp_path / "missing.jsonl")]) == 1
+    assert "missing.jsonl" in capsys.readouterr().err
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"role": "user", "content": "ok"}\n{"role": "user", "content": \n')
-    assert main(["--db", db, "import", str(bad), "--format", "openai"]) == 2
-    out = capsys.readouterr().out
+    assert main(["--db", db, "import", str(bad), "--format", "openai"]) == 1
+    out = capsys.readouterr().err
     assert "bad.jsonl" in out and "line 2" in out
 
 
@@ -214,8 +214,8 @@ def test_a_failed_import_leaves_no_session(
     db = str(tmp_path / "op.db")
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"role": "user", "content": "ok"}\n{"role": "user", "content": \n')
-    assert main(["--db", db, "import", str(bad), "--session", "s1"]) == 2
-    assert "bad.jsonl:line 2" in capsys.readouterr().out
+    assert main(["--db", db, "import", str(bad), "--session", "s1"]) == 1
+    assert "bad.jsonl:line 2" in capsys.readouterr().err
     assert _sessions(db, capsys) == []
 
     good = tmp_path / "good.jsonl"
@@ -228,10 +228,10 @@ def test_a_failed_import_leaves_no_session(
         return append(self, message, **kw)
 
     monkeypatch.setattr(ConversationGraph, "append", refuse_b)
-    assert main(["--db", db, "import", str(good), "--session", "s1"]) == 2
-    assert "good.jsonl:record 2" in capsys.readouterr().out
+    assert main(["--db", db, "import", str(good), "--session", "s1"]) == 1
+    assert "good.jsonl:record 2" in capsys.readouterr().err
     assert _sessions(db, capsys) == []
-    assert main(["--db", db, "import", str(good)]) == 2
+    assert main(["--db", db, "import", str(good)]) == 1
     assert _sessions(db, capsys) == []
 
 
@@ -244,7 +244,7 @@ def test_a_failed_import_into_an_existing_session_keeps_it_whole(
     before = ConversationGraph.open(db, session="s1").to_openai()
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"role": "user", "content": 7}\n')
-    assert main(["--db", db, "import", str(bad), "--session", "s1"]) == 2
+    assert main(["--db", db, "import", str(bad), "--session", "s1"]) == 1
     assert _sessions(db, capsys) == ["s1"]
     assert ConversationGraph.open(db, session="s1").to_openai() == before
 

@@ -1,0 +1,119 @@
+"""Layers: compact a session now, list its collapses, roll one back, expand what one hides."""
+
+from __future__ import annotations
+
+import argparse
+
+from context import UnknownLayer
+from graph import ConversationGraph
+from openprogram._cli._common import (
+    common_options,
+    console,
+    engine_for,
+    existing_session,
+    open_store,
+    print_json,
+)
+from openprogram._history import messages_text
+from openprogram._views import layer_savings, layers_table
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    graph = existing_session(args, args.session)
+    engine = engine_for(args, graph)
+    before = engine.preview().tokens
+    layer = engine.compact(args.focus)
+    after = engine.preview().tokens
+    console.print(
+        f"compacted {len(layer.covers)} nodes of {graph.session} into layer {layer.id}: "
+        f"next prompt {before:,} → {after:,} tokens"
+    )
+    return 0
+
+
+def cmd_collapses(args: argparse.Namespace) -> int:
+    graph = existing_session(args, args.session)
+    engine = engine_for(args, graph)
+    layers = engine.layers()
+    saved = layer_savings(engine, layers)
+    if args.json:
+        print_json(
+            [
+                {
+                    "id": layer.id,
+                    "kind": layer.kind,
+                    "active": layer.active,
+                    "rolled_back": layer.rolled_back,
+                    "covers": list(layer.covers),
+                    "tokens_saved": saved[layer.id],
+                    "builds_on": list(layer.builds_on),
+                }
+                for layer in layers
+            ]
+        )
+        return 0
+    if not layers:
+        console.print(f"session {graph.session} has no layers")
+        return 0
+    console.print(layers_table(layers, saved, title=f"layers of {graph.session}"))
+    return 0
+
+
+def cmd_rollback(args: argparse.Namespace) -> int:
+    graph = existing_session(args, args.session)
+    engine = engine_for(args, graph)
+    before = engine.preview().tokens
+    done = engine.rollback(args.layer, reason=args.reason)
+    after = engine.preview().tokens
+    ids = ", ".join(layer.id for layer in done)
+    console.print(f"rolled back {ids}: next prompt {before:,} → {after:,} tokens")
+    return 0
+
+
+def cmd_expand(args: argparse.Namespace) -> int:
+    """What a layer or a finished function hides, found by id in whichever session."""
+    store = open_store(args, create=False)
+    session = store.session_of(args.id)
+    if session is None:
+        raise UnknownLayer(f"no layer or node {args.id!r} in {store.url}")
+    graph = ConversationGraph(store, session)
+    engine = engine_for(args, graph)
+    messages = engine.expand(args.id, depth=args.depth)
+    if args.json:
+        print_json(messages)
+    else:
+        console.print(messages_text(messages), markup=False)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    common = common_options()
+    compact = sub.add_parser(
+        "compact", parents=[common], help="summarize all but the newest rounds now (a layer)"
+    )
+    compact.add_argument("session")
+    compact.add_argument("--focus", help="what the summary must keep (like /compact FOCUS)")
+    compact.add_argument("--model")
+    compact.add_argument("--policy", choices=("claude-code", "progressive"))
+    compact.add_argument("--budget", type=int)
+    compact.set_defaults(run=cmd_compact)
+    collapses = sub.add_parser(
+        "collapses", parents=[common], help="a session's layers: active or rolled back"
+    )
+    collapses.add_argument("session")
+    collapses.add_argument("--json", action="store_true")
+    collapses.set_defaults(run=cmd_collapses)
+    rollback = sub.add_parser(
+        "rollback", parents=[common], help="roll back a layer (and those built on it)"
+    )
+    rollback.add_argument("session")
+    rollback.add_argument("layer")
+    rollback.add_argument("--reason")
+    rollback.set_defaults(run=cmd_rollback)
+    expand = sub.add_parser(
+        "expand", parents=[common], help="what a layer or a finished function hides"
+    )
+    expand.add_argument("id", help="a layer id or a function node id")
+    expand.add_argument("--depth", type=int, default=1)
+    expand.add_argument("--json", action="store_true")
+    expand.set_defaults(run=cmd_expand)

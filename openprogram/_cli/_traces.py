@@ -1,0 +1,243 @@
+"""Traces: import one into a session, replay one turn by turn, bench many."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from context import Policy, read_jsonl, records_path
+from graph import ConversationGraph, new_id
+from openprogram._cli._common import (
+    UsageError,
+    common_options,
+    console,
+    open_store,
+    print_json,
+    state_dir,
+    warnings_shown,
+)
+from openprogram._errors import OpenProgramError
+
+
+def _default_traces() -> list[Path]:
+    for base in (Path.cwd(), *Path.cwd().parents):
+        candidate = base / "shared" / "traces"
+        if candidate.is_dir():
+            return [candidate]
+    return []
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from openprogram.importers import import_parsed, parse_trace
+
+    parsed = parse_trace(args.trace, format=args.format, skip_bad=args.skip_bad)
+    store = open_store(args, create=True)
+    session = args.session or new_id()
+    created = not store.has_session(session)
+    graph = ConversationGraph(store, session)
+    try:
+        stats = import_parsed(parsed, graph)
+    except BaseException:
+        if created and not store.load(session).records:
+            store.delete_session(session)  # ours, and still empty: leave no trace of the attempt
+        raise
+    if stats.already_imported:
+        console.print(f"session {graph.session}: {args.trace} already imported; nothing added")
+        return 0
+    console.print(
+        f"session {graph.session}: {stats.messages} messages, {stats.tool_calls} tool calls, "
+        f"{stats.functions} functions ({stats.format}); skipped {stats.skipped}"
+    )
+    for warning in stats.warnings[:20]:
+        console.print(f"[yellow]warning:[/] {warning}")
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from openprogram.bench import MessageCounter, Turn, format_table, load_trace, run_policy
+
+    graph = (
+        ConversationGraph.memory()
+        if args.memory
+        else ConversationGraph(open_store(args, create=True), new_id())
+    )
+    trace = load_trace(Path(args.trace), format=args.format, graph=graph)
+    counter = MessageCounter(args.encoding)
+    state = state_dir(args)
+    chosen = None
+    if args.model:
+        preset = "progressive" if args.policy == "progressive" else "claude-code"
+        chosen = Policy.named(preset, args.model, state_dir=state)
+    budget = args.budget or (chosen.budget if chosen else 32_000)
+    history: list[int] = []
+    prompt: list[int] = []
+    fired: list[list[str]] = []
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task(f"replaying {trace.name}", total=len(trace.turns))
+
+        def on_turn(turn: Turn, tiers: list[str]) -> None:
+            history.append(turn.history_tokens)
+            prompt.append(turn.prompt_tokens)
+            fired.append(tiers)
+            progress.advance(task)
+
+        metrics = run_policy(
+            trace,
+            args.policy,
+            budget,
+            counter,
+            on_turn=on_turn,
+            state_dir=state,
+            policy_object=chosen,
+        )
+    if metrics is None:
+        raise OpenProgramError(f"policy {args.policy} does not apply to {trace.name}")
+    if args.json:
+        print_json(metrics.to_json())
+        return 0
+    console.print(f"session {graph.session} in {graph.store.url}")
+    console.print(format_table([metrics]))
+    path = records_path(state, graph.session)
+    with warnings_shown():
+        records = list(read_jsonl(path))
+    table = Table(title="compactions (new decisions)")
+    for column in ("tier", "fired", "tokens saved when fired"):
+        table.add_column(column)
+    tiers = Counter(r.tier for r in records)
+    saved: Counter[str] = Counter()
+    for record in records:
+        saved[record.tier] += record.tokens_before - record.tokens_after
+    for tier, count in tiers.items():
+        table.add_row(tier, str(count), str(saved[tier]))
+    console.print(table)
+    console.print(f"records: {path}" if records else "no compaction was needed")
+    if args.plot:
+        from openprogram._plot import plot_replay
+
+        plot_replay(Path(args.plot), trace.name, history, prompt, fired, budget)
+        console.print(f"plot: {args.plot}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from openprogram.bench import (
+        POLICIES,
+        MessageCounter,
+        format_table,
+        load_trace,
+        run_policy,
+        to_jsonl,
+        trace_files,
+        trace_names,
+        with_native_ratio,
+    )
+
+    inputs = [Path(p) for p in args.traces] or _default_traces()
+    paths = trace_files(inputs)
+    if not paths:
+        raise OpenProgramError("no traces given and ../shared/traces was not found")
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown:
+        raise UsageError(f"unknown policies {unknown}; known: {', '.join(POLICIES)}")
+    budgets = args.budget or [32_000]
+    counter = MessageCounter(args.encoding)
+    overrides = _settings(args.set)
+    summarizer = None
+    if args.summarizer:
+        from context import LiteLLMSummarizer
+
+        summarizer = LiteLLMSummarizer(args.summarizer)
+    rows = []
+    with Progress(console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task("bench", total=len(paths) * len(policies) * len(budgets))
+        for path, name in zip(paths, trace_names(inputs, paths), strict=True):
+            trace = load_trace(path, name=name)
+            for budget in budgets:
+                for policy in policies:
+                    row = run_policy(
+                        trace,
+                        policy,
+                        budget,
+                        counter,
+                        anchored=args.anchored,
+                        summarizer=summarizer,
+                        overrides=overrides,
+                    )
+                    if row is not None:
+                        rows.append(row)
+                    progress.advance(task)
+    rows = with_native_ratio(rows)
+    if args.json:
+        sys.stdout.write(to_jsonl(rows))
+    else:
+        console.print(format_table(rows))
+    return 0
+
+
+def _settings(pairs: Sequence[str] | None) -> dict[str, object]:
+    """``--set field=value`` pairs as policy overrides (values parsed as JSON when they can)."""
+    values: dict[str, object] = {}
+    for pair in pairs or ():
+        field, sep, text = pair.partition("=")
+        if not sep or not field:
+            raise UsageError(f"--set {pair!r}: expected FIELD=VALUE, e.g. low_water=0.7")
+        try:
+            values[field.strip()] = json.loads(text)
+        except json.JSONDecodeError:
+            values[field.strip()] = text
+    return values
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    common = common_options()
+    imp = sub.add_parser("import", parents=[common], help="import a trace into a session")
+    imp.add_argument("trace")
+    imp.add_argument("--session")
+    imp.add_argument("--format")
+    imp.add_argument("--skip-bad", action="store_true")
+    imp.set_defaults(run=cmd_import)
+    replay = sub.add_parser(
+        "replay", parents=[common], help="render every turn of a trace and report the tiers"
+    )
+    replay.add_argument("trace")
+    replay.add_argument("--budget", type=int, help="default: 32000, or the model's budget")
+    replay.add_argument("--policy", default="claude-code")
+    replay.add_argument("--model", help="take window and tokenizer from this model's entry")
+    replay.add_argument("--memory", action="store_true", help="import into memory, not SQLite")
+    replay.add_argument("--plot", help="write a PNG of tokens per turn")
+    replay.add_argument("--format")
+    replay.add_argument("--encoding", default="cl100k_base")
+    replay.add_argument("--json", action="store_true")
+    replay.set_defaults(run=cmd_replay)
+    bench = sub.add_parser(
+        "bench", parents=[common], help="replay traces under policies and baselines"
+    )
+    bench.add_argument("traces", nargs="*")
+    bench.add_argument("--budget", type=int, action="append")
+    bench.add_argument("--policies", default="none,native,masking,trim,claude-code,progressive")
+    bench.add_argument(
+        "--summarizer", help="a litellm model for our policies' summaries (default: heuristic)"
+    )
+    bench.add_argument(
+        "--set",
+        action="append",
+        metavar="FIELD=VALUE",
+        help="override a policy field, e.g. --set identifier_tokens=0 (repeatable)",
+    )
+    bench.add_argument("--encoding", default="cl100k_base")
+    bench.add_argument("--json", action="store_true")
+    bench.add_argument(
+        "--anchored",
+        action="store_true",
+        help="anchor token estimates on the usage the trace recorded, and report their error",
+    )
+    bench.set_defaults(run=cmd_bench)
