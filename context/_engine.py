@@ -58,6 +58,29 @@ class Rendered(msgspec.Struct, frozen=True):
     def fits(self) -> bool:
         return self.tokens <= self.budget
 
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        rows = []
+        for message in self.messages:
+            content = message.get("content")
+            text = content if isinstance(content, str) else str(content or "")
+            calls = message.get("tool_calls") or []
+            if calls:
+                text += "\n" + ", ".join(f"→ {c['function']['name']}" for c in calls)
+            short = text if len(text) <= 400 else f"{text[:400]} … ({len(text):,} characters)"
+            rows.append(
+                f"<tr><td style='vertical-align:top'><b>{escape(message['role'])}</b></td>"
+                f"<td style='text-align:left'><pre style='margin:0;white-space:pre-wrap'>"
+                f"{escape(short)}</pre></td></tr>"
+            )
+        tiers = ", ".join(dict.fromkeys(a.tier for a in self.actions)) or "none"
+        head = (
+            f"<b>{len(self.messages)} messages, {self.tokens:,} of {self.budget:,} tokens</b>"
+            f" — tiers: {escape(tiers)}"
+        )
+        return f"<div>{head}<table>{''.join(rows)}</table></div>"
+
 
 @dataclass
 class _Frame:

@@ -43,6 +43,22 @@ class CompactionRecord(msgspec.Struct, frozen=True, kw_only=True):
     error: str | None = None
     details: dict[str, Any] = msgspec.field(default_factory=dict)
 
+    def _repr_html_(self) -> str:
+        from graph import html_table
+
+        return html_table(
+            f"{self.tier} record {self.id}",
+            [
+                ("time", self.timestamp),
+                ("tokens", f"{self.tokens_before:,} → {self.tokens_after:,} ({self.ratio:.0%})"),
+                ("messages", f"{self.messages_before} → {self.messages_after}"),
+                ("summary", self.summary),
+                ("offloaded", self.offloaded),
+                ("details", self.details),
+                ("error", self.error),
+            ],
+        )
+
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(CompactionRecord)

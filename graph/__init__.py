@@ -21,6 +21,7 @@ from ._errors import (
 )
 from ._functions import TOP, Frame, FunctionHandle
 from ._graph import ConversationGraph
+from ._html import html_table
 from ._ids import is_safe_id, new_id
 from ._migrations import (
     GRAPH_MIGRATIONS,
@@ -112,6 +113,7 @@ __all__ = [
     "export_json",
     "function_call_id",
     "function_messages",
+    "html_table",
     "inside",
     "is_safe_id",
     "migrate",

@@ -165,6 +165,11 @@ class Node(msgspec.Struct, frozen=True):
         """A finished function's output (None while running)."""
         return None if self.finish is None else self.finish.output
 
+    def _repr_html_(self) -> str:
+        from ._html import node_html
+
+        return node_html(self)
+
 
 class LayerInfo(msgspec.Struct, frozen=True):
     """A layer as read: its id (the event's ``node_id``), when it was made, and whether and
@@ -194,6 +199,11 @@ class LayerInfo(msgspec.Struct, frozen=True):
     @property
     def builds_on(self) -> tuple[str, ...]:
         return self.layer.builds_on
+
+    def _repr_html_(self) -> str:
+        from ._html import layer_html
+
+        return layer_html(self)
 
 
 def node_kind(payload: Payload) -> str:

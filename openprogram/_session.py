@@ -9,10 +9,12 @@ session after a crash marks the functions whose process is gone as ``interrupted
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import Token
 from pathlib import Path
@@ -129,6 +131,34 @@ class Session:
     def __repr__(self) -> str:
         return f"Session({self.id!r}, {self.store.url!r}, {len(self.graph)} nodes)"
 
+    def _repr_html_(self) -> str:
+        from graph import html_table
+
+        nodes = self.graph.nodes()
+        functions = [n for n in nodes if n.kind == "function"]
+        states = ", ".join(
+            f"{sum(1 for f in functions if f.status == s)} {s}"
+            for s in ("running", "completed", "error", "interrupted")
+            if any(f.status == s for f in functions)
+        )
+        layers = self.graph.layers()
+        total = self.usage()["total"]
+        return html_table(
+            f"session {self.id}",
+            [
+                ("store", self.store.url),
+                ("nodes", f"{len(nodes)} ({len(functions)} functions: {states or 'none'})"),
+                ("layers", f"{sum(1 for x in layers if x.active)} active of {len(layers)}"),
+                ("model", getattr(self.model, "name", None)),
+                ("policy", f"{self.policy.name}, budget {self.engine.budget:,}"),
+                (
+                    "usage",
+                    f"{total['calls']} calls, {total['input_tokens']:,} in, "
+                    f"{total['output_tokens']:,} out",
+                ),
+            ],
+        )
+
     @classmethod
     def list(cls, db: str | os.PathLike[str] | Store | None = None) -> list[SessionInfo]:
         """The sessions of a store, oldest first."""
@@ -153,12 +183,20 @@ class Session:
             yield self
 
     def run(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        """Call ``fn`` (sync or async) with this session bound; return its result."""
+        """Call ``fn`` (sync or async) with this session bound; return its result. An async
+        one runs to completion here — on a worker thread when this thread already runs an
+        event loop (a notebook), so it works the same everywhere."""
         with self:
             result = fn(*args, **kwargs)
-            if inspect.isawaitable(result):
+            if not inspect.isawaitable(result):
+                return result
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
                 return asyncio.run(_await(result))
-            return result
+            context = contextvars.copy_context()
+            with ThreadPoolExecutor(1, thread_name_prefix="openprogram-run") as pool:
+                return pool.submit(context.run, asyncio.run, _await(result)).result()
 
     # -- LLM calls ------------------------------------------------------------------------
     def _call(

@@ -56,6 +56,7 @@ EXPECTED = [
     "export_json",
     "function_call_id",
     "function_messages",
+    "html_table",
     "inside",
     "is_safe_id",
     "migrate",
