@@ -75,7 +75,7 @@ DEFAULT_COMPACTABLE: dict[str, str] = {
 }
 
 ENV_PREFIX = "OPENPROGRAM_"
-_NOT_FROM_ENV = frozenset({"compactable_tools", "triggers", "cascade", "always"})
+_NOT_FROM_ENV = frozenset({"compactable_tools", "triggers", "cascade", "always", "redact_patterns"})
 
 
 class Policy(BaseModel):
@@ -156,6 +156,10 @@ class Policy(BaseModel):
     compact_user_tokens: int = Field(default=4_000, ge=0)
     """Recent user messages kept verbatim in a compaction, newest first, within this."""
     compact_summary_tokens: int = Field(default=3_000, gt=0)
+    redact_summaries: bool = True
+    """What goes to a summarizer has secrets (keys, tokens, private keys) redacted first."""
+    redact_patterns: dict[str, str] = Field(default_factory=dict)
+    """Extra ``{kind: regex}`` patterns for the redactor (the defaults stay on)."""
     summary_shares_prefix: bool = True
     """An LLM summarizer sends the agent's system prompt and tool schemas first."""
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from graph import LayerInfo, new_id, text_of
+from graph import LayerInfo, Redactor, new_id, text_of
 
 from ._layers import project
 from ._summary import SummaryRequest, SummaryResult, anchors_from_dict
@@ -133,6 +133,18 @@ def request_for(
     focus: str | None = None,
 ) -> SummaryRequest:
     restored = originals(units, ctx)
+    redactor = Redactor(ctx.policy.redact_patterns) if ctx.policy.redact_summaries else None
+    if redactor is not None:
+        restored = tuple(
+            msgspec.structs.replace(
+                unit,
+                items=tuple(
+                    msgspec.structs.replace(item, message=redactor.value(item.message))
+                    for item in unit.items
+                ),
+            )
+            for unit in restored
+        )
     nodes = {}
     for unit in restored:
         for node_id in unit.node_ids:
@@ -149,14 +161,18 @@ def request_for(
         kind="segment" if kind == "collapse" else "compact",
         units=restored,
         nodes=nodes,
-        task=task_text(ctx),
+        task=_clean(task_text(ctx), redactor),
         previous=previous,
         focus=focus,
         max_tokens=max_tokens,
         identifier_tokens=identifiers,
-        system=system_text(ctx) if policy.summary_shares_prefix else None,
+        system=_clean(system_text(ctx), redactor) if policy.summary_shares_prefix else None,
         counter=ctx.counter,
     )
+
+
+def _clean(text: str | None, redactor: Redactor | None) -> str | None:
+    return text if text is None or redactor is None else redactor.redact(text)
 
 
 def span(units: list[Unit]) -> str:

@@ -58,12 +58,14 @@ from ._openai import (
     tool_result_message,
 )
 from ._reader import GraphReader, GraphView
+from ._redact import DEFAULT_PATTERNS, Redactor
 from ._sql import SQLStore, dispose_engines, engine_for
 from ._state import GraphState
 from ._store import LogEntry, MemoryStore, SessionInfo, Store
 from ._walk import Step, inside, visible, visible_since
 
 __all__ = [
+    "DEFAULT_PATTERNS",
     "GRAPH_MIGRATIONS",
     "TOP",
     "ConversationGraph",
@@ -94,6 +96,7 @@ __all__ = [
     "MigrationError",
     "Node",
     "NodeNotFound",
+    "Redactor",
     "Rollback",
     "SQLStore",
     "SessionInfo",

@@ -25,6 +25,7 @@ from ._ids import is_safe_id, new_id
 from ._layers import LayerWriter
 from ._messages import ParsedResult, parse_message
 from ._nodes import Edge, Event, Finish, Fork, Layer, Node, Tool
+from ._redact import Redactor
 from ._sql import SQLStore
 from ._state import GraphState
 from ._store import Loaded, MemoryStore, Store
@@ -42,10 +43,12 @@ class ConversationGraph(FunctionWriter, LayerWriter):
     ['user', 'assistant', 'assistant', 'tool']
     """
 
-    def __init__(self, store: Store, session: str) -> None:
+    def __init__(self, store: Store, session: str, *, redactor: Redactor | None = None) -> None:
         if not is_safe_id(session):
             raise InvalidMessage("session", f"{session!r} is not a safe id ([A-Za-z0-9_.-])")
         self.store = store
+        self.redactor = redactor
+        """When set, every appended message is redacted before it is stored."""
         self._lock = threading.RLock()
         self._state = GraphState(session)
         store.ensure_session(session)
@@ -57,19 +60,25 @@ class ConversationGraph(FunctionWriter, LayerWriter):
 
     # -- construction -------------------------------------------------------------------
     @classmethod
-    def memory(cls, session: str | None = None) -> ConversationGraph:
+    def memory(
+        cls, session: str | None = None, *, redactor: Redactor | None = None
+    ) -> ConversationGraph:
         """A graph kept in this process only."""
-        return cls(MemoryStore(), session or new_id())
+        return cls(MemoryStore(), session or new_id(), redactor=redactor)
 
     @classmethod
     def open(
-        cls, url_or_path: str | os.PathLike[str] | None = None, session: str | None = None
+        cls,
+        url_or_path: str | os.PathLike[str] | None = None,
+        session: str | None = None,
+        *,
+        redactor: Redactor | None = None,
     ) -> ConversationGraph:
         """Open (or create) a session in a database: a SQLite path, a URL, or the default.
 
         ``session=None`` creates a new session with a generated id.
         """
-        return cls(SQLStore(url_or_path), session or new_id())
+        return cls(SQLStore(url_or_path), session or new_id(), redactor=redactor)
 
     def _load(self) -> None:
         loaded = self._catch_up()
@@ -204,6 +213,8 @@ class ConversationGraph(FunctionWriter, LayerWriter):
         message raises a :class:`GraphError` naming the field and stores nothing. ``frame``
         names the chain to append to (the implicit current frame when None).
         """
+        if self.redactor is not None:
+            message = self.redactor.value(message)
         parsed = parse_message(message)
         when = normalize_time(at)
         meta_value = normalize_meta(meta)

@@ -34,6 +34,7 @@ from graph import (
     ConversationGraph,
     Frame,
     MemoryStore,
+    Redactor,
     SessionInfo,
     SQLStore,
     Store,
@@ -99,11 +100,13 @@ class Session:
         history_tools: bool = True,
         max_steps: int = DEFAULT_STEPS,
         lease_ttl: float = DEFAULT_TTL,
+        redact: bool | Redactor = False,
     ) -> None:
         if session_id is not None and not is_safe_id(session_id):
             raise SessionError(f"session id {session_id!r} is not a safe id ([A-Za-z0-9_.-])")
         store = open_store(db)
-        self.graph = ConversationGraph(store, session_id or new_id())
+        redactor = Redactor() if redact is True else (redact or None)
+        self.graph = ConversationGraph(store, session_id or new_id(), redactor=redactor)
         self.model = resolve_model(model)
         folder = Path(state_dir) if state_dir is not None else None
         self.policy = policy or policy_for(model, folder)

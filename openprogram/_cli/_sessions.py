@@ -12,7 +12,14 @@ from typing import Any
 import msgspec
 
 from context import ContextStorage, delete_session, read_jsonl, records_path
-from graph import ConversationGraph, StoreError, export_graphml, export_json, is_safe_id
+from graph import (
+    ConversationGraph,
+    Redactor,
+    StoreError,
+    export_graphml,
+    export_json,
+    is_safe_id,
+)
 from openprogram._cli._common import (
     UsageError,
     common_options,
@@ -164,7 +171,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     elif args.format == "json":
         export_json(graph.state, out)
     else:
-        out.write_text(json.dumps(graph.to_openai(), ensure_ascii=False, indent=1))
+        messages = graph.to_openai()
+        if not args.no_redact:
+            messages = Redactor().value(messages)
+        out.write_text(json.dumps(messages, ensure_ascii=False, indent=1))
     console.print(f"wrote {out}")
     return 0
 
@@ -269,6 +279,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     export.add_argument("session")
     export.add_argument("out")
     export.add_argument("--format", choices=("graphml", "json", "openai"), default="json")
+    export.add_argument(
+        "--no-redact", action="store_true", help="keep secrets (keys, tokens) in the export"
+    )
     export.set_defaults(run=cmd_export)
     delete = sub.add_parser(
         "delete", parents=[common], help="delete a session with its layers, records and files"
