@@ -177,9 +177,13 @@ class ConversationGraph(FunctionWriter, LayerWriter):
         if node.kind == "function" and node.finish is None and node_id in self._frames:
             ancestry = [node_id, *ancestry]
         self._frames = list(reversed(ancestry))
+        # Each enclosing function is the newest node of its caller's chain (it runs still):
+        # a top-level append after reopening goes after it, not to a new root.
         self._heads = {None: None}
+        caller: str | None = None
         for frame in self._frames:
-            self._heads[frame] = frame
+            self._heads[caller] = frame
+            caller = frame
         self._heads[self._frame] = node_id
 
     # -- writing ------------------------------------------------------------------------
