@@ -180,9 +180,7 @@ class Session:
         frame: Frame | None,
     ) -> Call:
         where = frame if frame is not None else (current_frame() if SESSION.get() is self else TOP)
-        if prompt is not None:
-            self.graph.append({"role": "user", "content": prompt}, frame=where)
-        return Call(
+        call = Call(  # first: a call that cannot run (no model, a bad tool) records nothing
             self,
             where,
             tools=tools,
@@ -191,6 +189,9 @@ class Session:
             max_steps=max_steps or self.max_steps,
             history_tools=self.history_tools,
         )
+        if prompt is not None:
+            self.graph.append({"role": "user", "content": prompt}, frame=where)
+        return call
 
     def llm(
         self,

@@ -21,6 +21,7 @@ from openprogram import (
     OutputValidationError,
     Session,
     StepLimitExceeded,
+    ToolDefinitionError,
     Usage,
 )
 from openprogram.testing import FunctionModel, ModelRequest, TestModel, override, tool_call
@@ -336,9 +337,20 @@ def test_override_replaces_every_model(tmp_path: Path) -> None:
 
 
 # -- model failures --------------------------------------------------------------------------
-def test_no_model(tmp_path: Path) -> None:
+def test_a_call_that_cannot_run_records_nothing(tmp_path: Path) -> None:
+    session = _session(tmp_path)
     with pytest.raises(ModelError, match="no model"):
-        _session(tmp_path).llm("hi")
+        session.llm("hi")
+
+    def untyped(x):  # type: ignore[no-untyped-def]
+        return x
+
+    session.model = TestModel(["hello"])
+    with pytest.raises(ToolDefinitionError, match="needs a type hint"):
+        session.llm("hi", tools=[untyped])
+    assert len(session.graph) == 0
+    assert session.llm("hi") == "hello"
+    assert texts(session.graph.to_openai()) == ["hi", "hello"]
 
 
 def test_a_provider_error_is_a_model_error(tmp_path: Path) -> None:
