@@ -25,9 +25,9 @@ _MIN_CHARS = 64
 def _stub(unit: Unit, ctx: TierContext) -> Unit:
     names = [item.tool_name for item in unit.items if item.tool_name]
     ids = unit.node_ids
-    span = f"nodes {ids[0]} … {ids[-1]}" if ids else "a step"
+    back = f'; read_history("{ids[0]}", "{ids[-1]}") returns it' if ids else ""
     tools = f"; it called {', '.join(dict.fromkeys(names))}" if names else ""
-    text = f"[earlier step elided to fit the context ({span}){tools}]"
+    text = f"[earlier step elided to fit the context{back}{tools}]"
     text = text[: ctx.policy.emergency_stub_chars]
     item = ctx.item({"role": "assistant", "content": text}, None, "stub")
     return msgspec.structs.replace(unit, items=(item,), kind="stub")

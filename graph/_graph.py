@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,7 +12,14 @@ from typing import Any
 
 import msgspec
 
-from ._codec import normalize_event, normalize_meta, normalize_payload, normalize_time
+from ._codec import (
+    decode_any,
+    encode,
+    normalize_event,
+    normalize_meta,
+    normalize_payload,
+    normalize_time,
+)
 from ._errors import (
     CrossSessionError,
     DuplicateToolResult,
@@ -29,6 +37,8 @@ from ._redact import Redactor
 from ._sql import SQLStore
 from ._state import GraphState
 from ._store import Loaded, MemoryStore, Store
+
+_ULID = re.compile(r"(?<![0-9A-Za-z])[0-9A-Z]{26}(?![0-9A-Za-z])")
 
 
 class ConversationGraph(FunctionWriter, LayerWriter):
@@ -176,9 +186,13 @@ class ConversationGraph(FunctionWriter, LayerWriter):
         if node.kind == "function" and node.finish is None and node_id in self._frames:
             ancestry = [node_id, *ancestry]
         self._frames = list(reversed(ancestry))
+        # Each enclosing function is the newest node of its caller's chain (it runs still):
+        # a top-level append after reopening goes after it, not to a new root.
         self._heads = {None: None}
+        caller: str | None = None
         for frame in self._frames:
-            self._heads[frame] = frame
+            self._heads[caller] = frame
+            caller = frame
         self._heads[self._frame] = node_id
 
     # -- writing ------------------------------------------------------------------------
@@ -308,6 +322,7 @@ class ConversationGraph(FunctionWriter, LayerWriter):
         if not is_safe_id(session):
             raise InvalidMessage("session", f"{session!r} is not a safe id ([A-Za-z0-9_.-])")
         with self._lock:
+            self.refresh()  # what other writers (a fork's session object) appended too
             keep = None if head is None else self._branch(head)
             ids: dict[str, str] = {}
             records: list[Node | Event] = []
@@ -361,7 +376,9 @@ class ConversationGraph(FunctionWriter, LayerWriter):
             data = msgspec.structs.replace(
                 data,
                 covers=tuple(ids[n] for n in data.covers),
+                replacement=_renamed(data.replacement, ids),
                 builds_on=tuple(ids[b] for b in data.builds_on if b in ids),
+                meta=_renamed(data.meta, ids),
             )
         elif isinstance(data, Finish) and data.last is not None:
             data = msgspec.structs.replace(data, last=ids.get(data.last))
@@ -400,3 +417,13 @@ class ConversationGraph(FunctionWriter, LayerWriter):
             self._commit([event], [], node_id)
             self._position(node_id)
             return node_id
+
+
+def _renamed(value: Any, ids: dict[str, str]) -> Any:
+    """``value`` with every copied node or layer id it mentions replaced by the copy's (a
+    layer's summary names its own id and the nodes it stands for: ``expand_layer("…")``)."""
+    if value is None:
+        return None
+    text = encode(value)
+    renamed = _ULID.sub(lambda found: ids.get(found.group(0), found.group(0)), text)
+    return value if renamed == text else decode_any(renamed)

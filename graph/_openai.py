@@ -91,6 +91,8 @@ def function_messages(node: Node) -> list[dict[str, Any]]:
         result = f"[function {payload.name} (node {node.id}) is still running]"
     elif node.finish.status == "error":
         result = f"[function {payload.name} failed: {node.finish.error}]"
+    elif node.finish.status == "interrupted":
+        result = f"[function {payload.name} (node {node.id}) never finished: {node.finish.error}]"
     else:
         result = as_text(node.finish.output)
     call = {

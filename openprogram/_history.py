@@ -126,12 +126,13 @@ class HistoryTools:
         how = f'read_output("{id}", offset={{offset}})'
         return _page(node_text(node), offset, limit, how)
 
-    def read_history(self, first: str, last: str) -> str:
+    def read_history(self, first: str, last: str, offset: int = 0) -> str:
         """Read earlier rounds removed to fit the context, from node ``first`` to ``last``.
 
         Args:
             first: the first node id the removal note names
             last: the last node id the removal note names
+            offset: the first character to return (a long range is read in pieces)
         """
         for node_id in (first, last):
             self._node(node_id)
@@ -142,29 +143,34 @@ class HistoryTools:
         if first not in ids:
             raise ValueError(f"node {first} does not come before {last} in the conversation")
         chosen = steps[ids.index(first) :]
-        return _page(messages_text(steps_to_messages(chosen)), 0, READ_LIMIT, "the rest is later")
+        how = f'read_history("{first}", "{last}", offset={{offset}})'
+        return _page(messages_text(steps_to_messages(chosen)), offset, READ_LIMIT, how)
 
-    def expand_function(self, id: str, depth: int = 1) -> str:
+    def expand_function(self, id: str, depth: int = 1, offset: int = 0) -> str:
         """Show a finished function's internals as they were seen inside it while it ran.
 
         Args:
             id: the function node id
             depth: 1 shows nested functions by their input and output, 2 or more opens them
+            offset: the first character to return (long internals are read in pieces)
         """
         node = self._node(id)
         if node.kind != "function":
             raise ValueError(f"node {id} is a {node.kind} node, not a function")
         messages = self.session.engine.expand(id, depth=depth)
-        return _page(messages_text(messages), 0, READ_LIMIT, "ask for less depth")
+        how = f'expand_function("{id}", depth={depth}, offset={{offset}})'
+        return _page(messages_text(messages), offset, READ_LIMIT, how)
 
-    def expand_layer(self, id: str) -> str:
+    def expand_layer(self, id: str, offset: int = 0) -> str:
         """Show the original messages under a collapsed segment or a compaction.
 
         Args:
             id: the layer id its summary names
+            offset: the first character to return (a long segment is read in pieces)
         """
         messages = self.session.engine.expand(id)
-        return _page(messages_text(messages), 0, READ_LIMIT, "use read_history for the rest")
+        how = f'expand_layer("{id}", offset={{offset}})'
+        return _page(messages_text(messages), offset, READ_LIMIT, how)
 
     def search_history(self, query: str, limit: int = 20) -> str:
         """Search the whole session — collapsed, snipped and offloaded parts included — for

@@ -79,8 +79,11 @@ class LeaseKeeper:
         while not self._wake.wait(self.ttl / 3):
             with self._lock:
                 held = sorted(self._held)
-            if not held:
-                return
+                if not held:
+                    # Under the lock: a take() from now on starts a new heartbeat rather
+                    # than trusting this one, which is about to end.
+                    self._thread = None
+                    return
             for function_id in held:
                 try:
                     self.store.put_lease(self.session, function_id, self.owner, self._expiry())

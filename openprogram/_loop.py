@@ -16,13 +16,14 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import Token
 from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 
 from context import Rendered, is_context_overflow
 from graph import Frame, Node
-from openprogram._current import MODEL, TOOL_NODE
+from openprogram._current import FRAME, MODEL, SESSION, TOOL_NODE
 from openprogram._errors import ModelError, OutputValidationError, StepLimitExceeded
 from openprogram._models import Model, ModelResponse
 from openprogram._tools import ToolSpec, arun_tool, as_spec, run_tool
@@ -90,6 +91,8 @@ class Call:
         return options
 
     def _recover(self, error: Exception) -> Rendered:
+        if isinstance(error, AssertionError):
+            raise error  # a test's fake model ran out or failed a check: not a provider error
         if not is_context_overflow(error):
             raise ModelError(f"model {self.model.name} failed: {error}") from error
         head = self.session.graph.head_of(self.frame)
@@ -166,11 +169,20 @@ class Call:
         return f"Error: no tool named {name!r}; available: {', '.join(self.tools) or 'none'}"
 
     def _limit(self) -> StepLimitExceeded:
-        where = self.frame.function or "the top level"
+        where = "the top level"
+        if self.frame.function is not None:
+            name = self.session.graph.get(self.frame.function).payload.name
+            where = f"function {name!r} (node {self.frame.function})"
         return StepLimitExceeded(
             f"llm() in {where} took {self.max_steps} model turns without a final answer; "
             "raise max_steps or give the model fewer tools to loop on"
         )
+
+    def _bind(self, tool: Node) -> tuple[Token[Session | None], Token[Frame], Token[str | None]]:
+        """Run a tool inside this call: its session and frame are bound (even when the code
+        that called ``llm`` bound none), so an agentic function the tool starts goes on the
+        call's chain, spawned by the tool's node."""
+        return SESSION.set(self.session), FRAME.set(self.frame), TOOL_NODE.set(tool.id)
 
     # -- sync ---------------------------------------------------------------------------
     def run(self) -> Any:
@@ -201,11 +213,13 @@ class Call:
             spec = self.tools.get(name)
             if spec is None:
                 return self._unknown(name), True
-            token = TOOL_NODE.set(tool.id)
+            tokens = self._bind(tool)
             try:
                 return run_tool(spec, arguments)
             finally:
-                TOOL_NODE.reset(token)
+                TOOL_NODE.reset(tokens[2])
+                FRAME.reset(tokens[1])
+                SESSION.reset(tokens[0])
 
         if len(calls) == 1:
             return [one(*calls[0])]
@@ -243,5 +257,5 @@ class Call:
         spec = self.tools.get(name)
         if spec is None:
             return self._unknown(name), True
-        TOOL_NODE.set(tool.id)  # this task's own context: siblings keep theirs
+        self._bind(tool)  # this task's own context: siblings keep theirs
         return await arun_tool(spec, arguments)

@@ -12,11 +12,10 @@ import asyncio
 import contextvars
 import inspect
 import os
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from contextvars import Token
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +51,13 @@ from openprogram._tools import ToolSpec
 MEMORY = ":memory:"
 DEFAULT_STEPS = 25
 
+_ENTERED: ContextVar[tuple[tuple[Session, Session | None, Frame], ...]] = ContextVar(
+    "openprogram_entered", default=()
+)
+"""``with session:`` blocks open in this thread or task: (session, the session and frame
+bound before it). Kept per context, so blocks in concurrent tasks and threads never undo
+each other's bindings."""
+
 
 def open_store(db: str | os.PathLike[str] | Store | None) -> Store:
     """A store from a path or URL (``None``: ``$OPENPROGRAM_DB`` or the default file)."""
@@ -63,9 +69,10 @@ def open_store(db: str | os.PathLike[str] | Store | None) -> Store:
 
 
 def policy_for(model: Model | str | None, state_dir: Path | None) -> Policy:
-    """The claude-code preset for a model the map knows (the 128k default otherwise)."""
+    """The claude-code preset for a model the map knows, by name or by a model object's
+    ``name`` (the 128k default otherwise)."""
     extra: dict[str, Any] = {} if state_dir is None else {"state_dir": state_dir}
-    name = model if isinstance(model, str) else None
+    name = model if isinstance(model, str) else getattr(model, "name", None)
     if name:
         try:
             model_info(name)
@@ -119,8 +126,6 @@ class Session:
         """Functions this reopening found running with no live owner, now ``interrupted``."""
         if system is not None and not any(n.role == "system" for n in self.graph.nodes()):
             self.graph.append({"role": "system", "content": system}, frame=TOP)
-        self._tokens: list[tuple[Token[Session | None], Token[Frame]]] = []
-        self._lock = threading.Lock()
 
     # -- identity -------------------------------------------------------------------------
     @property
@@ -169,15 +174,19 @@ class Session:
 
     # -- binding running code ------------------------------------------------------------
     def __enter__(self) -> Session:
-        with self._lock:
-            self._tokens.append((SESSION.set(self), FRAME.set(TOP)))
+        _ENTERED.set((*_ENTERED.get(), (self, SESSION.get(), FRAME.get())))
+        SESSION.set(self)
+        FRAME.set(TOP)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        with self._lock:
-            session_token, frame_token = self._tokens.pop()
-        FRAME.reset(frame_token)
-        SESSION.reset(session_token)
+        entered = _ENTERED.get()
+        if not entered or entered[-1][0] is not self:
+            raise SessionError(f"{self!r} is not the session this code entered last")
+        _, session, frame = entered[-1]
+        _ENTERED.set(entered[:-1])
+        SESSION.set(session)
+        FRAME.set(frame)
 
     @contextmanager
     def bound(self) -> Iterator[Session]:
@@ -212,9 +221,7 @@ class Session:
         frame: Frame | None,
     ) -> Call:
         where = frame if frame is not None else (current_frame() if SESSION.get() is self else TOP)
-        if prompt is not None:
-            self.graph.append({"role": "user", "content": prompt}, frame=where)
-        return Call(
+        call = Call(  # first: a call that cannot run (no model, a bad tool) records nothing
             self,
             where,
             tools=tools,
@@ -223,6 +230,9 @@ class Session:
             max_steps=max_steps or self.max_steps,
             history_tools=self.history_tools,
         )
+        if prompt is not None:
+            self.graph.append({"role": "user", "content": prompt}, frame=where)
+        return call
 
     def llm(
         self,
@@ -263,6 +273,7 @@ class Session:
             budget=self.engine.budget,
             history_tools=self.history_tools,
             max_steps=self.max_steps,
+            lease_ttl=self.leases.ttl,
         )
         other.graph.fork(node_id)
         return other
@@ -288,8 +299,10 @@ class Session:
             model=self.model,
             policy=self.policy,
             summarizer=self.engine.summarizer,
+            budget=self.engine.budget,
             history_tools=self.history_tools,
             max_steps=self.max_steps,
+            lease_ttl=self.leases.ttl,
         )
 
     def delete(self) -> None:

@@ -7,8 +7,9 @@
   ``api_base=fake.anthropic_base_url`` (``http://127.0.0.1:PORT``, no ``/v1``); passing
   ``.../v1`` would make litellm call ``/v1/v1/messages``.
 
-Responses are scripted in order with ``reply``, ``reply_tool_call``, ``overflow`` and
-``status``; each request consumes one, and an empty queue answers ``"ok"``. Scripted
+Responses are scripted in order with ``reply``, ``reply_tool_call``, ``reply_tool_calls``
+(several calls in one reply, for parallel tool calls), ``overflow`` and ``status``; each
+request consumes one, and an empty queue answers ``"ok"``. Scripted
 replies are rendered in whichever format the request's path asks for. Note that the
 OpenAI SDK retries 408/409/429/5xx responses, and each retry consumes a queued entry.
 Every request is recorded in ``requests``.
@@ -52,6 +53,13 @@ class _ToolCall:
 
 
 @dataclass(frozen=True)
+class _ToolCalls:
+    calls: tuple[_ToolCall, ...]
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True)
 class _Overflow:
     pass
 
@@ -62,7 +70,11 @@ class _Status:
     body: Any
 
 
-_Script = _Text | _ToolCall | _Overflow | _Status
+_Script = _Text | _ToolCall | _ToolCalls | _Overflow | _Status
+
+
+def _calls_of(item: _ToolCall | _ToolCalls) -> tuple[_ToolCall, ...]:
+    return item.calls if isinstance(item, _ToolCalls) else (item,)
 
 
 def _openai_usage(prompt: int, completion: int) -> dict[str, int]:
@@ -109,10 +121,11 @@ def _openai_response(item: _Script, body: Any) -> tuple[int, Any]:
             "content": None,
             "tool_calls": [
                 {
-                    "id": item.call_id,
+                    "id": call.call_id,
                     "type": "function",
-                    "function": {"name": item.name, "arguments": item.arguments},
+                    "function": {"name": call.name, "arguments": call.arguments},
                 }
+                for call in _calls_of(item)
             ],
         }
         finish = "tool_calls"
@@ -145,10 +158,11 @@ def _anthropic_response(item: _Script, body: Any) -> tuple[int, Any]:
         content = [
             {
                 "type": "tool_use",
-                "id": item.call_id.replace("call_", "toolu_"),
-                "name": item.name,
-                "input": json.loads(item.arguments),
+                "id": call.call_id.replace("call_", "toolu_"),
+                "name": call.name,
+                "input": json.loads(call.arguments),
             }
+            for call in _calls_of(item)
         ]
         stop = "tool_use"
     return 200, {
@@ -242,6 +256,20 @@ class FakeProvider:
     ) -> None:
         json.loads(arguments_json)
         self._push(_ToolCall(name, arguments_json, prompt_tokens, completion_tokens))
+
+    def reply_tool_calls(
+        self,
+        calls: list[tuple[str, str]],
+        *,
+        prompt_tokens: int = 10,
+        completion_tokens: int = 1,
+    ) -> None:
+        """Queue one reply with several tool calls, each ``(name, arguments_json)``."""
+        parsed = []
+        for name, arguments_json in calls:
+            json.loads(arguments_json)
+            parsed.append(_ToolCall(name, arguments_json, 0, 0))
+        self._push(_ToolCalls(tuple(parsed), prompt_tokens, completion_tokens))
 
     def overflow(self) -> None:
         """Queue a context-window error (litellm raises ``ContextWindowExceededError``)."""

@@ -158,6 +158,27 @@ def test_litellm_anthropic(fake_provider: FakeProvider) -> None:
     assert fake_provider.requests[0].body["messages"][0]["role"] == "user"
 
 
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+def test_litellm_several_tool_calls_in_one_reply(fake_provider: FakeProvider, wire: str) -> None:
+    import litellm
+
+    fake_provider.reply_tool_calls([("lookup", '{"q": "a"}'), ("grep", '{"p": "b"}')])
+    model, base = (
+        ("openai/gpt-4o", fake_provider.base_url)
+        if wire == "openai"
+        else ("anthropic/claude-sonnet-4-5", fake_provider.anthropic_base_url)
+    )
+    response = litellm.completion(
+        model=model, api_base=base, api_key="x", messages=[{"role": "user", "content": "hi"}]
+    )
+    calls = response.choices[0].message.tool_calls
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == [
+        ("lookup", {"q": "a"}),
+        ("grep", {"p": "b"}),
+    ]
+    assert len({c.id for c in calls}) == 2
+
+
 def test_litellm_sync_then_async(fake_provider: FakeProvider) -> None:
     """A sync litellm call leaves an unclosed event loop set in the main thread.
 

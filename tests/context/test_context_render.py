@@ -357,27 +357,27 @@ def test_emergency_stubs_running_rounds(tmp_path: Path) -> None:
             {"role": "user", "content": "Research the logs."},
             {
                 "role": "assistant",
-                "content": "[earlier step elided to fit the context (nodes N1 … N2); it called deploy]",
+                "content": '[earlier step elided to fit the context; read_history("N1", "N2") returns it; it called deploy]',
             },
             {
                 "role": "assistant",
-                "content": "[earlier step elided to fit the context (nodes N3 … N4); it called deploy]",
+                "content": '[earlier step elided to fit the context; read_history("N3", "N4") returns it; it called deploy]',
             },
             {
                 "role": "assistant",
-                "content": "[earlier step elided to fit the context (nodes N5 … N6); it called deploy]",
+                "content": '[earlier step elided to fit the context; read_history("N5", "N6") returns it; it called deploy]',
             },
             {
                 "role": "assistant",
-                "content": "[earlier step elided to fit the context (nodes N7 … N8); it called deploy]",
+                "content": '[earlier step elided to fit the context; read_history("N7", "N8") returns it; it called deploy]',
             },
             {
                 "role": "assistant",
-                "content": "[earlier step elided to fit the context (nodes N9 … N10); it called deploy]",
+                "content": '[earlier step elided to fit the context; read_history("N9", "N10") returns it; it called deploy]',
             },
             {
                 "role": "assistant",
-                "content": "[earlier step elided to fit the context (nodes N11 … N12); it called deploy]",
+                "content": '[earlier step elided to fit the context; read_history("N11", "N12") returns it; it called deploy]',
             },
             {"role": "assistant", "content": "still going"},
         ]
