@@ -161,7 +161,7 @@ def compact_span(
     parts = [
         f"[Context Compaction] {rounds} earlier round(s) ({span(covered)}) are summarized "
         f'below to fit the context window. expand_layer("{layer_id}") returns the original '
-        'messages; inspect_node("<id>") reads any node.',
+        "messages; inspect_node with a node id reads any one of them.",
         result.text(identifiers=policy.identifier_tokens > 0),
     ]
     offloaded = _offloaded(covered)

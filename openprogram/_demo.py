@@ -22,7 +22,7 @@ from openprogram._session import Session
 from openprogram.examples.corpus import QUESTIONS
 from openprogram.examples.research import research, review, scripted_model
 
-DEMO_BUDGET = 2_500
+DEMO_BUDGET = 2_200
 
 
 def demo_policy(state_dir: Path) -> Policy:

@@ -112,7 +112,20 @@ def long_session(tmp_path: Path, db: str, rounds: int = 60, budget: int = 4_000)
         model=looping_model(rounds),
         system="You answer from the knowledge base.",
         budget=budget,
-        policy=small_policy(tmp_path),
+        # snip before compact (the preset's order is the other way), so snip's notes and
+        # read_history show up in these sessions too
+        policy=small_policy(
+            tmp_path,
+            cascade=(
+                "offload",
+                "budget_reduction",
+                "microcompact",
+                "collapse",
+                "snip",
+                "compact",
+                "emergency",
+            ),
+        ),
         max_steps=rounds + 5,
     )
     assert session.llm("Collect every key.", tools=[lookup]) == "done"
