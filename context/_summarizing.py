@@ -93,7 +93,7 @@ def reusable(
     for info in reversed(ctx.graph.layers()):
         if info.kind != kind or info.covers != covers:
             continue
-        if info.layer.meta.get("summary_key") != extra:
+        if info.layer.meta.get("summary_key", "") != extra:
             continue
         found = result_of(info)
         if found is not None and found.summarizer == name:

@@ -1,0 +1,35 @@
+"""Regression tests for bugs found while writing the context engine II suite, one each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from _context_helpers import policy
+from _layer_helpers import clock, session
+
+from context import ContextEngine, HeuristicSummarizer, SummaryRequest, SummaryResult
+from graph import ConversationGraph
+
+
+class _Spy(HeuristicSummarizer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        self.calls += 1
+        return super().summarize(request)
+
+
+def test_a_rolled_back_collapse_made_again_reuses_the_stored_summary(tmp_path: Path) -> None:
+    # The reuse lookup compared a "summary_key" that no layer ever stored with "", so a
+    # stored summary was never found and the summarizer was asked again.
+    g = ConversationGraph.memory("s1")
+    ids = session(g, 10)
+    spy = _Spy()
+    e = ContextEngine(g, policy(tmp_path), spy, 1_000_000, clock=clock)
+    first = e.collapse(ids[1][0], ids[6][1])
+    e.rollback(first.id)
+    again = e.collapse(ids[1][0], ids[6][1])
+    assert spy.calls == 1
+    assert again.layer.meta["summary"] == first.layer.meta["summary"]
