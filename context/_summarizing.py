@@ -118,6 +118,9 @@ def summarize(
         return None, f"summarizer returned {type(result).__name__}, not a SummaryResult", ms
     if result.anchors.empty and not result.prose.strip():
         return None, "summarizer returned an empty summary", ms
+    if not result.summarizer:
+        # Name it after who made it: records say so, and reuse matches on it.
+        result = msgspec.structs.replace(result, summarizer=str(getattr(summarizer, "name", "")))
     return result, None, ms
 
 

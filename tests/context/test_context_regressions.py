@@ -33,3 +33,20 @@ def test_a_rolled_back_collapse_made_again_reuses_the_stored_summary(tmp_path: P
     again = e.collapse(ids[1][0], ids[6][1])
     assert spy.calls == 1
     assert again.layer.meta["summary"] == first.layer.meta["summary"]
+
+
+def test_a_summary_without_a_summarizer_name_is_named_and_reused(tmp_path: Path) -> None:
+    # A third-party summarizer may leave SummaryResult.summarizer empty: records showed
+    # an empty name, and reuse (which matches the name) never found its summaries.
+    from _layer_helpers import Counting
+
+    g = ConversationGraph.memory("s1")
+    ids = session(g, 10)
+    counting = Counting()
+    e = ContextEngine(g, policy(tmp_path), counting, 1_000_000, clock=clock)
+    first = e.collapse(ids[1][0], ids[6][1])
+    assert e.records()[-1].details["summarizer"]["name"] == "counting"
+    assert first.layer.meta["summary"]["summarizer"] == "counting"
+    e.rollback(first.id)
+    e.collapse(ids[1][0], ids[6][1])
+    assert len(counting.calls) == 1
