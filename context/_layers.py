@@ -70,7 +70,7 @@ class LayerBook:
         built = tuple(i.id for i in self.active() if set(i.covers) <= inside)
         layer = Layer(kind, tuple(covers), replacement, built, meta)
         info = LayerInfo(
-            new_id(), self.graph.session, self.graph.last_seq, datetime.now(UTC), layer
+            layer_id or new_id(), self.graph.session, self.graph.last_seq, datetime.now(UTC), layer
         )
         self.overlay[info.id] = info
         return info

@@ -50,3 +50,27 @@ def test_a_summary_without_a_summarizer_name_is_named_and_reused(tmp_path: Path)
     e.rollback(first.id)
     e.collapse(ids[1][0], ids[6][1])
     assert len(counting.calls) == 1
+
+
+def test_a_layer_kept_in_memory_has_the_id_its_banner_names(tmp_path: Path) -> None:
+    # On a read-only graph (and in a preview) a layer lives in memory; it was given a
+    # fresh id, so the expand_layer("...") its summary names raised UnknownLayer.
+    import json
+    import re
+
+    g = ConversationGraph.memory("s1")
+    session(g, 24)
+    e = ContextEngine(g.at(g.last_seq), policy(tmp_path), budget=4_000, clock=clock)
+    rendered = e.render()
+    text = "\n".join(str(m["content"]) for m in rendered.messages)
+    named = re.findall(r'expand_layer\("([^"]+)"\)', text)
+    assert named and named == [i.id for i in e.layers()]
+    assert [r.details["layer"] for r in rendered.records if r.tier == "collapse"] == named
+    for layer_id in named:
+        assert e.expand(layer_id)
+    live = ContextEngine(g, policy(tmp_path / "live"), budget=4_000, clock=clock)
+    preview = live.preview()
+    shown = re.findall(
+        r'expand_layer\("([^"]+)"\)', json.dumps(preview.messages).replace('\\"', '"')
+    )
+    assert shown == [r.details["layer"] for r in preview.records if r.tier == "collapse"]
