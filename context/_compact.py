@@ -143,6 +143,7 @@ def compact_span(
     not when there is none."""
     started = time.perf_counter()
     policy = ctx.policy
+    tier = ctx.tier or "compact"  # summarize_half records as itself
     previous_layers = [u for u in covered if _is_compaction(u, ctx)]
     previous = None
     if previous_layers and ctx.layers is not None:
@@ -161,8 +162,8 @@ def compact_span(
     if result is None:
         if reason == "budget":
             ctx.state(CompactState).failed.add(segment_key(covered))
-        ctx.act("compact", f"could not summarize: {error}", view, view, error=error)
-        ctx.record("compact", view, view, started=started, error=error)
+        ctx.act(tier, f"could not summarize: {error}", view, view, error=error)
+        ctx.record(tier, view, view, started=started, error=error)
         return view, None, error
     layer_id = new_layer_id()
     rounds = sum(unit.count for unit in covered)
@@ -185,9 +186,9 @@ def compact_span(
         return view, None, "the compaction is no shorter than what it covers"
     meta = {"reason": reason, "rounds": rounds, "focus": focus, "pinned": True}
     after, info = make_layer(view, ctx, "compact", covered, messages, result, meta, layer_id)
-    ctx.act("compact", f"compacted {rounds} round(s) into layer {info.id}", view, after)
+    ctx.act(tier, f"compacted {rounds} round(s) into layer {info.id}", view, after)
     ctx.record(
-        "compact",
+        tier,
         view,
         after,
         started=started,

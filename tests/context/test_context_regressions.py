@@ -74,3 +74,18 @@ def test_a_layer_kept_in_memory_has_the_id_its_banner_names(tmp_path: Path) -> N
         r'expand_layer\("([^"]+)"\)', json.dumps(preview.messages).replace('\\"', '"')
     )
     assert shown == [r.details["layer"] for r in preview.records if r.tier == "collapse"]
+
+
+def test_summarize_half_records_and_acts_under_its_own_name(tmp_path: Path) -> None:
+    # compact_span wrote "compact" on every action and record, so progressive's soft step
+    # (summarize_half, from 70% of the budget) looked like a full compaction.
+    from context import Policy
+
+    g = ConversationGraph.memory("s1")
+    session(g, 16)
+    pol = Policy.progressive(state_dir=tmp_path / ".openprogram")
+    full = ContextEngine(g, pol, budget=1_000_000, clock=clock).render().tokens
+    budget = int(full / 0.75)  # over summarize_half's 0.7, under compact's 0.8
+    rendered = ContextEngine(g, pol, budget=budget, clock=clock).render()
+    assert [r.tier for r in rendered.records] == ["summarize_half"]
+    assert [a.tier for a in rendered.actions] == ["summarize_half"]
