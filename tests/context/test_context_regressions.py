@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from _context_helpers import policy
 from _layer_helpers import clock, session
 
@@ -89,3 +90,18 @@ def test_summarize_half_records_and_acts_under_its_own_name(tmp_path: Path) -> N
     rendered = ContextEngine(g, pol, budget=budget, clock=clock).render()
     assert [r.tier for r in rendered.records] == ["summarize_half"]
     assert [a.tier for a in rendered.actions] == ["summarize_half"]
+
+
+def test_presets_read_the_model_from_the_environment_when_not_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The presets passed model=None explicitly, which counts as "given in code", so
+    # OPENPROGRAM_MODEL was honoured by Policy() but ignored by Policy.claude_code().
+    from context import Policy
+
+    monkeypatch.setenv("OPENPROGRAM_MODEL", "gpt-3.5-turbo")
+    assert Policy().context_window == 16_385
+    assert Policy.claude_code() == Policy()
+    assert Policy.named("claude-code").model == "gpt-3.5-turbo"
+    assert Policy.progressive().context_window == 16_385
+    assert Policy.claude_code("gpt-4o").model == "gpt-4o"  # an argument still wins
