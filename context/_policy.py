@@ -202,6 +202,11 @@ class Policy(BaseModel):
                 "reduction_head_chars + reduction_tail_chars must not exceed "
                 "budget_reduction_chars, or reduction would not shorten anything"
             )
+        if self.offload_preview_head_chars + self.offload_preview_tail_chars > self.offload_chars:
+            raise PolicyError(
+                "offload_preview_head_chars + offload_preview_tail_chars must not exceed "
+                "offload_chars, or an offloaded output would show whole plus its header"
+            )
         if self.max_output_tokens >= self.context_window:
             raise PolicyError("max_output_tokens must be smaller than context_window")
         if self.collapse_min_rounds > self.collapse_max_rounds:

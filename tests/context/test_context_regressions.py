@@ -105,3 +105,24 @@ def test_presets_read_the_model_from_the_environment_when_not_given(
     assert Policy.named("claude-code").model == "gpt-3.5-turbo"
     assert Policy.progressive().context_window == 16_385
     assert Policy.claude_code("gpt-4o").model == "gpt-4o"  # an argument still wins
+
+
+def test_offloading_never_grows_the_prompt(tmp_path: Path) -> None:
+    # With offload_chars under the preview's head + tail, an output between the two was
+    # "offloaded" whole, plus a header: offload made the prompt longer. Such a policy is
+    # now refused, as the same mistake for budget reduction already was.
+    from context import Policy, PolicyError
+
+    with pytest.raises(PolicyError, match="offload_preview_head_chars"):
+        Policy(offload_chars=1_000)
+    pol = policy(
+        tmp_path,
+        offload_chars=1_000,
+        offload_preview_head_chars=600,
+        offload_preview_tail_chars=400,
+    )
+    g = ConversationGraph.memory("s1")
+    session(g, 3, words=90)  # ~2,000-character outputs
+    rendered = ContextEngine(g, pol, budget=1_000_000, clock=clock).render()
+    [action] = [a for a in rendered.actions if a.tier == "offload"]
+    assert action.tokens_after < action.tokens_before
