@@ -26,6 +26,7 @@ from ._summarizing import (
     new_layer_id,
     request_for,
     result_of,
+    reusable,
     segment_key,
     span,
     summarize,
@@ -150,15 +151,19 @@ def compact_span(
         assert previous_layers[-1].layer is not None
         previous = result_of(ctx.layers.get(previous_layers[-1].layer))
     fresh = [u for u in covered if not _is_compaction(u, ctx)]
-    request = request_for(
-        ctx,
-        "compact",
-        fresh,
-        max_tokens=policy.compact_summary_tokens,
-        previous=previous,
-        focus=focus,
-    )
-    result, error, ms = summarize(ctx, request)
+    covers = tuple(n for unit in covered for n in unit.node_ids)
+    result = reusable(ctx, "compact", covers, focus or "")
+    error, ms = None, 0.0
+    if result is None:
+        request = request_for(
+            ctx,
+            "compact",
+            fresh,
+            max_tokens=policy.compact_summary_tokens,
+            previous=previous,
+            focus=focus,
+        )
+        result, error, ms = summarize(ctx, request)
     if result is None:
         if reason == "budget":
             ctx.state(CompactState).failed.add(segment_key(covered))
@@ -184,7 +189,13 @@ def compact_span(
     tokens = ctx.counter.count_messages(messages)
     if reason == "budget" and tokens >= sum(unit.tokens for unit in covered):
         return view, None, "the compaction is no shorter than what it covers"
-    meta = {"reason": reason, "rounds": rounds, "focus": focus, "pinned": True}
+    meta = {
+        "reason": reason,
+        "rounds": rounds,
+        "focus": focus,
+        "pinned": True,
+        "summary_key": focus or "",
+    }
     after, info = make_layer(view, ctx, "compact", covered, messages, result, meta, layer_id)
     ctx.act(tier, f"compacted {rounds} round(s) into layer {info.id}", view, after)
     ctx.record(

@@ -126,3 +126,35 @@ def test_offloading_never_grows_the_prompt(tmp_path: Path) -> None:
     rendered = ContextEngine(g, pol, budget=1_000_000, clock=clock).render()
     [action] = [a for a in rendered.actions if a.tier == "offload"]
     assert action.tokens_after < action.tokens_before
+
+
+def test_a_rolled_back_compaction_made_again_reuses_its_summary(tmp_path: Path) -> None:
+    # Only collapse looked for a stored summary; a compaction over the same nodes (the
+    # budget redoing a rolled-back one, or /compact again) asked the summarizer again.
+    from _layer_helpers import AUTO_COMPACT, Counting
+
+    g = ConversationGraph.memory("s1")
+    session(g, 12)
+    counting = Counting()
+    pol = policy(tmp_path, cascade=AUTO_COMPACT)
+    e = ContextEngine(g, pol, counting, 1_000_000, clock=clock)
+    first = e.compact(focus="the parser")
+    e.rollback(first.id)
+    again = e.compact(focus="the parser")
+    assert len(counting.calls) == 1
+    assert again.covers == first.covers
+    assert again.layer.meta["summary"] == first.layer.meta["summary"]
+    e.rollback(again.id)
+    e.compact(focus="something else")  # another focus is another summary
+    assert len(counting.calls) == 2
+
+    budget = ConversationGraph.memory("s2")
+    session(budget, 20)
+    counting = Counting()
+    full = ContextEngine(budget, pol, counting, 1_000_000, clock=clock).render().tokens
+    e = ContextEngine(budget, pol, counting, int(full * 0.6), clock=clock)
+    e.render()
+    [layer] = budget.layers()
+    e.rollback(layer.id)
+    assert e.render().fits
+    assert len(counting.calls) == 1
