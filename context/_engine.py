@@ -287,6 +287,7 @@ class ContextEngine(LayerOperations, Recovery):
         started = time.perf_counter()
         if preview:
             overlay = dict(self.book.overlay)
+            unsaved = self.cache.dirty()
         ctx, view, state = self.context(head, frame, preview=preview)
         view = self._cascade(view, ctx)
         messages, tokens = self._finish(view, ctx)
@@ -302,6 +303,7 @@ class ContextEngine(LayerOperations, Recovery):
             ctx.act("records", problem, view, view, error=problem)
         if preview:
             self.book.overlay = overlay
+            self.cache.restore_dirty(unsaved)
         rendered = Rendered(
             messages=messages,
             tokens=tokens,

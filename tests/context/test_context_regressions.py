@@ -158,3 +158,22 @@ def test_a_rolled_back_compaction_made_again_reuses_its_summary(tmp_path: Path) 
     e.rollback(layer.id)
     assert e.render().fits
     assert len(counting.calls) == 1
+
+
+def test_a_preview_leaves_no_token_counts_for_the_next_render_to_write(tmp_path: Path) -> None:
+    # A preview counted into the engine's shared cache and marked the counts new, so the
+    # next real render persisted them, counts of layers that never existed included.
+    g = ConversationGraph.open(tmp_path / "op.db", session="s1")
+    try:
+        session(g, 24)
+        e = ContextEngine(g, policy(tmp_path), budget=4_000, clock=clock)
+        namespace = f"context.tokens.{e.counter.encoding_name}"
+        preview = e.preview()
+        shown = [r.details["layer"] for r in preview.records if r.tier == "collapse"]
+        assert shown and g.store.get_values("s1", namespace) == {}
+        e.render()
+        stored = g.store.get_values("s1", namespace)
+        assert stored
+        assert not [k for k in stored if k.split(":")[0] in shown]
+    finally:
+        g.close()
