@@ -35,7 +35,7 @@ from ._view import Unit, View
 
 
 class CollapseState(TierState):
-    """Segments whose summary failed (not tried again by the budget)."""
+    """Segments whose summary failed or was no shorter (not tried again by the budget)."""
 
     failed: set[str] = msgspec.field(default_factory=set)
 
@@ -101,6 +101,7 @@ def collapse_segment(
     text = f"{banner(layer_id, covered)}\n{result.text(identifiers=policy.identifier_tokens > 0)}"
     message = {"role": "user", "content": text}
     if not force and ctx.counter.count_message(message) >= sum(u.tokens for u in covered):
+        ctx.state(CollapseState).failed.add(key)  # the same rounds give the same summary
         return view, "the summary is no shorter than the rounds"
     meta = {"segment": key, "reason": reason, "rounds": sum(u.count for u in covered)}
     after, info = make_layer(view, ctx, "collapse", covered, [message], result, meta, layer_id)

@@ -38,7 +38,7 @@ _INSPECT = 8
 
 
 class CompactState(TierState):
-    """Spans whose summary failed (not tried again by the budget)."""
+    """Spans whose summary failed or was no shorter (not tried again by the budget)."""
 
     failed: set[str] = msgspec.field(default_factory=set)
 
@@ -188,6 +188,7 @@ def compact_span(
     messages = [*_recent_users(fresh, ctx), {"role": "user", "content": text}]
     tokens = ctx.counter.count_messages(messages)
     if reason == "budget" and tokens >= sum(unit.tokens for unit in covered):
+        ctx.state(CompactState).failed.add(segment_key(covered))  # not asked again
         return view, None, "the compaction is no shorter than what it covers"
     meta = {
         "reason": reason,

@@ -177,3 +177,33 @@ def test_a_preview_leaves_no_token_counts_for_the_next_render_to_write(tmp_path:
         assert not [k for k in stored if k.split(":")[0] in shown]
     finally:
         g.close()
+
+
+@pytest.mark.parametrize("tier", ["collapse", "summarize_half"])
+def test_a_summary_that_is_no_shorter_is_not_asked_for_again(tmp_path: Path, tier: str) -> None:
+    # When the summary was no shorter than what it would replace, no layer was made and
+    # nothing remembered it: every later render over the trigger asked the summarizer
+    # about the same unchanged rounds again (found by the layer property tests).
+    from _context_helpers import start
+    from _layer_helpers import Counting
+
+    from context import Policy
+
+    g = ConversationGraph.memory("s1")
+    start(g)
+    for i in range(12):
+        g.append({"role": "user", "content": f"s{i}"})
+        g.append({"role": "assistant", "content": f"ok{i}"})
+    g.append({"role": "user", "content": "please " * 400})
+    counting = Counting()
+    pol = Policy(
+        state_dir=tmp_path / ".openprogram",
+        cascade=(tier, "emergency"),
+        always=(),
+        collapse_keep_recent=1,
+    )
+    e = ContextEngine(g, pol, counting, budget=500, clock=clock)
+    for _ in range(3):
+        rendered = e.render()
+        assert rendered.fits and g.layers() == []
+    assert counting.calls and len(set(counting.calls)) == len(counting.calls)
