@@ -207,3 +207,28 @@ def test_a_summary_that_is_no_shorter_is_not_asked_for_again(tmp_path: Path, tie
         rendered = e.render()
         assert rendered.fits and g.layers() == []
     assert counting.calls and len(set(counting.calls)) == len(counting.calls)
+
+
+def test_emergency_drops_a_compaction_that_cannot_fit(tmp_path: Path) -> None:
+    # A compaction layer is pinned, so emergency could only cut it: under a small budget
+    # the layer (with the user messages it keeps verbatim) stayed over budget although
+    # the core (system prompt, task, newest round) fit (found by the property tests).
+    from _context_helpers import start, tool_round
+
+    from context import Policy
+
+    g = ConversationGraph.memory("s1")
+    start(g)
+    for i in range(16):
+        ask = (
+            f"please also check module_{i} and its tests, then report every failure you find there"
+        )
+        g.append({"role": "user", "content": ask})
+        tool_round(g, [("Bash", f"test_{i} failed\n" * 200)], prefix=f"c{i}", content="ok")
+    g.append({"role": "user", "content": "now fix them"})
+    pol = Policy.progressive(state_dir=tmp_path / ".openprogram")
+    rendered = ContextEngine(g, pol, budget=250, clock=clock).render()
+    assert rendered.fits, [a.what for a in rendered.actions]
+    assert "dropped 1 compaction(s)" in rendered.actions[-1].what
+    assert rendered.messages[-1] == {"role": "user", "content": "now fix them"}
+    assert g.layers()  # the layers themselves stay: only this prompt leaves them out
