@@ -44,15 +44,18 @@ def collapsible(unit: Unit) -> bool:
     return unit.kind in ("round", "call") and not unit.pinned and not unit.running
 
 
-def segments(view: View, ctx: TierContext) -> list[list[Unit]]:
-    """Candidate segments, oldest first: runs of collapsible units cut into 5–10 rounds."""
+def segments(
+    view: View, ctx: TierContext, declined: frozenset[str] = frozenset()
+) -> list[list[Unit]]:
+    """Candidate segments, oldest first: runs of collapsible units cut into 5–10 rounds;
+    a unit holding a ``declined`` node breaks a run."""
     policy = ctx.policy
     units = list(view.units)
     limit = max(0, len(units) - policy.collapse_keep_recent)
     found: list[list[Unit]] = []
     run: list[Unit] = []
     for unit in [*units[:limit], None]:
-        if unit is not None and collapsible(unit):
+        if unit is not None and collapsible(unit) and declined.isdisjoint(unit.node_ids):
             run.append(unit)
             continue
         while len(run) >= policy.collapse_min_rounds:
@@ -135,14 +138,15 @@ def collapse(view: View, ctx: TierContext) -> View:
     """Collapse the oldest segments until the prompt is under the low-water mark."""
     target = ctx.target
     state = ctx.state(CollapseState)
-    declined = {
-        segment_key(i.covers) for i in ctx.graph.layers(active=False) if i.kind == "collapse"
-    }
-    for segment in segments(view, ctx):
+    # Rounds a rolled-back collapse covered are left to the other tiers, in any segment.
+    declined = frozenset(
+        n for i in ctx.graph.layers(active=False) if i.kind == "collapse" for n in i.covers
+    )
+    for segment in segments(view, ctx, declined):
         if view.tokens <= target:
             break
         key = segment_key(segment)
-        if key in state.failed or key in declined:
+        if key in state.failed:
             continue
         view, error = collapse_segment(view, ctx, segment, reason="budget")
         if error is not None and error.startswith("summarizer"):

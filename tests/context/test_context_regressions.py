@@ -232,3 +232,24 @@ def test_emergency_drops_a_compaction_that_cannot_fit(tmp_path: Path) -> None:
     assert "dropped 1 compaction(s)" in rendered.actions[-1].what
     assert rendered.messages[-1] == {"role": "user", "content": "now fix them"}
     assert g.layers()  # the layers themselves stay: only this prompt leaves them out
+
+
+def test_rounds_of_a_rolled_back_collapse_are_not_collapsed_in_another_segment(
+    tmp_path: Path,
+) -> None:
+    # The budget skipped only a segment with exactly the rolled-back layer's nodes: once
+    # more rounds moved the segment boundaries, it collapsed the same rounds again in
+    # segments of another shape.
+    g = ConversationGraph.memory("s1")
+    session(g, 16)
+    full = ContextEngine(g, policy(tmp_path / "probe"), budget=1_000_000, clock=clock)
+    budget = int(full.render().tokens * 0.9)
+    e = ContextEngine(g, policy(tmp_path), budget=budget, clock=clock)
+    e.render()
+    [layer] = g.layers()
+    e.rollback(layer.id)
+    for turn in range(4):
+        session(g, 1, first=16 + turn)
+        assert e.render().fits
+    for info in g.layers(active=True):
+        assert set(info.covers).isdisjoint(layer.covers)
