@@ -77,12 +77,14 @@ class LayerOperations:
         covered = units[first : last + 1]
         for unit in covered:
             if unit.pinned or unit.running or unit.kind not in ("round", "call", "layer"):
+                where = f"node {unit.node_ids[0] if unit.node_ids else '?'}"
                 what = "the system prompt or the task" if unit.pinned else f"a {unit.kind}"
                 if unit.running:
                     what = "a running function"
+                elif unit.kind == "layer":
+                    what, where = "a compaction", f"layer {unit.layer}"
                 raise ContextError(
-                    f"cannot collapse {what} (node {unit.node_ids[0] if unit.node_ids else '?'}); "
-                    "pick rounds or finished functions"
+                    f"cannot collapse {what} ({where}); pick rounds or finished functions"
                 )
         ctx.tier = "collapse"
         _, error = collapse_segment(view, ctx, covered, reason="manual", force=True)

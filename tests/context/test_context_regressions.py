@@ -253,3 +253,21 @@ def test_rounds_of_a_rolled_back_collapse_are_not_collapsed_in_another_segment(
         assert e.render().fits
     for info in g.layers(active=True):
         assert set(info.covers).isdisjoint(layer.covers)
+
+
+def test_a_manual_collapse_over_a_compaction_says_so(tmp_path: Path) -> None:
+    # A compaction layer is pinned, and the refusal called it "the system prompt or the
+    # task" with the id of a node it covers.
+    from _layer_helpers import AUTO_COMPACT
+
+    from context import ContextError
+
+    g = ConversationGraph.memory("s1")
+    ids = session(g, 12)
+    e = ContextEngine(g, policy(tmp_path, cascade=AUTO_COMPACT), budget=1_000_000, clock=clock)
+    compaction = e.compact()
+    session(g, 8, first=12)
+    with pytest.raises(
+        ContextError, match=f"cannot collapse a compaction \\(layer {compaction.id}\\)"
+    ):
+        e.collapse(ids[0][0], g.nodes()[-1].id)
