@@ -101,7 +101,7 @@ def test_reported_tokens_reads_openai_and_anthropic_messages() -> None:
         "This model's maximum context length is 128000 tokens. However, you requested "
         "130500 tokens (120500 in the messages, 10000 in the completion)."
     )
-    assert reported_tokens(ValueError(openai_requested)) == (130_500, 128_000)
+    assert reported_tokens(ValueError(openai_requested)) == (120_500, 128_000)
 
 
 # -- harder renders and the circuit breaker -------------------------------------------------

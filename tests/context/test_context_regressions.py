@@ -271,3 +271,30 @@ def test_a_manual_collapse_over_a_compaction_says_so(tmp_path: Path) -> None:
         ContextError, match=f"cannot collapse a compaction \\(layer {compaction.id}\\)"
     ):
         e.collapse(ids[0][0], g.nodes()[-1].id)
+
+
+def test_reported_tokens_leave_out_the_completion_a_request_reserved(tmp_path: Path) -> None:
+    # OpenAI's "you requested N tokens (M in the messages, K in the completion)" counts
+    # the completion too; the usage anchor learned from N as if it were the prompt.
+    from context import reported_tokens
+
+    text = (
+        "This model's maximum context length is 128000 tokens. However, you requested "
+        "130500 tokens (120500 in the messages, 10000 in the completion). Please reduce "
+        "the length of the messages or completion."
+    )
+    assert reported_tokens(ValueError(text)) == (120_500, 128_000)
+    with_functions = (
+        "This model's maximum context length is 8192 tokens. However, your messages "
+        "resulted in 9000 tokens (8500 in the messages, 500 in the functions)."
+    )
+    assert reported_tokens(ValueError(with_functions)) == (9_000, 8_192)
+    g = ConversationGraph.memory("s1")
+    session(g, 20)
+    e = ContextEngine(g, policy(tmp_path), budget=8_000, clock=clock)
+    estimate = e.render().tokens
+    prompt = estimate + 100
+    e.recover(
+        ValueError(text.replace("130500", str(prompt + 10_000)).replace("120500", str(prompt)))
+    )
+    assert e.anchor.ratio == pytest.approx(prompt / estimate)
