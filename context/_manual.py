@@ -87,8 +87,12 @@ class LayerOperations:
                     f"cannot collapse {what} ({where}); pick rounds or finished functions"
                 )
         ctx.tier = "collapse"
-        _, error = collapse_segment(view, ctx, covered, reason="manual", force=True)
-        self._persist(ctx, state, frame)
+        try:
+            _, error = collapse_segment(view, ctx, covered, reason="manual", force=True)
+        except LayerError as refused:  # e.g. a layer the range only partly holds
+            raise ContextError(f"collapse refused: {refused}") from refused
+        finally:
+            self._persist(ctx, state, frame)
         if error is not None:
             raise ContextError(f"collapse failed: {error}")
         return self.book.get(str(ctx.records[-1].details["layer"]))
@@ -101,6 +105,8 @@ class LayerOperations:
         view = self.prepare(view, ctx)
         try:
             _, info = compact_now(view, ctx, focus)
+        except LayerError as refused:
+            raise ContextError(f"compaction refused: {refused}") from refused
         finally:
             self._persist(ctx, state, frame)
         return info

@@ -298,3 +298,24 @@ def test_reported_tokens_leave_out_the_completion_a_request_reserved(tmp_path: P
         ValueError(text.replace("130500", str(prompt + 10_000)).replace("120500", str(prompt)))
     )
     assert e.anchor.ratio == pytest.approx(prompt / estimate)
+
+
+def test_a_range_the_graph_refuses_raises_a_context_error(tmp_path: Path) -> None:
+    # A layer that does not apply to this walk (it splits rounds) but that the range holds
+    # only in part made the graph refuse; the graph's LayerError came out of the engine's
+    # collapse() and compact() as is, not as the ContextError they document.
+    from context import ContextError
+    from graph import LayerError
+
+    g = ConversationGraph.memory("s1")
+    ids = session(g, 20)
+    other = g.add_layer("provider", [ids[5][1], ids[6][0]], [{"role": "user", "content": "x"}])
+    e = ContextEngine(g, policy(tmp_path), budget=1_000_000, clock=clock)
+    with pytest.raises(ContextError, match=f"overlaps layer {other.id} only in part") as caught:
+        e.collapse(ids[2][0], ids[5][1])
+    assert isinstance(caught.value.__cause__, LayerError)
+    # The compaction keeps the newest two rounds: a layer over their border is split.
+    border = g.add_layer("provider", [ids[17][1], ids[18][0]], [{"role": "user", "content": "y"}])
+    with pytest.raises(ContextError, match=f"compaction refused: .*layer {border.id}"):
+        e.compact()
+    assert g.layers() == [other, border]
