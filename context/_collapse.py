@@ -35,7 +35,7 @@ from ._view import Unit, View
 
 
 class CollapseState(TierState):
-    """Segments whose summary failed (not tried again by the budget)."""
+    """Segments whose summary failed or was no shorter (not tried again by the budget)."""
 
     failed: set[str] = msgspec.field(default_factory=set)
 
@@ -44,14 +44,16 @@ def collapsible(unit: Unit) -> bool:
     return unit.kind in ("round", "call") and not unit.pinned and not unit.running
 
 
-def segments(view: View, ctx: TierContext) -> list[list[Unit]]:
-    """Candidate segments, oldest first: runs of collapsible units cut into 5–10 rounds.
+def segments(
+    view: View, ctx: TierContext, declined: frozenset[str] = frozenset()
+) -> list[list[Unit]]:
+    """Candidate segments, oldest first: runs of collapsible units cut into 5–10 rounds;
+    a unit holding a ``declined`` node breaks a run.
 
-    Boundaries never depend on how long the conversation has grown: a run still open at
-    its newest end (the recent units that are kept) yields only full segments of
-    ``collapse_max_rounds``; a run closed by a unit that cannot be collapsed (a running
-    function, a layer) may end with a shorter one of at least ``collapse_min_rounds``.
-    So a segment summarized ahead of need is the segment collapsed later.
+    Full segments of ``collapse_max_rounds`` come first and a shorter rest (at least
+    ``collapse_min_rounds``) last, so a run's first segments never depend on how long the
+    conversation has grown: a segment summarized ahead of need is the segment collapsed
+    later, and the short rest is taken only when the full ones were not enough.
     """
     policy = ctx.policy
     units = list(view.units)
@@ -59,14 +61,15 @@ def segments(view: View, ctx: TierContext) -> list[list[Unit]]:
     size, least = policy.collapse_max_rounds, policy.collapse_min_rounds
     found: list[list[Unit]] = []
     run: list[Unit] = []
-    for index, unit in enumerate([*units[:limit], None]):
-        if unit is not None and collapsible(unit):
+    for unit in [*units[:limit], None]:
+        if unit is not None and collapsible(unit) and declined.isdisjoint(unit.node_ids):
             run.append(unit)
             continue
-        closed = index < limit
-        while len(run) >= size or (closed and len(run) >= least):
+        while len(run) >= size:
             found.append(run[:size])
             run = run[size:]
+        if len(run) >= least:
+            found.append(run)
         run = []
     return found
 
@@ -124,6 +127,7 @@ def collapse_segment(
         text += "\n## Nodes to inspect\n" + "\n".join(functions)
     message = {"role": "user", "content": text}
     if not force and ctx.counter.count_message(message) >= sum(u.tokens for u in covered):
+        ctx.state(CollapseState).failed.add(key)  # the same rounds give the same summary
         return view, "the summary is no shorter than the rounds"
     meta = {"segment": key, "reason": reason, "rounds": sum(u.count for u in covered)}
     after, info = make_layer(view, ctx, "collapse", covered, [message], result, meta, layer_id)
@@ -154,10 +158,13 @@ def collapse_segment(
 
 
 def _candidates(view: View, ctx: TierContext) -> list[list[Unit]]:
-    """The segments the budget would collapse next (rolled back and failed ones skipped)."""
-    skip = set(ctx.state(CollapseState).failed)
-    skip |= {segment_key(i.covers) for i in ctx.graph.layers(active=False) if i.kind == "collapse"}
-    return [segment for segment in segments(view, ctx) if segment_key(segment) not in skip]
+    """The segments the budget would collapse next: rounds a rolled-back collapse covered
+    are left to the other tiers (in any segment), and failed segments are not retried."""
+    failed = ctx.state(CollapseState).failed
+    declined = frozenset(
+        n for i in ctx.graph.layers(active=False) if i.kind == "collapse" for n in i.covers
+    )
+    return [s for s in segments(view, ctx, declined) if segment_key(s) not in failed]
 
 
 def ahead(view: View, ctx: TierContext) -> View:

@@ -27,6 +27,7 @@ from ._summarizing import (
     new_layer_id,
     request_for,
     result_of,
+    reusable,
     segment_key,
     span,
     summarize,
@@ -38,7 +39,7 @@ _INSPECT = 8
 
 
 class CompactState(TierState):
-    """Spans whose summary failed (not tried again by the budget)."""
+    """Spans whose summary failed or was no shorter (not tried again by the budget)."""
 
     failed: set[str] = msgspec.field(default_factory=set)
 
@@ -71,19 +72,24 @@ def span_to_compact(
     view: View, ctx: TierContext, *, share: float = 1.0, manual: bool = False
 ) -> list[Unit]:
     """The adjacent units a compaction covers: after the pinned prefix, before the newest
-    kept units and anything running; ``share`` of them, oldest first."""
+    kept units and anything running; ``share`` of them, oldest first. Rounds a person
+    rolled a layer back from are left as they are (by the budget; by hand, anything goes)."""
     units = list(view.units)
     if not units:
         return []
     keep = _keep_count(units, ctx, manual=manual)
     body = units[: len(units) - keep]
+    declined: frozenset[str] = frozenset()
+    if not manual:
+        rolled_back = ctx.graph.layers(active=False)
+        declined = frozenset(n for i in rolled_back for n in i.covers)
     run: list[Unit] = []
     for unit in body:
         if unit.pinned and not _is_compaction(unit, ctx):
             if run:
                 break
             continue
-        if unit.running or unit.kind in ("note", "stub"):
+        if unit.running or unit.kind in ("note", "stub") or not declined.isdisjoint(unit.node_ids):
             if run:
                 break
             continue
@@ -135,26 +141,31 @@ def compact_span(
     not when there is none."""
     started = time.perf_counter()
     policy = ctx.policy
+    tier = ctx.tier or "compact"  # summarize_half records as itself
     previous_layers = [u for u in covered if _is_compaction(u, ctx)]
     previous = None
     if previous_layers and ctx.layers is not None:
         assert previous_layers[-1].layer is not None
         previous = result_of(ctx.layers.get(previous_layers[-1].layer))
     fresh = [u for u in covered if not _is_compaction(u, ctx)]
-    request = request_for(
-        ctx,
-        "compact",
-        fresh,
-        max_tokens=min(policy.compact_summary_tokens, max(100, ctx.target // 3)),
-        previous=previous,
-        focus=focus,
-    )
-    result, error, ms = summarize(ctx, request)
+    covers = tuple(n for unit in covered for n in unit.node_ids)
+    result = reusable(ctx, "compact", covers, focus or "")
+    error, ms = None, 0.0
+    if result is None:
+        request = request_for(
+            ctx,
+            "compact",
+            fresh,
+            max_tokens=min(policy.compact_summary_tokens, max(100, ctx.target // 3)),
+            previous=previous,
+            focus=focus,
+        )
+        result, error, ms = summarize(ctx, request)
     if result is None:
         if reason == "budget":
             ctx.state(CompactState).failed.add(segment_key(covered))
-        ctx.act("compact", f"could not summarize: {error}", view, view, error=error)
-        ctx.record("compact", view, view, started=started, error=error)
+        ctx.act(tier, f"could not summarize: {error}", view, view, error=error)
+        ctx.record(tier, view, view, started=started, error=error)
         return view, None, error
     layer_id = new_layer_id()
     rounds = sum(unit.count for unit in covered)
@@ -174,14 +185,22 @@ def compact_span(
     messages = [*_recent_users(fresh, ctx), {"role": "user", "content": text}]
     tokens = ctx.counter.count_messages(messages)
     if reason == "budget" and tokens >= sum(unit.tokens for unit in covered):
+        ctx.state(CompactState).failed.add(segment_key(covered))  # not asked again
         return view, None, "the compaction is no shorter than what it covers"
     if reason == "budget" and tokens > ctx.target // 2:
+        ctx.state(CompactState).failed.add(segment_key(covered))  # not asked again
         return view, None, "the compaction would leave no room under the low-water mark"
-    meta = {"reason": reason, "rounds": rounds, "focus": focus, "pinned": True}
+    meta = {
+        "reason": reason,
+        "rounds": rounds,
+        "focus": focus,
+        "pinned": True,
+        "summary_key": focus or "",
+    }
     after, info = make_layer(view, ctx, "compact", covered, messages, result, meta, layer_id)
-    ctx.act("compact", f"compacted {rounds} round(s) into layer {info.id}", view, after)
+    ctx.act(tier, f"compacted {rounds} round(s) into layer {info.id}", view, after)
     ctx.record(
-        "compact",
+        tier,
         view,
         after,
         started=started,

@@ -1,9 +1,9 @@
 """Emergency (last resort, no LLM): make the prompt fit whenever its core can.
 
-Three steps, each only if the prompt still does not fit: older rounds inside running
-subtrees become one-line stubs; every unit but the system prompt, the task, running units
-and the newest goes (a compaction too), with a note; then the longest remaining texts are
-cut in the middle with a marker.
+Four steps, each only if the prompt still does not fit: older rounds inside running
+subtrees become one-line stubs; every unit but the pinned ones and the newest goes, with a
+note; the longest remaining texts are cut in the middle with a marker; last, compactions
+(pinned layers) go too, so only the system prompt, the tasks and the newest unit remain.
 """
 
 from __future__ import annotations
@@ -63,24 +63,34 @@ def emergency(view: View, ctx: TierContext) -> View:
     if view.tokens > ctx.budget:
         last = view.units[-1]
         dropped = [
-            u
-            for u in view.units
-            if (u.kind in ("stub", "layer") or not exempt(u, last)) and u is not last
+            u for u in view.units if (u.kind == "stub" or not exempt(u, last)) and u is not last
         ]
-        notes = [u for u in view.units if u.kind == "note"]
         if dropped:
-            gone = {id(u) for u in (*dropped, *notes)}
-            kept = [u for u in view.units if id(u) not in gone]
-            merged = sorted([*notes, *dropped], key=lambda u: u.position)
-            view = view.replace(insert_note(kept, note_unit(ctx, merged)))
+            view = _drop(view, dropped, ctx)
             steps.append(f"dropped {len(dropped)} unit(s)")
     if view.tokens > ctx.budget:
         view = _cut_longest(view, ctx)
         steps.append("cut long texts")
+    if view.tokens > ctx.budget:
+        # A compaction is pinned against the other tiers, not against the core fitting.
+        last = view.units[-1]
+        layers = [u for u in view.units if u.kind == "layer" and u is not last]
+        if layers:
+            view = _drop(view, layers, ctx)
+            steps.append(f"dropped {len(layers)} compaction(s)")
     if view is not before:
         ctx.act("emergency", "; ".join(steps), before, view)
         ctx.record("emergency", before, view, started=started, details={"steps": steps})
     return view
+
+
+def _drop(view: View, dropped: list[Unit], ctx: TierContext) -> View:
+    """``view`` without ``dropped``; one note stands for them and any earlier notes."""
+    notes = [u for u in view.units if u.kind == "note"]
+    gone = {id(u) for u in (*dropped, *notes)}
+    kept = [u for u in view.units if id(u) not in gone]
+    merged = sorted([*notes, *dropped], key=lambda u: u.position)
+    return view.replace(insert_note(kept, note_unit(ctx, merged)))
 
 
 def _cut_longest(view: View, ctx: TierContext) -> View:

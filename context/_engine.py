@@ -148,6 +148,7 @@ class ContextEngine(LayerOperations, Recovery):
         self.failures = 0
         self._frames: dict[str | None, _Frame] = {}
         self._memo: dict[tuple[str, str], Item] = {}
+        self._summaries: dict[tuple[object, ...], Any] = {}
         self._records: list[CompactionRecord] = []
         self._tool_tokens = self.counter.count_tools(self.tools)
         store: Store | None = getattr(graph, "store", None)
@@ -309,6 +310,7 @@ class ContextEngine(LayerOperations, Recovery):
             prefetch=self.prefetch,
             layers=self.book,
             memo=self._memo,
+            summaries=self._summaries,
         )
         if head is None and frame is None:
             head = self.graph.default_head()
@@ -317,6 +319,7 @@ class ContextEngine(LayerOperations, Recovery):
         units = self._cap_callers(walked, frame)
         ctx.units = units
         ctx.first_changed = state.layout.first_built
+        ctx.walks = state.layout.rebuilds
         ctx.compactable, ctx.kept_tools = state.layout.tools(walked, self.policy.tool_category)
         view = project(View(tuple(units), self._tool_tokens), ctx, self.book.active())
         return ctx, view, state
@@ -337,6 +340,7 @@ class ContextEngine(LayerOperations, Recovery):
         started = time.perf_counter()
         if preview:
             overlay = dict(self.book.overlay)
+            unsaved = self.cache.dirty()
         ctx, view, state = self.context(head, frame, preview=preview)
         view = self._cascade(view, ctx)
         messages, tokens = self._finish(view, ctx)
@@ -352,6 +356,7 @@ class ContextEngine(LayerOperations, Recovery):
             ctx.act("records", problem, view, view, error=problem)
         if preview:
             self.book.overlay = overlay
+            self.cache.restore_dirty(unsaved)
         rendered = Rendered(
             messages=messages,
             tokens=tokens,

@@ -46,7 +46,8 @@ class LayerBook:
         other = store.session_of(layer_id) if store is not None else None
         if other is not None and other != self.graph.session:
             raise UnknownLayer(
-                f"layer {layer_id!r} belongs to session {other!r}, not {self.graph.session!r}"
+                f"layer {layer_id!r} is not in session {self.graph.session!r}: "
+                f"it belongs to session {other!r}"
             )
         raise UnknownLayer(
             f"no layer {layer_id!r} in session {self.graph.session!r}; engine.layers() lists them"
@@ -75,8 +76,11 @@ class LayerBook:
         inside = set(covers)
         built = tuple(i.id for i in self.active() if set(i.covers) <= inside)
         layer = Layer(kind, tuple(covers), replacement, built, meta)
+        # as the store would give it back (keys sorted), so a preview shows what a render will
+        stored = msgspec.json.encode(layer, order="deterministic")
+        layer = msgspec.json.decode(stored, type=Layer)
         info = LayerInfo(
-            new_id(), self.graph.session, self.graph.last_seq, datetime.now(UTC), layer
+            layer_id or new_id(), self.graph.session, self.graph.last_seq, datetime.now(UTC), layer
         )
         self.overlay[info.id] = info
         return info

@@ -81,16 +81,22 @@ class LayerOperations:
         covered = units[first : last + 1]
         for unit in covered:
             if unit.pinned or unit.running or unit.kind not in ("round", "call", "layer"):
+                where = f"node {unit.node_ids[0] if unit.node_ids else '?'}"
                 what = "the system prompt or the task" if unit.pinned else f"a {unit.kind}"
                 if unit.running:
                     what = "a running function"
+                elif unit.kind == "layer":
+                    what, where = "a compaction", f"layer {unit.layer}"
                 raise ContextError(
-                    f"cannot collapse {what} (node {unit.node_ids[0] if unit.node_ids else '?'}); "
-                    "pick rounds or finished functions"
+                    f"cannot collapse {what} ({where}); pick rounds or finished functions"
                 )
         ctx.tier = "collapse"
-        _, error = collapse_segment(view, ctx, covered, reason="manual", force=True)
-        self._persist(ctx, state, frame)
+        try:
+            _, error = collapse_segment(view, ctx, covered, reason="manual", force=True)
+        except LayerError as refused:  # e.g. a layer the range only partly holds
+            raise ContextError(f"collapse refused: {refused}") from refused
+        finally:
+            self._persist(ctx, state, frame)
         if error is not None:
             raise ContextError(f"collapse failed: {error}")
         return self.book.get(str(ctx.records[-1].details["layer"]))
@@ -104,6 +110,8 @@ class LayerOperations:
         view = self.prepare(view, ctx)
         try:
             _, info = compact_now(view, ctx, focus)
+        except LayerError as refused:
+            raise ContextError(f"compaction refused: {refused}") from refused
         finally:
             self._persist(ctx, state, frame)
         return info

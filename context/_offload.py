@@ -84,13 +84,7 @@ def _offload(
                 errors.append(f"node {node_id}: {error}")
                 return item
             ctx.cache_of()[node_id] = True
-        content = placeholder(
-            text,
-            node_id,
-            path,
-            policy.offload_preview_head_chars,
-            policy.offload_preview_tail_chars,
-        )
+        content = placeholder(text, node_id, path, *policy.offload_preview)
         return ctx.item({**item.message, "content": content}, node_id, "offloaded", item.tool_name)
 
     after, changed = map_items(view, change)

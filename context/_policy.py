@@ -235,7 +235,7 @@ class Policy(BaseModel):
         """The tier cascade with Claude Code's thresholds: budget reduction and offload
         every turn, then microcompact, collapse, snip, auto-compact and emergency, each only
         while the prompt is over the budget (window − output reserve − buffer)."""
-        return cls(**{"name": "claude-code", "model": model, **overrides})
+        return cls(**_with_model({"name": "claude-code", **overrides}, model))
 
     @classmethod
     def progressive(cls, model: str | None = None, **overrides: Any) -> Policy:
@@ -244,7 +244,6 @@ class Policy(BaseModel):
         anchors; from 95% emergency truncation without an LLM."""
         values: dict[str, Any] = {
             "name": "progressive",
-            "model": model,
             "cascade": PROGRESSIVE_CASCADE,
             "always": (),
             "triggers": {"offload": 0.6, "summarize_half": 0.7, "compact": 0.8, "emergency": 0.95},
@@ -256,7 +255,7 @@ class Policy(BaseModel):
             "buffer_tokens": 0,
         }
         values.update(overrides)
-        return cls(**values)
+        return cls(**_with_model(values, model))
 
     @classmethod
     def for_model(cls, model: str, **overrides: Any) -> Policy:
@@ -282,6 +281,17 @@ class Policy(BaseModel):
         """The low-water mark a cascade shrinks to once triggered (see ``low_water``)."""
         share = int(budget * self.low_water)
         return share if self.working_tokens is None else min(share, self.working_tokens)
+
+    @property
+    def offload_preview(self) -> tuple[int, int]:
+        """(head, tail) characters an offloaded output shows: the configured ones, scaled
+        down to half of ``offload_chars`` when they would not be shorter than it."""
+        head, tail = self.offload_preview_head_chars, self.offload_preview_tail_chars
+        room = self.offload_chars // 2
+        if head + tail > room:
+            scale = room / (head + tail)
+            head, tail = int(head * scale), int(tail * scale)
+        return head, tail
 
     def trigger(self, tier: str) -> float:
         """Share of the budget above which ``tier`` acts (0 for tiers that run always)."""
@@ -310,6 +320,11 @@ class Policy(BaseModel):
     def tool_category(self, name: str) -> str | None:
         """The compactable category of a tool name (case-insensitive), or None."""
         return self.compactable_tools.get(name.lower())
+
+
+def _with_model(values: dict[str, Any], model: str | None) -> dict[str, Any]:
+    """A preset's values with ``model`` only when given (else ``OPENPROGRAM_MODEL`` may)."""
+    return values if model is None else {**values, "model": model}
 
 
 def _from_env(variable: str, text: str, annotation: Any) -> Any:

@@ -46,6 +46,7 @@ _OPENAI = re.compile(
     r"maximum context length is ([\d,]+) tokens.*?(?:resulted in|requested) ([\d,]+)", re.S
 )
 _ANTHROPIC = re.compile(r"([\d,]+) tokens? > ([\d,]+)")
+_COMPLETION = re.compile(r"([\d,]+) in the completion")
 
 
 def is_context_overflow(error: BaseException) -> bool:
@@ -69,7 +70,8 @@ def is_context_overflow(error: BaseException) -> bool:
 
 
 def reported_tokens(error: BaseException) -> tuple[int, int] | None:
-    """(tokens the provider counted, its limit) when the message says so.
+    """(prompt tokens the provider counted, its limit) when the message says so; a
+    completion the request reserved is not part of the prompt.
 
     >>> reported_tokens(ValueError("prompt is too long: 210,000 tokens > 200,000 maximum"))
     (210000, 200000)
@@ -77,7 +79,11 @@ def reported_tokens(error: BaseException) -> tuple[int, int] | None:
     text = str(error)
     found = _OPENAI.search(text)
     if found:
-        return int(found.group(2).replace(",", "")), int(found.group(1).replace(",", ""))
+        counted = int(found.group(2).replace(",", ""))
+        completion = _COMPLETION.search(text, found.end())
+        if completion:
+            counted -= int(completion.group(1).replace(",", ""))
+        return counted, int(found.group(1).replace(",", ""))
     found = _ANTHROPIC.search(text)
     if found:
         return int(found.group(1).replace(",", "")), int(found.group(2).replace(",", ""))

@@ -99,7 +99,7 @@ def reapply(view: View, ctx: TierContext) -> View:
     boundary = min(boundary, units[-1].position)
     split = bisect.bisect_left([u.position for u in units], boundary)
     cache = ctx.cache_of()
-    key = (boundary, ctx.layer_key)
+    key = (boundary, ctx.layer_key, ctx.walks)
     cached = cache.get("prefix")
     stale = ctx.first_changed < boundary or ctx.policy.callers is not None
     if cached is None or cached[0] != key or stale:

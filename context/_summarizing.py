@@ -93,7 +93,7 @@ def reusable(
     for info in reversed(ctx.graph.layers()):
         if info.kind != kind or info.covers != covers:
             continue
-        if info.layer.meta.get("summary_key") != extra:
+        if info.layer.meta.get("summary_key", "") != extra:
             continue
         found = result_of(info)
         if found is not None and found.summarizer == name:
@@ -110,6 +110,10 @@ def summarize(
     summarizer = ctx.summarizer
     if summarizer is None:
         return None, "no summarizer configured", 0.0
+    asked = _asked(request)
+    known = ctx.summaries.get(asked)
+    if known is not None:
+        return known, None, 0.0
     ahead = ctx.prefetch.take(key) if ctx.prefetch is not None and key is not None else None
     try:
         result = ahead.result() if ahead is not None else summarizer.summarize(request)
@@ -120,7 +124,24 @@ def summarize(
         return None, f"summarizer returned {type(result).__name__}, not a SummaryResult", ms
     if result.anchors.empty and not result.prose.strip():
         return None, "summarizer returned an empty summary", ms
+    if not result.summarizer:
+        # Name it after who made it: records say so, and reuse matches on it.
+        result = msgspec.structs.replace(result, summarizer=str(getattr(summarizer, "name", "")))
+    ctx.summaries[asked] = result
     return result, None, ms
+
+
+def _asked(request: SummaryRequest) -> tuple[object, ...]:
+    """What makes two requests the same question (so it is asked once per engine)."""
+    previous = request.previous.text() if request.previous is not None else ""
+    return (
+        request.kind,
+        tuple(request.node_ids),
+        request.focus,
+        request.max_tokens,
+        request.identifier_tokens,
+        hashlib.sha256(previous.encode()).hexdigest(),
+    )
 
 
 def request_for(

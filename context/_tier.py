@@ -105,6 +105,8 @@ class TierContext:
     """The walk's units before any tier (positions index into it)."""
     first_changed: int = 0
     """Lowest unit position the layout rebuilt for this render."""
+    walks: int = 0
+    """Full walks the layout has made (a fork, another frame): caches of units reset then."""
     layer_key: tuple[str, ...] = ()
     """The layers applied to this render's view (caches keyed on the view use it)."""
     actions: list[Action] = field(default_factory=list)
@@ -115,6 +117,8 @@ class TierContext:
     engine; microcompact's ``cleared_upto`` is an ordinal into this list)."""
     kept_tools: list[str] = field(default_factory=list)
     """Names of the walk's non-compactable tools (a context edit excludes them)."""
+    summaries: dict[tuple[object, ...], Any] = field(default_factory=dict)
+    """Summaries this engine was given, by request: the same question is asked once."""
     memo: dict[tuple[str, str], Item] = field(default_factory=dict)
     """Items by (node id, variant): a node's rendering in a variant never changes."""
     started: float = field(default_factory=time.perf_counter)

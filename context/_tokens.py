@@ -133,6 +133,11 @@ class TokenCache:
     def clear_dirty(self) -> None:
         self._dirty.clear()
 
+    def restore_dirty(self, dirty: Mapping[str, int]) -> None:
+        """Only ``dirty`` (an earlier ``dirty()``) is new again: counts added since stay
+        readable but are not persisted (what a preview counted)."""
+        self._dirty = dict(dirty)
+
     def __len__(self) -> int:
         return len(self._data)
 

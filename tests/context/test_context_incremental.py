@@ -52,7 +52,12 @@ def test_incremental_equals_full_walk(ops: list[tuple[str, Any]], budget: int) -
         g = ConversationGraph.memory("inc")
         g.append({"role": "system", "content": "system prompt"})
         g.append({"role": "user", "content": "the task"})
-        policy = Policy(state_dir=Path(folder), microcompact_first=3, microcompact_every=2)
+        # No layer-making tier: both engines render one graph, and a layer one of them made
+        # would show in the other's renders (layers are graph facts, tested elsewhere).
+        cascade = ("offload", "budget_reduction", "microcompact", "snip", "emergency")
+        policy = Policy(
+            state_dir=Path(folder), microcompact_first=3, microcompact_every=2, cascade=cascade
+        )
         live = ContextEngine(g, policy, budget=budget)
         reference = FullWalkEngine(g, policy, budget=budget)
         frames: list[Any] = []

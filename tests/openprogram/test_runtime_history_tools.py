@@ -209,7 +209,9 @@ def test_long_reads_come_in_pieces(long: Session) -> None:
     # a range of rounds longer than one read continues where it stopped
     assistants = [n.id for n in long.graph.nodes() if n.role == "assistant"]
     head = long.history.read_history(assistants[0], assistants[10])
-    assert head.endswith(f'read_history("{assistants[0]}", "{assistants[10]}", offset={READ_LIMIT})]')
+    assert head.endswith(
+        f'read_history("{assistants[0]}", "{assistants[10]}", offset={READ_LIMIT})]'
+    )
     whole = _read_all(long.history.read_history, assistants[0], assistants[10])
     assert len(whole) > 2 * READ_LIMIT
     assert whole.startswith("[assistant] step 1: looking up k_1\n")

@@ -1,0 +1,201 @@
+"""Presets, models, ``OPENPROGRAM_*`` overrides and budgets; a progressive session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _layer_helpers import clock, session
+
+from context import (
+    ANCHOR_TITLES,
+    ContextEngine,
+    ContextError,
+    Policy,
+    PolicyError,
+    render_context,
+    tool_pair_problems,
+)
+from graph import ConversationGraph
+
+
+@pytest.fixture(autouse=True)
+def _no_policy_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Defaults under test must not depend on the caller's shell."""
+    import os
+
+    for variable in list(os.environ):
+        if variable.startswith("OPENPROGRAM_") and variable != "OPENPROGRAM_TEST_PG_URL":
+            monkeypatch.delenv(variable)
+
+
+# -- presets --------------------------------------------------------------------------
+
+
+def test_the_claude_code_preset() -> None:
+    p = Policy.claude_code()
+    assert p == Policy() == Policy.named("claude-code")
+    assert p.fingerprint == Policy().fingerprint
+    assert p.name == "claude-code" and p.model is None
+    assert p.cascade == (
+        "offload",
+        "budget_reduction",
+        "microcompact",
+        "collapse",
+        "compact",
+        "snip",
+        "emergency",
+    )
+    assert p.always == ("offload",) and p.triggers == {}
+    assert [p.trigger(t) for t in p.cascade] == [0.0] + [1.0] * 6
+    assert p.context_window == 128_000 and p.max_output_tokens == 16_384
+    assert p.budget == 128_000 - 16_384 - 12_800  # the buffer is at most a tenth
+    assert p.offload_chars == 20_000 and p.low_water == 0.75
+    assert p.target(p.budget) == min(int(p.budget * 0.75), 64_000)
+    assert p.target(10_000) == 7_500
+
+
+def test_the_progressive_preset() -> None:
+    p = Policy.progressive()
+    assert p == Policy.named("progressive")
+    assert p.name == "progressive"
+    assert p.cascade == ("offload", "summarize_half", "compact", "emergency")
+    assert p.always == ()
+    assert p.triggers == {"offload": 0.6, "summarize_half": 0.7, "compact": 0.8, "emergency": 0.95}
+    assert [p.trigger(t) for t in p.cascade] == [0.6, 0.7, 0.8, 0.95]
+    assert p.offload_chars == 4_000 and p.compact_keep_messages == 6
+    assert p.buffer_tokens == 0 and p.budget == 128_000 - 16_384
+    assert p.fingerprint != Policy().fingerprint
+    assert Policy.progressive(offload_chars=9_000).offload_chars == 9_000  # overrides win
+
+
+def test_presets_take_a_model_and_overrides() -> None:
+    p = Policy.claude_code("gpt-3.5-turbo", low_water=0.5)
+    assert p.model == "gpt-3.5-turbo" and p.context_window == 16_385 and p.low_water == 0.5
+    assert Policy.named("progressive", "gpt-3.5-turbo").context_window == 16_385
+    with pytest.raises(PolicyError, match="unknown policy 'aggressive'; presets: claude-code"):
+        Policy.named("aggressive")
+
+
+def test_a_model_sets_the_window() -> None:
+    p = Policy(model="gpt-3.5-turbo")
+    assert p.context_window == 16_385
+    assert p.max_output_tokens == 4_096
+    assert p.budget == 16_385 - 4_096 - 1_638
+    assert Policy(model="gpt-3.5-turbo", context_window=8_000).context_window == 8_000
+
+
+def test_an_unknown_model_raises_a_policy_error() -> None:
+    with pytest.raises(PolicyError, match="no-such-model-xyz") as caught:
+        Policy(model="no-such-model-xyz")
+    assert isinstance(caught.value, ContextError) and isinstance(caught.value, ValueError)
+    with pytest.raises(PolicyError):
+        Policy.claude_code("no-such-model-xyz")
+
+
+def test_bad_values_name_the_field() -> None:
+    with pytest.raises(PolicyError, match="low_water"):
+        Policy(low_water=0)
+    with pytest.raises(PolicyError, match="unknown tier"):
+        Policy(cascade=("offload", "magic"))
+    with pytest.raises(PolicyError, match="triggers must be shares"):
+        Policy(triggers={"snip": 1.5})
+    with pytest.raises(PolicyError, match="max_output_tokens must be smaller"):
+        Policy(context_window=1_000, max_output_tokens=1_000)
+
+
+# -- environment overrides ------------------------------------------------------------
+
+
+def test_an_environment_value_changes_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENPROGRAM_SNIP_LOW_WATER", "0.5")
+    assert Policy().snip_low_water == 0.5
+    assert Policy.claude_code().snip_low_water == 0.5
+    assert Policy.progressive().snip_low_water == 0.5
+    assert Policy(snip_low_water=0.4).snip_low_water == 0.4  # given in code: it wins
+    assert Policy.claude_code(snip_low_water=0.3).snip_low_water == 0.3
+    monkeypatch.setenv("OPENPROGRAM_WORKING_TOKENS", "null")
+    assert Policy().working_tokens is None
+    monkeypatch.setenv("OPENPROGRAM_CACHE_EDITS", "on")
+    assert Policy().cache_edits == "on"
+    monkeypatch.setenv("OPENPROGRAM_STATE_DIR", "/tmp/somewhere")
+    assert Policy().state_dir == Path("/tmp/somewhere")
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("OPENPROGRAM_SNIP_LOW_WATER", "abc", "OPENPROGRAM_SNIP_LOW_WATER='abc' is not a valid"),
+        ("OPENPROGRAM_SNIP_LOW_WATER", "1.5", "snip_low_water"),
+        ("OPENPROGRAM_CONTEXT_WINDOW", "32k", "OPENPROGRAM_CONTEXT_WINDOW='32k'"),
+        ("OPENPROGRAM_CACHE_EDITS", "sometimes", "cache_edits"),
+        ("OPENPROGRAM_MODEL", "no-such-model-xyz", "no-such-model-xyz"),
+    ],
+)
+def test_a_bad_environment_value_raises_a_policy_error(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, message: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(PolicyError, match=message):
+        Policy()
+
+
+def test_collections_are_not_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENPROGRAM_CASCADE", "not json at all")
+    monkeypatch.setenv("OPENPROGRAM_TRIGGERS", "{broken")
+    assert Policy() == Policy.claude_code()
+
+
+# -- budgets --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("budget", [0, -1, 1.5, True, False, "1000"])
+def test_a_bad_budget_raises_a_policy_error(tmp_path: Path, budget: object) -> None:
+    g = ConversationGraph.memory("s1")
+    g.append({"role": "user", "content": "hi"})
+    pol = Policy(state_dir=tmp_path)
+    with pytest.raises(PolicyError, match="budget must be"):
+        ContextEngine(g, pol, budget=budget)  # type: ignore[arg-type]
+    with pytest.raises(PolicyError, match="budget must be"):
+        render_context(g, budget=budget, policy=pol)  # type: ignore[arg-type]
+
+
+def test_the_budget_defaults_to_the_policys(tmp_path: Path) -> None:
+    g = ConversationGraph.memory("s1")
+    g.append({"role": "user", "content": "hi"})
+    pol = Policy(state_dir=tmp_path, model="gpt-3.5-turbo")
+    assert ContextEngine(g, pol).budget == pol.budget
+    assert ContextEngine(g, pol, budget=1).budget == 1
+
+
+# -- a progressive session --------------------------------------------------------------
+
+
+def test_a_progressive_session_stays_under_budget_with_anchored_layers(tmp_path: Path) -> None:
+    g = ConversationGraph.memory("s1")
+    session(g, 20)
+    pol = Policy.progressive(state_dir=tmp_path / ".openprogram")
+    full = ContextEngine(g, pol, budget=1_000_000, clock=clock).render().tokens
+    budget = full // 2 + 1_000
+    e = ContextEngine(g, pol, budget=budget, clock=clock)
+    for turn in range(25):
+        rendered = e.render()
+        assert rendered.fits, (turn, rendered.tokens)
+        assert tool_pair_problems(rendered.messages) == []
+        assert rendered.messages[0] == {"role": "system", "content": "You are terse."}
+        assert rendered.messages[1] == {"role": "user", "content": "Fix the bug."}
+        session(g, 1 if turn % 8 else 6, first=100 + turn * 10)
+    records = [r for r in e.records() if r.tier in ("summarize_half", "compact")]
+    assert {r.tier for r in records} == {"summarize_half", "compact"}
+    assert all(r.error is None for r in records)
+    for record in records:
+        assert record.anchors is not None and set(record.anchors) == set(ANCHOR_TITLES)
+        assert record.anchors["user_intent"] != ["N/A"]
+        info = e.layer(record.details["layer"])
+        assert info.kind == "compact"
+    layers = e.layers()
+    assert layers and all(i.active for i in layers)
+    assert all(i.builds_on for i in layers[1:])  # each builds on the one before
+    # The newest messages stay as they were (progressive keeps the last six).
+    last = e.render()
+    assert last.fits and last.messages[-6:] == g.to_openai()[-6:]
