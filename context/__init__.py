@@ -23,9 +23,10 @@ from ._heuristic import HeuristicSummarizer
 from ._identifiers import rank_identifiers
 from ._integrity import provider_roles, repair_tool_pairs, tool_pair_problems, unique_call_ids
 from ._litellm_summarizer import LiteLLMSummarizer
-from ._models import ModelInfo, is_anthropic, model_info
+from ._models import ModelInfo, import_litellm, is_anthropic, model_info
 from ._offload import offload_path
 from ._policy import DEFAULT_COMPACTABLE, Policy
+from ._provider import request_options as provider_request_options
 from ._records import CompactionRecord, read_jsonl, records_path
 from ._recover import is_context_overflow, reported_tokens
 from ._reduce import middle_truncate
@@ -86,12 +87,14 @@ __all__ = [
     "anchors_from_dict",
     "delete_session",
     "encoding_name_for",
+    "import_litellm",
     "is_anthropic",
     "is_context_overflow",
     "middle_truncate",
     "model_info",
     "offload_path",
     "parse_summary",
+    "provider_request_options",
     "provider_roles",
     "rank_identifiers",
     "read_jsonl",

@@ -115,7 +115,7 @@ def _join(a: Any, b: Any) -> Any:
         parts_a = a if isinstance(a, list) else [{"type": "text", "text": a or ""}]
         parts_b = b if isinstance(b, list) else [{"type": "text", "text": b or ""}]
         return [*parts_a, *parts_b]
-    return f"{text_of(a)}\n\n{text_of(b)}"
+    return "\n\n".join(t for t in (text_of(a), text_of(b)) if t)
 
 
 def provider_roles(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:

@@ -14,7 +14,7 @@ from typing import Any
 from ._errors import SummaryError, UnknownModel
 from ._fit import finish_summary
 from ._identifiers import message_text, ranked_identifiers
-from ._models import model_info
+from ._models import import_litellm, model_info
 from ._summary import SummaryRequest, SummaryResult, parse_summary
 from ._summary_prompt import SYSTEM, blocks, fit_conversation, instruction
 from ._tokens import TokenCounter
@@ -135,7 +135,7 @@ class LiteLLMSummarizer:
         ]
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
-        import litellm
+        litellm = import_litellm()
 
         messages, tools = self.messages(request)
         _, output = self.limits(request)

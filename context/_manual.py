@@ -25,6 +25,7 @@ from ._collapse import collapse_segment
 from ._compact import compact_now
 from ._errors import ContextError, UnknownLayer
 from ._locking import locked
+from ._provider import provider_layer
 from ._records import CompactionRecord
 from ._tier import TierContext
 from ._view import Unit, View
@@ -114,6 +115,23 @@ class LayerOperations:
             raise ContextError(f"compaction refused: {refused}") from refused
         finally:
             self._persist(ctx, state, frame)
+        return info
+
+    @locked
+    def provider_compaction(
+        self,
+        items: list[dict[str, Any]],
+        *,
+        head: str | None = None,
+        frame: str | None = None,
+        provider: str = "anthropic",
+    ) -> LayerInfo | None:
+        """Keep what a provider's own compaction returned (``items``) as a layer over the
+        units of the prompt rendered from ``head`` — the prompt it compacted."""
+        ctx, view, state = self.context(head, frame)
+        ctx.tier = "provider"
+        _, info = provider_layer(ctx, view, items, provider)
+        self._persist(ctx, state, frame)
         return info
 
     @locked

@@ -17,6 +17,7 @@ import difflib
 import functools
 import importlib.util
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,20 @@ import msgspec
 
 from context._errors import UnknownModel
 
-__all__ = ["ModelInfo", "is_anthropic", "model_info", "model_map_path"]
+__all__ = ["ModelInfo", "import_litellm", "is_anthropic", "model_info", "model_map_path"]
 
 _MAP_FILE = "model_prices_and_context_window_backup.json"
+
+
+def import_litellm() -> Any:
+    """litellm, imported where a model is really called, told to use its bundled price map
+    and Anthropic beta-header table instead of fetching them (a caller's setting wins)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "True")
+    import litellm
+
+    return litellm
+
 
 # Prefixes tried first when a bare name is only present as ``provider/name``; the rest
 # follow in sorted order so resolution never depends on the JSON's key order.

@@ -163,6 +163,12 @@ class Policy(BaseModel):
     summary_shares_prefix: bool = True
     """An LLM summarizer sends the agent's system prompt and tool schemas first."""
 
+    provider_compaction: Literal["off", "anthropic"] = "off"
+    """Hand compaction to the provider (Anthropic's ``compact_20260112`` edit); the block
+    it returns is kept as a layer (see ``_provider``)."""
+    provider_compact_tokens: int | None = Field(default=None, gt=0)
+    """Input tokens at which the provider compacts (default: the low-water mark)."""
+
     emergency_stub_chars: int = Field(default=160, gt=0)
     recover_budget_factor: float = Field(default=0.8, gt=0, lt=1)
     """Each ``recover`` after an overflow error renders under this share of the last budget."""

@@ -226,12 +226,18 @@ class TokenCounter:
         """Tokens of one OpenAI-format chat message.
 
         Counted: a fixed overhead, the content (text parts, a fixed charge per image,
-        other parts as JSON), reasoning text, and each tool call's name and arguments.
+        other parts as JSON), reasoning text, provider compaction blocks, and each tool
+        call's name and arguments.
         ``name`` and ``tool_call_id`` are framing and are left out.
         """
         total = MESSAGE_OVERHEAD + self._count_content(message.get("content"))
         total += self._count_value(message.get("thinking"))
         total += self._count_value(message.get("reasoning_content"))
+        extra = message.get("provider_specific_fields")
+        if isinstance(extra, Mapping):
+            for block in extra.get("compaction_blocks") or ():
+                content = block.get("content") if isinstance(block, Mapping) else block
+                total += self._count_value(content)
         for call in message.get("tool_calls") or ():
             function = call.get("function") if isinstance(call, Mapping) else None
             if not isinstance(function, Mapping):

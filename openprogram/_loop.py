@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from context import Rendered, is_context_overflow
+from context import Rendered, is_context_overflow, provider_request_options
 from graph import Frame, Node
 from openprogram._current import FRAME, MODEL, SESSION, TOOL_NODE
 from openprogram._errors import ModelError, OutputValidationError, StepLimitExceeded
@@ -70,19 +70,24 @@ class Call:
         self.model: Model = chosen
         self.max_steps = max_steps
         self.repaired = False
+        self.rendered_head: str | None = None
 
     # -- shared steps -------------------------------------------------------------------
     def _render(self) -> Rendered:
         engine = self.session.engine
         engine.set_tools(self.schemas)
-        head = self.session.graph.head_of(self.frame)
-        return engine.render(head=head, frame=self.frame.function)
+        self.rendered_head = self.session.graph.head_of(self.frame)
+        return engine.render(head=self.rendered_head, frame=self.frame.function)
 
     def _options(self, rendered: Rendered) -> dict[str, Any]:
         options: dict[str, Any] = {}
         if rendered.context_management:
             options["context_management"] = rendered.context_management
             options["extra_headers"] = {"anthropic-beta": "context-management-2025-06-27"}
+        engine = self.session.engine
+        options.update(
+            provider_request_options(engine.policy, engine.budget, rendered.context_management)
+        )
         if self.adapter is not None:
             options["response_format"] = {
                 "type": "json_schema",
@@ -117,6 +122,14 @@ class Call:
         }
         if response.provider_items:
             meta["provider_items"] = response.provider_items
+            policy = engine.policy
+            if policy.provider_compaction != "off":
+                engine.provider_compaction(
+                    response.provider_items,
+                    head=self.rendered_head,
+                    frame=self.frame.function,
+                    provider=policy.provider_compaction,
+                )
         node = self.session.graph.append(response.message, frame=self.frame, meta=meta)
         calls = []
         by_call = {t.payload.call_id: t for t in self.session.graph.tools(node.id)}  # type: ignore[union-attr]

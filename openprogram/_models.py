@@ -7,11 +7,12 @@ first call, never at import time); ``openprogram.testing`` has fakes with the sa
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import msgspec
+
+from context import import_litellm
 
 
 class Usage(msgspec.Struct, frozen=True):
@@ -63,10 +64,7 @@ class Model(Protocol):
 
 
 def _litellm() -> Any:
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
-    return litellm
+    return import_litellm()
 
 
 class LiteLLMModel:

@@ -65,12 +65,22 @@ class _Overflow:
 
 
 @dataclass(frozen=True)
+class _Compaction:
+    """An Anthropic reply whose content starts with a server-side ``compaction`` block."""
+
+    summary: str
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True)
 class _Status:
     code: int
     body: Any
 
 
-_Script = _Text | _ToolCall | _ToolCalls | _Overflow | _Status
+_Script = _Text | _ToolCall | _ToolCalls | _Overflow | _Status | _Compaction
 
 
 def _calls_of(item: _ToolCall | _ToolCalls) -> tuple[_ToolCall, ...]:
@@ -112,6 +122,8 @@ def _openai_response(item: _Script, body: Any) -> tuple[int, Any]:
             }
         }
     message: dict[str, Any]
+    if isinstance(item, _Compaction):
+        item = _Text(item.text, item.prompt_tokens, item.completion_tokens)
     if isinstance(item, _Text):
         message = {"role": "assistant", "content": item.text}
         finish = "stop"
@@ -151,7 +163,13 @@ def _anthropic_response(item: _Script, body: Any) -> tuple[int, Any]:
             },
         }
     content: list[dict[str, Any]]
-    if isinstance(item, _Text):
+    if isinstance(item, _Compaction):
+        content = [
+            {"type": "compaction", "content": item.summary},
+            {"type": "text", "text": item.text},
+        ]
+        stop = "end_turn"
+    elif isinstance(item, _Text):
         content = [{"type": "text", "text": item.text}]
         stop = "end_turn"
     else:
@@ -270,6 +288,13 @@ class FakeProvider:
             json.loads(arguments_json)
             parsed.append(_ToolCall(name, arguments_json, 0, 0))
         self._push(_ToolCalls(tuple(parsed), prompt_tokens, completion_tokens))
+
+    def reply_compaction(
+        self, summary: str, text: str, *, prompt_tokens: int = 10, completion_tokens: int = 1
+    ) -> None:
+        """Queue an Anthropic reply that compacted the conversation server-side: a
+        ``compaction`` block (``summary``) before the text (OpenAI path: the text only)."""
+        self._push(_Compaction(summary, text, prompt_tokens, completion_tokens))
 
     def overflow(self) -> None:
         """Queue a context-window error (litellm raises ``ContextWindowExceededError``)."""

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+os.environ["LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS"] = "True"
 
 import _netguard
 import _postgres

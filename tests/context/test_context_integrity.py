@@ -110,7 +110,7 @@ def test_merging_never_crosses_tool_calls() -> None:
     user = {"role": "user", "content": "u"}
     text = {"role": "assistant", "content": "x"}
     fixed, _ = provider_roles([user, text, assistant("a")])
-    assert fixed == [user, {"role": "assistant", "content": "x\n\n", "tool_calls": [call("a")]}]
+    assert fixed == [user, {"role": "assistant", "content": "x", "tool_calls": [call("a")]}]
     fixed, notes = provider_roles([user, assistant("a"), text])
     assert fixed == [user, assistant("a"), text]
     assert notes == []
@@ -188,3 +188,22 @@ def test_a_reused_call_id_is_renamed_in_the_prompt(tmp_path: Path) -> None:
     answers = [m["tool_call_id"] for m in rendered.messages if m["role"] == "tool"]
     assert ids == answers == ["same", "same~2", "same~3"]
     assert any("renamed a repeated call id" in a.what for a in rendered.actions)
+
+
+def test_a_provider_compaction_merged_with_the_reply_keeps_its_block() -> None:
+    block = {"type": "compaction", "content": "summary"}
+    layer = {
+        "role": "assistant",
+        "content": None,
+        "provider_specific_fields": {"compaction_blocks": [block]},
+    }
+    fixed, _ = provider_roles(
+        [{"role": "user", "content": "task"}, layer, {"role": "assistant", "content": "next"}]
+    )
+    assert fixed[1:] == [
+        {
+            "role": "assistant",
+            "content": "next",
+            "provider_specific_fields": {"compaction_blocks": [block]},
+        }
+    ]

@@ -283,3 +283,18 @@ def test_anchor_clamps_and_ignores_empty_reports() -> None:
 def test_anchor_rejects_bad_alpha() -> None:
     with pytest.raises(ValueError, match="alpha"):
         UsageAnchor(alpha=0.0)
+
+
+def test_a_provider_compaction_block_counts_like_its_text(counter: TokenCounter) -> None:
+    summary = "Earlier: the parser in src/parse.py was fixed and tests pass. " * 20
+    plain = counter.count_message({"role": "assistant", "content": summary})
+    blocked = counter.count_message(
+        {
+            "role": "assistant",
+            "content": None,
+            "provider_specific_fields": {
+                "compaction_blocks": [{"type": "compaction", "content": summary}]
+            },
+        }
+    )
+    assert blocked == plain
