@@ -176,8 +176,8 @@ class ContextEngine(LayerOperations, Recovery):
         self.cache.clear_dirty()
         saved = self.storage.load_state(f"{self._state_key}:anchor")
         if saved:
-            ratio, reports = msgspec.json.decode(saved)
-            self.anchor.restore(float(ratio), int(reports))
+            ratio, reports, *rest = msgspec.json.decode(saved)
+            self.anchor.restore(float(ratio), int(reports), *rest)
 
     def _frame(self, frame: str | None) -> _Frame:
         found = self._frames.get(frame)
@@ -221,17 +221,20 @@ class ContextEngine(LayerOperations, Recovery):
                 callback(record)
         return problems
 
-    def anchor_usage(self, input_tokens: int) -> None:
+    def anchor_usage(self, input_tokens: int, *, estimated: int | None = None) -> None:
         """Correct later estimates with the provider's reported input tokens for the last
-        render; a reported success also resets the overflow count."""
-        if self.last is not None and input_tokens > 0:
-            self.anchor.anchor_usage(self.last.tokens, input_tokens)
+        render (or for a prompt we estimated at ``estimated``); a reported success also
+        resets the overflow count."""
+        if estimated is None and self.last is not None:
+            estimated = self.last.tokens
+        if estimated is not None and input_tokens > 0:
+            self.anchor.anchor_usage(estimated, input_tokens)
             self._save_anchor()
         self.note_success()
 
     def _save_anchor(self) -> None:
         if self.storage is not None:
-            value = msgspec.json.encode([self.anchor.ratio, self.anchor.reports]).decode()
+            value = msgspec.json.encode(self.anchor.state()).decode()
             self.storage.save_state(f"{self._state_key}:anchor", value)
 
     def _log(self, record: CompactionRecord) -> None:
@@ -294,7 +297,7 @@ class ContextEngine(LayerOperations, Recovery):
         """The context and the unprocessed view of a render (layers shown), for the tier
         functions that the engine's other entry points (collapse, compact) call."""
         state = self._frame(frame)
-        budget = max(1, int(self.budget * self.squeeze / self.anchor.ratio))
+        budget = max(1, self.anchor.inverse(int(self.budget * self.squeeze)))
         ctx = TierContext(
             self.graph,
             self.policy,

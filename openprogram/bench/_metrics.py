@@ -195,9 +195,7 @@ def reported_input(meta: dict[str, Any]) -> int | None:
     return total if total > 0 else None
 
 
-def estimate_errors(
-    pairs: Iterable[tuple[int, int]], alpha: float = 0.3
-) -> tuple[float | None, float | None]:
+def estimate_errors(pairs: Iterable[tuple[int, int]]) -> tuple[float | None, float | None]:
     """Mean absolute percentage error of token estimates against reported input totals, raw
     and anchored.
 
@@ -208,7 +206,7 @@ def estimate_errors(
     >>> estimate_errors([(100, 120), (200, 240)])
     (0.16666666666666666, 0.08333333333333333)
     """
-    anchor = UsageAnchor(alpha)
+    anchor = UsageAnchor()
     raw = anchored = 0.0
     n = 0
     for estimated, reported in pairs:

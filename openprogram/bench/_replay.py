@@ -234,7 +234,7 @@ def run_policy(
             sent = sum(count(m) for m in _really_sent(trace, node, history))
             usage.append((sent, reported))
             if engine is not None and sent > 0:
-                engine.anchor_usage(max(1, round(reported * tokens / sent)))
+                engine.anchor_usage(reported, estimated=sent)
         assistant = trace.messages[position]
         turn = Turn(prompt, tokens, history_tokens, assistant, history, ms)
         turns.append(turn)

@@ -9,6 +9,8 @@ import sys
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from context import _tokens
 from context._errors import TokenizerError
@@ -258,31 +260,77 @@ def test_anchor_starts_neutral() -> None:
     assert anchor.adjust(100) == 100
 
 
-def test_anchor_first_report_sets_ratio_then_averages() -> None:
-    anchor = UsageAnchor(alpha=0.5)
+def test_anchor_first_report_sets_ratio_then_fits_a_line() -> None:
+    anchor = UsageAnchor()
     anchor.anchor_usage(estimated=1000, reported=1200)
-    assert anchor.ratio == pytest.approx(1.2)
+    assert anchor.ratio == pytest.approx(1.2) and anchor.offset == 0.0
     assert anchor.adjust(100) == 120  # not 121: float noise is not rounded up
+    # a hidden 5,000-token system prompt and a tokenizer counting 10% more
+    anchor = UsageAnchor()
+    for estimated in (1_000, 2_000, 4_000, 8_000, 16_000):
+        anchor.anchor_usage(estimated=estimated, reported=round(1.1 * estimated) + 5_000)
+    assert anchor.ratio == pytest.approx(1.1, rel=0.01)
+    assert anchor.offset == pytest.approx(5_000, rel=0.02)
+    assert anchor.adjust(30_000) == pytest.approx(38_000, rel=0.005)
+    assert anchor.reports == 5
+
+
+def test_reports_of_one_size_keep_the_ratio_and_move_the_offset() -> None:
+    anchor = UsageAnchor()
+    anchor.anchor_usage(estimated=1000, reported=1200)
     anchor.anchor_usage(estimated=1000, reported=1000)
-    assert anchor.ratio == pytest.approx(1.1)
-    assert anchor.adjust(101) == 112  # ceil(111.1)
-    assert anchor.reports == 2
+    assert anchor.ratio == pytest.approx(1.2)
+    assert 1000 < anchor.adjust(1000) < 1200
 
 
 def test_anchor_clamps_and_ignores_empty_reports() -> None:
-    anchor = UsageAnchor(alpha=1.0)
+    anchor = UsageAnchor()
     anchor.anchor_usage(estimated=100, reported=1000)
     assert anchor.ratio == 2.0
-    anchor.anchor_usage(estimated=1000, reported=1)
-    assert anchor.ratio == 0.5
     anchor.anchor_usage(estimated=0, reported=50)
     anchor.anchor_usage(estimated=50, reported=0)
-    assert anchor.ratio == 0.5
+    assert anchor.reports == 1
+    before = anchor.adjust(1000)
+    anchor.anchor_usage(estimated=1000, reported=1)  # counts as half what was expected
+    assert anchor.adjust(1000) >= before // 2 - 1
+    assert UsageAnchor.MIN_RATIO <= anchor.ratio <= UsageAnchor.MAX_RATIO
 
 
-def test_anchor_rejects_bad_alpha() -> None:
-    with pytest.raises(ValueError, match="alpha"):
-        UsageAnchor(alpha=0.0)
+def test_anchor_rejects_bad_decay() -> None:
+    with pytest.raises(ValueError, match="decay"):
+        UsageAnchor(decay=0.0)
+
+
+def test_anchor_state_round_trips_and_reads_the_old_form() -> None:
+    anchor = UsageAnchor()
+    for estimated, reported in [(1000, 6000), (3000, 8200), (6000, 11_500)]:
+        anchor.anchor_usage(estimated, reported)
+    again = UsageAnchor()
+    again.restore(*anchor.state())
+    assert (again.ratio, again.offset, again.reports) == (anchor.ratio, anchor.offset, 3)
+    again.anchor_usage(9000, 15_000)
+    anchor.anchor_usage(9000, 15_000)
+    assert again.state() == anchor.state()
+    old = UsageAnchor()
+    old.restore(1.3, 4)  # what engines saved before the offset existed
+    assert (old.ratio, old.offset, old.reports) == (1.3, 0.0, 4)
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 500_000), st.integers(1, 1_000_000)), min_size=1, max_size=30
+    ),
+    st.integers(1, 400_000),
+)
+def test_anchor_stays_bounded_and_inverse_fits(reports: list[tuple[int, int]], budget: int) -> None:
+    anchor = UsageAnchor()
+    for estimated, reported in reports:
+        anchor.anchor_usage(estimated, reported)
+        assert UsageAnchor.MIN_RATIO <= anchor.ratio <= UsageAnchor.MAX_RATIO
+    fitting = anchor.inverse(budget)
+    if fitting > 0:
+        assert anchor.adjust(fitting) <= budget
+    assert anchor.adjust(fitting + 2) > budget or fitting + 2 <= 0
 
 
 def test_a_provider_compaction_block_counts_like_its_text(counter: TokenCounter) -> None:
