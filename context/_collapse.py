@@ -23,6 +23,7 @@ import msgspec
 from ._summarizing import (
     make_layer,
     new_layer_id,
+    record_layer,
     request_for,
     reusable,
     segment_key,
@@ -134,25 +135,9 @@ def collapse_segment(
     ctx.act(
         "collapse", f"collapsed {len(covered)} round(s) into layer {info.id}", view, after, covers
     )
-    ctx.record(
-        "collapse",
-        view,
-        after,
-        started=started,
-        summarized=sum(len(unit.items) for unit in covered),
-        preserved=len(after.units),
-        summary=text,
-        anchors=result.anchors.as_dict(),
-        details={
-            "layer": info.id,
-            "reason": reason,
-            "summarizer": {
-                "name": result.summarizer,
-                "tokens_in": result.tokens_in,
-                "tokens_out": result.tokens_out,
-                "ms": round(ms, 3),
-            },
-        },
+    details = {"layer": info.id, "reason": reason}
+    record_layer(
+        ctx, "collapse", view, after, covered, result, text, started=started, ms=ms, details=details
     )
     return after, None
 

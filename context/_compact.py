@@ -25,6 +25,7 @@ from ._errors import ContextError
 from ._summarizing import (
     make_layer,
     new_layer_id,
+    record_layer,
     request_for,
     result_of,
     reusable,
@@ -199,27 +200,14 @@ def compact_span(
     }
     after, info = make_layer(view, ctx, "compact", covered, messages, result, meta, layer_id)
     ctx.act(tier, f"compacted {rounds} round(s) into layer {info.id}", view, after)
-    ctx.record(
-        tier,
-        view,
-        after,
-        started=started,
-        summarized=sum(len(unit.items) for unit in covered),
-        preserved=len(after.units),
-        summary=text,
-        anchors=result.anchors.as_dict(),
-        details={
-            "layer": info.id,
-            "reason": reason,
-            "focus": focus,
-            "incremental": previous is not None,
-            "summarizer": {
-                "name": result.summarizer,
-                "tokens_in": result.tokens_in,
-                "tokens_out": result.tokens_out,
-                "ms": round(ms, 3),
-            },
-        },
+    details = {
+        "layer": info.id,
+        "reason": reason,
+        "focus": focus,
+        "incremental": previous is not None,
+    }
+    record_layer(
+        ctx, tier, view, after, covered, result, text, started=started, ms=ms, details=details
     )
     return after, info, None
 

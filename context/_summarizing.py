@@ -219,6 +219,39 @@ def make_layer(
     return project(view, ctx, [info]), info
 
 
+def record_layer(
+    ctx: TierContext,
+    tier: str,
+    view: View,
+    after: View,
+    covered: list[Unit],
+    result: SummaryResult,
+    text: str,
+    *,
+    started: float,
+    ms: float,
+    details: dict[str, Any],
+) -> None:
+    """Record a layer a summary made: what it covered, kept and cost to ask for."""
+    asked = {
+        "name": result.summarizer,
+        "tokens_in": result.tokens_in,
+        "tokens_out": result.tokens_out,
+        "ms": round(ms, 3),
+    }
+    ctx.record(
+        tier,
+        view,
+        after,
+        started=started,
+        summarized=sum(len(unit.items) for unit in covered),
+        preserved=len(after.units),
+        summary=text,
+        anchors=result.anchors.as_dict(),
+        details={**details, "summarizer": asked},
+    )
+
+
 def new_layer_id() -> str:
     return new_id()
 
