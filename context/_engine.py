@@ -314,6 +314,7 @@ class ContextEngine(LayerOperations, Recovery):
             layers=self.book,
             memo=self._memo,
             summaries=self._summaries,
+            nominal_budget=self.budget,
         )
         if head is None and frame is None:
             head = self.graph.default_head()
@@ -402,7 +403,7 @@ class ContextEngine(LayerOperations, Recovery):
         for tier in self.tiers:
             if tier.compact is None or tier.name in self.policy.always:
                 continue
-            over = view.tokens > self.policy.trigger(tier.name) * ctx.budget
+            over = view.tokens > self.policy.threshold(tier.name, ctx.budget)
             if over or (triggered and view.tokens > ctx.target):
                 triggered = True
                 view = self.run_tier(tier.name, tier.compact, view, ctx)

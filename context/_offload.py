@@ -70,7 +70,8 @@ def _offload(
         if done is not None and (ctx.preview or node_id in ctx.cache_of()):
             return done
         text = text_of(item.message.get("content"))
-        if len(text) <= policy.offload_chars or node_id in state.failed:
+        budget = ctx.nominal_budget or ctx.budget
+        if node_id in state.failed or not policy.offloads(len(text), item.tokens, budget):
             return item
         path = offload_path(policy.state_dir, ctx.session, node_id)
         if not ctx.preview:
@@ -120,7 +121,8 @@ def reapply(view: View, ctx: TierContext) -> View:
 
 
 def offload(view: View, ctx: TierContext) -> View:
-    """Move tool outputs over ``policy.offload_chars`` to files, keeping a preview."""
+    """Move tool outputs over ``policy.offload_chars`` (and ``offload_share`` of the budget)
+    to files, keeping a preview."""
     started = time.perf_counter()
     after, changed, written, errors = _offload(view, ctx, None)
     if changed and ctx.tier not in ctx.policy.always:

@@ -122,6 +122,9 @@ class TierContext:
     memo: dict[tuple[str, str], Item] = field(default_factory=dict)
     """Items by (node id, variant): a node's rendering in a variant never changes."""
     started: float = field(default_factory=time.perf_counter)
+    nominal_budget: int = 0
+    """The engine's budget before the usage anchor and overflow recovery adjust it: what
+    sticky per-output decisions (offload) are measured against, so they never flip."""
 
     @property
     def session(self) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -105,6 +105,31 @@ def content_text(content: Any) -> str:
     return str(content)
 
 
+def _leaves(value: Any) -> Iterator[str]:
+    """The keys and scalar values of decoded JSON, as text."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from _leaves(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _leaves(item)
+    elif value is not None:
+        yield str(value)
+
+
+def arguments_text(arguments: Any) -> str:
+    """A tool call's arguments as the text the agent wrote: decoded, so an escaped tab or
+    newline (``\\tname``) does not read as part of an identifier (``tname``)."""
+    if isinstance(arguments, str):
+        try:
+            decoded: Any = json.loads(arguments)
+        except ValueError:
+            return arguments
+        return "\n".join(_leaves(decoded))
+    return "\n".join(_leaves(arguments))
+
+
 def message_text(message: Message) -> str:
     """Searchable text of a message: its content plus each tool call's name and arguments,
     because an agent often names a file only inside a call's arguments."""
@@ -114,7 +139,7 @@ def message_text(message: Message) -> str:
         pieces.append(str(function.get("name") or ""))
         arguments = function.get("arguments")
         if arguments is not None:
-            pieces.append(arguments if isinstance(arguments, str) else json.dumps(arguments))
+            pieces.append(arguments_text(arguments))
     return "\n".join(p for p in pieces if p)
 
 

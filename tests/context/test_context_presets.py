@@ -51,8 +51,12 @@ def test_the_claude_code_preset() -> None:
     assert p.context_window == 128_000 and p.max_output_tokens == 16_384
     assert p.budget == 128_000 - 16_384 - 12_800  # the buffer is at most a tenth
     assert p.offload_chars == 20_000 and p.low_water == 0.75
-    assert p.target(p.budget) == min(int(p.budget * 0.75), 64_000)
-    assert p.target(10_000) == 7_500
+    assert p.target(p.budget) == 24_000 and p.target(10_000) == 7_500
+    # in a large window, compaction starts at 80k and a long output stays whole
+    assert p.threshold("compact", p.budget) == 80_000
+    assert p.threshold("compact", 32_000) == p.threshold("snip", 32_000) == 32_000
+    assert p.offloads(30_000, 9_000, 32_000) and not p.offloads(30_000, 9_000, 98_816)
+    assert not p.offloads(19_000, 9_000, 32_000)
 
 
 def test_the_progressive_preset() -> None:
@@ -64,6 +68,7 @@ def test_the_progressive_preset() -> None:
     assert p.triggers == {"offload": 0.6, "summarize_half": 0.7, "compact": 0.8, "emergency": 0.95}
     assert [p.trigger(t) for t in p.cascade] == [0.6, 0.7, 0.8, 0.95]
     assert p.offload_chars == 4_000 and p.compact_keep_messages == 6
+    assert p.offload_share is None and p.compact_tokens is None  # the seed's ratios alone
     assert p.buffer_tokens == 0 and p.budget == 128_000 - 16_384
     assert p.fingerprint != Policy().fingerprint
     assert Policy.progressive(offload_chars=9_000).offload_chars == 9_000  # overrides win

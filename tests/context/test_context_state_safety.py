@@ -259,7 +259,9 @@ def test_the_state_folder_itself_may_be_a_link(g: ConversationGraph, tmp_path: P
     real = tmp_path / "real-state"
     real.mkdir()
     (tmp_path / "link").symlink_to(real, target_is_directory=True)
-    pol = Policy(state_dir=tmp_path / "link", always=("offload",), offload_chars=10_000)
+    pol = Policy(
+        state_dir=tmp_path / "link", always=("offload",), offload_chars=10_000, offload_share=None
+    )
     start(g)
     tool_id = big_round(g, "a")
     rendered = ContextEngine(g, pol, budget=100_000).render()
