@@ -15,7 +15,7 @@ import msgspec
 
 from graph import LayerInfo, Redactor, new_id, text_of
 
-from ._layers import project
+from ._layers import show_layer
 from ._summary import SummaryRequest, SummaryResult, anchors_from_dict
 from ._tier import TierContext
 from ._view import Item, Unit, View
@@ -216,7 +216,7 @@ def make_layer(
     covers = [n for unit in covered for n in unit.node_ids]
     full_meta = {**meta, "summary": summary_meta(result)}
     info = ctx.layers.add(kind, covers, messages, full_meta, preview=ctx.preview, layer_id=layer_id)
-    return project(view, ctx, [info]), info
+    return show_layer(view, ctx, info, covered), info
 
 
 def new_layer_id() -> str:
