@@ -170,6 +170,7 @@ class _Projected(NamedTuple):
     last: Unit | None
     shown: list[Unit]
     applied: tuple[str, ...]
+    """The applied layers' ids, sorted (as ``ctx.layer_key`` holds them)."""
     idle: frozenset[str]
     """Node ids of the layers that did not apply (a new unit holding one means redo)."""
 
@@ -186,10 +187,12 @@ def project(view: View, ctx: TierContext, layers: list[LayerInfo]) -> View:
     units = list(view.units)
     cache: dict[str, Any] = {} if ctx.policy.callers is not None else ctx.scratch
     cache = cache.setdefault("\0layers", {})
-    key = (ctx.walks, tuple(sorted((i.id, i.seq) for i in layers)))
+    key = (ctx.walks, tuple([i.id for i in layers]))
     kept: _Projected | None = cache.get("projected")
     if kept is not None and _reusable(kept, key, units, ctx.first_changed):
-        ctx.layer_key = tuple(sorted({*ctx.layer_key, *kept.applied}))
+        ctx.layer_key = (
+            kept.applied if not ctx.layer_key else tuple(sorted({*ctx.layer_key, *kept.applied}))
+        )
         return view.replace([*kept.shown, *units[kept.cut :]]) if kept.applied else view
     where = _positions(units)
     applied: list[str] = []
@@ -218,7 +221,7 @@ def project(view: View, ctx: TierContext, layers: list[LayerInfo]) -> View:
         prefix = len(shown) - (len(units) - cut)
         last = units[cut - 1] if cut else None
         cache["projected"] = _Projected(
-            key, cut, last, shown[:prefix], tuple(applied), frozenset(idle)
+            key, cut, last, shown[:prefix], tuple(sorted(applied)), frozenset(idle)
         )
     ctx.layer_key = tuple(sorted({*ctx.layer_key, *applied}))
     return view.replace(shown) if applied else view

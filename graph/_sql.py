@@ -135,6 +135,7 @@ class SQLStore(Store):
         self.url = normalize_url(url_or_path, create=create)
         self.engine = engine_for(self.url)
         self._local = threading.local()
+        self._upserts: dict[str, Any] = {}
 
     @contextmanager
     def _connection(self) -> Iterator[Connection]:
@@ -358,10 +359,7 @@ class SQLStore(Store):
             {"session": session, "namespace": namespace, "key": key, "value": value}
             for key, value in values.items()
         ]
-        insert = _upsert_for(self)(VALUES)
-        statement = insert.on_conflict_do_update(
-            index_elements=["session", "namespace", "key"], set_={"value": insert.excluded.value}
-        )
+        statement = self._upsert("values")
         with self._connection() as connection:
             # executemany: one compiled statement whatever the count (a multi-row VALUES
             # of 30k token counts took seconds to compile)
@@ -376,10 +374,27 @@ class SQLStore(Store):
             {"session": session, "namespace": namespace, "key": key, "seq": seq, "body": body}
             for key, body in entries
         ]
-        insert = _upsert_for(self)(LOGS)
-        statement = insert.on_conflict_do_nothing(index_elements=["session", "namespace", "key"])
+        statement = self._upsert("logs")
         with self._connection() as connection:
             connection.execute(statement, rows)
+
+    def _upsert(self, table: str) -> Any:
+        """The side tables' INSERT … ON CONFLICT statements, built once per store (building
+        one costs more than running it on SQLite, and a render saves state every turn)."""
+        found = self._upserts.get(table)
+        if found is None:
+            if table == "values":
+                insert = _upsert_for(self)(VALUES)
+                found = insert.on_conflict_do_update(
+                    index_elements=["session", "namespace", "key"],
+                    set_={"value": insert.excluded.value},
+                )
+            else:
+                found = _upsert_for(self)(LOGS).on_conflict_do_nothing(
+                    index_elements=["session", "namespace", "key"]
+                )
+            self._upserts[table] = found
+        return found
 
     def put_lease(self, session: str, function_id: str, owner: str, expires_us: int) -> None:
         row = {"session": session, "function_id": function_id, "owner": owner}
