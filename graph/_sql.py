@@ -7,6 +7,7 @@ collide and a failed commit leaves nothing behind.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import threading
@@ -72,6 +73,16 @@ _HOT_SQL = {
     "WHERE session = :session AND seq > :after ORDER BY seq",
 }
 _CHUNK = 4096
+_PG_ROWS = 1000
+
+
+@functools.lru_cache(maxsize=64)
+def _multi_row(sql: str, count: int) -> str:
+    """``INSERT … VALUES (%s, …)`` repeated for ``count`` rows."""
+    head, _, values = sql.partition(" VALUES ")
+    return f"{head} VALUES {', '.join([values] * count)}"
+
+
 _DRIVER_SQL: dict[tuple[str, str], str] = {}
 
 _ENGINES: dict[str, Engine] = {}
@@ -191,14 +202,10 @@ class SQLStore(Store):
         pending: Pending | None = getattr(self._local, "pending", None)
         if pending is None or not pending.dirty:
             return
-        nodes, edges, events = pending.nodes, pending.edges, pending.events
+        rows = {"node": pending.nodes, "edge": pending.edges, "event": pending.events}
         pending.clear()
-        if nodes:
-            connection.exec_driver_sql(self._statement(connection, "node"), nodes)
-        if edges:
-            connection.exec_driver_sql(self._statement(connection, "edge"), edges)
-        if events:
-            connection.exec_driver_sql(self._statement(connection, "event"), events)
+        for name, found in rows.items():
+            self._insert(connection, name, found)
         for session, held in pending.held.items():
             if held.dirty:
                 connection.exec_driver_sql(
@@ -256,8 +263,7 @@ class SQLStore(Store):
                 events: list[Row] = []
                 add_rows(nodes, edge_rows, events, session, first, records, edges)
                 for name, rows in (("node", nodes), ("edge", edge_rows), ("event", events)):
-                    if rows:
-                        connection.exec_driver_sql(self._statement(connection, name), rows)
+                    self._insert(connection, name, rows)
                 return first
         pending: Pending = self._local.pending
         taken = pending.take(session, len(records), head)
@@ -269,6 +275,21 @@ class SQLStore(Store):
         if pending.size >= FLUSH_ROWS:
             self._flush(current)
         return taken
+
+    def _insert(self, connection: Connection, name: str, rows: list[Row]) -> None:
+        """Insert rows with one ``executemany`` (SQLite), or as multi-row VALUES of up to
+        ``_PG_ROWS`` rows (PostgreSQL, where each row of an executemany is a round trip)."""
+        if not rows:
+            return
+        if connection.dialect.name != "postgresql" or len(rows) == 1:
+            connection.exec_driver_sql(self._statement(connection, name), rows)
+            return
+        for start in range(0, len(rows), _PG_ROWS):
+            chunk = rows[start : start + _PG_ROWS]
+            params = tuple(value for row in chunk for value in row)
+            connection.exec_driver_sql(
+                _multi_row(self._statement(connection, name), len(chunk)), params
+            )
 
     def _reserve(self, connection: Connection, session: str, count: int, head: str | None) -> int:
         """Take ``count`` seqs from the session row (locking it); return the first."""
