@@ -20,6 +20,9 @@ from pathlib import Path
 from graph import is_safe_id
 
 from ._errors import StateDirError
+from ._tokens import utf8_length
+
+_CHUNK = 1 << 20
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -80,6 +83,39 @@ def write_atomic(state_dir: Path, parts: Sequence[str], name: str, data: bytes) 
         try:
             with os.fdopen(handle, "wb") as out:
                 out.write(data)
+            os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            with suppress(FileNotFoundError):
+                os.unlink(temporary, dir_fd=folder)
+            raise
+        return True
+
+
+def write_text_once(state_dir: Path, parts: Sequence[str], name: str, text: str) -> bool:
+    """Write ``text`` (UTF-8) to ``state_dir/parts…/name`` unless a regular file of its
+    size is there already: for files named by what they hold (an offloaded output, by node
+    id), so a fresh engine neither encodes nor re-reads a 100 MB output to find that it
+    was written. Encoded a megabyte at a time, never whole; True when written now."""
+    if not is_safe_id(name):
+        raise StateDirError(f"{name!r} cannot name a file under {state_dir}")
+    with verified_folder(state_dir, parts) as folder:
+        try:
+            existing = os.stat(name, dir_fd=folder, follow_symlinks=False)
+        except FileNotFoundError:
+            existing = None
+        if (
+            existing is not None
+            and stat.S_ISREG(existing.st_mode)
+            and existing.st_size == utf8_length(text)
+        ):
+            return False
+        temporary = f".{name}.{secrets.token_hex(6)}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        handle = os.open(temporary, flags, 0o644, dir_fd=folder)
+        try:
+            with os.fdopen(handle, "wb") as out:
+                for start in range(0, len(text), _CHUNK):
+                    out.write(text[start : start + _CHUNK].encode("utf-8", "surrogatepass"))
             os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
         except BaseException:
             with suppress(FileNotFoundError):

@@ -8,8 +8,9 @@ projection is cached and extended like the layout, so its cost does not grow wit
 
 from __future__ import annotations
 
+import bisect
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -115,50 +116,140 @@ def layer_unit(info: LayerInfo, covered: list[Unit], ctx: TierContext) -> Unit:
     )
 
 
-def _find(units: list[Unit], covers: tuple[str, ...]) -> tuple[int, int] | None:
-    """The index range of the units that exactly hold ``covers``, when they are adjacent."""
-    wanted = set(covers)
-    start = end = None
-    seen: set[str] = set()
-    for index, unit in enumerate(units):
-        ids = set(unit.node_ids)
-        inside = ids & wanted
-        if not inside:
-            if start is not None:
-                end = index
-                break
-            continue
-        if inside != ids or (start is not None and end is not None):
-            return None
-        if start is None:
-            start = index
-        seen |= ids
-    if start is None:
+def _positions(units: list[Unit]) -> dict[str, int]:
+    """Each node id of ``units`` and the index of the unit holding it."""
+    return {node: index for index, unit in enumerate(units) for node in unit.node_ids}
+
+
+class _Spans:
+    """Layers applied so far over the walk's units, by unit index: a span shows as one
+    unit, which a later (older) layer may cover whole but never in part."""
+
+    def __init__(self) -> None:
+        self.outer: dict[int, tuple[int, int]] = {}
+        self.applied: dict[int, tuple[int, LayerInfo]] = {}
+
+    def widen(self, start: int, end: int) -> tuple[int, int]:
+        first = self.outer.get(start)
+        last = self.outer.get(end - 1)
+        return (first[0] if first else start, last[1] if last else end)
+
+    def add(self, start: int, end: int, info: LayerInfo) -> None:
+        for index in range(start, end):
+            self.applied.pop(index, None)  # a span it covers whole shows inside it now
+            self.outer[index] = (start, end)
+        self.applied[start] = (end, info)
+
+
+def _find(
+    units: list[Unit], where: dict[str, int], spans: _Spans, covers: tuple[str, ...]
+) -> tuple[int, int] | None:
+    """The index range of the units (an applied layer's span counting as one unit) that
+    exactly hold ``covers``, when they are adjacent; its cost is the layer's size, not the
+    walk's (``where`` maps node ids to unit indexes)."""
+    if not covers:
         return None
-    end = len(units) if end is None else end
+    indexes = [where.get(node, -1) for node in covers]
+    if -1 in indexes:
+        return None
+    start, end = spans.widen(min(indexes), max(indexes) + 1)
+    wanted = set(covers)
+    seen: set[str] = set()
+    for unit in units[start:end]:
+        if not unit.node_ids or not wanted.issuperset(unit.node_ids):
+            return None
+        seen.update(unit.node_ids)
     return (start, end) if seen == wanted else None
+
+
+class _Projected(NamedTuple):
+    """A projection kept for the next render: the units before ``cut`` as shown."""
+
+    key: tuple[object, ...]
+    cut: int
+    last: Unit | None
+    shown: list[Unit]
+    applied: tuple[str, ...]
+    """The applied layers' ids, sorted (as ``ctx.layer_key`` holds them)."""
+    idle: frozenset[str]
+    """Node ids of the layers that did not apply (a new unit holding one means redo)."""
 
 
 def project(view: View, ctx: TierContext, layers: list[LayerInfo]) -> View:
     """Show every applicable layer's replacement instead of the units it covers (and add
-    the applied layers to ``ctx.layer_key``)."""
+    the applied layers to ``ctx.layer_key``).
+
+    Between renders the shown prefix is reused while the layers and the units it was made
+    from are the same, so a render after an append projects only the new units.
+    """
     if not layers:
         return view
     units = list(view.units)
+    cache: dict[str, Any] = {} if ctx.policy.callers is not None else ctx.scratch
+    cache = cache.setdefault("\0layers", {})
+    key = (ctx.walks, tuple([i.id for i in layers]))
+    kept: _Projected | None = cache.get("projected")
+    if kept is not None and _reusable(kept, key, units, ctx.first_changed):
+        ctx.layer_key = (
+            kept.applied if not ctx.layer_key else tuple(sorted({*ctx.layer_key, *kept.applied}))
+        )
+        return view.replace([*kept.shown, *units[kept.cut :]]) if kept.applied else view
+    where = _positions(units)
     applied: list[str] = []
     covered: set[str] = set()
+    spans = _Spans()
+    idle: set[str] = set()
     for info in sorted(layers, key=lambda i: i.seq, reverse=True):
         if covered.issuperset(info.covers):
             continue
-        span = _find(units, info.covers)
+        span = _find(units, where, spans, info.covers)
         if span is None:
+            idle.update(info.covers)
             continue
-        start, end = span
-        units[start:end] = [layer_unit(info, units[start:end], ctx)]
+        spans.add(*span, info)
         covered.update(info.covers)
         applied.append(info.id)
+    shown: list[Unit] = []
+    cut = position = 0
+    for start in sorted(spans.applied):
+        end, info = spans.applied[start]
+        shown.extend(units[position:start])
+        shown.append(layer_unit(info, units[start:end], ctx))
+        position = cut = end
+    shown.extend(units[position:])
+    if not ctx.preview:
+        prefix = len(shown) - (len(units) - cut)
+        last = units[cut - 1] if cut else None
+        cache["projected"] = _Projected(
+            key, cut, last, shown[:prefix], tuple(sorted(applied)), frozenset(idle)
+        )
     ctx.layer_key = tuple(sorted({*ctx.layer_key, *applied}))
-    return view.replace(units) if applied else view
+    return view.replace(shown) if applied else view
+
+
+def show_layer(view: View, ctx: TierContext, info: LayerInfo, covered: list[Unit]) -> View:
+    """``view`` with ``covered`` (adjacent units of it, in order) shown as the new layer
+    ``info``: what :func:`project` does for one layer, found by position in O(log n), as
+    a tier making one layer after another (collapse) needs."""
+    units = view.units
+    at = bisect.bisect_left(units, covered[0].position, key=_position) if covered else -1
+    count = len(covered)
+    if at < 0 or any(units[at + i] is not unit for i, unit in enumerate(covered)):
+        return project(view, ctx, [info])
+    ctx.layer_key = tuple(sorted({*ctx.layer_key, info.id}))
+    return view.swap(at, at + count, layer_unit(info, covered, ctx))
+
+
+def _position(unit: Unit) -> int:
+    return unit.position
+
+
+def _reusable(kept: _Projected, key: tuple[object, ...], units: list[Unit], first: int) -> bool:
+    if kept.key != key or first < kept.cut or len(units) < kept.cut:
+        return False
+    if kept.cut and units[kept.cut - 1] is not kept.last:
+        return False
+    return not any(node in kept.idle for unit in units[kept.cut :] for node in unit.node_ids)
 
 
 def covered_nodes(info: LayerInfo, graph: GraphReader) -> list[Node]:

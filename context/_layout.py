@@ -10,7 +10,7 @@ state can still change; anything else (a fork, another frame) walks again in ful
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from graph import (
     Dialogue,
@@ -182,6 +182,8 @@ class Layout:
         self.rollbacks_seen = 0
         self.first_built = 0
         """Lowest position (re)built by the last ``units`` call (len when none)."""
+        self._unbuilt = 0
+        """No unit before this position needs building (``units`` starts there)."""
         self.prefix: tuple[int, list[Unit], int] | None = None
         """(boundary, the snipped prefix, units it dropped), reused while nothing before the
         boundary changes."""
@@ -210,6 +212,7 @@ class Layout:
             self.steps = list(steps)
             self.raw = group_steps(self.steps)
             self.built = [None] * len(self.raw)
+            self._unbuilt = 0
             self.watch = {n: i for i, u in enumerate(self.raw) for n in _watched(u)}
             self.rebuilds += 1
             self.prefix = None
@@ -238,6 +241,7 @@ class Layout:
                 raise AssertionError("a unit regrouped into several")
             self.raw[index] = regrouped[0]
             self.built[index] = None
+            self._unbuilt = min(self._unbuilt, index)
             for node_id in [n for n, i in self.watch.items() if i == index]:
                 del self.watch[node_id]
             for node_id in _watched(regrouped[0]):
@@ -263,20 +267,21 @@ class Layout:
             del self.watch[node_id]
         self.raw[keep:] = fresh
         self.built[keep:] = [None] * len(fresh)
+        self._unbuilt = min(self._unbuilt, keep)
         for offset, unit in enumerate(fresh):
             for node_id in _watched(unit):
                 self.watch[node_id] = keep + offset
 
     def units(self, build: Callable[[RawUnit, int], Unit]) -> list[Unit]:
-        """The built units, building only those that are new or changed."""
+        """The built units, building only those that are new or changed (the loop starts at
+        the first that may be: a long history costs one list copy, not a pass)."""
         first = len(self.raw)
-        result = []
-        for position, raw in enumerate(self.raw):
-            unit = self.built[position]
-            if unit is None:
-                unit = self.built[position] = build(raw, position)
+        for position in range(self._unbuilt, len(self.raw)):
+            if self.built[position] is None:
+                self.built[position] = build(self.raw[position], position)
                 first = min(first, position)
-            result.append(unit)
+        self._unbuilt = len(self.raw)
+        result = cast(list[Unit], list(self.built))  # every one is built now
         self.first_built = first
         if self.prefix is not None and first < self.prefix[0]:
             self.prefix = None

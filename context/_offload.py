@@ -6,7 +6,10 @@ with file tools; the output always stays in the store, readable by node id from 
 (``_files``) and fails open: a write error leaves the output inline (budget reduction still
 shortens it) and is recorded. A preview render writes nothing and shows the same preview.
 
-An output is never tokenized whole here: the placeholder is what is sent and counted.
+An output is never tokenized whole here: the placeholder is what is sent and counted. Nor
+is it copied whole: the file is written a megabyte at a time, and a file of the right size
+is trusted (it is named by the node, whose output never changes), so a fresh engine's
+render costs a ``stat`` and the preview's slices, not the output's size.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import msgspec
 from graph import is_safe_id, text_of
 
 from ._errors import OffloadError
-from ._files import write_atomic
+from ._files import write_text_once
 from ._reduce import middle_truncate
 from ._tier import Tier, TierContext, TierState
 from ._view import Item, View, map_items
@@ -76,9 +79,8 @@ def _offload(
         path = offload_path(policy.state_dir, ctx.session, node_id)
         if not ctx.preview:
             try:
-                data = text.encode("utf-8", "surrogatepass")
                 parts = ["tool_results", ctx.session]
-                if write_atomic(policy.state_dir, parts, f"{node_id}.txt", data):
+                if write_text_once(policy.state_dir, parts, f"{node_id}.txt", text):
                     written.append({"node": node_id, "path": str(path), "chars": len(text)})
             except (OSError, OffloadError) as error:
                 state.failed.add(node_id)

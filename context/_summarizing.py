@@ -15,7 +15,8 @@ import msgspec
 
 from graph import LayerInfo, Redactor, new_id, text_of
 
-from ._layers import project
+from ._layers import show_layer
+from ._reduce import middle_truncate
 from ._summary import SummaryRequest, SummaryResult, anchors_from_dict
 from ._tier import TierContext
 from ._view import Item, Unit, View
@@ -29,20 +30,35 @@ def segment_key(units: list[Unit] | tuple[str, ...]) -> str:
     return hashlib.sha256("\n".join(ids).encode()).hexdigest()[:20]
 
 
+SUMMARY_TEXT_CHARS = 200_000
+"""A longer text reaches a summarizer as its first and last 100k characters: a summary of
+a 100 MB output needs what its ends say, and redacting, scanning and splitting it whole
+cost seconds and its size again in memory."""
+
+
 def originals(units: list[Unit], ctx: TierContext) -> tuple[Unit, ...]:
     """The units with every item as stored, not as a tier showed it (a summary must be
-    made from what really happened, not from a placeholder)."""
+    made from what really happened, not from a placeholder), huge texts clipped."""
     restored = []
     for unit in units:
         items = []
         for item in unit.items:
             if item.variant in _SHOWN_AS:
                 original = ctx.memoized(item.node_id, "full")
-                items.append(original if original is not None else item)
+                items.append(_clipped(original if original is not None else item))
             else:
-                items.append(item)
+                items.append(_clipped(item))
         restored.append(msgspec.structs.replace(unit, items=tuple(items)))
     return tuple(restored)
+
+
+def _clipped(item: Item) -> Item:
+    content = item.message.get("content")
+    if not isinstance(content, str) or len(content) <= SUMMARY_TEXT_CHARS:
+        return item
+    half = SUMMARY_TEXT_CHARS // 2
+    clipped = middle_truncate(content, half, half, item.node_id)
+    return msgspec.structs.replace(item, message={**item.message, "content": clipped})
 
 
 def task_text(ctx: TierContext) -> str | None:
@@ -216,7 +232,7 @@ def make_layer(
     covers = [n for unit in covered for n in unit.node_ids]
     full_meta = {**meta, "summary": summary_meta(result)}
     info = ctx.layers.add(kind, covers, messages, full_meta, preview=ctx.preview, layer_id=layer_id)
-    return project(view, ctx, [info]), info
+    return show_layer(view, ctx, info, covered), info
 
 
 def record_layer(

@@ -33,6 +33,7 @@ __all__ = [
     "TokenCounter",
     "UsageAnchor",
     "encoding_name_for",
+    "utf8_length",
 ]
 
 _log = logging.getLogger(__name__)
@@ -87,6 +88,25 @@ def encoding_name_for(model: str | None) -> str:
         return str(tiktoken.encoding_name_for_model(bare))
     except KeyError:
         return DEFAULT_ENCODING
+
+
+_CHUNK = 1 << 20
+
+
+def utf8_length(text: str) -> int:
+    """Bytes of ``text`` in UTF-8 (lone surrogates as three), without a copy of it all:
+    ASCII text (flagged by CPython, so O(1)) is its length, other text is encoded a
+    megabyte at a time.
+
+    >>> utf8_length("abc"), utf8_length("é" * 3), utf8_length(chr(0xD800))
+    (3, 6, 3)
+    """
+    if text.isascii():
+        return len(text)
+    return sum(
+        len(text[start : start + _CHUNK].encode("utf-8", "surrogatepass"))
+        for start in range(0, len(text), _CHUNK)
+    )
 
 
 def _compact_json(value: object) -> str:
@@ -194,7 +214,7 @@ class TokenCounter:
         if not text:
             return 0
         if self.exact_limit is not None and len(text) > self.exact_limit:
-            return len(text.encode("utf-8", "surrogatepass"))
+            return utf8_length(text)
         if self._encoding is None:
             return math.ceil(len(text) / 4)
         return len(self._encoding.encode_ordinary(text))

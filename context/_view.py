@@ -9,6 +9,7 @@ graph: they map a :class:`View` to a new one.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from functools import cached_property
 from typing import Any, Literal
 
 import msgspec
@@ -29,8 +30,8 @@ class Item(msgspec.Struct, frozen=True):
     """How the node is shown: full, reduced, offloaded, cleared, stub, cut."""
 
 
-class Unit(msgspec.Struct, frozen=True):
-    """Messages that stay or go together."""
+class Unit(msgspec.Struct, frozen=True, dict=True):
+    """Messages that stay or go together (``dict=True`` only to cache ``tokens``)."""
 
     items: tuple[Item, ...]
     kind: UnitKind
@@ -43,20 +44,29 @@ class Unit(msgspec.Struct, frozen=True):
     layer: str | None = None
     """The layer this unit shows (kind ``layer``)."""
 
-    @property
+    @cached_property
     def tokens(self) -> int:
         return sum(item.tokens for item in self.items)
 
 
-class View(msgspec.Struct, frozen=True):
-    """The units of one render, plus tokens that are not messages (tool schemas)."""
+class View(msgspec.Struct, frozen=True, dict=True):
+    """The units of one render, plus tokens that are not messages (tool schemas).
+
+    A view never changes, so its totals are computed once: a tier that loops over
+    segments (collapse over a long imported session) asks for them after every step, and
+    summing every unit each time made its cost grow with the square of the history.
+    """
 
     units: tuple[Unit, ...]
     extra_tokens: int = 0
 
-    @property
+    @cached_property
     def tokens(self) -> int:
         return self.extra_tokens + sum(unit.tokens for unit in self.units)
+
+    @cached_property
+    def message_count(self) -> int:
+        return sum(len(unit.items) for unit in self.units)
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -64,6 +74,19 @@ class View(msgspec.Struct, frozen=True):
 
     def replace(self, units: Iterable[Unit]) -> View:
         return View(tuple(units), self.extra_tokens)
+
+    def swap(self, start: int, end: int, unit: Unit) -> View:
+        """``units[start:end]`` replaced by ``unit``; totals already known are carried over
+        (adjusted by what changed), not summed again."""
+        old = self.units[start:end]
+        after = View((*self.units[:start], unit, *self.units[end:]), self.extra_tokens)
+        known = self.__dict__
+        if "tokens" in known:
+            after.__dict__["tokens"] = known["tokens"] - sum(u.tokens for u in old) + unit.tokens
+        if "message_count" in known:
+            removed = sum(len(u.items) for u in old)
+            after.__dict__["message_count"] = known["message_count"] - removed + len(unit.items)
+        return after
 
 
 class RawUnit(msgspec.Struct, frozen=True):

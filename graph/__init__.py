@@ -4,6 +4,8 @@ The bottom layer of OpenProgram: it imports nothing of ours. ``context`` renders
 ``openprogram`` runs agents on it.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from ._errors import (
     CrossSessionError,
     CycleError,
@@ -46,7 +48,6 @@ from ._nodes import (
     Tool,
     ToolResult,
 )
-from ._nx import export_graphml, export_json, to_networkx
 from ._openai import (
     as_text,
     dialogue_message,
@@ -63,6 +64,24 @@ from ._sql import SQLStore, dispose_engines, engine_for
 from ._state import GraphState
 from ._store import LogEntry, MemoryStore, SessionInfo, Store
 from ._walk import Step, inside, visible, visible_since
+
+if TYPE_CHECKING:
+    from ._nx import export_graphml, export_json, to_networkx
+
+_LAZY = {"export_graphml", "export_json", "to_networkx"}
+
+
+def __getattr__(name: str) -> Any:
+    """The networkx view's functions, imported on first use: ``import graph`` must not pay
+    for networkx (about 0.2 s and 20 MB) when nothing asks for a networkx graph."""
+    if name in _LAZY:
+        from . import _nx
+
+        value = getattr(_nx, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_PATTERNS",

@@ -6,7 +6,7 @@ from a store equals the node that was appended.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
@@ -61,14 +61,18 @@ def normalize_meta(meta: Any, field: str = "meta") -> dict[str, Any]:
     return value
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def to_micros(at: datetime) -> int:
-    delta = at - datetime(1970, 1, 1, tzinfo=UTC)
+    delta = at - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def from_micros(value: int) -> datetime:
-    seconds, micros = divmod(value, 1_000_000)
-    return datetime.fromtimestamp(seconds, tz=UTC).replace(microsecond=micros)
+    """The UTC time ``value`` microseconds after the epoch (exact integer arithmetic, and
+    a third of ``fromtimestamp``'s cost: a reopen makes one per node)."""
+    return _EPOCH + timedelta(microseconds=value)
 
 
 def normalize_time(at: Any, field: str = "at") -> datetime:

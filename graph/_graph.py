@@ -31,6 +31,7 @@ from ._errors import (
 from ._functions import Frame, FunctionWriter
 from ._ids import is_safe_id, new_id
 from ._layers import LayerWriter
+from ._loading import paused
 from ._messages import ParsedResult, parse_message
 from ._nodes import Edge, Event, Finish, Fork, Layer, Node, Tool
 from ._redact import Redactor
@@ -102,17 +103,18 @@ class ConversationGraph(FunctionWriter, LayerWriter):
         finds other writers' records between ours and ``last_seq`` loads them first.
         """
         loaded = self.store.load(self.session, after=self._state.last_seq)
-        for record in loaded.records:
-            seq = record.seq if isinstance(record, Event) else record[0].seq
-            if before is not None and seq >= before:
-                break
-            try:
-                if isinstance(record, Event):
-                    self._state.apply_event(record)
-                else:
-                    self._state.add_node(record[0], record[1])
-            except NodeNotFound as error:
-                self._load_damaged(record, error)
+        with paused():
+            for record in loaded.records:
+                seq = record.seq if isinstance(record, Event) else record[0].seq
+                if before is not None and seq >= before:
+                    break
+                try:
+                    if isinstance(record, Event):
+                        self._state.apply_event(record)
+                    else:
+                        self._state.add_node(record[0], record[1])
+                except NodeNotFound as error:
+                    self._load_damaged(record, error)
         return loaded
 
     def _load_damaged(

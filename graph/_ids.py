@@ -17,14 +17,19 @@ _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 
+_PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]
+_SHIFTS = range(120, -1, -10)
+
+
 def new_id() -> str:
-    """Return a new ULID string (26 characters, time-ordered to the millisecond)."""
+    """Return a new ULID string (26 characters, time-ordered to the millisecond).
+
+    Encoded ten bits (two characters) at a time from a table: half the steps of five
+    bits at a time (an import makes one id per node).
+    """
     value = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
-    chars = []
-    for _ in range(26):
-        chars.append(_ALPHABET[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
+    pairs = _PAIRS
+    return "".join([pairs[(value >> shift) & 1023] for shift in _SHIFTS])
 
 
 def is_safe_id(value: str) -> bool:

@@ -46,10 +46,19 @@ def _leases(connection: Connection) -> None:
     LEASES.create(connection, checkfirst=True)
 
 
+def _edge_targets(connection: Connection) -> None:
+    """Edges by session and target node (it replaces the session index it extends): a
+    refresh reads only the new nodes' edges, and an append still updates one index."""
+    for index in EDGES.indexes:
+        index.create(connection, checkfirst=True)
+    connection.execute(text("DROP INDEX IF EXISTS ix_graph_edges_session"))
+
+
 GRAPH_MIGRATIONS: tuple[Migration, ...] = (
     Migration("graph_0001_initial", _initial),
     Migration("graph_0002_side_tables", _side_tables),
     Migration("graph_0003_leases", _leases),
+    Migration("graph_0004_edge_targets", _edge_targets),
 )
 """The graph package's own migrations, in order."""
 

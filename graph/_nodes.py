@@ -23,7 +23,7 @@ EXPOSE_MODES: tuple[str, ...] = ("io", "full", "llm", "hidden")
 EDGE_TYPES: tuple[str, ...] = ("next", "caller", "requested", "spawned")
 
 
-class Dialogue(msgspec.Struct, frozen=True, tag="dialogue", omit_defaults=True):
+class Dialogue(msgspec.Struct, frozen=True, tag="dialogue", omit_defaults=True, gc=False):
     """A system, user or assistant message; assistant tool calls are separate tool nodes."""
 
     role: Role
@@ -32,7 +32,7 @@ class Dialogue(msgspec.Struct, frozen=True, tag="dialogue", omit_defaults=True):
     name: str | None = None
 
 
-class Function(msgspec.Struct, frozen=True, tag="function", omit_defaults=True):
+class Function(msgspec.Struct, frozen=True, tag="function", omit_defaults=True, gc=False):
     """An agentic function call; its status and output arrive later as a ``finish`` event."""
 
     name: str
@@ -40,7 +40,7 @@ class Function(msgspec.Struct, frozen=True, tag="function", omit_defaults=True):
     expose: Expose = "io"
 
 
-class Tool(msgspec.Struct, frozen=True, tag="tool", omit_defaults=True):
+class Tool(msgspec.Struct, frozen=True, tag="tool", omit_defaults=True, gc=False):
     """A tool call requested by an assistant node; its result arrives as a ``result`` event."""
 
     name: str
@@ -51,14 +51,14 @@ class Tool(msgspec.Struct, frozen=True, tag="tool", omit_defaults=True):
 Payload: TypeAlias = Dialogue | Function | Tool
 
 
-class ToolResult(msgspec.Struct, frozen=True, tag="result", omit_defaults=True):
+class ToolResult(msgspec.Struct, frozen=True, tag="result", omit_defaults=True, gc=False):
     """The result of a tool call, a later fact about a tool node."""
 
     content: Content
     is_error: bool = False
 
 
-class Finish(msgspec.Struct, frozen=True, tag="finish", omit_defaults=True):
+class Finish(msgspec.Struct, frozen=True, tag="finish", omit_defaults=True, gc=False):
     """How a function node ended; ``last`` is the newest node of its own chain at exit.
     ``interrupted``: the process running it died (its lease expired), so it never will."""
 
@@ -68,11 +68,11 @@ class Finish(msgspec.Struct, frozen=True, tag="finish", omit_defaults=True):
     last: str | None = None
 
 
-class Fork(msgspec.Struct, frozen=True, tag="fork"):
+class Fork(msgspec.Struct, frozen=True, tag="fork", gc=False):
     """A head moved back to an earlier node: the next append starts a branch there."""
 
 
-class Layer(msgspec.Struct, frozen=True, tag="layer", omit_defaults=True):
+class Layer(msgspec.Struct, frozen=True, tag="layer", omit_defaults=True, gc=False):
     """A projection over stored nodes: readers that honour it show ``replacement`` where the
     ``covers`` nodes were. The nodes themselves never change; a :class:`Rollback` ends it.
 
@@ -88,7 +88,7 @@ class Layer(msgspec.Struct, frozen=True, tag="layer", omit_defaults=True):
     meta: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-class Rollback(msgspec.Struct, frozen=True, tag="rollback", omit_defaults=True):
+class Rollback(msgspec.Struct, frozen=True, tag="rollback", omit_defaults=True, gc=False):
     """A layer stops applying (its event's ``node_id`` names the layer)."""
 
     reason: str | None = None
@@ -97,7 +97,7 @@ class Rollback(msgspec.Struct, frozen=True, tag="rollback", omit_defaults=True):
 EventData: TypeAlias = ToolResult | Finish | Fork | Layer | Rollback
 
 
-class Edge(msgspec.Struct, frozen=True):
+class Edge(msgspec.Struct, frozen=True, gc=False):
     """A typed edge between two nodes of one session (``src`` is always the older node)."""
 
     src: str
@@ -105,7 +105,7 @@ class Edge(msgspec.Struct, frozen=True):
     type: EdgeType
 
 
-class Event(msgspec.Struct, frozen=True):
+class Event(msgspec.Struct, frozen=True, gc=False):
     """A sequenced fact about an existing node."""
 
     session: str
@@ -122,7 +122,7 @@ class Event(msgspec.Struct, frozen=True):
         return tag
 
 
-class Node(msgspec.Struct, frozen=True):
+class Node(msgspec.Struct, frozen=True, gc=False):
     """A node as read: identity, immutable payload, meta, and its state at the reading's seq.
 
     ``result`` (tool nodes) and ``finish`` (function nodes) are ``None`` until the event that
@@ -171,7 +171,7 @@ class Node(msgspec.Struct, frozen=True):
         return node_html(self)
 
 
-class LayerInfo(msgspec.Struct, frozen=True):
+class LayerInfo(msgspec.Struct, frozen=True, gc=False):
     """A layer as read: its id (the event's ``node_id``), when it was made, and whether and
     when it was rolled back, as of the reading's seq."""
 

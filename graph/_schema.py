@@ -37,7 +37,7 @@ class EdgeRow(SQLModel, table=True):
     """A typed edge; edges only ever point from an older node at a newer one."""
 
     __tablename__ = "graph_edges"
-    __table_args__ = (Index("ix_graph_edges_session", "session"),)
+    __table_args__ = (Index("ix_graph_edges_session_dst", "session", "dst"),)
 
     src: str = Field(primary_key=True, max_length=128)
     dst: str = Field(primary_key=True, max_length=128)

@@ -7,6 +7,7 @@ collide and a failed commit leaves nothing behind.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import threading
@@ -19,18 +20,12 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, delete, event, func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from ._codec import (
-    decode_any,
-    decode_event,
-    decode_payload,
-    encode,
-    from_micros,
-    normalize_meta,
-    to_micros,
-)
+from ._codec import decode_any, encode, normalize_meta
 from ._errors import StoreError
+from ._loading import records_of
 from ._migrations import Migration, forget_engine, migrate
-from ._nodes import Edge, Event, Node
+from ._nodes import Edge
+from ._pending import FLUSH_ROWS, Pending, Row, add_rows
 from ._schema import EDGES, EVENTS, LEASES, LOGS, NODES, SESSIONS, VALUES
 from ._store import DEFAULT_PATH, Loaded, LogEntry, Record, SessionInfo, Store
 
@@ -62,13 +57,32 @@ def normalize_url(url_or_path: str | os.PathLike[str] | None, *, create: bool = 
 _HOT_SQL = {
     "bump": "UPDATE graph_sessions SET next_seq = next_seq + :count, head = :head "
     "WHERE id = :session RETURNING next_seq",
+    "settle": "UPDATE graph_sessions SET next_seq = :seq, head = :head WHERE id = :session",
     "node": "INSERT INTO graph_nodes (id, session, seq, kind, at_us, payload, meta) "
-    "VALUES (:id, :session, :seq, :kind, :at_us, :payload, :meta)",
-    "edge": "INSERT INTO graph_edges (src, dst, type, session) "
-    "VALUES (:src, :dst, :type, :session)",
-    "event": "INSERT INTO graph_events (session, seq, node_id, at_us, data) "
-    "VALUES (:session, :seq, :node_id, :at_us, :data)",
+    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+    "edge": "INSERT INTO graph_edges (src, dst, type, session) VALUES (?, ?, ?, ?)",
+    "event": "INSERT INTO graph_events (session, seq, node_id, at_us, data) VALUES (?, ?, ?, ?, ?)",
+    "since": "SELECT next_seq, head FROM graph_sessions WHERE id = :session",
+    "nodes": "SELECT id, seq, at_us, payload, meta FROM graph_nodes "
+    "WHERE session = :session AND seq > :after ORDER BY seq",
+    "edges": "SELECT src, dst, type FROM graph_edges WHERE session = :session",
+    "edges_after": "SELECT e.src, e.dst, e.type FROM graph_nodes n "
+    "JOIN graph_edges e ON e.session = n.session AND e.dst = n.id "
+    "WHERE n.session = :session AND n.seq > :after",
+    "events": "SELECT seq, node_id, at_us, data FROM graph_events "
+    "WHERE session = :session AND seq > :after ORDER BY seq",
 }
+_CHUNK = 4096
+_PG_ROWS = 1000
+
+
+@functools.lru_cache(maxsize=64)
+def _multi_row(sql: str, count: int) -> str:
+    """``INSERT … VALUES (%s, …)`` repeated for ``count`` rows."""
+    head, _, values = sql.partition(" VALUES ")
+    return f"{head} VALUES {', '.join([values] * count)}"
+
+
 _DRIVER_SQL: dict[tuple[str, str], str] = {}
 
 _ENGINES: dict[str, Engine] = {}
@@ -132,11 +146,13 @@ class SQLStore(Store):
         self.url = normalize_url(url_or_path, create=create)
         self.engine = engine_for(self.url)
         self._local = threading.local()
+        self._upserts: dict[str, Any] = {}
 
     @contextmanager
     def _connection(self) -> Iterator[Connection]:
         current: Connection | None = getattr(self._local, "connection", None)
         if current is not None:
+            self._flush(current)  # whatever runs next sees every buffered append
             yield current
             return
         try:
@@ -148,16 +164,23 @@ class SQLStore(Store):
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """One transaction for every commit in the block; a nested block is a savepoint,
-        so an inner failure the caller catches undoes only the inner commits."""
+        so an inner failure the caller catches undoes only the inner commits.
+
+        Appends inside are buffered (``_pending``) and sent in large batches; a block
+        ends by sending what is left, so a failing row fails its own block."""
         current: Connection | None = getattr(self._local, "connection", None)
         if current is not None:
+            pending: Pending = self._local.pending
             try:
+                self._flush(current)
                 savepoint = current.begin_nested()
             except SQLAlchemyError as error:
                 raise StoreError(f"database error on {self.url}: {error}") from error
             try:
                 yield
+                self._flush(current)
             except BaseException:
+                pending.forget()
                 if savepoint.is_active:
                     savepoint.rollback()
                 raise
@@ -166,10 +189,30 @@ class SQLStore(Store):
             return
         with self._connection() as connection:
             self._local.connection = connection
+            self._local.pending = Pending()
             try:
                 yield
+                self._flush(connection)
             finally:
                 self._local.connection = None
+                self._local.pending = None
+
+    def _flush(self, connection: Connection) -> None:
+        """Send the buffered rows and set the held sessions' seq counters and heads."""
+        pending: Pending | None = getattr(self._local, "pending", None)
+        if pending is None or not pending.dirty:
+            return
+        rows = {"node": pending.nodes, "edge": pending.edges, "event": pending.events}
+        pending.clear()
+        for name, found in rows.items():
+            self._insert(connection, name, found)
+        for session, held in pending.held.items():
+            if held.dirty:
+                connection.exec_driver_sql(
+                    self._statement(connection, "settle"),
+                    {"seq": held.last, "head": held.head, "session": session},
+                )
+                held.dirty = False
 
     def has_session(self, session: str) -> bool:
         query = select(SESSIONS.c.id).where(SESSIONS.c.id == session)
@@ -195,112 +238,95 @@ class SQLStore(Store):
         return False
 
     def _statement(self, connection: Connection, name: str) -> str:
-        """The hot-path statements as driver SQL (``:name`` or ``%(name)s`` placeholders):
-        appends skip SQLAlchemy's statement compilation, which costs more than SQLite."""
+        """The hot-path statements as driver SQL (``:name``/``?`` placeholders, or
+        ``%(name)s``/``%s``): appends skip SQLAlchemy's statement compilation, which costs
+        more than SQLite, and send rows as plain tuples."""
         style = connection.dialect.paramstyle
         key = (style, name)
         cached = _DRIVER_SQL.get(key)
         if cached is None:
             sql = _HOT_SQL[name]
             if style == "pyformat":
-                sql = re.sub(r":(\w+)", r"%(\1)s", sql)
+                sql = re.sub(r":(\w+)", r"%(\1)s", sql).replace("?", "%s")
             cached = _DRIVER_SQL[key] = sql
         return cached
 
     def commit(
         self, session: str, records: Sequence[Record], edges: Sequence[Edge], head: str | None
     ) -> int:
-        with self._connection() as connection:
-            last = connection.exec_driver_sql(
-                self._statement(connection, "bump"),
-                {"count": len(records), "head": head, "session": session},
-            ).scalar_one()
-            first = int(last) - len(records) + 1
-            nodes, events = [], []
-            for offset, record in enumerate(records):
-                seq = first + offset
-                if isinstance(record, Node):
-                    nodes.append(
-                        {
-                            "id": record.id,
-                            "session": session,
-                            "seq": seq,
-                            "kind": record.kind,
-                            "at_us": to_micros(record.at),
-                            "payload": encode(record.payload),
-                            "meta": encode(record.meta),
-                        }
-                    )
-                else:
-                    events.append(
-                        {
-                            "session": session,
-                            "seq": seq,
-                            "node_id": record.node_id,
-                            "at_us": to_micros(record.at),
-                            "data": encode(record.data),
-                        }
-                    )
-            if nodes:
-                connection.exec_driver_sql(self._statement(connection, "node"), nodes)
-            if edges:
-                rows = [
-                    {"src": e.src, "dst": e.dst, "type": e.type, "session": session} for e in edges
-                ]
-                connection.exec_driver_sql(self._statement(connection, "edge"), rows)
-            if events:
-                connection.exec_driver_sql(self._statement(connection, "event"), events)
-            return first
+        current: Connection | None = getattr(self._local, "connection", None)
+        if current is None:
+            with self._connection() as connection:
+                first = self._reserve(connection, session, len(records), head)
+                nodes: list[Row] = []
+                edge_rows: list[Row] = []
+                events: list[Row] = []
+                add_rows(nodes, edge_rows, events, session, first, records, edges)
+                for name, rows in (("node", nodes), ("edge", edge_rows), ("event", events)):
+                    self._insert(connection, name, rows)
+                return first
+        pending: Pending = self._local.pending
+        taken = pending.take(session, len(records), head)
+        if taken is None:
+            self._flush(current)
+            taken = self._reserve(current, session, len(records), head)
+            pending.hold(session, taken + len(records) - 1, head)
+        pending.add(session, taken, records, edges)
+        if pending.size >= FLUSH_ROWS:
+            self._flush(current)
+        return taken
+
+    def _insert(self, connection: Connection, name: str, rows: list[Row]) -> None:
+        """Insert rows with one ``executemany`` (SQLite), or as multi-row VALUES of up to
+        ``_PG_ROWS`` rows (PostgreSQL, where each row of an executemany is a round trip)."""
+        if not rows:
+            return
+        if connection.dialect.name != "postgresql" or len(rows) == 1:
+            connection.exec_driver_sql(self._statement(connection, name), rows)
+            return
+        for start in range(0, len(rows), _PG_ROWS):
+            chunk = rows[start : start + _PG_ROWS]
+            params = tuple(value for row in chunk for value in row)
+            connection.exec_driver_sql(
+                _multi_row(self._statement(connection, name), len(chunk)), params
+            )
+
+    def _reserve(self, connection: Connection, session: str, count: int, head: str | None) -> int:
+        """Take ``count`` seqs from the session row (locking it); return the first."""
+        last = connection.exec_driver_sql(
+            self._statement(connection, "bump"),
+            {"count": count, "head": head, "session": session},
+        ).scalar_one()
+        return int(last) - count + 1
 
     def load(self, session: str, after: int = 0) -> Loaded:
-        nodes_t = NODES
-        edges_t = EDGES
-        events_t = EVENTS
-        sessions = SESSIONS
+        """The records after seq ``after``; when there are none, one small query (the
+        session row's counter) is all it costs, so polling for news is cheap."""
+        key = {"session": session, "after": after}
         with self._connection() as connection:
-            head = connection.execute(
-                select(sessions.c.head).where(sessions.c.id == session)
-            ).scalar()
-            node_rows = connection.execute(
-                select(nodes_t).where(nodes_t.c.session == session, nodes_t.c.seq > after)
-            ).all()
-            ids = {row.id for row in node_rows}
-            edge_rows = connection.execute(
-                select(edges_t).where(edges_t.c.session == session)
-            ).all()
-            event_rows = connection.execute(
-                select(events_t).where(events_t.c.session == session, events_t.c.seq > after)
-            ).all()
-        by_dst: dict[str, list[Edge]] = {}
-        for row in edge_rows:
-            if row.dst in ids:
-                by_dst.setdefault(row.dst, []).append(Edge(row.src, row.dst, row.type))
-        merged: list[tuple[int, tuple[Node, tuple[Edge, ...]] | Event]] = []
-        for row in node_rows:
-            node = Node(
-                id=row.id,
-                session=session,
-                seq=int(row.seq),
-                at=from_micros(int(row.at_us)),
-                payload=decode_payload(row.payload),
-                meta=decode_any(row.meta),
+            found = connection.exec_driver_sql(self._statement(connection, "since"), key).first()
+            if found is None:
+                return Loaded([], None)
+            last, head = int(found[0]), found[1]
+            if last <= after:
+                return Loaded([], head)
+            records = records_of(
+                session,
+                self._rows(connection, "edges_after" if after else "edges", key),
+                self._rows(connection, "nodes", key),
+                self._rows(connection, "events", key),
             )
-            merged.append((node.seq, (node, tuple(by_dst.get(node.id, [])))))
-        for row in event_rows:
-            merged.append(
-                (
-                    int(row.seq),
-                    Event(
-                        session=session,
-                        seq=int(row.seq),
-                        node_id=row.node_id,
-                        at=from_micros(int(row.at_us)),
-                        data=decode_event(row.data),
-                    ),
-                )
-            )
-        merged.sort(key=lambda item: item[0])
-        return Loaded([item[1] for item in merged], head)
+        return Loaded(records, head)
+
+    def _rows(self, connection: Connection, name: str, key: dict[str, Any]) -> Iterator[Any]:
+        """Plain driver tuples, a chunk at a time (SQLAlchemy's row objects cost more than
+        the query, and a whole session's text at once is a needless peak of memory)."""
+        cursor = connection.exec_driver_sql(self._statement(connection, name), key).cursor
+        while cursor is not None:
+            chunk = cursor.fetchmany(_CHUNK)
+            if not chunk:
+                break
+            yield from chunk
 
     def session_of(self, node_id: str) -> str | None:
         """The session holding a node (or a layer) with this id."""
@@ -354,14 +380,11 @@ class SQLStore(Store):
             {"session": session, "namespace": namespace, "key": key, "value": value}
             for key, value in values.items()
         ]
+        statement = self._upsert("values")
         with self._connection() as connection:
-            insert = _upsert_for(connection)(VALUES).values(rows)
-            connection.execute(
-                insert.on_conflict_do_update(
-                    index_elements=["session", "namespace", "key"],
-                    set_={"value": insert.excluded.value},
-                )
-            )
+            # executemany: one compiled statement whatever the count (a multi-row VALUES
+            # of 30k token counts took seconds to compile)
+            connection.execute(statement, rows)
 
     def append_log(
         self, session: str, namespace: str, entries: Sequence[tuple[str, str]], seq: int
@@ -372,16 +395,32 @@ class SQLStore(Store):
             {"session": session, "namespace": namespace, "key": key, "seq": seq, "body": body}
             for key, body in entries
         ]
+        statement = self._upsert("logs")
         with self._connection() as connection:
-            insert = _upsert_for(connection)(LOGS).values(rows)
-            connection.execute(
-                insert.on_conflict_do_nothing(index_elements=["session", "namespace", "key"])
-            )
+            connection.execute(statement, rows)
+
+    def _upsert(self, table: str) -> Any:
+        """The side tables' INSERT … ON CONFLICT statements, built once per store (building
+        one costs more than running it on SQLite, and a render saves state every turn)."""
+        found = self._upserts.get(table)
+        if found is None:
+            if table == "values":
+                insert = _upsert_for(self)(VALUES)
+                found = insert.on_conflict_do_update(
+                    index_elements=["session", "namespace", "key"],
+                    set_={"value": insert.excluded.value},
+                )
+            else:
+                found = _upsert_for(self)(LOGS).on_conflict_do_nothing(
+                    index_elements=["session", "namespace", "key"]
+                )
+            self._upserts[table] = found
+        return found
 
     def put_lease(self, session: str, function_id: str, owner: str, expires_us: int) -> None:
         row = {"session": session, "function_id": function_id, "owner": owner}
         with self._connection() as connection:
-            insert = _upsert_for(connection)(LEASES).values({**row, "expires_us": expires_us})
+            insert = _upsert_for(self)(LEASES).values({**row, "expires_us": expires_us})
             connection.execute(
                 insert.on_conflict_do_update(
                     index_elements=["session", "function_id"],
@@ -441,9 +480,9 @@ def _lease_rows(rows: Any) -> dict[str, tuple[str, int]]:
     return {str(r[0]): (str(r[1]), int(r[2])) for r in rows}
 
 
-def _upsert_for(connection: Connection) -> Any:
+def _upsert_for(store: SQLStore) -> Any:
     """The dialect's INSERT with ON CONFLICT (SQLite and PostgreSQL both have one)."""
-    if connection.dialect.name == "postgresql":
+    if store.engine.dialect.name == "postgresql":
         from sqlalchemy.dialects.postgresql import insert as pg_insert
 
         return pg_insert

@@ -54,7 +54,7 @@ class GraphState:
     # -- applying records -------------------------------------------------------------
     def add_node(self, node: Node, edges: Iterable[Edge] = ()) -> None:
         """Index a new node and the edges that point at it (all from older nodes)."""
-        edge_list = tuple(sorted(edges, key=lambda e: _EDGE_RANK[e.type]))
+        edge_list = edges if isinstance(edges, tuple) and len(edges) < 2 else _ranked(edges)
         for edge in edge_list:
             self._check_edge(edge, node.id)
         self.nodes[node.id] = node
@@ -243,6 +243,10 @@ class GraphState:
             if not followers:
                 result.append(node_id)
         return result
+
+
+def _ranked(edges: Iterable[Edge]) -> tuple[Edge, ...]:
+    return tuple(sorted(edges, key=lambda e: _EDGE_RANK[e.type]))
 
 
 def _pop_last(index: dict[str, list[str]], key: str) -> None:

@@ -128,6 +128,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.scale:
+        return _bench_scale(args)
     from openprogram.bench import (
         POLICIES,
         MessageCounter,
@@ -183,6 +185,30 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_scale(args: argparse.Namespace) -> int:
+    from openprogram.bench._scale import extras, goals, measure, to_json
+
+    if args.nodes < 10:
+        raise UsageError("--nodes must be at least 10")
+    url = getattr(args, "db", None)
+    status = Console(stderr=True)
+    with status.status("scale bench") as shown:
+        figures = measure(url, args.nodes, lambda what: shown.update(f"scale bench: {what}"))
+    if args.json:
+        print_json(to_json(figures))
+        return 0
+    table = Table(title=f"scale: {args.nodes:,} nodes on {figures['db']}")
+    for column in ("step", "measured", "goal", "met"):
+        table.add_column(column)
+    for row in goals(figures):
+        value = f"{row.value:,.0f}" if row.unit == "nodes/s" else f"{row.value:,.2f}"
+        table.add_row(row.step, f"{value} {row.unit}", row.goal, "yes" if row.met else "NO")
+    console.print(table)
+    for name, value in extras(figures):
+        console.print(f"{name}: {value}")
+    return 0
+
+
 def _settings(pairs: Sequence[str] | None) -> dict[str, object]:
     """``--set field=value`` pairs as policy overrides (values parsed as JSON when they can)."""
     values: dict[str, object] = {}
@@ -235,6 +261,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     bench.add_argument("--encoding", default="cl100k_base")
     bench.add_argument("--json", action="store_true")
+    bench.add_argument(
+        "--scale",
+        action="store_true",
+        help="measure append, reopen, refresh and render on a large session (--db: where; "
+        "default a temporary SQLite file)",
+    )
+    bench.add_argument("--nodes", type=int, default=100_000, help="session size for --scale")
     bench.add_argument(
         "--anchored",
         action="store_true",

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from _context_helpers import policy, start, tool_round
 
-from context import ContextEngine
+from context import ContextEngine, Policy
 from graph import ConversationGraph
 
 TOOLS = ("Bash", "read_file", "grep", "deploy")
@@ -58,3 +58,21 @@ def test_render_every_turn(benchmark: Any, tmp_path: Path, rounds: int) -> None:
     if benchmark.stats is not None:
         per_turn = benchmark.stats.stats.mean / len(heads) * 1_000
         benchmark.extra_info["per_turn_ms"] = round(per_turn, 3)
+
+
+def test_render_huge_output_with_a_fresh_engine(benchmark: Any, tmp_path: Path) -> None:
+    """A fresh engine's render of a session holding one huge tool output, after its first
+    offload: 100 MB measured (``--benchmark-enable``), 20 MB as the default smoke test."""
+    size = (20 if benchmark.disabled else 100) * 1024 * 1024
+    g = ConversationGraph.memory("huge")
+    start(g, system="You are a careful coding agent.", task="Build it.")
+    line = "src/app/main.py:12 ERROR parse_header failed é\n"
+    tool_round(g, [("Bash", line * (size // len(line)))], prefix="h", content="Building.")
+    pol = Policy(state_dir=tmp_path / "state")
+    first = ContextEngine(g, pol, budget=32_000).render()  # writes the offload file
+
+    def fresh() -> tuple[tuple[ContextEngine], dict[str, Any]]:
+        return (ContextEngine(g, pol, budget=32_000),), {}
+
+    rendered = benchmark.pedantic(lambda e: e.render(), setup=fresh, rounds=3, iterations=1)
+    assert rendered.messages == first.messages and rendered.fits

@@ -124,7 +124,7 @@ def test_offload_failure_keeps_the_output_inline(
     def disk_full(*args: Any) -> bool:
         raise OSError("disk full")
 
-    monkeypatch.setattr(_offload, "write_atomic", disk_full)
+    monkeypatch.setattr(_offload, "write_text_once", disk_full)
     g = ConversationGraph.memory("s1")
     tool_id = big_graph(g)
     full = render_context(g, budget=1_000_000, policy=policy(tmp_path / "probe"))

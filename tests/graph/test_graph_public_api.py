@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
+from pathlib import Path
 
 import graph
 
@@ -106,3 +109,22 @@ def test_errors_form_one_hierarchy() -> None:
     assert issubclass(graph.MigrationError, graph.StoreError)
     assert issubclass(graph.InvalidMessage, ValueError)
     assert issubclass(graph.NodeNotFound, KeyError)
+
+
+def test_import_graph_does_not_load_networkx() -> None:
+    """Only the networkx view needs networkx: a fresh interpreter importing ``graph`` (and
+    the layers above it) never loads it, and the view's names still import from ``graph``."""
+    code = (
+        "import sys\n"
+        "import graph, context, openprogram\n"
+        "assert 'networkx' not in sys.modules, 'networkx was imported'\n"
+        "from graph import export_graphml, export_json, to_networkx\n"
+        "assert 'networkx' in sys.modules\n"
+        "print('ok')\n"
+    )
+    root = Path(graph.__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

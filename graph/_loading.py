@@ -1,0 +1,91 @@
+"""Stored rows back into records, in seq order: the cost of reopening a session.
+
+A reopen builds hundreds of thousands of small objects at once. CPython's cyclic collector
+runs again and again while they pile up and rescans every older one each time, which cost
+more than the decoding itself; none of these objects can form a cycle (nodes and edges are
+``gc=False`` structs), so the collector is paused while they are built (see ``paused``).
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from ._codec import decode_any, decode_event, decode_payload, from_micros
+from ._nodes import EDGE_TYPES, Edge, Event, Node
+
+Record = tuple[Node, tuple[Edge, ...]] | Event
+
+_EDGE_TYPES: dict[str, Any] = {name: name for name in EDGE_TYPES}
+"""One string object per edge type (not one per edge)."""
+
+
+@contextmanager
+def paused() -> Iterator[None]:
+    """No cyclic garbage collection inside the block (restored after, as it was)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def records_of(
+    session: str,
+    edge_rows: Iterable[Sequence[Any]],
+    node_rows: Iterable[Sequence[Any]],
+    event_rows: Iterable[Sequence[Any]],
+) -> list[Record]:
+    """Records from driver rows: nodes ``(id, seq, at_us, payload, meta)`` with the edges
+    ``(src, dst, type)`` pointing at them, and events ``(seq, node_id, at_us, data)``;
+    nodes and events each come in seq order and may be streamed (only the decoded records
+    are kept, never every row's text at once).
+
+    An edge's and an event's ids are the nodes' own string objects (one copy of each id in
+    memory, not three).
+    """
+    with paused():
+        by_dst: dict[str, list[tuple[str, str]]] = {}
+        for src, dst, kind in edge_rows:
+            found = by_dst.get(dst)
+            if found is None:
+                by_dst[dst] = [(src, kind)]
+            else:
+                found.append((src, kind))
+        ids: dict[str, str] = {}
+        nodes: list[Record] = []
+        no_edges: tuple[Edge, ...] = ()
+        for node_id, seq, at_us, payload, meta in node_rows:
+            ids[node_id] = node_id
+            node = Node(
+                node_id,
+                session,
+                seq,
+                from_micros(at_us),
+                decode_payload(payload),
+                {} if meta == "{}" else decode_any(meta),
+            )
+            pointing = by_dst.pop(node_id, None)
+            edges = (
+                tuple(Edge(ids.get(s, s), node_id, _EDGE_TYPES.get(k, k)) for s, k in pointing)
+                if pointing
+                else no_edges
+            )
+            nodes.append((node, edges))
+        events = [
+            Event(session, seq, ids.get(node_id, node_id), from_micros(at_us), decode_event(data))
+            for seq, node_id, at_us, data in event_rows
+        ]
+        if not events:
+            return nodes
+        nodes.extend(events)
+        nodes.sort(key=_seq)  # two sorted runs: one linear merge
+        return nodes
+
+
+def _seq(record: Record) -> int:
+    return record.seq if isinstance(record, Event) else record[0].seq

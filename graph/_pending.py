@@ -1,0 +1,117 @@
+"""Rows a SQL transaction has yet to send: appends inside ``transaction()`` are buffered.
+
+Every append used to cost four statements (reserve seqs, insert the node, its edges, its
+event), each paying SQLAlchemy's per-statement overhead, which is most of an import's
+time. Inside a transaction the first commit to a session reserves seqs with the usual
+``UPDATE … RETURNING`` (that takes the session row's lock, held until the transaction
+ends), so later commits can count seqs themselves; their rows go out in large
+``executemany`` batches, and the session row is set once per flush.
+
+Anything else that touches the connection flushes first, so reads inside a transaction
+see every earlier append, and a savepoint starts with nothing buffered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ._codec import encode, to_micros
+from ._nodes import Edge, Node, node_kind
+from ._store import Record
+
+FLUSH_ROWS = 20_000
+"""Buffered rows that trigger a flush (bounds the buffer's memory)."""
+
+Row = tuple[Any, ...]
+
+
+class Held:
+    """Seqs this transaction holds for one session: the last one given and the head."""
+
+    __slots__ = ("dirty", "head", "last")
+
+    def __init__(self, last: int, head: str | None) -> None:
+        self.last = last
+        self.head = head
+        self.dirty = False
+
+
+class Pending:
+    """The buffered rows of one transaction, and the sessions whose seqs it holds."""
+
+    __slots__ = ("edges", "events", "held", "nodes")
+
+    def __init__(self) -> None:
+        self.held: dict[str, Held] = {}
+        self.nodes: list[Row] = []
+        self.edges: list[Row] = []
+        self.events: list[Row] = []
+
+    def take(self, session: str, count: int, head: str | None) -> int | None:
+        """The first of ``count`` new seqs, when the session's seqs are held (else None)."""
+        held = self.held.get(session)
+        if held is None:
+            return None
+        first = held.last + 1
+        held.last += count
+        held.head = head
+        held.dirty = True
+        return first
+
+    def hold(self, session: str, last: int, head: str | None) -> None:
+        self.held[session] = Held(last, head)
+
+    @property
+    def size(self) -> int:
+        return len(self.nodes) + len(self.edges) + len(self.events)
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self.size) or any(h.dirty for h in self.held.values())
+
+    def add(
+        self, session: str, first: int, records: Sequence[Record], edges: Sequence[Edge]
+    ) -> None:
+        add_rows(self.nodes, self.edges, self.events, session, first, records, edges)
+
+    def clear(self) -> None:
+        """Forget buffered rows (sent, or undone with their savepoint)."""
+        self.nodes, self.edges, self.events = [], [], []
+
+    def forget(self) -> None:
+        """Forget rows and held seqs (a savepoint rolled back: the seqs are the database's
+        again, read afresh by the next commit)."""
+        self.clear()
+        self.held.clear()
+
+
+def add_rows(
+    nodes: list[Row],
+    edge_rows: list[Row],
+    events: list[Row],
+    session: str,
+    first: int,
+    records: Sequence[Record],
+    edges: Sequence[Edge],
+) -> None:
+    """The insert rows (tuples in the statements' column order) of ``records``, whose
+    seqs start at ``first``, and of ``edges``."""
+    seq = first
+    for record in records:
+        if isinstance(record, Node):
+            nodes.append(
+                (
+                    record.id,
+                    session,
+                    seq,
+                    node_kind(record.payload),
+                    to_micros(record.at),
+                    encode(record.payload),
+                    encode(record.meta) if record.meta else "{}",
+                )
+            )
+        else:
+            events.append((session, seq, record.node_id, to_micros(record.at), encode(record.data)))
+        seq += 1
+    edge_rows.extend((e.src, e.dst, e.type, session) for e in edges)

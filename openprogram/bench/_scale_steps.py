@@ -1,0 +1,150 @@
+"""One step of ``openprogram bench --scale``, run in a process of its own.
+
+``python -m openprogram.bench._scale_steps STEP '{"url": …}'`` prints one JSON object: the
+step's figures, wall times from ``time.perf_counter`` and the process's peak and current
+resident memory (``VmHWM``/``VmRSS``), so each step's peak is its own. Only the public API
+is used (a graph, a batch, an engine), so a step measures what a user's code would see.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+BUDGET = 32_000
+FAST_ROUNDS = 5
+"""Renders after one more append: the median of this many."""
+REFRESHES = 200
+
+
+def memory_mb() -> dict[str, float]:
+    """Peak and current resident set size of this process, in MB."""
+    found: dict[str, float] = {}
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name in ("VmHWM", "VmRSS"):
+                found[name] = int(value.split()[0]) / 1024
+    except OSError:
+        pass
+    if "VmHWM" not in found:  # not Linux: ru_maxrss is KB on Linux, bytes on macOS
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        found["VmHWM"] = peak / (1024 * 1024 if sys.platform == "darwin" else 1024)
+    return {"peak_mb": round(found["VmHWM"], 1), "rss_mb": round(found.get("VmRSS", 0.0), 1)}
+
+
+def messages(nodes: int) -> list[dict[str, Any]]:
+    """An agent's session of ``nodes`` nodes: a user turn, an assistant calling a tool, its
+    output (three nodes a round; outputs of 300 to 3,000 characters, as a coding agent's)."""
+    found: list[dict[str, Any]] = []
+    count = turn = 0
+    while count < nodes:
+        turn += 1
+        found.append({"role": "user", "content": f"step {turn}: run the tests"})
+        count += 1
+        if count >= nodes:
+            break
+        size = 3_000 if turn % 9 == 3 else 300 + (turn * 37) % 900
+        output = "".join(
+            f"{turn}:{line} src/app/module_{line % 7}.py ok\n" for line in range(size // 28)
+        )
+        call = {"name": "bash", "arguments": json.dumps({"cmd": f"pytest -q tests/t{turn}.py"})}
+        found.append(
+            {
+                "role": "assistant",
+                "content": f"Step {turn}: running the tests.",
+                "tool_calls": [{"id": f"c{turn}", "type": "function", "function": call}],
+            }
+        )
+        found.append({"role": "tool", "tool_call_id": f"c{turn}", "content": output})
+        count += 2
+    return found
+
+
+def step_append(url: str, session: str, nodes: int) -> dict[str, Any]:
+    from graph import ConversationGraph
+
+    todo = messages(nodes)
+    g = ConversationGraph.open(url, session=session)
+    if len(g):
+        raise SystemExit(f"session {session!r} is not empty")
+    started = time.perf_counter()
+    with g.batch():
+        for message in todo:
+            g.append(message)
+    seconds = time.perf_counter() - started
+    g.close()
+    return {"seconds": seconds, "nodes": len(g), "nodes_per_s": len(g) / seconds, **memory_mb()}
+
+
+def step_reopen(url: str, session: str) -> dict[str, Any]:
+    from graph import ConversationGraph
+
+    started = time.perf_counter()
+    g = ConversationGraph.open(url, session=session)
+    seconds = time.perf_counter() - started
+    opened = memory_mb()
+    times = []
+    for _ in range(REFRESHES):
+        began = time.perf_counter()
+        g.refresh()
+        times.append(time.perf_counter() - began)
+    return {
+        "seconds": seconds,
+        "nodes": len(g),
+        "refresh_ms": statistics.median(times) * 1000,
+        **opened,
+    }
+
+
+def step_render(url: str, session: str, state_dir: str, cold: bool) -> dict[str, Any]:
+    """``cold``: the first render ever (no tier state yet; it is persisted). Otherwise: a
+    fresh engine's first render from the persisted state, then renders after one append."""
+    from context import ContextEngine, Policy
+    from graph import ConversationGraph
+
+    g = ConversationGraph.open(url, session=session)
+    policy = Policy(state_dir=Path(state_dir))
+    loaded = memory_mb()
+    started = time.perf_counter()
+    engine = ContextEngine(g, policy, budget=BUDGET)
+    rendered = engine.render()
+    seconds = time.perf_counter() - started
+    result: dict[str, Any] = {
+        "seconds": seconds,
+        "tokens": rendered.tokens,
+        "messages": len(rendered.messages),
+        "loaded_rss_mb": loaded["rss_mb"],
+    }
+    if not cold:
+        times = []
+        for turn in range(FAST_ROUNDS):
+            g.append({"role": "user", "content": f"one more thing ({turn})"})
+            began = time.perf_counter()
+            engine.render()
+            times.append(time.perf_counter() - began)
+            g.append({"role": "assistant", "content": f"done ({turn})"})
+            engine.render()
+        result["append_render_ms"] = statistics.median(times) * 1000
+    return {**result, **memory_mb()}
+
+
+def main(argv: list[str]) -> None:
+    step, raw = argv
+    args = json.loads(raw)
+    steps = {
+        "append": lambda: step_append(args["url"], args["session"], args["nodes"]),
+        "reopen": lambda: step_reopen(args["url"], args["session"]),
+        "cold": lambda: step_render(args["url"], args["session"], args["state_dir"], True),
+        "render": lambda: step_render(args["url"], args["session"], args["state_dir"], False),
+    }
+    print(json.dumps(steps[step]()))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,82 @@
+"""A huge tool output (tens of MB) renders correctly without being tokenized or copied
+whole: the placeholder says what the output is, every count is an upper bound, and a
+fresh engine trusts the offload file it finds (no timing here: see the benchmark)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from _context_helpers import call
+
+from context import ContextEngine, Policy, TokenCounter
+from context._tokens import utf8_length
+from graph import ConversationGraph
+
+LINE = "src/app/main.py:12 ERROR parse_header failed — é\n"
+
+
+def _session(size: int) -> tuple[ConversationGraph, str]:
+    g = ConversationGraph.memory("huge")
+    g.append({"role": "system", "content": "You are terse."})
+    g.append({"role": "user", "content": "Run the build."})
+    g.append({"role": "assistant", "content": None, "tool_calls": [call("c1", "bash")]})
+    output = "BEGIN\n" + LINE * (size // len(LINE)) + "END"
+    g.append({"role": "tool", "tool_call_id": "c1", "content": output})
+    return g, output
+
+
+def test_a_20mb_output_renders_as_a_placeholder_with_upper_bound_counts(tmp_path: Path) -> None:
+    g, output = _session(20 * 1024 * 1024)
+    policy = Policy(state_dir=tmp_path / "state")
+    rendered = ContextEngine(g, policy, budget=32_000).render()
+    tool = next(m for m in rendered.messages if m["role"] == "tool")
+    content = tool["content"]
+    lines = output.count("\n") + 1
+    assert content.startswith(f"[output offloaded: {len(output)} characters, {lines} lines; ")
+    head, tail = policy.offload_preview_head_chars, policy.offload_preview_tail_chars
+    assert output[:head] in content and content.endswith(output[-tail:])
+    assert len(content) < head + tail + 1_000
+    exact = TokenCounter(policy.model)
+    assert rendered.tokens >= exact.count_messages(rendered.messages)  # what is sent
+    assert rendered.fits
+    node = g.nodes()[-1].id
+    path = tmp_path / "state" / "tool_results" / "huge" / f"{node}.txt"
+    assert path.read_bytes() == output.encode()
+
+
+def test_a_fresh_engine_trusts_the_offload_file_and_renders_the_same(tmp_path: Path) -> None:
+    g, output = _session(4 * 1024 * 1024)
+    policy = Policy(state_dir=tmp_path / "state")
+    first = ContextEngine(g, policy, budget=32_000).render()
+    path = next((tmp_path / "state" / "tool_results" / "huge").iterdir())
+    before = path.stat()
+    again = ContextEngine(g, policy, budget=32_000).render()
+    assert again.messages == first.messages and again.tokens == first.tokens
+    assert path.stat().st_ino == before.st_ino  # not rewritten
+    path.write_bytes(b"truncated")  # a file of another size is written again
+    ContextEngine(g, policy, budget=32_000).render()
+    assert path.read_bytes() == output.encode()
+
+
+def test_long_texts_are_counted_by_their_utf8_length() -> None:
+    counter = TokenCounter(exact_limit=1_000)
+    ascii_text = "x" * 5_000
+    mixed = ("é€😀a" * 600_000) + "\ud800"
+    assert counter.count_text(ascii_text) == 5_000
+    assert counter.count_text(mixed) == len(mixed.encode("utf-8", "surrogatepass"))
+    assert utf8_length(mixed) == len(mixed.encode("utf-8", "surrogatepass"))
+    sample = mixed[:2_000]
+    assert TokenCounter().count_text(sample) <= utf8_length(sample)  # never an undercount
+
+
+def test_a_huge_output_reaches_a_summarizer_clipped(tmp_path: Path) -> None:
+    from context._summarizing import SUMMARY_TEXT_CHARS, _clipped
+    from context._view import Item
+
+    text = "a" * (SUMMARY_TEXT_CHARS * 3)
+    item = Item({"role": "tool", "content": text, "tool_call_id": "c"}, 10, "N1")
+    clipped = _clipped(item).message["content"]
+    assert len(clipped) < SUMMARY_TEXT_CHARS + 200
+    assert clipped.startswith("a" * 1000) and "characters elided from node N1" in clipped
+    assert os.path.sep not in clipped
