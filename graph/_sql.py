@@ -253,23 +253,33 @@ class SQLStore(Store):
             return first
 
     def load(self, session: str, after: int = 0) -> Loaded:
+        """The records with ``after < seq <= next_seq`` as read first: each statement of a
+        PostgreSQL transaction sees its own snapshot (read committed), so without the bound
+        a commit landing between the node and the event queries could show a later event
+        and hide an earlier node, which a reader then skipped for good. Every seq up to the
+        counter it read is committed (the counter's row lock orders commits by seq)."""
         nodes_t = NODES
         edges_t = EDGES
         events_t = EVENTS
         sessions = SESSIONS
         with self._connection() as connection:
-            head = connection.execute(
-                select(sessions.c.head).where(sessions.c.id == session)
-            ).scalar()
+            row = connection.execute(
+                select(sessions.c.head, sessions.c.next_seq).where(sessions.c.id == session)
+            ).first()
+            head, last = (row[0], int(row[1])) if row is not None else (None, 0)
             node_rows = connection.execute(
-                select(nodes_t).where(nodes_t.c.session == session, nodes_t.c.seq > after)
+                select(nodes_t).where(
+                    nodes_t.c.session == session, nodes_t.c.seq > after, nodes_t.c.seq <= last
+                )
             ).all()
             ids = {row.id for row in node_rows}
             edge_rows = connection.execute(
                 select(edges_t).where(edges_t.c.session == session)
             ).all()
             event_rows = connection.execute(
-                select(events_t).where(events_t.c.session == session, events_t.c.seq > after)
+                select(events_t).where(
+                    events_t.c.session == session, events_t.c.seq > after, events_t.c.seq <= last
+                )
             ).all()
         by_dst: dict[str, list[Edge]] = {}
         for row in edge_rows:
