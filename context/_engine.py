@@ -28,7 +28,7 @@ from ._integrity import provider_roles, repair_tool_pairs, tool_pair_problems, u
 from ._layers import LayerBook, project
 from ._layout import Layout
 from ._manual import LayerOperations
-from ._policy import Policy
+from ._policy import MAX_TOKENS, Policy
 from ._prefetch import Prefetcher
 from ._records import CompactionRecord
 from ._recover import Recovery
@@ -459,6 +459,8 @@ def _check_budget(budget: object) -> int:
         raise PolicyError(f"budget must be a positive int, not {budget!r}")
     if budget <= 0:
         raise PolicyError(f"budget must be positive, got {budget}")
+    if budget > MAX_TOKENS:
+        raise PolicyError(f"budget must be at most {MAX_TOKENS:,} tokens (10**15)")
     return budget
 
 

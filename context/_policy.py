@@ -13,9 +13,15 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from ._errors import PolicyError, UnknownModel
 from ._models import is_anthropic, model_info
@@ -74,12 +80,22 @@ DEFAULT_COMPACTABLE: dict[str, str] = {
     "create": "write",
 }
 
+MAX_TOKENS = 10**15
+"""The largest window or budget accepted: far past any model, and small enough that token
+arithmetic in floats stays exact (a budget of 10**400 overflowed a float at render)."""
+
+Count = Annotated[int, Field(strict=True, le=MAX_TOKENS)]
+"""A count or size: an int (not a bool, text or float) of at most ``MAX_TOKENS``."""
+
 ENV_PREFIX = "OPENPROGRAM_"
 _NOT_FROM_ENV = frozenset({"compactable_tools", "triggers", "cascade", "always", "redact_patterns"})
 
 
 class Policy(BaseModel):
     """Thresholds of every tier; all configurable, all validated.
+
+    Counts and sizes are strict ints up to ``MAX_TOKENS``: ``True``, ``"1000"`` or ``2.0``
+    is a :class:`PolicyError`, never silently read as 1, 1000 or 2.
 
     >>> Policy().budget
     98816
@@ -93,9 +109,9 @@ class Policy(BaseModel):
 
     name: str = "claude-code"
     model: str | None = None
-    context_window: int = Field(default=128_000, gt=0)
-    max_output_tokens: int = Field(default=16_384, ge=0)
-    buffer_tokens: int = Field(default=13_000, ge=0)
+    context_window: Count = Field(default=128_000, gt=0)
+    max_output_tokens: Count = Field(default=16_384, ge=0)
+    buffer_tokens: Count = Field(default=13_000, ge=0)
     """Room kept free besides the answer (Claude Code's 13k), at most a tenth of the window."""
     cascade: tuple[str, ...] = CLAUDE_CODE_CASCADE
     always: tuple[str, ...] = ("offload",)
@@ -109,46 +125,46 @@ class Policy(BaseModel):
     state_dir: Path = Path(".openprogram")
     """Offloaded outputs and the records log go under this folder."""
 
-    budget_reduction_chars: int = Field(default=4_000, gt=0)
-    reduction_head_chars: int = Field(default=2_400, ge=0)
-    reduction_tail_chars: int = Field(default=1_600, ge=0)
+    budget_reduction_chars: Count = Field(default=4_000, gt=0)
+    reduction_head_chars: Count = Field(default=2_400, ge=0)
+    reduction_tail_chars: Count = Field(default=1_600, ge=0)
 
-    offload_chars: int = Field(default=20_000, gt=0)
+    offload_chars: Count = Field(default=20_000, gt=0)
     """Outputs longer than this go to a file every turn (the prompt keeps head and tail);
     20k rather than the seed's 10k: below it, reducing when needed loses less (bench)."""
     offload_share: float | None = Field(default=0.15, gt=0, le=1)
     """...and only when they are also over this share of the budget (in tokens): in a large
     window a long file read stays whole — at 160k, recall on the Claude Code traces rose
     from 0.955–0.974 to 0.982–0.985 (bench); at 32k, 20k characters decide as before."""
-    offload_preview_head_chars: int = Field(default=2_400, ge=0)
-    offload_preview_tail_chars: int = Field(default=1_600, ge=0)
+    offload_preview_head_chars: Count = Field(default=2_400, ge=0)
+    offload_preview_tail_chars: Count = Field(default=1_600, ge=0)
 
-    microcompact_keep: int = Field(default=5, ge=0)
-    microcompact_first: int = Field(default=50, ge=1)
-    microcompact_every: int = Field(default=25, ge=1)
+    microcompact_keep: Count = Field(default=5, ge=0)
+    microcompact_first: Count = Field(default=50, ge=1)
+    microcompact_every: Count = Field(default=25, ge=1)
     microcompact_idle_minutes: float = Field(default=60.0, gt=0)
     compactable_tools: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_COMPACTABLE))
     cache_edits: Literal["auto", "on", "off"] = "auto"
     """Anthropic's ``clear_tool_uses`` edits instead of rewriting messages (auto: Claude)."""
 
-    collapse_min_rounds: int = Field(default=5, ge=1)
-    collapse_max_rounds: int = Field(default=10, ge=1)
-    collapse_summary_tokens: int = Field(default=300, gt=0)
+    collapse_min_rounds: Count = Field(default=5, ge=1)
+    collapse_max_rounds: Count = Field(default=10, ge=1)
+    collapse_summary_tokens: Count = Field(default=300, gt=0)
     low_water: float = Field(default=0.75, gt=0, le=1)
     """Once a render is over budget, the cascade goes on until the prompt is under this
     share of the budget (hysteresis: the next turns append under a stable prefix)..."""
-    working_tokens: int | None = Field(default=24_000, gt=0)
+    working_tokens: Count | None = Field(default=24_000, gt=0)
     """...or under this many tokens, if fewer: a large window is not refilled to the brim
     after a compaction (each turn re-reads the whole prompt; the bench's cost figure)."""
-    compact_tokens: int | None = Field(default=80_000, gt=0)
+    compact_tokens: Count | None = Field(default=80_000, gt=0)
     """Auto-compact also starts once the prompt passes this many tokens, under budget. Every
     call re-reads the whole prompt, so in a large window a prompt held between
     ``working_tokens`` and this costs less than one kept near the window, for what the
     model uses: at 160k on the Claude Code traces, cost 0.62–1.00× their own compactions'
     at recall ≥ 0.98 (bench). None: only the budget triggers it."""
-    collapse_keep_recent: int = Field(default=6, ge=1)
+    collapse_keep_recent: Count = Field(default=6, ge=1)
     """The newest units are never collapsed (the model is working on them)."""
-    identifier_tokens: int = Field(default=400, ge=0)
+    identifier_tokens: Count = Field(default=400, ge=0)
     """Cap of a summary's identifier list; 0 turns the lists off. 400 rather than 80: at 32k
     recall rose 0.975 → 0.979 (claude-code) and 0.949 → 0.958 (progressive) (bench)."""
     proactive_share: float | None = Field(default=0.7, gt=0, le=1)
@@ -158,15 +174,15 @@ class Policy(BaseModel):
     snip_low_water: float = Field(default=0.6, gt=0, lt=1)
     """Snip drops rounds until the prompt is under this share of the budget (hysteresis)."""
 
-    compact_keep_rounds: int = Field(default=2, ge=0)
+    compact_keep_rounds: Count = Field(default=2, ge=0)
     """Auto-compact keeps at least the newest rounds as they are..."""
     compact_keep_share: float = Field(default=0.5, ge=0, le=1)
     """...and more of the newest, up to this share of the low-water mark."""
-    compact_keep_messages: int | None = Field(default=None, ge=0)
+    compact_keep_messages: Count | None = Field(default=None, ge=0)
     """Keep (at least) this many newest messages instead (progressive: 6)."""
-    compact_user_tokens: int = Field(default=4_000, ge=0)
+    compact_user_tokens: Count = Field(default=4_000, ge=0)
     """Recent user messages kept verbatim in a compaction, newest first, within this."""
-    compact_summary_tokens: int = Field(default=3_000, gt=0)
+    compact_summary_tokens: Count = Field(default=3_000, gt=0)
     redact_summaries: bool = True
     """What goes to a summarizer has secrets (keys, tokens, private keys) redacted first."""
     redact_patterns: dict[str, str] = Field(default_factory=dict)
@@ -177,14 +193,14 @@ class Policy(BaseModel):
     provider_compaction: Literal["off", "anthropic"] = "off"
     """Hand compaction to the provider (Anthropic's ``compact_20260112`` edit); the block
     it returns is kept as a layer (see ``_provider``)."""
-    provider_compact_tokens: int | None = Field(default=None, gt=0)
+    provider_compact_tokens: Count | None = Field(default=None, gt=0)
     """Input tokens at which the provider compacts (default: the low-water mark)."""
 
-    emergency_stub_chars: int = Field(default=160, gt=0)
+    emergency_stub_chars: Count = Field(default=160, gt=0)
     recover_budget_factor: float = Field(default=0.8, gt=0, lt=1)
     """Each ``recover`` after an overflow error renders under this share of the last budget."""
-    recover_max_failures: int = Field(default=3, ge=1)
-    callers: int | None = Field(default=None, ge=0)
+    recover_max_failures: Count = Field(default=3, ge=1)
+    callers: Count | None = Field(default=None, ge=0)
     """Caller-chain units a frame render keeps before the function's entry (None: all)."""
 
     merge_same_role: Literal["auto", "on", "off"] = "auto"
@@ -244,7 +260,7 @@ class Policy(BaseModel):
             where = ".".join(str(p) for p in first["loc"])
             if not where:
                 raise PolicyError(message) from None
-            raise PolicyError(f"{where}: {message} (got {first.get('input')!r})") from None
+            raise PolicyError(f"{where}: {message} (got {_shown(first.get('input'))})") from None
 
     # -- presets ------------------------------------------------------------------------
     @classmethod
@@ -357,6 +373,15 @@ class Policy(BaseModel):
     def tool_category(self, name: str) -> str | None:
         """The compactable category of a tool name (case-insensitive), or None."""
         return self.compactable_tools.get(name.lower())
+
+
+def _shown(value: Any) -> str:
+    """A short repr for an error message (an int too long for decimal text has none)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"an int of {value.bit_length()} bits" if isinstance(value, int) else "?"
+    return text if len(text) <= 60 else f"{text[:40]}…({len(text):,} characters)"
 
 
 def _with_model(values: dict[str, Any], model: str | None) -> dict[str, Any]:

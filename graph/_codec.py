@@ -2,10 +2,27 @@
 
 Values are normalized through the same encoding the database uses, so a node read back
 from a store equals the node that was appended.
+
+What JSON in UTF-8 cannot hold is refused with an :class:`InvalidMessage` naming where it
+is, never stored and never surfacing as a ``UnicodeEncodeError`` or ``TypeError``:
+
+* a lone surrogate (``"\\ud800"``, what a broken ``\\u`` escape decodes to) is refused, not
+  stored with an escape: no provider accepts it (a request body is UTF-8), every store and
+  file we write is UTF-8, and a ``surrogatepass`` round trip would hand back a value that
+  breaks the next tool that reads it. The field says where, e.g. ``content[0].text``;
+* a dict key that is not a string (JSON keys are strings; converting one silently would
+  change what a reader gets back);
+* nesting deeper than :data:`MAX_DEPTH` levels (checked before anything recursive runs, so
+  the redactor, the encoder and readers never hit Python's recursion limit);
+* an int too long to write as decimal text (Python refuses over 4300 digits).
+
+NUL characters are fine: JSON escapes them (``\\u0000``), so PostgreSQL's text columns,
+which refuse a raw NUL, store them losslessly too. Other unknown objects become their repr.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,6 +30,9 @@ import msgspec
 
 from ._errors import InvalidMessage
 from ._nodes import EventData, Payload
+
+MAX_DEPTH = 100
+"""Deepest nesting of lists and dicts a stored value may have (OpenAI messages need 4)."""
 
 
 def _fallback(value: Any) -> Any:
@@ -42,13 +62,25 @@ def decode_any(text: str) -> Any:
     return _any_decoder.decode(text)
 
 
-def normalize_payload(payload: Payload) -> Payload:
-    """The payload as a store will give it back."""
-    return decode_payload(encode(payload))
+def encode_checked(value: Any, field: str, source: Any = None) -> str:
+    """``encode(value)``, or an :class:`InvalidMessage` naming the first place in ``source``
+    (what the caller was given; ``value`` itself by default) that JSON cannot hold."""
+    check_depth(value if source is None else source, field)
+    try:
+        return encode(value)
+    except Exception as error:  # UnicodeEncodeError, TypeError, ValueError, a failing repr
+        found = find_unstorable(value if source is None else source, field)
+        where, problem = found or (field, f"cannot be stored as JSON ({error})")
+        raise InvalidMessage(where, problem) from None
 
 
-def normalize_event(data: EventData) -> EventData:
-    return decode_event(encode(data))
+def normalize_payload(payload: Payload, field: str = "message", source: Any = None) -> Payload:
+    """The payload as a store will give it back (``source``: see ``encode_checked``)."""
+    return decode_payload(encode_checked(payload, field, source))
+
+
+def normalize_event(data: EventData, field: str = "event", source: Any = None) -> EventData:
+    return decode_event(encode_checked(data, field, source))
 
 
 def normalize_meta(meta: Any, field: str = "meta") -> dict[str, Any]:
@@ -56,12 +88,91 @@ def normalize_meta(meta: Any, field: str = "meta") -> dict[str, Any]:
         return {}
     if not isinstance(meta, dict):
         raise InvalidMessage(field, f"must be a dict, not {type(meta).__name__}")
-    value = decode_any(encode(meta))
+    value = decode_any(encode_checked(meta, field))
     assert isinstance(value, dict)
     return value
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _items(value: Any) -> list[tuple[Any, Any]]:
+    """A container's (key or index, item) pairs; nothing for anything else."""
+    if isinstance(value, msgspec.Struct):
+        value = msgspec.structs.asdict(value)
+    if isinstance(value, Mapping):
+        return list(value.items())
+    if isinstance(value, list | tuple):
+        return list(enumerate(value))
+    return []
+
+
+def _path(path: str, label: Any) -> str:
+    """Where an item is; a message's own fields are named bare (``content[0].text``,
+    ``tool_calls[1].id``), as ``parse_message`` names them."""
+    if isinstance(label, int) and not isinstance(label, bool):
+        return f"{path}[{label}]"
+    return f"{label}" if path == "message" else f"{path}.{label}"
+
+
+_CONTAINERS = (Mapping, list, tuple, msgspec.Struct)
+
+
+def check_depth(value: Any, field: str) -> None:
+    """Refuse nesting deeper than :data:`MAX_DEPTH` (iteratively: any depth is safe here).
+
+    Only containers are visited, so a message of long strings costs next to nothing.
+    """
+    todo = [(value, field, 0)]
+    while todo:
+        item, path, depth = todo.pop()
+        if depth > MAX_DEPTH:
+            raise InvalidMessage(path, f"nested deeper than {MAX_DEPTH} levels")
+        for label, child in _items(item):
+            if isinstance(child, _CONTAINERS):
+                todo.append((child, _path(path, label), depth + 1))
+
+
+def find_unstorable(value: Any, field: str) -> tuple[str, str] | None:
+    """The first (path, problem) in ``value`` that JSON in UTF-8 cannot hold, or None."""
+    todo = [(value, field)]
+    while todo:
+        item, path = todo.pop()
+        if isinstance(item, str):
+            if _has_lone_surrogate(item):
+                return path, "holds a lone surrogate (U+D800 to U+DFFF), which UTF-8 cannot store"
+            continue
+        if isinstance(item, int):
+            try:
+                str(item)
+            except ValueError:
+                return path, "is an integer too long to store"
+            continue
+        if isinstance(item, Mapping):
+            for key in item:
+                if not isinstance(key, str):
+                    return path, f"has a key that is not a string: {type(key).__name__}"
+                if _has_lone_surrogate(key):
+                    return path, "has a key with a lone surrogate, which UTF-8 cannot store"
+        items = _items(item)
+        if items:
+            todo.extend((child, _path(path, label)) for label, child in reversed(items))
+        elif item is not None and not isinstance(item, (float, *_CONTAINERS)):
+            try:
+                text = repr(item)
+            except Exception:
+                return path, f"a {type(item).__name__} that cannot be stored (its repr fails)"
+            if _has_lone_surrogate(text):
+                return path, f"a {type(item).__name__} whose text holds a lone surrogate"
+    return None
+
+
+def _has_lone_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def to_micros(at: datetime) -> int:

@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 
 from ._codec import (
+    check_depth,
     decode_any,
     encode,
     normalize_event,
@@ -32,7 +33,7 @@ from ._functions import Frame, FunctionWriter
 from ._ids import is_safe_id, new_id
 from ._layers import LayerWriter
 from ._loading import paused
-from ._messages import ParsedResult, parse_message
+from ._messages import ParsedResult, parse_message, stored_fields
 from ._nodes import Edge, Event, Finish, Fork, Layer, Node, Tool
 from ._redact import Redactor
 from ._sql import SQLStore
@@ -229,6 +230,7 @@ class ConversationGraph(FunctionWriter, LayerWriter):
         message raises a :class:`GraphError` naming the field and stores nothing. ``frame``
         names the chain to append to (the implicit current frame when None).
         """
+        check_depth(message, "message")  # before anything walks it recursively
         if self.redactor is not None:
             message = self.redactor.value(message)
         parsed = parse_message(message)
@@ -236,10 +238,10 @@ class ConversationGraph(FunctionWriter, LayerWriter):
         meta_value = normalize_meta(meta)
         with self._lock:
             if isinstance(parsed, ParsedResult):
-                return self._append_result(parsed, when)
+                return self._append_result(parsed, when, message)
             function = self._where(frame)
             self._check_open(function)
-            dialogue = normalize_payload(parsed.dialogue)
+            dialogue = normalize_payload(parsed.dialogue, "message", stored_fields(message))
             node = Node(
                 id=new_id(), session=self.session, seq=0, at=when, payload=dialogue, meta=meta_value
             )
@@ -255,7 +257,7 @@ class ConversationGraph(FunctionWriter, LayerWriter):
                     session=self.session,
                     seq=0,
                     at=when,
-                    payload=normalize_payload(call),
+                    payload=normalize_payload(call, "tool_calls", message.get("tool_calls")),
                 )
                 records.append(tool)
                 edges.append(Edge(node.id, tool.id, "requested"))
@@ -265,7 +267,7 @@ class ConversationGraph(FunctionWriter, LayerWriter):
             self._heads[function] = node.id
             return self._state.nodes[stored[0].id]
 
-    def _append_result(self, parsed: ParsedResult, when: datetime) -> Node:
+    def _append_result(self, parsed: ParsedResult, when: datetime, message: dict[str, Any]) -> Node:
         tool_id = self._state.pending.get(parsed.call_id)
         if tool_id is None:
             self.refresh()
@@ -284,7 +286,7 @@ class ConversationGraph(FunctionWriter, LayerWriter):
                 f"tool_call_id {parsed.call_id!r} matches no pending tool call in session "
                 f"{self.session!r}"
             )
-        result = normalize_event(parsed.result)
+        result = normalize_event(parsed.result, "message", {"content": message.get("content")})
         event = Event(session=self.session, seq=0, node_id=tool_id, at=when, data=result)
         self._commit([event], [], self.head)
         return self._state.nodes[tool_id]

@@ -15,6 +15,14 @@ from ._errors import InvalidMessage
 from ._nodes import Content, Dialogue, Tool, ToolResult
 
 ROLES = ("system", "user", "assistant", "tool")
+STORED = ("content", "thinking", "reasoning_content", "name")
+"""The fields of a system/user/assistant message that end up in its dialogue payload."""
+
+
+def stored_fields(message: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of ``message`` a dialogue payload is made from, for naming the field that
+    cannot be stored (an unknown key the payload leaves out is never blamed)."""
+    return {key: message[key] for key in STORED if key in message}
 
 
 class ParsedCall(msgspec.Struct, frozen=True):
@@ -72,7 +80,10 @@ def _arguments(value: Any, field: str) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, Mapping | list):
-        return json.dumps(value, ensure_ascii=False)
+        try:
+            return json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError, RecursionError) as error:  # objects, cycles, huge ints
+            raise InvalidMessage(field, f"cannot be written as JSON ({error})") from None
     raise InvalidMessage(field, f"must be a JSON string or object, not {type(value).__name__}")
 
 

@@ -107,12 +107,13 @@ def migrate(engine: Engine, extra: Sequence[Migration] = ()) -> list[str]:
         known = _APPLIED.get(id(engine))
         if known is not None and all(m.name in known for m in wanted):
             return []
-    MIGRATIONS.create(engine, checkfirst=True)
+    with engine.begin() as connection:  # under the lock too: openers of a new database race
+        _lock(connection)
+        MIGRATIONS.create(connection, checkfirst=True)
     done: list[str] = []
     for item in wanted:
         with engine.begin() as connection:
-            if connection.dialect.name == "postgresql":
-                connection.execute(text("SELECT pg_advisory_xact_lock(7212026)"))
+            _lock(connection)
             exists = connection.execute(
                 select(MIGRATIONS.c.name).where(MIGRATIONS.c.name == item.name)
             ).first()
@@ -129,6 +130,13 @@ def migrate(engine: Engine, extra: Sequence[Migration] = ()) -> list[str]:
     with _APPLIED_LOCK:
         _APPLIED.setdefault(id(engine), set()).update(m.name for m in wanted)
     return done
+
+
+def _lock(connection: Connection) -> None:
+    """Hold the migration lock until this transaction ends (SQLite's write transactions,
+    begun IMMEDIATE, exclude each other already)."""
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(7212026)"))
 
 
 def forget_engine(engine: Engine) -> None:

@@ -64,13 +64,13 @@ _HOT_SQL = {
     "event": "INSERT INTO graph_events (session, seq, node_id, at_us, data) VALUES (?, ?, ?, ?, ?)",
     "since": "SELECT next_seq, head FROM graph_sessions WHERE id = :session",
     "nodes": "SELECT id, seq, at_us, payload, meta FROM graph_nodes "
-    "WHERE session = :session AND seq > :after ORDER BY seq",
+    "WHERE session = :session AND seq > :after AND seq <= :last ORDER BY seq",
     "edges": "SELECT src, dst, type FROM graph_edges WHERE session = :session",
     "edges_after": "SELECT e.src, e.dst, e.type FROM graph_nodes n "
     "JOIN graph_edges e ON e.session = n.session AND e.dst = n.id "
-    "WHERE n.session = :session AND n.seq > :after",
+    "WHERE n.session = :session AND n.seq > :after AND n.seq <= :last",
     "events": "SELECT seq, node_id, at_us, data FROM graph_events "
-    "WHERE session = :session AND seq > :after ORDER BY seq",
+    "WHERE session = :session AND seq > :after AND seq <= :last ORDER BY seq",
 }
 _CHUNK = 4096
 _PG_ROWS = 1000
@@ -300,9 +300,14 @@ class SQLStore(Store):
         return int(last) - count + 1
 
     def load(self, session: str, after: int = 0) -> Loaded:
-        """The records after seq ``after``; when there are none, one small query (the
-        session row's counter) is all it costs, so polling for news is cheap."""
-        key = {"session": session, "after": after}
+        """The records with ``after < seq <= last``, ``last`` being the session's counter as
+        read first; when there are none, that one small query is all it costs, so polling
+        for news is cheap. The bound matters on PostgreSQL: each statement sees its own
+        snapshot (read committed), so without it a commit landing between the node and the
+        event queries could show a later event and hide an earlier node, which a reader then
+        skipped for good. Every seq up to the counter is committed (the counter's row lock
+        orders commits by seq)."""
+        key: dict[str, Any] = {"session": session, "after": after}
         with self._connection() as connection:
             found = connection.exec_driver_sql(self._statement(connection, "since"), key).first()
             if found is None:
@@ -310,6 +315,7 @@ class SQLStore(Store):
             last, head = int(found[0]), found[1]
             if last <= after:
                 return Loaded([], head)
+            key["last"] = last
             records = records_of(
                 session,
                 self._rows(connection, "edges_after" if after else "edges", key),

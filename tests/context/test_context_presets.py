@@ -154,15 +154,48 @@ def test_collections_are_not_read_from_the_environment(monkeypatch: pytest.Monke
 # -- budgets --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("budget", [0, -1, 1.5, True, False, "1000"])
+@pytest.mark.parametrize(
+    "budget",
+    [0, -1, 1.5, True, False, "1000", 2.0, 10**16, 10**400, None],
+    ids=["0", "-1", "1.5", "true", "false", "text", "2.0", "1e16", "1e400", "window"],
+)
 def test_a_bad_budget_raises_a_policy_error(tmp_path: Path, budget: object) -> None:
     g = ConversationGraph.memory("s1")
     g.append({"role": "user", "content": "hi"})
     pol = Policy(state_dir=tmp_path)
+    if budget is None:  # a policy whose window and reserve leave a bad budget
+        with pytest.raises(PolicyError):
+            Policy(state_dir=tmp_path, context_window=10**400)
+        return
     with pytest.raises(PolicyError, match="budget must be"):
         ContextEngine(g, pol, budget=budget)  # type: ignore[arg-type]
     with pytest.raises(PolicyError, match="budget must be"):
         render_context(g, budget=budget, policy=pol)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "field",
+    ["context_window", "max_output_tokens", "buffer_tokens", "offload_chars", "working_tokens"],
+)
+@pytest.mark.parametrize(
+    "value",
+    [True, "1000", 2.0, -1, 10**400, 10**5000],
+    ids=["true", "text", "float", "negative", "1e400", "1e5000"],
+)
+def test_a_count_that_is_not_an_int_raises_a_policy_error(field: str, value: object) -> None:
+    """Before: ``True``, ``"1000"`` and ``2.0`` were read as 1, 1000 and 2 (pydantic's lax
+    mode), and a window of 10**400 overflowed a float at the first render."""
+    with pytest.raises(PolicyError, match=field) as caught:
+        Policy(**{field: value})
+    assert len(str(caught.value)) < 300
+
+
+def test_the_largest_budget_renders(tmp_path: Path) -> None:
+    g = ConversationGraph.memory("s1")
+    g.append({"role": "user", "content": "hi"})
+    pol = Policy(state_dir=tmp_path, context_window=10**15, max_output_tokens=0)
+    assert ContextEngine(g, pol).render().fits
+    assert ContextEngine(g, Policy(state_dir=tmp_path), budget=10**15).render().fits
 
 
 def test_the_budget_defaults_to_the_policys(tmp_path: Path) -> None:
