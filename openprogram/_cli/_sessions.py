@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -210,6 +211,16 @@ def cmd_copy(args: argparse.Namespace) -> int:
     return 0
 
 
+TMP_GRACE_SECONDS = 600
+
+
+def _recent(path: Path) -> bool:
+    try:
+        return time.time() - path.lstat().st_mtime < TMP_GRACE_SECONDS
+    except OSError:
+        return False
+
+
 def cmd_gc(args: argparse.Namespace) -> int:
     """Remove offload files and record logs whose session (or node) no longer exists."""
     store = open_store(args, create=False)
@@ -224,6 +235,8 @@ def cmd_gc(args: argparse.Namespace) -> int:
                 continue
             graph = ConversationGraph(store, session_dir.name)
             for file in sorted(session_dir.iterdir()):
+                if file.suffix == ".tmp" and _recent(file):
+                    continue  # a write in progress elsewhere; a killed one's is old
                 if file.is_symlink() or file.suffix != ".txt" or file.stem not in graph:
                     doomed.append(file)
     logs = folder / "records"

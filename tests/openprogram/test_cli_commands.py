@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -206,10 +207,18 @@ def test_gc_removes_what_no_session_owns(
     stale.parent.mkdir(parents=True, exist_ok=True)
     stale.write_text("y")
     (state / "records" / "gone.jsonl").write_text("")
+    # a killed offload's temporary file, and one a live writer is writing now
+    killed = stale.parent / ".01KILLED.txt.ab12.tmp"
+    killed.write_text("partial")
+    old = time.time() - 3_600
+    os.utime(killed, (old, old))
+    writing = stale.parent / ".01WRITING.txt.cd34.tmp"
+    writing.write_text("in progress")
     code, out, _ = run(capsys, "--db", url, "--state-dir", str(state), "gc", "--dry-run")
     assert code == 0 and "would remove" in out and orphan.exists()
     code, out, _ = run(capsys, "--db", url, "--state-dir", str(state), "gc")
     assert code == 0 and not orphan.exists() and not stale.exists()
+    assert not killed.exists() and writing.exists()
     assert (
         not (state / "records" / "gone.jsonl").exists()
         and (state / "records" / "s1.jsonl").exists()
