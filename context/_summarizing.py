@@ -188,12 +188,11 @@ def request_for(
             if node_id in ctx.graph:
                 nodes[node_id] = ctx.graph.get(node_id)
     policy = ctx.policy
-    identifiers = policy.identifier_tokens
-    if kind != "collapse":
-        # a compaction covers many segments' worth of rounds: 80 tokens each, within reason
-        rounds = sum(unit.count for unit in units)
-        segments = -(-rounds // policy.collapse_max_rounds)
-        identifiers = min(identifiers * max(1, segments), max_tokens // 2)
+    # a compaction covers many segments' worth of rounds: identifier_tokens each; either
+    # way at most half of the summary (a ranked list beside the anchors, not a bag of words)
+    rounds = sum(unit.count for unit in units)
+    segments = 1 if kind == "collapse" else max(1, -(-rounds // policy.collapse_max_rounds))
+    identifiers = min(policy.identifier_tokens * segments, max_tokens // 2)
     return SummaryRequest(
         kind="segment" if kind == "collapse" else "compact",
         units=restored,
