@@ -23,6 +23,7 @@ import msgspec
 
 from graph import GraphReader, Node, Store
 
+from ._checkpoint import Checkpoint, capture
 from ._errors import PolicyError
 from ._integrity import provider_roles, repair_tool_pairs, tool_pair_problems, unique_call_ids
 from ._layers import LayerBook, project
@@ -39,6 +40,8 @@ from ._tier import Tier, TierContext, TierFn, TierState
 from ._tokens import TokenCache, TokenCounter, UsageAnchor
 from ._view import Item, RawUnit, Unit, View
 
+LAYOUT = "~layout"
+"""Key of the layout checkpoint in a frame's saved state (no tier has that name)."""
 EXACT_COUNT_CHARS = 200_000
 """Longer texts are counted by an upper bound, not tokenized (see ``TokenCounter``)."""
 
@@ -90,6 +93,11 @@ class _Frame:
     states: dict[str, TierState] = field(default_factory=dict)
     scratch: dict[str, dict[str, Any]] = field(default_factory=dict)
     saved: bytes = b""
+    checkpoint: Checkpoint | None = None
+    """Where a fresh engine may start its layout (saved with the tier state)."""
+    restore: Checkpoint | None = None
+    """The checkpoint loaded with the state, offered to the layout's first walk."""
+    captured: tuple[object, ...] = ()
 
 
 class ContextEngine(LayerOperations, Recovery):
@@ -191,6 +199,12 @@ class ContextEngine(LayerOperations, Recovery):
                 for tier in self.tiers:
                     if tier.name in raw:
                         found.states[tier.name] = msgspec.convert(raw[tier.name], tier.state)
+                if frame is None and LAYOUT in raw:
+                    try:
+                        found.restore = msgspec.convert(raw[LAYOUT], Checkpoint)
+                    except msgspec.ValidationError:  # an older shape: walk in full
+                        found.restore = None
+                    found.checkpoint = found.restore
                 found.saved = saved.encode()
         return found
 
@@ -205,12 +219,10 @@ class ContextEngine(LayerOperations, Recovery):
                 if dirty:
                     self.storage.save_tokens(self.counter.encoding_name, dirty)
                     self.cache.clear_dirty()
-                state = msgspec.json.encode(
-                    {
-                        name: msgspec.to_builtins(value)
-                        for name, value in sorted(frame.states.items())
-                    }
-                )
+                values = {name: msgspec.to_builtins(value) for name, value in frame.states.items()}
+                if frame.checkpoint is not None:
+                    values[LAYOUT] = msgspec.to_builtins(frame.checkpoint)
+                state = msgspec.json.encode(dict(sorted(values.items())))
                 if state != frame.saved:
                     self.storage.save_state(f"{self._state_key}:{key or '-'}", state.decode())
                     frame.saved = state
@@ -318,7 +330,8 @@ class ContextEngine(LayerOperations, Recovery):
         )
         if head is None and frame is None:
             head = self.graph.default_head()
-        state.layout.update(self.graph.state, head, frame)
+        state.layout.update(self.graph.state, head, frame, state.restore)
+        state.restore = None
         walked = state.layout.units(lambda raw, at: self._build(raw, at, ctx))
         units = self._cap_callers(walked, frame)
         ctx.units = units
@@ -326,7 +339,26 @@ class ContextEngine(LayerOperations, Recovery):
         ctx.walks = state.layout.rebuilds
         ctx.compactable, ctx.kept_tools = state.layout.tools(walked, self.policy.tool_category)
         view = project(View(tuple(units), self._tool_tokens), ctx, self.book.active())
+        if state.layout.hidden is not None and any(
+            not u.items and u.kind != "layer" for u in view.units
+        ):  # the checkpoint's layer did not hide its span: never show a placeholder
+            state.layout = Layout()
+            return self.context(head, frame, preview=preview)
+        if not preview and frame is None and self.storage is not None:
+            self._checkpoint(state, view, ctx)
         return ctx, view, state
+
+    def _checkpoint(self, state: _Frame, view: View, ctx: TierContext) -> None:
+        """Take a new layout checkpoint when the walk or the applied layers changed."""
+        layout = state.layout
+        key = (layout.rebuilds, ctx.layer_key)
+        if key == state.captured:
+            return
+        state.captured = key
+        if layout.hidden is not None:
+            state.checkpoint = layout.hidden
+            return
+        state.checkpoint = capture(layout, view, self.graph.state, self.policy.tool_category)
 
     def render(
         self, head: str | None = None, frame: str | None = None, *, preview: bool = False
