@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from graph import Event, Finish, GraphState, Layer, Node, Rollback, Step, ToolResult
+from graph import Event, Finish, GraphState, Layer, Node, Rollback, Step, Tool, ToolResult
 
 from ._view import Unit, View
 
@@ -85,14 +85,11 @@ def hidden_tools(
     others: set[str] = set()
     nodes = state.nodes
     for node_id in node_ids:
-        node = nodes[node_id]
-        if node.kind != "tool":
+        payload = nodes[node_id].payload
+        if type(payload) is not Tool or payload.name is None:
             continue
-        name = node.payload.name
-        if name is None:
-            continue
-        if category(name) is None:
-            others.add(name)
+        if category(payload.name) is None:
+            others.add(payload.name)
         else:
             compactable.append(node_id)
     return compactable, others

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -42,6 +42,8 @@ from ._view import Item, RawUnit, Unit, View
 
 LAYOUT = "~layout"
 """Key of the layout checkpoint in a frame's saved state (no tier has that name)."""
+LOAD_ALL_KEYS = 4_096
+"""A render that builds more units' items than this reads every stored count at once."""
 EXACT_COUNT_CHARS = 200_000
 """Longer texts are counted by an upper bound, not tokenized (see ``TokenCounter``)."""
 
@@ -142,7 +144,7 @@ class ContextEngine(LayerOperations, Recovery):
         self.callbacks: list[Callable[[CompactionRecord], None]] = []
         if on_record is not None:
             self.callbacks.append(on_record)
-        self.counter = TokenCounter(self.policy.model, exact_limit=EXACT_COUNT_CHARS)
+        self.counter = TokenCounter(self.policy.model, exact_limit=EXACT_COUNT_CHARS, lazy=True)
         self.cache = TokenCache()
         self.anchor = UsageAnchor()
         self.last: Rendered | None = None
@@ -180,8 +182,8 @@ class ContextEngine(LayerOperations, Recovery):
     def _load(self) -> None:
         if self.storage is None:
             return
-        self.cache.update(self.storage.load_tokens(self.counter.encoding_name))
-        self.cache.clear_dirty()
+        storage, encoding = self.storage, self.counter.encoding_name
+        self.cache.loader = lambda keys: storage.load_tokens(encoding, keys)
         saved = self.storage.load_state(f"{self._state_key}:anchor")
         if saved:
             ratio, reports, *rest = msgspec.json.decode(saved)
@@ -283,15 +285,29 @@ class ContextEngine(LayerOperations, Recovery):
     def _item(self, message: dict[str, Any], node: Node | None, ctx: TierContext) -> Item:
         if node is None:
             return ctx.item(message, None, "full")
-        tool_name = None
-        if node.kind == "tool":
-            tool_name = node.payload.name
-            variant = "full" if node.result is not None else "pending"
-        elif node.kind == "function":
-            variant = "call" if message.get("role") == "assistant" else f"result:{node.status}"
-        else:
-            variant = "full"
-        return ctx.item(message, node.id, variant, tool_name)
+        tool_name = node.payload.name if node.kind == "tool" else None
+        return ctx.item(message, node.id, _variant(message, node), tool_name)
+
+    def _prefetch(self, units: Iterable[RawUnit]) -> None:
+        """Read the stored token counts of the units about to be built in one go: by key
+        for a few units, all of the session's when many are (a full walk)."""
+        loader = self.cache.loader
+        if loader is None:
+            return
+        keys = [
+            f"{node.id}:{_variant(message, node)}"
+            for unit in units
+            for message, node in unit.entries
+            if node is not None
+        ]
+        if len(keys) <= LOAD_ALL_KEYS:
+            self.cache.prefetch(keys)
+            return
+        try:
+            self.cache.update(loader(None))
+        except Exception:  # fail-open: counted again (and saved) instead
+            return
+        self.cache.loader = None  # every stored count is known now
 
     def _cap_callers(self, units: list[Unit], frame: str | None) -> list[Unit]:
         limit = self.policy.callers
@@ -332,6 +348,7 @@ class ContextEngine(LayerOperations, Recovery):
             head = self.graph.default_head()
         state.layout.update(self.graph.state, head, frame, state.restore)
         state.restore = None
+        self._prefetch(state.layout.unbuilt())
         walked = state.layout.units(lambda raw, at: self._build(raw, at, ctx))
         units = self._cap_callers(walked, frame)
         ctx.units = units
@@ -379,6 +396,8 @@ class ContextEngine(LayerOperations, Recovery):
             unsaved = self.cache.dirty()
         ctx, view, state = self.context(head, frame, preview=preview)
         view = self._cascade(view, ctx)
+        if not preview and frame is None and self.storage is not None:
+            self._checkpoint(state, view, ctx)  # layers this render made may hide a span
         messages, tokens = self._finish(view, ctx)
         if tokens > ctx.budget >= view.tokens:
             # Integrity added a turn (a provider's role rules): make room for it too.
@@ -484,6 +503,15 @@ class ContextEngine(LayerOperations, Recovery):
             )
             tokens += added - removed
         return fixed, tokens
+
+
+def _variant(message: dict[str, Any], node: Node) -> str:
+    """How a walked node is shown before any tier acts (part of its token-count key)."""
+    if node.kind == "tool":
+        return "full" if node.result is not None else "pending"
+    if node.kind == "function":
+        return "call" if message.get("role") == "assistant" else f"result:{node.status}"
+    return "full"
 
 
 def _check_budget(budget: object) -> int:

@@ -9,7 +9,8 @@ state can still change; anything else (a fork, another frame) walks again in ful
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
 from graph import (
@@ -334,6 +335,11 @@ class Layout:
             for node_id in _watched(unit):
                 self.watch[node_id] = keep + offset
 
+    def unbuilt(self) -> Iterator[RawUnit]:
+        """The raw units the next ``units`` call builds."""
+        built, raw = self.built, self.raw
+        return (raw[i] for i in range(self._unbuilt, len(raw)) if built[i] is None)
+
     def units(self, build: Callable[[RawUnit, int], Unit]) -> list[Unit]:
         """The built units, building only those that are new or changed (the loop starts at
         the first that may be: a long history costs one list copy, not a pass)."""
@@ -363,9 +369,11 @@ class Layout:
         ]
         del self._compactable_at[start:]
         state = self._state
+        if state is not None:  # placeholders: one pass over their nodes, not a call each
+            category = functools.cache(category)
         for unit in units[start:]:
             self._compactable_at.append(len(self._compactable))
-            if not unit.items and unit.kind != "layer" and state is not None:
+            if state is not None and not unit.items and unit.kind != "layer":
                 compactable, others = hidden_tools(unit.node_ids, state, category)
             else:
                 compactable, others = unit_tools(unit, category)

@@ -12,7 +12,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,9 @@ def normalize_url(url_or_path: str | os.PathLike[str] | None, *, create: bool = 
         path.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{path}"
 
+
+KEYS_PER_QUERY = 500
+"""Keys per ``IN`` list when side values are read by key (below SQLite's variable limit)."""
 
 _HOT_SQL = {
     "bump": "UPDATE graph_sessions SET next_seq = next_seq + :count, head = :head "
@@ -366,12 +369,22 @@ class SQLStore(Store):
         except SQLAlchemyError as error:
             raise StoreError(f"cannot migrate {self.url}: {error}") from error
 
-    def get_values(self, session: str, namespace: str) -> dict[str, str]:
+    def get_values(
+        self, session: str, namespace: str, keys: Collection[str] | None = None
+    ) -> dict[str, str]:
         query = select(VALUES.c.key, VALUES.c.value).where(
             VALUES.c.session == session, VALUES.c.namespace == namespace
         )
         with self._connection() as connection:
-            return {str(row[0]): str(row[1]) for row in connection.execute(query)}
+            if keys is None:
+                return {str(row[0]): str(row[1]) for row in connection.execute(query)}
+            wanted = list(dict.fromkeys(keys))
+            found: dict[str, str] = {}
+            for start in range(0, len(wanted), KEYS_PER_QUERY):
+                chunk = wanted[start : start + KEYS_PER_QUERY]
+                rows = connection.execute(query.where(VALUES.c.key.in_(chunk)))
+                found.update((str(row[0]), str(row[1])) for row in rows)
+            return found
 
     def put_values(self, session: str, namespace: str, values: Mapping[str, str]) -> None:
         if not values:

@@ -346,3 +346,29 @@ def test_a_provider_compaction_block_counts_like_its_text(counter: TokenCounter)
         }
     )
     assert blocked == plain
+
+
+def test_a_lazy_counter_loads_its_encoding_on_the_first_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    loaded: list[str] = []
+    real = _tokens._load
+
+    def load(name: str) -> Any:
+        loaded.append(name)
+        return real(name)
+
+    monkeypatch.setattr(_tokens, "_load", load)
+    counter = TokenCounter(encoding="no-such-encoding", lazy=True)
+    assert loaded == [] and counter.encoding_name == "no-such-encoding"
+    assert counter.count_text("hello world") == 2  # counted with the fallback encoding
+    assert loaded == ["no-such-encoding", "cl100k_base"]
+    assert counter.encoding_name == "no-such-encoding"  # its counts stay under its name
+    assert not counter.approximate
+
+
+def test_a_lazy_strict_counter_raises_on_the_first_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    _only_bogus(monkeypatch)
+    counter = TokenCounter(encoding="no-such-encoding", strict=True, lazy=True)
+    with pytest.raises(TokenizerError):
+        counter.count_text("abcd")

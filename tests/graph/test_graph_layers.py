@@ -113,6 +113,11 @@ def test_side_values_and_logs(store_url: str) -> None:
     store.put_values("t", "tokens", {"a": "9"})
     assert store.get_values("s", "tokens") == {"a": "3", "b": "2"}
     assert store.get_values("s", "other") == {}
+    assert store.get_values("s", "tokens", ["b", "zz"]) == {"b": "2"}  # only those keys
+    assert store.get_values("s", "tokens", []) == {}
+    many = {f"k{i}": str(i) for i in range(1_200)}  # more than one IN list
+    store.put_values("s", "many", many)
+    assert store.get_values("s", "many", [*many, "missing"]) == many
     store.append_log("s", "records", [("r1", "one"), ("r2", "two")], seq=4)
     store.append_log("s", "records", [("r1", "again"), ("r3", "three")], seq=5)
     assert [(e.key, e.seq, e.body) for e in store.read_log("s", "records")] == [
