@@ -138,3 +138,13 @@ def test_memory_side_data() -> None:
     assert store.get_values("s", "n") == {"k": "v"} and store.read_log("s", "log")[0].body == "1"
     store.delete_session("s")
     assert store.get_values("s", "n") == {} and store.read_log("s", "log") == []
+
+
+def test_a_reopened_layer_shares_its_nodes_id_strings(store_url: str) -> None:
+    g = ConversationGraph.open(store_url, session="s")
+    ids = [g.append({"role": "user", "content": str(i)}).id for i in range(3)]
+    layer = g.add_layer("collapse", ids, "all three")
+    again = ConversationGraph.open(store_url, session="s")
+    covers = again.layer(layer.id).covers
+    assert covers == tuple(ids)
+    assert all(c is again.get(c).id for c in covers)  # one string per id in memory
