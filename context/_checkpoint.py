@@ -140,6 +140,10 @@ def capture(
             sizes.append((unit.kind, size, 1))
     if tuple(covered) != info.covers:
         return None
+    inside = set(covered)
+    tools = state.tools
+    if any(t not in inside for n in covered for t in tools.get(n, ())):
+        return None  # a tool the graph has under the span that this walk has not seen
     found, others = layout.tools_between(first, end, category)
     if (found, others) != hidden_tools(covered, state, category):
         return None
