@@ -166,6 +166,9 @@ class ContextEngine(LayerOperations, Recovery):
             ContextStorage(store, graph.session, self.policy.state_dir) if store else None
         )
         self._state_key = f"{self.policy.fingerprint}:{self.budget}:{','.join(self.tier_names)}"
+        self._stored_upto = graph.last_seq
+        """Nodes after this seq were appended while this engine ran: their counts are
+        made here, not looked for in the store (see ``TokenCache.unstored``)."""
         self._load()
 
     def set_tools(self, tools: Sequence[dict[str, Any]]) -> None:
@@ -294,12 +297,15 @@ class ContextEngine(LayerOperations, Recovery):
         loader = self.cache.loader
         if loader is None:
             return
-        keys = [
-            f"{node.id}:{_variant(message, node)}"
-            for unit in units
-            for message, node in unit.entries
-            if node is not None
-        ]
+        keys = []
+        for unit in units:
+            for message, node in unit.entries:
+                if node is None:
+                    continue
+                if node.seq > self._stored_upto:
+                    self.cache.unstored.add(node.id)
+                else:
+                    keys.append(f"{node.id}:{_variant(message, node)}")
         if len(keys) <= LOAD_ALL_KEYS:
             self.cache.prefetch(keys)
             return

@@ -125,7 +125,7 @@ class TokenCache:
     (12, {'n1:full': 12})
     """
 
-    __slots__ = ("_absent", "_data", "_dirty", "loader")
+    __slots__ = ("_absent", "_data", "_dirty", "loader", "unstored")
 
     def __init__(self) -> None:
         self._data: dict[str, int] = {}
@@ -135,10 +135,16 @@ class TokenCache:
         """Reads stored counts by key (all of them for None): set, the cache loads what is
         asked for, not every count of a long session (a fresh engine that builds a few
         units needs a few)."""
+        self.unstored: set[str] = set()
+        """Node ids whose counts are not looked for in the store (nodes appended after
+        the reader started, which no one has counted yet in all likelihood: a render after
+        an append should not pay a query to learn that; a count is the same when redone)."""
 
     def get(self, key: str) -> int | None:
         found = self._data.get(key)
         if found is None and self.loader is not None and key not in self._absent:
+            if key.partition(":")[0] in self.unstored:
+                return None
             self.prefetch((key,))
             found = self._data.get(key)
         return found
