@@ -7,7 +7,6 @@ collide and a failed commit leaves nothing behind.
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import threading
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, delete, event, func, select, update
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 
 from ._codec import decode_any, encode, normalize_meta
 from ._errors import StoreError
@@ -26,6 +25,7 @@ from ._loading import records_of
 from ._migrations import Migration, forget_engine, migrate
 from ._nodes import Edge
 from ._pending import FLUSH_ROWS, Pending, Row, add_rows
+from ._pg import insert_rows, is_psycopg, streamed
 from ._schema import EDGES, EVENTS, LEASES, LOGS, NODES, SESSIONS, VALUES
 from ._store import DEFAULT_PATH, Loaded, LogEntry, Record, SessionInfo, Store
 
@@ -75,51 +75,12 @@ _HOT_SQL = {
     "events": "SELECT seq, node_id, at_us, data FROM graph_events "
     "WHERE session = :session AND seq > :after ORDER BY seq",
 }
-_COPY_SQL = {
-    name: "COPY "
-    + _HOT_SQL[name].partition(" VALUES ")[0].removeprefix("INSERT INTO ")
-    + " FROM STDIN"
-    for name in ("node", "edge", "event")
-}
 _CHUNK = 4096
-_PG_FETCH = 16_384
-"""Rows per round trip of a server-side cursor (a few dozen trips for a long session)."""
-_PG_ROWS = 1000
-
-
-@functools.lru_cache(maxsize=64)
-def _multi_row(sql: str, count: int) -> str:
-    """``INSERT … VALUES (%s, …)`` repeated for ``count`` rows."""
-    head, _, values = sql.partition(" VALUES ")
-    return f"{head} VALUES {', '.join([values] * count)}"
-
 
 _DRIVER_SQL: dict[tuple[str, str], str] = {}
 
 _ENGINES: dict[str, Engine] = {}
 _ENGINES_LOCK = threading.Lock()
-
-
-def _copy_rows(connection: Connection, name: str, rows: list[Row]) -> bool:
-    """Send ``rows`` with COPY on the transaction's own psycopg connection; False when the
-    driver has no COPY (then the caller inserts them). A multi-row VALUES of 1,000 rows
-    was most of a PostgreSQL batch's time, spent by the driver parsing the statement's
-    7,000 placeholders each time; COPY has none to parse. A failing row fails the
-    transaction as an INSERT would, raised as SQLAlchemy's error for it."""
-    driver = connection.connection.driver_connection
-    cursor_of = getattr(driver, "cursor", None)
-    if cursor_of is None or connection.dialect.driver != "psycopg":
-        return False
-    sql = _COPY_SQL[name]
-    try:
-        with cursor_of() as cursor, cursor.copy(sql) as copy:
-            for row in rows:
-                copy.write_row(row)
-    except connection.dialect.loaded_dbapi.Error as error:
-        raise DBAPIError.instance(
-            sql, None, error, connection.dialect.loaded_dbapi.Error
-        ) from error
-    return True
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -310,22 +271,14 @@ class SQLStore(Store):
         return taken
 
     def _insert(self, connection: Connection, name: str, rows: list[Row]) -> None:
-        """Insert rows with one ``executemany`` (SQLite), or on PostgreSQL (where each row
-        of an executemany is a round trip) with ``COPY … FROM STDIN`` in the same
-        transaction (psycopg 3), else as multi-row VALUES of up to ``_PG_ROWS`` rows."""
+        """Insert rows with one ``executemany`` (SQLite), or in bulk on PostgreSQL, where
+        each row of an executemany is a round trip (see ``_pg``)."""
         if not rows:
             return
         if connection.dialect.name != "postgresql" or len(rows) == 1:
             connection.exec_driver_sql(self._statement(connection, name), rows)
             return
-        if _copy_rows(connection, name, rows):
-            return
-        for start in range(0, len(rows), _PG_ROWS):
-            chunk = rows[start : start + _PG_ROWS]
-            params = tuple(value for row in chunk for value in row)
-            connection.exec_driver_sql(
-                _multi_row(self._statement(connection, name), len(chunk)), params
-            )
+        insert_rows(connection, self._statement(connection, name), rows)
 
     def _reserve(self, connection: Connection, session: str, count: int, head: str | None) -> int:
         """Take ``count`` seqs from the session row (locking it); return the first."""
@@ -362,13 +315,8 @@ class SQLStore(Store):
         (tool outputs, layers: most of a session's text, 40 MB of peak at 100k nodes) come
         through a server-side cursor; the nodes' many small rows do not need one."""
         sql = self._statement(connection, name)
-        driver = connection.connection.driver_connection
-        if name == "events" and connection.dialect.driver == "psycopg" and driver is not None:
-            with driver.cursor(name=f"graph_load_{name}") as cursor:
-                cursor.itersize = _PG_FETCH
-                cursor.execute(sql, key)
-                while chunk := cursor.fetchmany(_PG_FETCH):
-                    yield from chunk
+        if name == "events" and is_psycopg(connection):
+            yield from streamed(connection, sql, key)
             return
         plain = connection.exec_driver_sql(sql, key).cursor
         while plain is not None:
