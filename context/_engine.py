@@ -14,8 +14,7 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,12 +22,12 @@ import msgspec
 
 from graph import GraphReader, Node, Store
 
-from ._checkpoint import Checkpoint, capture
 from ._errors import PolicyError
 from ._integrity import provider_roles, repair_tool_pairs, tool_pair_problems, unique_call_ids
 from ._layers import LayerBook, project
 from ._layout import Layout
 from ._manual import LayerOperations
+from ._persistence import EngineStorage, _Frame, _variant
 from ._policy import Policy
 from ._prefetch import Prefetcher
 from ._records import CompactionRecord
@@ -36,14 +35,10 @@ from ._recover import Recovery
 from ._registry import resolve_tiers
 from ._storage import ContextStorage
 from ._summary import default_summarizer
-from ._tier import Tier, TierContext, TierFn, TierState
+from ._tier import Tier, TierContext, TierFn
 from ._tokens import TokenCache, TokenCounter, UsageAnchor
 from ._view import Item, RawUnit, Unit, View
 
-LAYOUT = "~layout"
-"""Key of the layout checkpoint in a frame's saved state (no tier has that name)."""
-LOAD_ALL_KEYS = 4_096
-"""A render that builds more units' items than this reads every stored count at once."""
 EXACT_COUNT_CHARS = 200_000
 """Longer texts are counted by an upper bound, not tokenized (see ``TokenCounter``)."""
 
@@ -87,22 +82,7 @@ class Rendered(msgspec.Struct, frozen=True):
         return f"<div>{head}<table>{''.join(rows)}</table></div>"
 
 
-@dataclass
-class _Frame:
-    """What an engine keeps for one frame between renders."""
-
-    layout: Layout = field(default_factory=Layout)
-    states: dict[str, TierState] = field(default_factory=dict)
-    scratch: dict[str, dict[str, Any]] = field(default_factory=dict)
-    saved: bytes = b""
-    checkpoint: Checkpoint | None = None
-    """Where a fresh engine may start its layout (saved with the tier state)."""
-    restore: Checkpoint | None = None
-    """The checkpoint loaded with the state, offered to the layout's first walk."""
-    captured: tuple[object, ...] = ()
-
-
-class ContextEngine(LayerOperations, Recovery):
+class ContextEngine(EngineStorage, LayerOperations, Recovery):
     """Renders a graph every turn, keeping the decisions that make renders byte-stable.
 
     >>> from graph import ConversationGraph
@@ -181,63 +161,6 @@ class ContextEngine(LayerOperations, Recovery):
     def tier_names(self) -> list[str]:
         return [tier.name for tier in self.tiers]
 
-    # -- persistence ------------------------------------------------------------------
-    def _load(self) -> None:
-        if self.storage is None:
-            return
-        storage, encoding = self.storage, self.counter.encoding_name
-        self.cache.loader = lambda keys: storage.load_tokens(encoding, keys)
-        saved = self.storage.load_state(f"{self._state_key}:anchor")
-        if saved:
-            ratio, reports, *rest = msgspec.json.decode(saved)
-            self.anchor.restore(float(ratio), int(reports), *rest)
-
-    def _frame(self, frame: str | None) -> _Frame:
-        found = self._frames.get(frame)
-        if found is not None:
-            return found
-        found = self._frames[frame] = _Frame()
-        if self.storage is not None:
-            saved = self.storage.load_state(f"{self._state_key}:{frame or '-'}")
-            if saved:
-                raw = msgspec.json.decode(saved)
-                for tier in self.tiers:
-                    if tier.name in raw:
-                        found.states[tier.name] = msgspec.convert(raw[tier.name], tier.state)
-                if frame is None and LAYOUT in raw:
-                    try:
-                        found.restore = msgspec.convert(raw[LAYOUT], Checkpoint)
-                    except msgspec.ValidationError:  # an older shape: walk in full
-                        found.restore = None
-                    found.checkpoint = found.restore
-                found.saved = saved.encode()
-        return found
-
-    def _persist(self, ctx: TierContext, frame: _Frame, key: str | None) -> list[str]:
-        problems: list[str] = []
-        if self.storage is None:
-            self._records.extend(ctx.records)
-        else:
-            problems += self.storage.save_records(ctx.records, self.graph.last_seq)
-            try:
-                dirty = self.cache.dirty()
-                if dirty:
-                    self.storage.save_tokens(self.counter.encoding_name, dirty)
-                    self.cache.clear_dirty()
-                values = {name: msgspec.to_builtins(value) for name, value in frame.states.items()}
-                if frame.checkpoint is not None:
-                    values[LAYOUT] = msgspec.to_builtins(frame.checkpoint)
-                state = msgspec.json.encode(dict(sorted(values.items())))
-                if state != frame.saved:
-                    self.storage.save_state(f"{self._state_key}:{key or '-'}", state.decode())
-                    frame.saved = state
-            except Exception as error:  # fail-open: the prompt matters more than the cache
-                problems.append(f"tier state or token counts not saved: {error}")
-        for record in ctx.records:
-            for callback in self.callbacks:
-                callback(record)
-        return problems
-
     def anchor_usage(self, input_tokens: int, *, estimated: int | None = None) -> None:
         """Correct later estimates with the provider's reported input tokens for the last
         render (or for a prompt we estimated at ``estimated``); a reported success also
@@ -249,20 +172,6 @@ class ContextEngine(LayerOperations, Recovery):
             self._save_anchor()
         self.note_success()
 
-    def _save_anchor(self) -> None:
-        if self.storage is not None:
-            value = msgspec.json.encode(self.anchor.state()).decode()
-            self.storage.save_state(f"{self._state_key}:anchor", value)
-
-    def _log(self, record: CompactionRecord) -> None:
-        """Persist a record made outside a render (a rollback, a recovery)."""
-        if self.storage is None:
-            self._records.append(record)
-        else:
-            self.storage.save_records([record], self.graph.last_seq)
-        for callback in self.callbacks:
-            callback(record)
-
     def close(self) -> None:
         """Stop the summary worker, if any (summaries not started are dropped)."""
         if self.prefetch is not None:
@@ -272,12 +181,6 @@ class ContextEngine(LayerOperations, Recovery):
         """The provider accepted the last prompt: forget earlier overflows."""
         self.failures = 0
         self.squeeze = 1.0
-
-    def records(self) -> list[CompactionRecord]:
-        """This session's compaction records, oldest first (from the database if any)."""
-        if self.storage is None:
-            return list(self._records)
-        return self.storage.read_records()
 
     # -- rendering --------------------------------------------------------------------
     def _build(self, unit: RawUnit, position: int, ctx: TierContext) -> Unit:
@@ -290,30 +193,6 @@ class ContextEngine(LayerOperations, Recovery):
             return ctx.item(message, None, "full")
         tool_name = node.payload.name if node.kind == "tool" else None
         return ctx.item(message, node.id, _variant(message, node), tool_name)
-
-    def _prefetch(self, units: Iterable[RawUnit]) -> None:
-        """Read the stored token counts of the units about to be built in one go: by key
-        for a few units, all of the session's when many are (a full walk)."""
-        loader = self.cache.loader
-        if loader is None:
-            return
-        keys = []
-        for unit in units:
-            for message, node in unit.entries:
-                if node is None:
-                    continue
-                if node.seq > self._stored_upto:
-                    self.cache.unstored.add(node.id)
-                else:
-                    keys.append(f"{node.id}:{_variant(message, node)}")
-        if len(keys) <= LOAD_ALL_KEYS:
-            self.cache.prefetch(keys)
-            return
-        try:
-            self.cache.update(loader(None))
-        except Exception:  # fail-open: counted again (and saved) instead
-            return
-        self.cache.loader = None  # every stored count is known now
 
     def _cap_callers(self, units: list[Unit], frame: str | None) -> list[Unit]:
         limit = self.policy.callers
@@ -370,18 +249,6 @@ class ContextEngine(LayerOperations, Recovery):
         if not preview and frame is None and self.storage is not None:
             self._checkpoint(state, view, ctx)
         return ctx, view, state
-
-    def _checkpoint(self, state: _Frame, view: View, ctx: TierContext) -> None:
-        """Take a new layout checkpoint when the walk or the applied layers changed."""
-        layout = state.layout
-        key = (layout.rebuilds, ctx.layer_key)
-        if key == state.captured:
-            return
-        state.captured = key
-        if layout.hidden is not None:
-            state.checkpoint = layout.hidden
-            return
-        state.checkpoint = capture(layout, view, self.graph.state, self.policy.tool_category)
 
     def render(
         self, head: str | None = None, frame: str | None = None, *, preview: bool = False
@@ -509,15 +376,6 @@ class ContextEngine(LayerOperations, Recovery):
             )
             tokens += added - removed
         return fixed, tokens
-
-
-def _variant(message: dict[str, Any], node: Node) -> str:
-    """How a walked node is shown before any tier acts (part of its token-count key)."""
-    if node.kind == "tool":
-        return "full" if node.result is not None else "pending"
-    if node.kind == "function":
-        return "call" if message.get("role") == "assistant" else f"result:{node.status}"
-    return "full"
 
 
 def _check_budget(budget: object) -> int:
