@@ -15,7 +15,6 @@ import copy
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,6 +27,7 @@ from ._integrity import provider_roles, repair_tool_pairs, tool_pair_problems, u
 from ._layers import LayerBook, project
 from ._layout import Layout
 from ._manual import LayerOperations
+from ._persistence import EngineStorage, _Frame, _variant
 from ._policy import MAX_TOKENS, Policy
 from ._prefetch import Prefetcher
 from ._records import CompactionRecord
@@ -35,7 +35,7 @@ from ._recover import Recovery
 from ._registry import resolve_tiers
 from ._storage import ContextStorage
 from ._summary import default_summarizer
-from ._tier import Tier, TierContext, TierFn, TierState
+from ._tier import Tier, TierContext, TierFn
 from ._tokens import TokenCache, TokenCounter, UsageAnchor
 from ._view import Item, RawUnit, Unit, View
 
@@ -82,17 +82,7 @@ class Rendered(msgspec.Struct, frozen=True):
         return f"<div>{head}<table>{''.join(rows)}</table></div>"
 
 
-@dataclass
-class _Frame:
-    """What an engine keeps for one frame between renders."""
-
-    layout: Layout = field(default_factory=Layout)
-    states: dict[str, TierState] = field(default_factory=dict)
-    scratch: dict[str, dict[str, Any]] = field(default_factory=dict)
-    saved: bytes = b""
-
-
-class ContextEngine(LayerOperations, Recovery):
+class ContextEngine(EngineStorage, LayerOperations, Recovery):
     """Renders a graph every turn, keeping the decisions that make renders byte-stable.
 
     >>> from graph import ConversationGraph
@@ -134,7 +124,7 @@ class ContextEngine(LayerOperations, Recovery):
         self.callbacks: list[Callable[[CompactionRecord], None]] = []
         if on_record is not None:
             self.callbacks.append(on_record)
-        self.counter = TokenCounter(self.policy.model, exact_limit=EXACT_COUNT_CHARS)
+        self.counter = TokenCounter(self.policy.model, exact_limit=EXACT_COUNT_CHARS, lazy=True)
         self.cache = TokenCache()
         self.anchor = UsageAnchor()
         self.last: Rendered | None = None
@@ -156,6 +146,9 @@ class ContextEngine(LayerOperations, Recovery):
             ContextStorage(store, graph.session, self.policy.state_dir) if store else None
         )
         self._state_key = f"{self.policy.fingerprint}:{self.budget}:{','.join(self.tier_names)}"
+        self._stored_upto = graph.last_seq
+        """Nodes after this seq were appended while this engine ran: their counts are
+        made here, not looked for in the store (see ``TokenCache.unstored``)."""
         self._load()
 
     def set_tools(self, tools: Sequence[dict[str, Any]]) -> None:
@@ -168,59 +161,6 @@ class ContextEngine(LayerOperations, Recovery):
     def tier_names(self) -> list[str]:
         return [tier.name for tier in self.tiers]
 
-    # -- persistence ------------------------------------------------------------------
-    def _load(self) -> None:
-        if self.storage is None:
-            return
-        self.cache.update(self.storage.load_tokens(self.counter.encoding_name))
-        self.cache.clear_dirty()
-        saved = self.storage.load_state(f"{self._state_key}:anchor")
-        if saved:
-            ratio, reports, *rest = msgspec.json.decode(saved)
-            self.anchor.restore(float(ratio), int(reports), *rest)
-
-    def _frame(self, frame: str | None) -> _Frame:
-        found = self._frames.get(frame)
-        if found is not None:
-            return found
-        found = self._frames[frame] = _Frame()
-        if self.storage is not None:
-            saved = self.storage.load_state(f"{self._state_key}:{frame or '-'}")
-            if saved:
-                raw = msgspec.json.decode(saved)
-                for tier in self.tiers:
-                    if tier.name in raw:
-                        found.states[tier.name] = msgspec.convert(raw[tier.name], tier.state)
-                found.saved = saved.encode()
-        return found
-
-    def _persist(self, ctx: TierContext, frame: _Frame, key: str | None) -> list[str]:
-        problems: list[str] = []
-        if self.storage is None:
-            self._records.extend(ctx.records)
-        else:
-            problems += self.storage.save_records(ctx.records, self.graph.last_seq)
-            try:
-                dirty = self.cache.dirty()
-                if dirty:
-                    self.storage.save_tokens(self.counter.encoding_name, dirty)
-                    self.cache.clear_dirty()
-                state = msgspec.json.encode(
-                    {
-                        name: msgspec.to_builtins(value)
-                        for name, value in sorted(frame.states.items())
-                    }
-                )
-                if state != frame.saved:
-                    self.storage.save_state(f"{self._state_key}:{key or '-'}", state.decode())
-                    frame.saved = state
-            except Exception as error:  # fail-open: the prompt matters more than the cache
-                problems.append(f"tier state or token counts not saved: {error}")
-        for record in ctx.records:
-            for callback in self.callbacks:
-                callback(record)
-        return problems
-
     def anchor_usage(self, input_tokens: int, *, estimated: int | None = None) -> None:
         """Correct later estimates with the provider's reported input tokens for the last
         render (or for a prompt we estimated at ``estimated``); a reported success also
@@ -232,20 +172,6 @@ class ContextEngine(LayerOperations, Recovery):
             self._save_anchor()
         self.note_success()
 
-    def _save_anchor(self) -> None:
-        if self.storage is not None:
-            value = msgspec.json.encode(self.anchor.state()).decode()
-            self.storage.save_state(f"{self._state_key}:anchor", value)
-
-    def _log(self, record: CompactionRecord) -> None:
-        """Persist a record made outside a render (a rollback, a recovery)."""
-        if self.storage is None:
-            self._records.append(record)
-        else:
-            self.storage.save_records([record], self.graph.last_seq)
-        for callback in self.callbacks:
-            callback(record)
-
     def close(self) -> None:
         """Stop the summary worker, if any (summaries not started are dropped)."""
         if self.prefetch is not None:
@@ -256,12 +182,6 @@ class ContextEngine(LayerOperations, Recovery):
         self.failures = 0
         self.squeeze = 1.0
 
-    def records(self) -> list[CompactionRecord]:
-        """This session's compaction records, oldest first (from the database if any)."""
-        if self.storage is None:
-            return list(self._records)
-        return self.storage.read_records()
-
     # -- rendering --------------------------------------------------------------------
     def _build(self, unit: RawUnit, position: int, ctx: TierContext) -> Unit:
         items = tuple(self._item(message, node, ctx) for message, node in unit.entries)
@@ -271,15 +191,8 @@ class ContextEngine(LayerOperations, Recovery):
     def _item(self, message: dict[str, Any], node: Node | None, ctx: TierContext) -> Item:
         if node is None:
             return ctx.item(message, None, "full")
-        tool_name = None
-        if node.kind == "tool":
-            tool_name = node.payload.name
-            variant = "full" if node.result is not None else "pending"
-        elif node.kind == "function":
-            variant = "call" if message.get("role") == "assistant" else f"result:{node.status}"
-        else:
-            variant = "full"
-        return ctx.item(message, node.id, variant, tool_name)
+        tool_name = node.payload.name if node.kind == "tool" else None
+        return ctx.item(message, node.id, _variant(message, node), tool_name)
 
     def _cap_callers(self, units: list[Unit], frame: str | None) -> list[Unit]:
         limit = self.policy.callers
@@ -318,7 +231,9 @@ class ContextEngine(LayerOperations, Recovery):
         )
         if head is None and frame is None:
             head = self.graph.default_head()
-        state.layout.update(self.graph.state, head, frame)
+        state.layout.update(self.graph.state, head, frame, state.restore)
+        state.restore = None
+        self._prefetch(state.layout.unbuilt())
         walked = state.layout.units(lambda raw, at: self._build(raw, at, ctx))
         units = self._cap_callers(walked, frame)
         ctx.units = units
@@ -326,6 +241,13 @@ class ContextEngine(LayerOperations, Recovery):
         ctx.walks = state.layout.rebuilds
         ctx.compactable, ctx.kept_tools = state.layout.tools(walked, self.policy.tool_category)
         view = project(View(tuple(units), self._tool_tokens), ctx, self.book.active())
+        if state.layout.hidden is not None and any(
+            not u.items and u.kind != "layer" for u in view.units
+        ):  # the checkpoint's layer did not hide its span: never show a placeholder
+            state.layout = Layout()
+            return self.context(head, frame, preview=preview)
+        if not preview and frame is None and self.storage is not None:
+            self._checkpoint(state, view, ctx)
         return ctx, view, state
 
     def render(
@@ -347,6 +269,8 @@ class ContextEngine(LayerOperations, Recovery):
             unsaved = self.cache.dirty()
         ctx, view, state = self.context(head, frame, preview=preview)
         view = self._cascade(view, ctx)
+        if not preview and frame is None and self.storage is not None:
+            self._checkpoint(state, view, ctx)  # layers this render made may hide a span
         messages, tokens = self._finish(view, ctx)
         if tokens > ctx.budget >= view.tokens:
             # Integrity added a turn (a provider's role rules): make room for it too.

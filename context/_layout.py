@@ -9,7 +9,8 @@ state can still change; anything else (a fork, another frame) walks again in ful
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
 from graph import (
@@ -25,6 +26,7 @@ from graph import (
     visible_since,
 )
 
+from ._checkpoint import Checkpoint, hidden_tools, newer_outside, placeholders, trusted
 from ._view import RawUnit, Unit, is_native_compaction, unit_tools
 
 Entry = tuple[dict[str, Any], Node | None]
@@ -191,23 +193,42 @@ class Layout:
         self._compactable_at: list[int] = []
         self._kept_tools: set[str] = set()
         self._tools_valid = 0
+        self.hidden: Checkpoint | None = None
+        """The checkpoint this layout started from: its span holds placeholders (no steps,
+        no raw units), which only the checkpoint's layer may show over."""
+        self._state: GraphState | None = None
 
     def _shape(self, state: GraphState, head: str | None) -> tuple[tuple[str, bool], ...]:
         if head is None:
             return ()
         return tuple((f, state.nodes[f].finish is None) for f in state.ancestry(head))
 
-    def update(self, state: GraphState, head: str | None, frame: str | None) -> None:
-        """Bring the layout to ``head``: extend when possible, else walk in full."""
+    def update(
+        self,
+        state: GraphState,
+        head: str | None,
+        frame: str | None,
+        saved: Checkpoint | None = None,
+    ) -> None:
+        """Bring the layout to ``head``: extend when possible, else start from ``saved`` (a
+        checkpoint) when it can be trusted, else walk in full."""
         if frame is not None and head is None:
             head = state.frame_head(frame)
         shape = self._shape(state, head)
         tail = None
         undone = state.rollbacks != self.rollbacks_seen
         self.rollbacks_seen = state.rollbacks
+        if self.hidden is not None:
+            info = state.layers.get(self.hidden.layer)
+            undone = undone or info is None or not info.active
         if self.head is not None and head is not None and shape == self.shape and not undone:
             tail = visible_since(state, head, self.head)
+        restorable = tail is None and frame is None and saved is not None and head is not None
+        if restorable and self._restore(state, head, saved):  # type: ignore[arg-type]
+            self.head, self.shape = head, shape
+            return
         if tail is None:
+            self.hidden = None
             steps = visible(state, head, frame)
             self.steps = list(steps)
             self.raw = group_steps(self.steps)
@@ -223,6 +244,48 @@ class Layout:
             if tail:
                 self._extend(tail)
         self.head, self.shape = head, shape
+
+    def _restore(self, state: GraphState, head: str, saved: Checkpoint) -> bool:
+        """Walk only around the checkpoint's span; False (nothing changed) when it cannot
+        be trusted."""
+        if not trusted(saved, state, head):
+            return False
+        first, end = saved.units
+        begin, stop = saved.steps
+        prefix = visible(state, saved.before)
+        rest = visible_since(state, head, saved.last)
+        if len(prefix) != begin or not rest or rest[0].node.id != saved.after:
+            return False
+        if newer_outside(saved, state, rest):
+            return False
+        hidden = placeholders(saved, state.layers[saved.layer].covers)
+        grouper = Grouper()
+        for index, step in enumerate(prefix):
+            grouper.feed(index, step)
+        task = grouper.task_seen
+        before = grouper.finish()
+        if hidden is None or len(before) != first or (before and before[-1].end != begin):
+            return False
+        grouper = Grouper(task)
+        for offset, step in enumerate(rest):
+            grouper.feed(stop + offset, step)
+        after = grouper.finish()
+        if not after or after[0].start != stop:
+            return False
+        # The span has no steps and no raw units: nothing reads them (nothing in it is
+        # watched, and extending starts at the last unit); the placeholders stand in.
+        self.steps = cast(list[Step], [*prefix, *([None] * (stop - begin)), *rest])
+        self.raw = cast(list[RawUnit], [*before, *([None] * (end - first)), *after])
+        self.built = [*([None] * first), *hidden, *([None] * len(after))]
+        self._unbuilt = 0
+        self.watch = {n: i for i, u in enumerate(before) for n in _watched(u)}
+        self.watch.update((n, end + i) for i, u in enumerate(after) for n in _watched(u))
+        self.rebuilds += 1
+        self.prefix = None
+        self._kept_tools = set()
+        self._tools_valid = 0
+        self.hidden, self._state = saved, state
+        return True
 
     def _refresh(self, state: GraphState) -> None:
         stale = sorted({i for n, i in self.watch.items() if state.nodes[n] is not self._node(i, n)})
@@ -272,6 +335,11 @@ class Layout:
             for node_id in _watched(unit):
                 self.watch[node_id] = keep + offset
 
+    def unbuilt(self) -> Iterator[RawUnit]:
+        """The raw units the next ``units`` call builds."""
+        built, raw = self.built, self.raw
+        return (raw[i] for i in range(self._unbuilt, len(raw)) if built[i] is None)
+
     def units(self, build: Callable[[RawUnit, int], Unit]) -> list[Unit]:
         """The built units, building only those that are new or changed (the loop starts at
         the first that may be: a long history costs one list copy, not a pass)."""
@@ -300,10 +368,30 @@ class Layout:
             else len(self._compactable) :
         ]
         del self._compactable_at[start:]
+        state = self._state
+        if state is not None:  # placeholders: one pass over their nodes, not a call each
+            category = functools.cache(category)
         for unit in units[start:]:
             self._compactable_at.append(len(self._compactable))
-            compactable, others = unit_tools(unit, category)
+            if state is not None and not unit.items and unit.kind != "layer":
+                compactable, others = hidden_tools(unit.node_ids, state, category)
+            else:
+                compactable, others = unit_tools(unit, category)
             self._compactable.extend(compactable)
             self._kept_tools |= others
         self._tools_valid = len(units)
         return self._compactable, sorted(self._kept_tools)
+
+    def tools_between(
+        self, first: int, end: int, category: Callable[[str], str | None]
+    ) -> tuple[list[str], set[str]]:
+        """The compactable tool outputs of the built units ``first`` to ``end`` (as
+        ``tools`` last found them) and their other tool names."""
+        at = self._compactable_at
+        start = at[first]
+        stop = at[end] if end < len(at) else len(self._compactable)
+        others: set[str] = set()
+        for unit in self.built[first:end]:
+            if unit is not None:
+                others |= unit_tools(unit, category)[1]
+        return self._compactable[start:stop], others

@@ -31,7 +31,7 @@ from ._tier import TierContext
 from ._view import Unit, View
 
 if TYPE_CHECKING:
-    from ._engine import _Frame
+    from ._persistence import _Frame
 
 
 class LayerOperations:

@@ -11,7 +11,7 @@ symlinked records folder) is kept and retried on the next write, and the caller 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from sqlalchemy import Connection, inspect, text
@@ -71,8 +71,9 @@ class ContextStorage:
         self._unlogged: list[CompactionRecord] = []
 
     # -- token counts -----------------------------------------------------------------
-    def load_tokens(self, encoding: str) -> dict[str, int]:
-        values = self.store.get_values(self.session, _tokens(encoding))
+    def load_tokens(self, encoding: str, keys: Collection[str] | None = None) -> dict[str, int]:
+        """Stored token counts: all of them, or those of ``keys``."""
+        values = self.store.get_values(self.session, _tokens(encoding), keys)
         return {key: int(value) for key, value in values.items()}
 
     def save_tokens(self, encoding: str, counts: Mapping[str, int]) -> None:

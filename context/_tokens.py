@@ -17,7 +17,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -125,14 +125,44 @@ class TokenCache:
     (12, {'n1:full': 12})
     """
 
-    __slots__ = ("_data", "_dirty")
+    __slots__ = ("_absent", "_data", "_dirty", "loader", "unstored")
 
     def __init__(self) -> None:
         self._data: dict[str, int] = {}
         self._dirty: dict[str, int] = {}
+        self._absent: set[str] = set()
+        self.loader: Callable[[Collection[str] | None], Mapping[str, int]] | None = None
+        """Reads stored counts by key (all of them for None): set, the cache loads what is
+        asked for, not every count of a long session (a fresh engine that builds a few
+        units needs a few)."""
+        self.unstored: set[str] = set()
+        """Node ids whose counts are not looked for in the store (nodes appended after
+        the reader started, which no one has counted yet in all likelihood: a render after
+        an append should not pay a query to learn that; a count is the same when redone)."""
 
     def get(self, key: str) -> int | None:
-        return self._data.get(key)
+        found = self._data.get(key)
+        if found is None and self.loader is not None and key not in self._absent:
+            if key.partition(":")[0] in self.unstored:
+                return None
+            self.prefetch((key,))
+            found = self._data.get(key)
+        return found
+
+    def prefetch(self, keys: Iterable[str]) -> None:
+        """Load the stored counts of ``keys`` not known yet, in one read (fail-open: a
+        count that cannot be read is counted again)."""
+        if self.loader is None:
+            return
+        wanted = [k for k in keys if k not in self._data and k not in self._absent]
+        if not wanted:
+            return
+        try:
+            found = self.loader(wanted)
+        except Exception:  # fail-open: the prompt matters more than the cache
+            return
+        self.update(found)
+        self._absent.update(k for k in wanted if k not in found)
 
     def put(self, key: str, tokens: int) -> None:
         if self._data.get(key) != tokens:
@@ -179,7 +209,16 @@ class TokenCounter:
     6
     """
 
-    __slots__ = ("_encoding", "approximate", "encoding_name", "exact_limit")
+    __slots__ = (
+        "_approximate",
+        "_encoding",
+        "_lazy",
+        "_loaded",
+        "_model",
+        "_strict",
+        "encoding_name",
+        "exact_limit",
+    )
 
     def __init__(
         self,
@@ -188,26 +227,46 @@ class TokenCounter:
         encoding: str | None = None,
         strict: bool = False,
         exact_limit: int | None = None,
+        lazy: bool = False,
     ) -> None:
-        wanted = encoding or encoding_name_for(model)
-        self.encoding_name = wanted
-        self.approximate = False
+        self.encoding_name = encoding or encoding_name_for(model)
         self.exact_limit = exact_limit
         """Texts longer than this many characters are not tokenized: their UTF-8 length
         stands in, an upper bound (every token covers at least one byte), so a 100 MB
         output costs no tokenizer time and is never undercounted."""
+        self._model, self._strict, self._lazy = model, strict, lazy
+        self._encoding: Any = None
+        self._approximate = False
+        self._loaded = False
+        if not lazy:
+            self._resolve()
+
+    def _resolve(self) -> None:
+        """Load the encoding. A ``lazy`` counter loads it on its first count (a render
+        whose counts are all stored never pays the encoding's time and memory, ~0.1 s and
+        40 MB) and keeps its name even when it falls back to the default encoding, so the
+        counts it stores stay under the name it was made with."""
+        self._loaded = True
+        wanted = self.encoding_name
         self._encoding = _load(wanted)
         if self._encoding is None and wanted != DEFAULT_ENCODING:
             self._encoding = _load(DEFAULT_ENCODING)
-            if self._encoding is not None:
+            if self._encoding is not None and not self._lazy:
                 self.encoding_name = DEFAULT_ENCODING
         if self._encoding is None:
-            if strict:
+            if self._strict:
                 raise TokenizerError(
-                    f"no tiktoken encoding could be loaded for {model or wanted!r} "
+                    f"no tiktoken encoding could be loaded for {self._model or wanted!r} "
                     f"(tried {wanted!r} and {DEFAULT_ENCODING!r})"
                 )
-            self.approximate = True
+            self._approximate = True
+
+    @property
+    def approximate(self) -> bool:
+        """Whether counts are ``ceil(len / 4)`` (no encoding could be loaded)."""
+        if not self._loaded:
+            self._resolve()
+        return self._approximate
 
     def count_text(self, text: str) -> int:
         """Tokens of ``text``; special-token strings are counted as plain text."""
@@ -215,6 +274,8 @@ class TokenCounter:
             return 0
         if self.exact_limit is not None and len(text) > self.exact_limit:
             return utf8_length(text)
+        if not self._loaded:
+            self._resolve()
         if self._encoding is None:
             return math.ceil(len(text) / 4)
         return len(self._encoding.encode_ordinary(text))

@@ -7,12 +7,11 @@ collide and a failed commit leaves nothing behind.
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from ._loading import records_of
 from ._migrations import Migration, forget_engine, migrate
 from ._nodes import Edge
 from ._pending import FLUSH_ROWS, Pending, Row, add_rows
+from ._pg import insert_rows, is_psycopg, streamed
 from ._schema import EDGES, EVENTS, LEASES, LOGS, NODES, SESSIONS, VALUES
 from ._store import DEFAULT_PATH, Loaded, LogEntry, Record, SessionInfo, Store
 
@@ -54,6 +54,9 @@ def normalize_url(url_or_path: str | os.PathLike[str] | None, *, create: bool = 
     return f"sqlite:///{path}"
 
 
+KEYS_PER_QUERY = 500
+"""Keys per ``IN`` list when side values are read by key (below SQLite's variable limit)."""
+
 _HOT_SQL = {
     "bump": "UPDATE graph_sessions SET next_seq = next_seq + :count, head = :head "
     "WHERE id = :session RETURNING next_seq",
@@ -73,15 +76,6 @@ _HOT_SQL = {
     "WHERE session = :session AND seq > :after AND seq <= :last ORDER BY seq",
 }
 _CHUNK = 4096
-_PG_ROWS = 1000
-
-
-@functools.lru_cache(maxsize=64)
-def _multi_row(sql: str, count: int) -> str:
-    """``INSERT … VALUES (%s, …)`` repeated for ``count`` rows."""
-    head, _, values = sql.partition(" VALUES ")
-    return f"{head} VALUES {', '.join([values] * count)}"
-
 
 _DRIVER_SQL: dict[tuple[str, str], str] = {}
 
@@ -277,19 +271,14 @@ class SQLStore(Store):
         return taken
 
     def _insert(self, connection: Connection, name: str, rows: list[Row]) -> None:
-        """Insert rows with one ``executemany`` (SQLite), or as multi-row VALUES of up to
-        ``_PG_ROWS`` rows (PostgreSQL, where each row of an executemany is a round trip)."""
+        """Insert rows with one ``executemany`` (SQLite), or in bulk on PostgreSQL, where
+        each row of an executemany is a round trip (see ``_pg``)."""
         if not rows:
             return
         if connection.dialect.name != "postgresql" or len(rows) == 1:
             connection.exec_driver_sql(self._statement(connection, name), rows)
             return
-        for start in range(0, len(rows), _PG_ROWS):
-            chunk = rows[start : start + _PG_ROWS]
-            params = tuple(value for row in chunk for value in row)
-            connection.exec_driver_sql(
-                _multi_row(self._statement(connection, name), len(chunk)), params
-            )
+        insert_rows(connection, self._statement(connection, name), rows)
 
     def _reserve(self, connection: Connection, session: str, count: int, head: str | None) -> int:
         """Take ``count`` seqs from the session row (locking it); return the first."""
@@ -326,13 +315,21 @@ class SQLStore(Store):
 
     def _rows(self, connection: Connection, name: str, key: dict[str, Any]) -> Iterator[Any]:
         """Plain driver tuples, a chunk at a time (SQLAlchemy's row objects cost more than
-        the query, and a whole session's text at once is a needless peak of memory)."""
-        cursor = connection.exec_driver_sql(self._statement(connection, name), key).cursor
-        while cursor is not None:
-            chunk = cursor.fetchmany(_CHUNK)
-            if not chunk:
+        the query, and a whole session's text at once is a needless peak of memory).
+
+        On PostgreSQL a plain cursor holds its whole result client-side, so the events
+        (tool outputs, layers: most of a session's text, 40 MB of peak at 100k nodes) come
+        through a server-side cursor; the nodes' many small rows do not need one."""
+        sql = self._statement(connection, name)
+        if name == "events" and is_psycopg(connection):
+            yield from streamed(connection, sql, key)
+            return
+        plain = connection.exec_driver_sql(sql, key).cursor
+        while plain is not None:
+            found = plain.fetchmany(_CHUNK)
+            if not found:
                 break
-            yield from chunk
+            yield from found
 
     def session_of(self, node_id: str) -> str | None:
         """The session holding a node (or a layer) with this id."""
@@ -372,12 +369,22 @@ class SQLStore(Store):
         except SQLAlchemyError as error:
             raise StoreError(f"cannot migrate {self.url}: {error}") from error
 
-    def get_values(self, session: str, namespace: str) -> dict[str, str]:
+    def get_values(
+        self, session: str, namespace: str, keys: Collection[str] | None = None
+    ) -> dict[str, str]:
         query = select(VALUES.c.key, VALUES.c.value).where(
             VALUES.c.session == session, VALUES.c.namespace == namespace
         )
         with self._connection() as connection:
-            return {str(row[0]): str(row[1]) for row in connection.execute(query)}
+            if keys is None:
+                return {str(row[0]): str(row[1]) for row in connection.execute(query)}
+            wanted = list(dict.fromkeys(keys))
+            found: dict[str, str] = {}
+            for start in range(0, len(wanted), KEYS_PER_QUERY):
+                chunk = wanted[start : start + KEYS_PER_QUERY]
+                rows = connection.execute(query.where(VALUES.c.key.in_(chunk)))
+                found.update((str(row[0]), str(row[1])) for row in rows)
+            return found
 
     def put_values(self, session: str, namespace: str, values: Mapping[str, str]) -> None:
         if not values:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -108,8 +108,11 @@ class Store:
     def migrate(self, migrations: Sequence[Migration]) -> None:
         """Apply another package's migrations to this store (where it has a schema)."""
 
-    def get_values(self, session: str, namespace: str) -> dict[str, str]:
-        """Every keyed value of a namespace (e.g. token counts, tier state)."""
+    def get_values(
+        self, session: str, namespace: str, keys: Collection[str] | None = None
+    ) -> dict[str, str]:
+        """Every keyed value of a namespace (e.g. token counts, tier state), or only those
+        of ``keys`` (a reader that needs a few of many need not load them all)."""
         raise NotImplementedError
 
     def put_values(self, session: str, namespace: str, values: Mapping[str, str]) -> None:
@@ -186,11 +189,16 @@ class MemoryStore(Store):
             raise StoreError(f"no session {session!r} in this memory store")
         return data.setdefault(kind, {}).setdefault(namespace, {} if kind == "values" else [])
 
-    def get_values(self, session: str, namespace: str) -> dict[str, str]:
+    def get_values(
+        self, session: str, namespace: str, keys: Collection[str] | None = None
+    ) -> dict[str, str]:
         with self._lock:
             if session not in self._sessions:
                 return {}
-            return dict(self._side(session, "values", namespace))
+            values: dict[str, str] = self._side(session, "values", namespace)
+            if keys is None:
+                return dict(values)
+            return {key: values[key] for key in keys if key in values}
 
     def put_values(self, session: str, namespace: str, values: Mapping[str, str]) -> None:
         with self._lock:

@@ -346,3 +346,48 @@ def test_a_provider_compaction_block_counts_like_its_text(counter: TokenCounter)
         }
     )
     assert blocked == plain
+
+
+def test_a_lazy_counter_loads_its_encoding_on_the_first_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    loaded: list[str] = []
+    real = _tokens._load
+
+    def load(name: str) -> Any:
+        loaded.append(name)
+        return real(name)
+
+    monkeypatch.setattr(_tokens, "_load", load)
+    counter = TokenCounter(encoding="no-such-encoding", lazy=True)
+    assert loaded == [] and counter.encoding_name == "no-such-encoding"
+    assert counter.count_text("hello world") == 2  # counted with the fallback encoding
+    assert loaded == ["no-such-encoding", "cl100k_base"]
+    assert counter.encoding_name == "no-such-encoding"  # its counts stay under its name
+    assert not counter.approximate
+
+
+def test_a_lazy_strict_counter_raises_on_the_first_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    _only_bogus(monkeypatch)
+    counter = TokenCounter(encoding="no-such-encoding", strict=True, lazy=True)
+    with pytest.raises(TokenizerError):
+        counter.count_text("abcd")
+
+
+def test_a_cache_with_a_loader_reads_by_key_once_and_skips_unstored_nodes() -> None:
+    asked: list[list[str] | None] = []
+    stored = {"n1:full": 5, "n2:full": 7}
+
+    def loader(keys: Any) -> dict[str, int]:
+        asked.append(None if keys is None else list(keys))
+        return {k: v for k, v in stored.items() if keys is None or k in keys}
+
+    cache = TokenCache()
+    cache.loader = loader
+    cache.prefetch(["n1:full", "n9:full"])
+    assert cache.get("n1:full") == 5 and cache.get("n9:full") is None  # no second read
+    assert cache.get("n2:full") == 7  # a miss reads its own key
+    cache.unstored.add("n3")
+    assert cache.get("n3:full") is None  # appended after the reader started: not read
+    assert asked == [["n1:full", "n9:full"], ["n2:full"]]
+    assert cache.dirty() == {}

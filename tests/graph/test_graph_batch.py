@@ -108,6 +108,20 @@ def test_a_store_failure_inside_a_batch_rolls_everything_back(
     assert graph_state(_reopen(g)) == before
 
 
+def test_rows_the_database_refuses_fail_their_whole_batch(fresh: ConversationGraph) -> None:
+    """Batched rows go out in bulk (COPY on PostgreSQL): a refused one (here a node id
+    stored twice) fails the block as a StoreError and nothing of it is kept."""
+    g = fresh
+    if isinstance(g.store, MemoryStore):
+        pytest.skip("no database constraints")
+    kept = g.append({"role": "user", "content": "kept"})
+    before = graph_state(g)
+    store = g.store
+    with pytest.raises(StoreError), store.transaction():
+        store.commit(g.session, [kept, kept], [], kept.id)
+    assert graph_state(_reopen(g)) == before
+
+
 def test_another_graph_on_a_memory_store_sees_nothing_of_a_failed_batch() -> None:
     store = MemoryStore()
     g = ConversationGraph(store, "a")

@@ -113,6 +113,11 @@ def test_side_values_and_logs(store_url: str) -> None:
     store.put_values("t", "tokens", {"a": "9"})
     assert store.get_values("s", "tokens") == {"a": "3", "b": "2"}
     assert store.get_values("s", "other") == {}
+    assert store.get_values("s", "tokens", ["b", "zz"]) == {"b": "2"}  # only those keys
+    assert store.get_values("s", "tokens", []) == {}
+    many = {f"k{i}": str(i) for i in range(1_200)}  # more than one IN list
+    store.put_values("s", "many", many)
+    assert store.get_values("s", "many", [*many, "missing"]) == many
     store.append_log("s", "records", [("r1", "one"), ("r2", "two")], seq=4)
     store.append_log("s", "records", [("r1", "again"), ("r3", "three")], seq=5)
     assert [(e.key, e.seq, e.body) for e in store.read_log("s", "records")] == [
@@ -133,3 +138,13 @@ def test_memory_side_data() -> None:
     assert store.get_values("s", "n") == {"k": "v"} and store.read_log("s", "log")[0].body == "1"
     store.delete_session("s")
     assert store.get_values("s", "n") == {} and store.read_log("s", "log") == []
+
+
+def test_a_reopened_layer_shares_its_nodes_id_strings(store_url: str) -> None:
+    g = ConversationGraph.open(store_url, session="s")
+    ids = [g.append({"role": "user", "content": str(i)}).id for i in range(3)]
+    layer = g.add_layer("collapse", ids, "all three")
+    again = ConversationGraph.open(store_url, session="s")
+    covers = again.layer(layer.id).covers
+    assert covers == tuple(ids)
+    assert all(c is again.get(c).id for c in covers)  # one string per id in memory
