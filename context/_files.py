@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import secrets
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -60,34 +60,42 @@ def verified_folder(state_dir: Path, parts: Sequence[str]) -> Iterator[int]:
         os.close(fd)
 
 
+def _existing(folder: int, name: str) -> os.stat_result | None:
+    """The regular file ``name`` in ``folder`` (a link or anything else counts as absent)."""
+    try:
+        found = os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    return found if stat.S_ISREG(found.st_mode) else None
+
+
+def _replace(folder: int, name: str, chunks: Iterable[bytes]) -> None:
+    """Write ``chunks`` to a fresh temporary file (created exclusively, never through a
+    link) and rename it over ``name``; the temporary file goes if anything fails."""
+    temporary = f".{name}.{secrets.token_hex(6)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    handle = os.open(temporary, flags, 0o644, dir_fd=folder)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            for chunk in chunks:
+                out.write(chunk)
+        os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(temporary, dir_fd=folder)
+        raise
+
+
 def write_atomic(state_dir: Path, parts: Sequence[str], name: str, data: bytes) -> bool:
     """Write ``data`` to ``state_dir/parts…/name`` unless it already holds exactly that;
     True when written now. The file is replaced by a rename, never written through."""
     if not is_safe_id(name):
         raise StateDirError(f"{name!r} cannot name a file under {state_dir}")
     with verified_folder(state_dir, parts) as folder:
-        try:
-            existing = os.stat(name, dir_fd=folder, follow_symlinks=False)
-        except FileNotFoundError:
-            existing = None
-        if (
-            existing is not None
-            and stat.S_ISREG(existing.st_mode)
-            and existing.st_size == len(data)
-            and _read(folder, name) == data
-        ):
+        existing = _existing(folder, name)
+        if existing is not None and existing.st_size == len(data) and _read(folder, name) == data:
             return False
-        temporary = f".{name}.{secrets.token_hex(6)}.tmp"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        handle = os.open(temporary, flags, 0o644, dir_fd=folder)
-        try:
-            with os.fdopen(handle, "wb") as out:
-                out.write(data)
-            os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
-        except BaseException:
-            with suppress(FileNotFoundError):
-                os.unlink(temporary, dir_fd=folder)
-            raise
+        _replace(folder, name, (data,))
         return True
 
 
@@ -99,28 +107,14 @@ def write_text_once(state_dir: Path, parts: Sequence[str], name: str, text: str)
     if not is_safe_id(name):
         raise StateDirError(f"{name!r} cannot name a file under {state_dir}")
     with verified_folder(state_dir, parts) as folder:
-        try:
-            existing = os.stat(name, dir_fd=folder, follow_symlinks=False)
-        except FileNotFoundError:
-            existing = None
-        if (
-            existing is not None
-            and stat.S_ISREG(existing.st_mode)
-            and existing.st_size == utf8_length(text)
-        ):
+        existing = _existing(folder, name)
+        if existing is not None and existing.st_size == utf8_length(text):
             return False
-        temporary = f".{name}.{secrets.token_hex(6)}.tmp"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        handle = os.open(temporary, flags, 0o644, dir_fd=folder)
-        try:
-            with os.fdopen(handle, "wb") as out:
-                for start in range(0, len(text), _CHUNK):
-                    out.write(text[start : start + _CHUNK].encode("utf-8", "surrogatepass"))
-            os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
-        except BaseException:
-            with suppress(FileNotFoundError):
-                os.unlink(temporary, dir_fd=folder)
-            raise
+        chunks = (
+            text[start : start + _CHUNK].encode("utf-8", "surrogatepass")
+            for start in range(0, len(text), _CHUNK)
+        )
+        _replace(folder, name, chunks)
         return True
 
 
