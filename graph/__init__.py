@@ -24,7 +24,7 @@ from ._errors import (
 from ._functions import TOP, Frame, FunctionHandle
 from ._graph import ConversationGraph
 from ._html import html_table
-from ._ids import is_safe_id, new_id
+from ._ids import is_safe_id, new_id, seeded_ids
 from ._migrations import (
     GRAPH_MIGRATIONS,
     Migration,
@@ -143,6 +143,7 @@ __all__ = [
     "new_id",
     "register_migration",
     "registered_migrations",
+    "seeded_ids",
     "steps_to_messages",
     "text_of",
     "to_networkx",

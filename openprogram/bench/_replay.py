@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 
 from context import ContextEngine, Policy, TokenCounter
-from graph import ConversationGraph, Node, Step, steps_to_messages
+from graph import ConversationGraph, Node, Step, seeded_ids, steps_to_messages
 from openprogram.bench._baselines import observation_masking, trim_baseline
 from openprogram.bench._metrics import TraceMetrics, Turn, compute_metrics, reported_input
 from openprogram.importers import import_trace
@@ -116,7 +116,8 @@ def load_trace(
     """Import a trace into ``graph`` (a new in-memory one by default) and lay out its turns;
     ``name`` labels it in the bench's rows (default: the file name)."""
     graph = graph if graph is not None else ConversationGraph.memory(session="replay")
-    import_trace(path, graph, format=format)
+    with seeded_ids(f"import:{name or path.name}"):  # the same ids, so the same token counts
+        import_trace(path, graph, format=format)
     root_head = graph.state.order and _root_tip(graph)
     steps = graph.visible(head=root_head or None)
     ordinary = [s for s in steps if not s.node.meta.get("native_compaction")]
@@ -178,80 +179,88 @@ def run_policy(
     learns the provider's count through ``anchor_usage``, so later renders budget with the
     correction, and the row reports the estimate's error against those counts. The provider
     counted what the agent really sent, not our render, so the engine is told that count
-    scaled to our render (same provider/estimate ratio), else every compacted turn would
-    look like a tokenizer twice as wordy as it is.
+    with our estimate of what was sent: the mapping it learns (ratio and offset) holds for
+    its own, compacted, renders too.
+
+    Ids made during the replay (layers) are seeded by trace, policy and budget, so a run
+    repeats its figures exactly (random ids in placeholders tokenize differently).
     """
     if policy == "native" and not trace.has_native:
         return None
-    engine = None
-    if policy in _OURS:
-        folder = state_dir or Path(tempfile.mkdtemp(prefix="openprogram-bench-"))
-        chosen = policy_object or Policy.named(_OURS[policy], state_dir=folder, **(overrides or {}))
-        # A copy per run: the layers one policy makes must not show in another's replay.
-        engine = ContextEngine(trace.graph.clone(), chosen, summarizer, budget=budget)
-    calls = summary_tokens = 0
-    summary_ms = 0.0
-    turns: list[Turn] = []
-    usage: list[tuple[int, int]] = []
-    history_tokens = 0
-    counted = 0
-    for position, node in trace.turns:
-        history = trace.messages[:position]
-        while counted < position:
-            history_tokens += count(trace.messages[counted])
-            counted += 1
-        started = time.perf_counter()
-        fired: list[str] = []
-        if engine is not None:
-            head = trace.graph.predecessor(node.id)
-            engine.clock = _fixed_clock(node.at)
-            rendered = engine.render(head=head.id if head else None)
-            prompt, tokens = rendered.messages, rendered.tokens
-            fired = [record.tier for record in rendered.records]
-            ms = (time.perf_counter() - started) * 1000
-            for record in rendered.records:
-                used = record.details.get("summarizer") if record.tier in _SUMMARIZING else None
-                if isinstance(used, dict):
-                    calls += 1
-                    summary_tokens += int(used.get("tokens_in", 0)) + int(used.get("tokens_out", 0))
-                    summary_ms += float(used.get("ms", 0.0))
-                    ms -= float(used.get("ms", 0.0))
-        else:
-            if policy == "none":
-                prompt = history
-            elif policy == "masking":
-                prompt = observation_masking(history)
-            elif policy == "trim":
-                prompt = trim_baseline(history, budget, count)
-            elif policy == "native":
-                prompt = native_prompt(trace, node)
+    with seeded_ids(f"replay:{trace.name}:{policy}:{budget}"):
+        engine = None
+        if policy in _OURS:
+            folder = state_dir or Path(tempfile.mkdtemp(prefix="openprogram-bench-"))
+            chosen = policy_object or Policy.named(
+                _OURS[policy], state_dir=folder, **(overrides or {})
+            )
+            # A copy per run: the layers one policy makes must not show in another's replay.
+            engine = ContextEngine(trace.graph.clone(), chosen, summarizer, budget=budget)
+        calls = summary_tokens = 0
+        summary_ms = 0.0
+        turns: list[Turn] = []
+        usage: list[tuple[int, int]] = []
+        history_tokens = 0
+        counted = 0
+        for position, node in trace.turns:
+            history = trace.messages[:position]
+            while counted < position:
+                history_tokens += count(trace.messages[counted])
+                counted += 1
+            started = time.perf_counter()
+            fired: list[str] = []
+            if engine is not None:
+                head = trace.graph.predecessor(node.id)
+                engine.clock = _fixed_clock(node.at)
+                rendered = engine.render(head=head.id if head else None)
+                prompt, tokens = rendered.messages, rendered.tokens
+                fired = [record.tier for record in rendered.records]
+                ms = (time.perf_counter() - started) * 1000
+                for record in rendered.records:
+                    used = record.details.get("summarizer") if record.tier in _SUMMARIZING else None
+                    if isinstance(used, dict):
+                        calls += 1
+                        summary_tokens += int(used.get("tokens_in", 0)) + int(
+                            used.get("tokens_out", 0)
+                        )
+                        summary_ms += float(used.get("ms", 0.0))
+                        ms -= float(used.get("ms", 0.0))
             else:
-                raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
-            ms = (time.perf_counter() - started) * 1000
-            tokens = sum(count(m) for m in prompt)
-        reported = reported_input(node.meta) if anchored else None
-        if reported is not None:
-            sent = sum(count(m) for m in _really_sent(trace, node, history))
-            usage.append((sent, reported))
-            if engine is not None and sent > 0:
-                engine.anchor_usage(reported, estimated=sent)
-        assistant = trace.messages[position]
-        turn = Turn(prompt, tokens, history_tokens, assistant, history, ms)
-        turns.append(turn)
-        if on_turn is not None:
-            on_turn(turn, fired)
-    return compute_metrics(
-        turns,
-        trace=trace.name,
-        policy=policy,
-        first_user_text=trace.first_user_text,
-        budget=budget,
-        count_message=count,
-        summarizer_calls=calls,
-        summarizer_tokens=summary_tokens,
-        summarizer_ms=summary_ms,
-        usage=usage if anchored else None,
-    )
+                if policy == "none":
+                    prompt = history
+                elif policy == "masking":
+                    prompt = observation_masking(history)
+                elif policy == "trim":
+                    prompt = trim_baseline(history, budget, count)
+                elif policy == "native":
+                    prompt = native_prompt(trace, node)
+                else:
+                    raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
+                ms = (time.perf_counter() - started) * 1000
+                tokens = sum(count(m) for m in prompt)
+            reported = reported_input(node.meta) if anchored else None
+            if reported is not None:
+                sent = sum(count(m) for m in _really_sent(trace, node, history))
+                usage.append((sent, reported))
+                if engine is not None and sent > 0:
+                    engine.anchor_usage(reported, estimated=sent)
+            assistant = trace.messages[position]
+            turn = Turn(prompt, tokens, history_tokens, assistant, history, ms)
+            turns.append(turn)
+            if on_turn is not None:
+                on_turn(turn, fired)
+        return compute_metrics(
+            turns,
+            trace=trace.name,
+            policy=policy,
+            first_user_text=trace.first_user_text,
+            budget=budget,
+            count_message=count,
+            summarizer_calls=calls,
+            summarizer_tokens=summary_tokens,
+            summarizer_ms=summary_ms,
+            usage=usage if anchored else None,
+        )
 
 
 def _really_sent(trace: Trace, node: Node, history: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -69,6 +69,7 @@ EXPECTED = [
     "new_id",
     "register_migration",
     "registered_migrations",
+    "seeded_ids",
     "steps_to_messages",
     "text_of",
     "to_networkx",
