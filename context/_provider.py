@@ -17,7 +17,7 @@ from typing import Any
 
 from graph import LayerInfo, new_id
 
-from ._layers import project
+from ._summarizing import make_layer, record_layer
 from ._tier import TierContext
 from ._view import Unit, View
 
@@ -76,23 +76,13 @@ def provider_layer(
         "content": None if provider == "anthropic" else text,
         "provider_specific_fields": {"compaction_blocks": items},
     }
-    covers = [n for unit in covered for n in unit.node_ids]
     meta = {"provider": provider, "items": len(items), "reason": "provider"}
-    info = ctx.layers.add(
-        PROVIDER_KIND, covers, [message], meta, preview=ctx.preview, layer_id=new_id()
-    )
-    after = project(view, ctx, [info])
+    after, info = make_layer(view, ctx, PROVIDER_KIND, covered, [message], None, meta, new_id())
     ctx.act(
         "provider", f"{provider} compacted {len(covered)} unit(s) into layer {info.id}", view, after
     )
-    ctx.record(
-        "provider",
-        view,
-        after,
-        started=started,
-        summarized=sum(len(u.items) for u in covered),
-        preserved=len(after.units),
-        summary=text,
-        details={"layer": info.id, "provider": provider, "items": len(items)},
+    details = {"layer": info.id, "provider": provider, "items": len(items)}
+    record_layer(
+        ctx, "provider", view, after, covered, None, text, started=started, ms=0.0, details=details
     )
     return after, info

@@ -222,14 +222,15 @@ def make_layer(
     kind: str,
     covered: list[Unit],
     messages: list[dict[str, Any]],
-    result: SummaryResult,
+    result: SummaryResult | None,
     meta: dict[str, Any],
     layer_id: str,
 ) -> tuple[View, LayerInfo]:
-    """Store the layer (or keep it in memory for a preview) and show it in ``view``."""
+    """Store the layer (or keep it in memory for a preview) and show it in ``view``;
+    ``result`` is our summarizer's (None when the replacement came from elsewhere)."""
     assert ctx.layers is not None
     covers = [n for unit in covered for n in unit.node_ids]
-    full_meta = {**meta, "summary": summary_meta(result)}
+    full_meta = meta if result is None else {**meta, "summary": summary_meta(result)}
     info = ctx.layers.add(kind, covers, messages, full_meta, preview=ctx.preview, layer_id=layer_id)
     return show_layer(view, ctx, info, covered), info
 
@@ -240,20 +241,23 @@ def record_layer(
     view: View,
     after: View,
     covered: list[Unit],
-    result: SummaryResult,
+    result: SummaryResult | None,
     text: str,
     *,
     started: float,
     ms: float,
     details: dict[str, Any],
 ) -> None:
-    """Record a layer a summary made: what it covered, kept and cost to ask for."""
-    asked = {
-        "name": result.summarizer,
-        "tokens_in": result.tokens_in,
-        "tokens_out": result.tokens_out,
-        "ms": round(ms, 3),
-    }
+    """Record a layer a summary made: what it covered, kept and (``result``: our
+    summarizer's) cost to ask for."""
+    if result is not None:
+        asked = {
+            "name": result.summarizer,
+            "tokens_in": result.tokens_in,
+            "tokens_out": result.tokens_out,
+            "ms": round(ms, 3),
+        }
+        details = {**details, "summarizer": asked}
     ctx.record(
         tier,
         view,
@@ -262,8 +266,8 @@ def record_layer(
         summarized=sum(len(unit.items) for unit in covered),
         preserved=len(after.units),
         summary=text,
-        anchors=result.anchors.as_dict(),
-        details={**details, "summarizer": asked},
+        anchors=None if result is None else result.anchors.as_dict(),
+        details=details,
     )
 
 
