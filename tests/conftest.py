@@ -8,6 +8,7 @@ top-level modules (``from _postgres import ...``).
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -112,3 +113,15 @@ def _close_stray_event_loops() -> Iterator[None]:
         is_loop = isinstance(item, asyncio.AbstractEventLoop)
         if is_loop and not item.is_running() and not item.is_closed():
             item.close()
+
+
+@pytest.fixture
+def switch_often() -> Iterator[None]:
+    """Threads switch every 10 µs (not 5 ms), so their steps interleave finely (the
+    thread tests ask for it)."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(interval)

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,9 @@ from context import ContextEngine, ContextError, Policy, Rendered, tool_pair_pro
 from graph import ConversationGraph
 
 ITERATIONS = 30
+
+
+pytestmark = pytest.mark.usefixtures("switch_often")
 
 
 def _call(call_id: str) -> dict[str, object]:
@@ -28,17 +29,6 @@ def _check(rendered: Rendered, problems: list[str], where: str) -> None:
         problems.append(f"{where}: {tool_pair_problems(rendered.messages)}")
     if not rendered.fits:  # the core (system, task, newest round) is far below the budget
         problems.append(f"{where}: {rendered.tokens} tokens over {rendered.budget}")
-
-
-@pytest.fixture(autouse=True)
-def _switch_often() -> Iterator[None]:
-    """Threads switch every 10 µs (not 5 ms), so their steps interleave finely."""
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(interval)
 
 
 def test_two_threads_append_and_render_through_one_engine(store_url: str, tmp_path: Path) -> None:

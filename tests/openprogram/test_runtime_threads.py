@@ -5,9 +5,7 @@ session is one well-formed graph that reopens as it is."""
 from __future__ import annotations
 
 import contextvars
-import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,9 @@ from openprogram.testing import FunctionModel, ModelRequest, tool_call
 ROUNDS = 8
 
 
+pytestmark = pytest.mark.usefixtures("switch_often")
+
+
 def _reply(request: ModelRequest) -> Any:
     """A tool call for a new question; once the result is in, an answer quoting it."""
     last = request.last
@@ -33,17 +34,6 @@ def _reply(request: ModelRequest) -> Any:
 def measure(text: str) -> str:
     """Measure a text."""
     return f"{len(text)} characters in {text!r}"
-
-
-@pytest.fixture(autouse=True)
-def _switch_often() -> Iterator[None]:
-    """Threads switch every 10 µs (not 5 ms), so their steps interleave finely."""
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(interval)
 
 
 def test_two_threads_run_functions_in_one_session(tmp_path: Path) -> None:
