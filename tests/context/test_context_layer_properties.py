@@ -18,7 +18,7 @@ from typing import Any
 from unittest import mock
 
 from _context_helpers import start, tool_round
-from _layer_helpers import NOW, Counting, clock, encode
+from _layer_helpers import NOW, Counting, LayerIds, clock, encode
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from test_context_properties import COUNTER, INSERTED_TURN, Builder, Built, Plan, plans
@@ -336,15 +336,6 @@ def test_a_restarted_engine_renders_byte_identically(plan: Plan, turns: list[int
 
 
 # -- (e) a preview changes nothing stored ---------------------------------------------------
-
-
-class LayerIds:
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __call__(self) -> str:
-        self.count += 1
-        return f"LAYER{self.count:06d}"
 
 
 @SETTINGS

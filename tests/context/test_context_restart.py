@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from _context_helpers import Stable, policy
-from _layer_helpers import clock, encode, session
+from _layer_helpers import LayerIds, clock, encode, session
 
 from context import ContextEngine, Policy, Rendered, _collapse, _compact, read_jsonl, records_path
 from graph import ConversationGraph, MemoryStore
@@ -109,17 +109,6 @@ def stored(g: ConversationGraph, e: ContextEngine, pol: Policy) -> dict[str, Any
 
 def stable(rendered: Rendered, tmp_path: Path) -> Any:
     return Stable(tmp_path)([rendered.messages, rendered.tokens])
-
-
-class LayerIds:
-    """Deterministic layer ids, so two runs that make the same layers are byte-equal."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __call__(self) -> str:
-        self.count += 1
-        return f"LAYER{self.count:06d}"
 
 
 def twin_of(g: ConversationGraph, e: ContextEngine) -> ConversationGraph:
