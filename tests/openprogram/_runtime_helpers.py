@@ -8,8 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from context import Policy
-from graph import text_of
+from graph import ConversationGraph, InvalidMessage, text_of
 from openprogram import Session
 from openprogram.testing import FunctionModel, ModelRequest, tool_call
 
@@ -130,3 +132,16 @@ def long_session(tmp_path: Path, db: str, rounds: int = 60, budget: int = 4_000)
     )
     assert session.llm("Collect every key.", tools=[lookup]) == "done"
     return session
+
+
+def refuse_appending(monkeypatch: pytest.MonkeyPatch, content: str) -> None:
+    """Make ``ConversationGraph.append`` refuse any message whose content is ``content``
+    (as the graph refuses a bad record), for the rest of the test."""
+    append = ConversationGraph.append
+
+    def refusing(self: ConversationGraph, message: dict[str, Any], **kw: Any) -> Any:
+        if message.get("content") == content:
+            raise InvalidMessage("content", f"not {content}")
+        return append(self, message, **kw)
+
+    monkeypatch.setattr(ConversationGraph, "append", refusing)

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _runtime_helpers import refuse_appending
 
-from graph import ConversationGraph, Dialogue, Function, InvalidMessage, Tool
+from graph import ConversationGraph, Dialogue, Function, Tool
 from openprogram._errors import TraceFormatError
 from openprogram.importers import ImportStats, import_trace
 from openprogram.importers._driver import IMPORTED_KEY
@@ -205,14 +206,7 @@ def test_a_record_the_graph_refuses_is_a_trace_error_and_stores_nothing(
     path = _chat(tmp_path, [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
     db = f"sqlite:///{tmp_path}/op.db"
     graph = ConversationGraph.open(db, session="s")
-    append = ConversationGraph.append
-
-    def refuse_b(self: ConversationGraph, message: dict[str, Any], **kw: Any) -> Any:
-        if message.get("content") == "b":
-            raise InvalidMessage("content", "not b")
-        return append(self, message, **kw)
-
-    monkeypatch.setattr(ConversationGraph, "append", refuse_b)
+    refuse_appending(monkeypatch, "b")
     with pytest.raises(TraceFormatError) as caught:
         import_trace(path, graph)
     assert caught.value.where == "record 2 (after parsing)"

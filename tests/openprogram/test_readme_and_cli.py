@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
+from _runtime_helpers import refuse_appending
 
-from graph import ConversationGraph, InvalidMessage
+from graph import ConversationGraph
 from openprogram._cli import main
 
 README = Path(__file__).parents[2] / "README.md"
@@ -220,14 +220,7 @@ def test_a_failed_import_leaves_no_session(
 
     good = tmp_path / "good.jsonl"
     good.write_text('{"role": "user", "content": "a"}\n{"role": "user", "content": "b"}\n')
-    append = ConversationGraph.append
-
-    def refuse_b(self: ConversationGraph, message: dict[str, Any], **kw: Any) -> Any:
-        if message.get("content") == "b":
-            raise InvalidMessage("content", "not b")
-        return append(self, message, **kw)
-
-    monkeypatch.setattr(ConversationGraph, "append", refuse_b)
+    refuse_appending(monkeypatch, "b")
     assert main(["--db", db, "import", str(good), "--session", "s1"]) == 1
     assert "good.jsonl:record 2" in capsys.readouterr().err
     assert _sessions(db, capsys) == []
