@@ -6,6 +6,7 @@ The bottom layer of OpenProgram: it imports nothing of ours. ``context`` renders
 
 from typing import TYPE_CHECKING, Any
 
+from ._engines import dispose_engines, engine_for
 from ._errors import (
     CrossSessionError,
     CycleError,
@@ -60,7 +61,7 @@ from ._openai import (
 )
 from ._reader import GraphReader, GraphView
 from ._redact import DEFAULT_PATTERNS, Redactor
-from ._sql import SQLStore, dispose_engines, engine_for
+from ._sql import SQLStore
 from ._state import GraphState
 from ._store import LogEntry, MemoryStore, SessionInfo, Store
 from ._walk import Step, inside, visible, visible_since

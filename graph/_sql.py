@@ -13,46 +13,21 @@ import threading
 import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, delete, event, func, select, update
+from sqlalchemy import Connection, delete, func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from ._codec import decode_any, encode, normalize_meta
+from ._engines import engine_for, normalize_url
 from ._errors import StoreError
 from ._loading import records_of
-from ._migrations import Migration, forget_engine, migrate
+from ._migrations import Migration, migrate
 from ._nodes import Edge
 from ._pending import FLUSH_ROWS, Pending, Row, add_rows
 from ._pg import insert_rows, is_psycopg, streamed
 from ._schema import EDGES, EVENTS, LEASES, LOGS, NODES, SESSIONS, VALUES
-from ._store import DEFAULT_PATH, Loaded, LogEntry, Record, SessionInfo, Store
-
-
-def normalize_url(url_or_path: str | os.PathLike[str] | None, *, create: bool = True) -> str:
-    """A SQLAlchemy URL from a URL, a file path, ``OPENPROGRAM_DB`` or the default path.
-
-    With ``create=False`` a SQLite file that does not exist is a :class:`StoreError`, and
-    no folder is made for it (readers never create a database).
-    """
-    if url_or_path is None:
-        url_or_path = os.environ.get("OPENPROGRAM_DB") or DEFAULT_PATH
-    text = os.fspath(url_or_path)
-    if text.startswith(("postgres://", "postgresql://")):
-        return "postgresql+psycopg://" + text.split("://", 1)[1]
-    if "://" in text:
-        if not create and text.startswith("sqlite:///") and not Path(text[10:]).exists():
-            raise StoreError(f"no database at {text[10:]}")
-        return text
-    path = Path(text).expanduser().resolve()
-    if not create:
-        if not path.is_file():
-            raise StoreError(f"no database at {path}")
-    else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{path}"
-
+from ._store import Loaded, LogEntry, Record, SessionInfo, Store
 
 KEYS_PER_QUERY = 500
 """Keys per ``IN`` list when side values are read by key (below SQLite's variable limit)."""
@@ -78,57 +53,6 @@ _HOT_SQL = {
 _CHUNK = 4096
 
 _DRIVER_SQL: dict[tuple[str, str], str] = {}
-
-_ENGINES: dict[str, Engine] = {}
-_ENGINES_LOCK = threading.Lock()
-
-
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.close()
-
-
-def _sqlite_begin(connection: Connection) -> None:
-    connection.exec_driver_sql("BEGIN IMMEDIATE")
-
-
-def engine_for(url: str) -> Engine:
-    """One migrated engine per URL and process."""
-    with _ENGINES_LOCK:
-        engine = _ENGINES.get(url)
-        if engine is not None:
-            return engine
-        try:
-            if url.startswith("sqlite"):
-                engine = create_engine(url, connect_args={"check_same_thread": False})
-                event.listen(engine, "connect", _sqlite_pragmas)
-                event.listen(engine, "begin", _sqlite_begin)
-            else:
-                engine = create_engine(url, pool_pre_ping=True)
-        except SQLAlchemyError as error:
-            raise StoreError(f"cannot open database {url}: {error}") from error
-        try:
-            migrate(engine)
-        except BaseException as error:
-            engine.dispose()  # an engine we do not cache must not leak its connections
-            if isinstance(error, SQLAlchemyError):
-                raise StoreError(f"cannot open database {url}: {error}") from error
-            raise
-        _ENGINES[url] = engine
-        return engine
-
-
-def dispose_engines() -> None:
-    """Close every cached engine (tests and short-lived CLIs call this)."""
-    with _ENGINES_LOCK:
-        for engine in _ENGINES.values():
-            forget_engine(engine)
-            engine.dispose()
-        _ENGINES.clear()
 
 
 class SQLStore(Store):
