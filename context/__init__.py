@@ -31,7 +31,8 @@ from ._records import CompactionRecord, read_jsonl, records_path
 from ._recover import is_context_overflow, reported_tokens
 from ._reduce import middle_truncate
 from ._registry import TIERS, resolve_tiers
-from ._sessions import delete_session
+from ._removal import Removal
+from ._sessions import collect_garbage, delete_session
 from ._storage import CONTEXT_MIGRATIONS, ContextStorage
 from ._summary import (
     ANCHOR_TITLES,
@@ -67,6 +68,7 @@ __all__ = [
     "Policy",
     "PolicyError",
     "RecordError",
+    "Removal",
     "Rendered",
     "StateDirError",
     "Summarizer",
@@ -85,6 +87,7 @@ __all__ = [
     "UsageAnchor",
     "View",
     "anchors_from_dict",
+    "collect_garbage",
     "delete_session",
     "encoding_name_for",
     "import_litellm",

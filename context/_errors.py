@@ -13,6 +13,7 @@ system prompt when the caller asked for strictness, an unknown model).
     ├── OffloadError         an offload path that would escape its folder, or a failed write
     ├── StateDirError        a symlink or non-folder inside the state folder where we write
     ├── RecordError          a records file or table that cannot be read or written
+    │   └── PartialAppend    an append that stopped partway (says how many lines made it)
     ├── UnknownLayer         a layer (or node) id that is not in this session
     ├── SummaryError         a summarizer reply that cannot be used (tiers fall back)
     └── ContextOverflowError the provider keeps refusing the prompt; recovery gave up
@@ -46,6 +47,15 @@ class OffloadError(ContextError):
 
 class RecordError(ContextError):
     """A records file or table that cannot be read or written."""
+
+
+class PartialAppend(RecordError):
+    """An append to a log that stopped partway: ``written`` whole lines made it, the rest
+    did not (so a caller keeps exactly those pending)."""
+
+    def __init__(self, message: str, written: int) -> None:
+        super().__init__(message)
+        self.written = written
 
 
 class StateDirError(OffloadError):

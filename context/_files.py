@@ -10,6 +10,7 @@ renames it into place within the verified folder: no path is resolved twice.
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import stat
@@ -19,12 +20,13 @@ from pathlib import Path
 
 from graph import is_safe_id
 
-from ._errors import StateDirError
+from ._errors import PartialAppend, StateDirError
 from ._tokens import utf8_length
 
 _CHUNK = 1 << 20
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+"""Open a folder, never through a link, never blocking (a FIFO swapped in is refused)."""
 
 
 @contextmanager
@@ -48,7 +50,7 @@ def verified_folder(state_dir: Path, parts: Sequence[str]) -> Iterator[int]:
             with suppress(FileExistsError):
                 os.mkdir(part, 0o755, dir_fd=fd)
             try:
-                inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                inner = os.open(part, DIR_FLAGS, dir_fd=fd)
             except OSError as error:
                 raise StateDirError(
                     f"{where} is a symlink or not a folder; refusing to write through it"
@@ -69,6 +71,17 @@ def _existing(folder: int, name: str) -> os.stat_result | None:
     return found if stat.S_ISREG(found.st_mode) else None
 
 
+def _write_all(handle: int, data: bytes) -> None:
+    """Write all of ``data``: a short write (a disk filling up) is continued, and one that
+    writes nothing raises, instead of counting the rest as written."""
+    view = memoryview(data)
+    while view:
+        done = os.write(handle, view)
+        if done <= 0:
+            raise OSError(errno.ENOSPC, "a write made no progress (disk full?)")
+        view = view[done:]
+
+
 def _replace(folder: int, name: str, chunks: Iterable[bytes]) -> None:
     """Write ``chunks`` to a fresh temporary file (created exclusively, never through a
     link) and rename it over ``name``; the temporary file goes if anything fails."""
@@ -76,12 +89,14 @@ def _replace(folder: int, name: str, chunks: Iterable[bytes]) -> None:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     handle = os.open(temporary, flags, 0o644, dir_fd=folder)
     try:
-        with os.fdopen(handle, "wb") as out:
+        try:
             for chunk in chunks:
-                out.write(chunk)
+                _write_all(handle, chunk)
+        finally:
+            os.close(handle)
         os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
-        with suppress(FileNotFoundError):
+        with suppress(OSError):
             os.unlink(temporary, dir_fd=folder)
         raise
 
@@ -118,51 +133,95 @@ def write_text_once(state_dir: Path, parts: Sequence[str], name: str, text: str)
         return True
 
 
-def _read(folder: int, name: str) -> bytes:
-    handle = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
-    with os.fdopen(handle, "rb") as source:
-        return source.read()
+def _read(folder: int, name: str) -> bytes | None:
+    """The bytes of the regular file ``name``; None when it is anything else by now (it
+    may have been swapped for a FIFO since it was looked at: opened without blocking)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    try:
+        handle = os.open(name, flags, dir_fd=folder)
+    except OSError:
+        return None
+    try:
+        return _read_all(handle) if stat.S_ISREG(os.fstat(handle).st_mode) else None
+    finally:
+        os.close(handle)
+
+
+def _read_all(handle: int) -> bytes:
+    chunks = []
+    while chunk := os.read(handle, _CHUNK):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of ``path``, which must be a regular file (a link to one is followed: the
+    path is the reader's choice). Opened without blocking, so a FIFO planted there is
+    refused at once instead of hanging the reader."""
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as error:
+        raise StateDirError(f"cannot read {path}: {error.strerror}") from error
+    try:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            raise StateDirError(f"{path} is not a regular file; refusing to read it")
+        return _read_all(handle)
+    finally:
+        os.close(handle)
 
 
 def append_lines(state_dir: Path, parts: Sequence[str], name: str, lines: Sequence[bytes]) -> None:
     """Append whole lines to ``state_dir/parts…/name`` (a regular file, never a link).
 
     A torn last line (a crash mid-write) is closed first, so a new line always starts on
-    its own and is never glued onto the broken one.
+    its own and is never glued onto the broken one. Each line goes in one ``write`` where
+    the disk allows (so concurrent appenders never interleave within a line); a short write
+    is continued, and a failure raises :class:`PartialAppend` saying how many lines made it
+    whole, after cutting off the part of the line it tore where nobody appended since.
     """
     if not is_safe_id(name):
         raise StateDirError(f"{name!r} cannot name a file under {state_dir}")
+    where = Path(state_dir, *parts, name)
     with verified_folder(state_dir, parts) as folder:
-        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
         try:
             handle = os.open(name, flags, 0o644, dir_fd=folder)
         except OSError as error:
-            where = Path(state_dir, *parts, name)
             raise StateDirError(f"cannot append to {where}: {error}") from error
         try:
             info = os.fstat(handle)
             if not stat.S_ISREG(info.st_mode):
-                raise StateDirError(f"{Path(state_dir, *parts, name)} is not a regular file")
+                raise StateDirError(f"{where} is not a regular file")
             prefix = b""
             if info.st_size and os.pread(handle, 1, info.st_size - 1) != b"\n":
                 prefix = b"\n"
-            os.write(handle, prefix + b"".join(line.rstrip(b"\n") + b"\n" for line in lines))
+            _append(handle, where, prefix, [line.rstrip(b"\n") + b"\n" for line in lines])
         finally:
             os.close(handle)
 
 
-def remove_tree(state_dir: Path, parts: Sequence[str]) -> None:
-    """Delete ``state_dir/parts…`` and what it holds; a symlink is unlinked, never followed."""
-    target = Path(state_dir, *parts)
-    if target.is_symlink():
-        target.unlink()
-        return
-    if not target.exists():
-        return
-    for root, folders, files in os.walk(target, topdown=False, followlinks=False):
-        for entry in files:
-            os.unlink(Path(root, entry))
-        for entry in folders:
-            path = Path(root, entry)
-            path.unlink() if path.is_symlink() else path.rmdir()
-    target.rmdir()
+def _append(handle: int, where: Path, prefix: bytes, lines: list[bytes]) -> None:
+    for count, line in enumerate(lines):
+        data = prefix + line
+        start = os.fstat(handle).st_size
+        sent = 0
+        try:
+            while sent < len(data):
+                done = os.write(handle, data[sent:])
+                if done <= 0:
+                    raise OSError(errno.ENOSPC, "a write made no progress (disk full?)")
+                sent += done
+        except OSError as error:
+            if sent:
+                _cut_torn(handle, start, sent)
+            message = f"cannot append to {where}: {error}; {count} of {len(lines)} line(s) written"
+            raise PartialAppend(message, count) from error
+        prefix = b""
+
+
+def _cut_torn(handle: int, start: int, sent: int) -> None:
+    """Remove the ``sent`` bytes of a line we tore, unless someone appended after them
+    (then the next append closes the torn line and readers skip it, saying so)."""
+    with suppress(OSError):
+        if os.fstat(handle).st_size == start + sent:
+            os.ftruncate(handle, start)

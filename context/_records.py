@@ -18,8 +18,8 @@ import msgspec
 
 from graph import is_safe_id
 
-from ._errors import RecordError
-from ._files import append_lines
+from ._errors import RecordError, StateDirError
+from ._files import append_lines, read_regular
 
 
 class CompactionRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -87,10 +87,16 @@ def append_jsonl(state_dir: Path, session: str, records: list[CompactionRecord])
 
 def read_jsonl(path: Path) -> Iterator[CompactionRecord]:
     """Records in file order; a line that is not a record is skipped with a warning that
-    names it (``path:line``), so one damaged line never hides the others."""
+    names it (``path:line``), so one damaged line never hides the others. A path that is
+    not a regular file (a FIFO, a device) is refused with :class:`RecordError` at once,
+    never waited on."""
     if not path.exists():
         return
-    for index, line in enumerate(path.read_bytes().split(b"\n")):
+    try:
+        data = read_regular(path)
+    except StateDirError as error:
+        raise RecordError(str(error)) from error
+    for index, line in enumerate(data.split(b"\n")):
         if not line.strip():
             continue
         try:

@@ -18,7 +18,7 @@ from sqlalchemy import Connection, inspect, text
 
 from graph import GraphError, Migration, Store
 
-from ._errors import ContextError, RecordError
+from ._errors import ContextError, PartialAppend, RecordError
 from ._records import CompactionRecord, append_jsonl, decode_record, encode_record
 
 RECORDS = "context.records"
@@ -110,6 +110,9 @@ class ContextStorage:
         if self._unlogged:
             try:
                 append_jsonl(self.state_dir, self.session, self._unlogged)
+            except PartialAppend as error:
+                del self._unlogged[: error.written]  # those made it whole: never twice
+                problems.append(f"{len(self._unlogged)} record(s) not in the JSONL log: {error}")
             except (ContextError, OSError) as error:
                 problems.append(f"{len(self._unlogged)} record(s) not in the JSONL log: {error}")
             else:

@@ -5,27 +5,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import time
 from pathlib import Path
 from typing import Any
 
 import msgspec
+from rich.markup import escape
 
-from context import ContextStorage, delete_session, read_jsonl, records_path
+from context import ContextStorage, collect_garbage, delete_session, read_jsonl, records_path
 from graph import (
-    ConversationGraph,
     Redactor,
     StoreError,
     export_graphml,
     export_json,
-    is_safe_id,
 )
 from openprogram._cli._common import (
     UsageError,
     common_options,
     console,
     engine_for,
+    errors,
     existing_session,
     open_store,
     print_json,
@@ -182,7 +180,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_delete(args: argparse.Namespace) -> int:
     graph = existing_session(args, args.session)
-    delete_session(graph.store, graph.session, state_dir(args))
+    with warnings_shown():
+        delete_session(graph.store, graph.session, state_dir(args))
     console.print(f"deleted session {args.session}: nodes, layers, records, offloaded outputs")
     return 0
 
@@ -211,50 +210,23 @@ def cmd_copy(args: argparse.Namespace) -> int:
     return 0
 
 
-TMP_GRACE_SECONDS = 600
-
-
-def _recent(path: Path) -> bool:
-    try:
-        return time.time() - path.lstat().st_mtime < TMP_GRACE_SECONDS
-    except OSError:
-        return False
-
-
 def cmd_gc(args: argparse.Namespace) -> int:
-    """Remove offload files and record logs whose session (or node) no longer exists."""
+    """Remove offload files and record logs whose session (or node) no longer exists,
+    never following a link; ``--dry-run`` lists exactly what a real run removes."""
     store = open_store(args, create=False)
-    folder = state_dir(args)
-    sessions = {info.id for info in store.sessions()}
-    doomed: list[Path] = []
-    results = folder / "tool_results"
-    if results.is_dir():
-        for session_dir in sorted(results.iterdir()):
-            if session_dir.name not in sessions or not is_safe_id(session_dir.name):
-                doomed.append(session_dir)
-                continue
-            graph = ConversationGraph(store, session_dir.name)
-            for file in sorted(session_dir.iterdir()):
-                if file.suffix == ".tmp" and _recent(file):
-                    continue  # a write in progress elsewhere; a killed one's is old
-                if file.is_symlink() or file.suffix != ".txt" or file.stem not in graph:
-                    doomed.append(file)
-    logs = folder / "records"
-    if logs.is_dir():
-        doomed.extend(log for log in sorted(logs.glob("*.jsonl")) if log.stem not in sessions)
+    report = collect_garbage(store, state_dir(args), dry_run=args.dry_run)
+    removed = [str(path) for path in report.removed]
     if args.json:
-        print_json({"removed" if not args.dry_run else "would_remove": [str(p) for p in doomed]})
-    for path in doomed:
-        if not args.json:
-            console.print(f"{'would remove' if args.dry_run else 'removed'} {path}")
-        if args.dry_run:
-            continue
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
-    if not doomed and not args.json:
-        console.print("nothing to remove")
+        print_json(
+            {"would_remove" if args.dry_run else "removed": removed, "refused": report.refused}
+        )
+    else:
+        for path in removed:
+            console.print(f"{'would remove' if args.dry_run else 'removed'} {escape(path)}")
+        if not removed:
+            console.print("nothing to remove")
+    for refusal in report.refused:
+        errors.print(f"[yellow]refused:[/] {escape(refusal)}")
     return 0
 
 
