@@ -241,12 +241,14 @@ def each_fault(
 
 
 def snapshot(root: Path, *, skip: Callable[[Path], bool] = lambda _: False) -> dict[str, str]:
-    """Everything under ``root`` (not following links): kind, and content hash or target.
-    Two equal snapshots mean nothing there was touched."""
+    """Everything under ``root`` (not following links): kind, and content hash or target;
+    ``skip`` leaves out a path and what is under it. Two equal snapshots mean nothing there
+    was touched."""
     found: dict[str, str] = {}
     if not root.exists() and not root.is_symlink():
         return found
     for folder, folders, files in os.walk(root, followlinks=False):
+        folders[:] = [name for name in folders if not skip(Path(folder, name))]
         for name in [*folders, *files]:
             path = Path(folder, name)
             if skip(path):
