@@ -69,10 +69,24 @@ def seeded_ids(seed: str, at_ms: int = 0) -> Iterator[None]:
         _SOURCE.reset(token)
 
 
+_RESERVED = re.compile(r"(CON|PRN|AUX|NUL|COM[0-9]|LPT[0-9])(\..*)?", re.IGNORECASE)
+"""Device names Windows reserves in every folder, with any extension (``NUL.txt`` too)."""
+
+
 def is_safe_id(value: str) -> bool:
-    """True when ``value`` can stand as one path segment or URL part on any platform.
+    """True when ``value`` can stand as one path segment or URL part on any platform:
+    ``[A-Za-z0-9_.-]``, up to 128 characters, starting with a letter or digit, never
+    ``..``, never ending in a dot (Windows drops it), never a name Windows reserves for a
+    device (``CON``, ``NUL.txt``, ``com1``…).
 
     >>> is_safe_id("01HZX-run.1"), is_safe_id("../etc"), is_safe_id("a/b"), is_safe_id("")
     (True, False, False, False)
+    >>> is_safe_id("CON"), is_safe_id("NUL.txt"), is_safe_id("x."), is_safe_id("console")
+    (False, False, False, True)
     """
-    return bool(_SAFE.fullmatch(value)) and value not in {".", ".."} and ".." not in value
+    return (
+        bool(_SAFE.fullmatch(value))
+        and ".." not in value
+        and not value.endswith(".")
+        and not _RESERVED.fullmatch(value)
+    )

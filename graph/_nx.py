@@ -7,6 +7,7 @@ payloads, so a 100k-node session stays small; look payloads up by id in the grap
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,27 @@ def export_json(state: GraphState, path: str | Path) -> None:
     Path(path).write_text(json.dumps(data, indent=1, default=str))
 
 
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+"""Characters XML 1.0 cannot hold at all, not even escaped as ``&#1;``."""
+
+
+def _xml_text(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    return _NOT_XML.sub(lambda found: f"\\u{ord(found.group()):04x}", value)
+
+
 def export_graphml(state: GraphState, path: str | Path) -> None:
-    """Write the networkx view as GraphML (for Gephi, yEd, Cytoscape)."""
-    nx.write_graphml(to_networkx(state), str(path))
+    """Write the networkx view as GraphML (for Gephi, yEd, Cytoscape).
+
+    A name holding a character XML cannot hold (a control character, a lone surrogate) is
+    written with it spelled ``\\u0001``, so the file always parses; the graph keeps the
+    name as it was.
+    """
+    view = to_networkx(state)
+    clean = nx.MultiDiGraph(**{key: _xml_text(value) for key, value in view.graph.items()})
+    for node, attrs in view.nodes(data=True):
+        clean.add_node(node, **{key: _xml_text(value) for key, value in attrs.items()})
+    for src, dst, key, attrs in view.edges(keys=True, data=True):
+        clean.add_edge(src, dst, key=key, **{name: _xml_text(v) for name, v in attrs.items()})
+    nx.write_graphml(clean, str(path))

@@ -209,7 +209,12 @@ class SQLStore(Store):
         last = connection.exec_driver_sql(
             self._statement(connection, "bump"),
             {"count": count, "head": head, "session": session},
-        ).scalar_one()
+        ).scalar_one_or_none()
+        if last is None:
+            raise StoreError(
+                f"session {session!r} is not in {self.url} (deleted by another process?); "
+                "nothing was appended"
+            )
         return int(last) - count + 1
 
     def load(self, session: str, after: int = 0) -> Loaded:

@@ -240,7 +240,11 @@ class MemoryStore(Store):
         self, session: str, records: Sequence[Record], edges: Sequence[Edge], head: str | None
     ) -> int:
         with self._lock:
-            data = self._sessions[session]
+            data = self._sessions.get(session)
+            if data is None:
+                raise StoreError(
+                    f"session {session!r} is not in {self.url} (deleted?); nothing was appended"
+                )
             first = data["seq"] + 1
             data["seq"] += len(records)
             by_dst: dict[str, list[Edge]] = {}
