@@ -21,6 +21,18 @@ the race suite swaps a folder for a symlink or a FIFO between a check and its us
 
 The size is small in ``make test``; ``OPENPROGRAM_FAULTS=large`` runs the larger scenarios
 (:func:`large`).
+
+Database statements only (a store's own write paths), e.g. every statement of an append::
+
+    def prepare(folder):
+        return ConversationGraph.open(folder / "op.db", session="s1")
+
+    def check(graph, faults):
+        # faults.fired names the statement that failed, faults.raised what append raised
+        ...  # every acknowledged node present, no half layer …
+
+    each_fault(tmp_path, prepare, lambda g: g.append(message), check,
+               kinds=("sql",), modules=(), engines=lambda g: [g.store.engine])
 """
 
 from __future__ import annotations
@@ -96,7 +108,7 @@ class Faults:
 
     def point(self, kind: str, detail: str) -> bool:
         """Count a call; True when it is the one to fail (``before`` already ran)."""
-        if kind not in self.kinds and not (kind == "sql" and "sql" in self.kinds):
+        if kind not in self.kinds:
             return False
         here = Point(len(self.seen), kind, detail)
         self.seen.append(here)
@@ -205,6 +217,7 @@ def each_fault(
     kinds: Sequence[str] = WRITES,
     mode: str = "error",
     engines: Callable[[T], Sequence[Engine]] = lambda _: (),
+    modules: Sequence[types.ModuleType] = FILE_MODULES,
     before: Callable[[T, Point], None] | None = None,
     limit: int = 10_000,
 ) -> list[Point]:
@@ -223,7 +236,7 @@ def each_fault(
         faults = Faults(kinds=kinds, fail_at=index, mode=mode)
         if before is not None:
             faults.before = partial(before, scenario)
-        with injected(faults, engines=engines(scenario)):
+        with injected(faults, modules=modules, engines=engines(scenario)):
             try:
                 act(scenario)
             except Exception as error:  # judged by check
