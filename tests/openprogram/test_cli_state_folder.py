@@ -33,12 +33,16 @@ def outside(tmp_path: Path) -> Path:
     return folder
 
 
+class Hung(BaseException):
+    """Raised by the alarm: no ``except OSError`` on the way may swallow it."""
+
+
 @pytest.fixture
 def never_hangs() -> Iterator[None]:
     """A FIFO opened for reading would block forever: fail the test instead."""
 
     def hung(*_: object) -> None:
-        raise TimeoutError("blocked on the state folder")
+        raise Hung("blocked on the state folder")
 
     previous = signal.signal(signal.SIGALRM, hung)
     signal.alarm(60)
