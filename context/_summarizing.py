@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import hashlib
 import time
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
 from graph import LayerInfo, Redactor, new_id, text_of
 
 from ._layers import show_layer
+from ._policy import Policy
 from ._reduce import middle_truncate
 from ._summary import SummaryRequest, SummaryResult, anchors_from_dict
 from ._tier import TierContext
 from ._view import Item, Unit, View
 
+T = TypeVar("T")
 _SHOWN_AS = ("reduced", "offloaded", "cleared", "edit-cleared", "cut")
 
 
@@ -75,6 +77,23 @@ def system_text(ctx: TierContext) -> str | None:
     return None
 
 
+def summary_redactor(policy: Policy, graph: object) -> Redactor | None:
+    """What redacts the text that reaches a summarizer, a summary or a record: the graph's
+    own redactor (a session that redacts everything it stores) with the policy's extra
+    patterns, else the policy's (``redact_summaries``, on by default), else none."""
+    stored: Redactor | None = getattr(graph, "redactor", None)
+    if stored is not None:
+        return stored.with_patterns(policy.redact_patterns)
+    return Redactor(policy.redact_patterns) if policy.redact_summaries else None
+
+
+def clean_records(records: list[T], policy: Policy, graph: object) -> list[T]:
+    """``records`` as they may be written, logged and handed to callbacks: redacted (a
+    summary, an error text or a detail can quote what a tool printed)."""
+    redactor = summary_redactor(policy, graph)
+    return records if redactor is None else [redactor.value(record) for record in records]
+
+
 def result_of(info: LayerInfo) -> SummaryResult | None:
     """The summary a layer was made from (kept in its metadata)."""
     raw = info.layer.meta.get("summary")
@@ -113,7 +132,8 @@ def reusable(
             continue
         found = result_of(info)
         if found is not None and found.summarizer == name:
-            return found
+            redactor = summary_redactor(ctx.policy, ctx.graph)
+            return found if redactor is None else redactor.value(found)
     return None
 
 
@@ -143,6 +163,9 @@ def summarize(
     if not result.summarizer:
         # Name it after who made it: records say so, and reuse matches on it.
         result = msgspec.structs.replace(result, summarizer=str(getattr(summarizer, "name", "")))
+    redactor = summary_redactor(ctx.policy, ctx.graph)
+    if redactor is not None:  # a summarizer may read more than it was given
+        result = redactor.value(result)
     ctx.summaries[asked] = result
     return result, None, ms
 
@@ -170,23 +193,16 @@ def request_for(
     focus: str | None = None,
 ) -> SummaryRequest:
     restored = originals(units, ctx)
-    redactor = Redactor(ctx.policy.redact_patterns) if ctx.policy.redact_summaries else None
-    if redactor is not None:
-        restored = tuple(
-            msgspec.structs.replace(
-                unit,
-                items=tuple(
-                    msgspec.structs.replace(item, message=redactor.value(item.message))
-                    for item in unit.items
-                ),
-            )
-            for unit in restored
-        )
+    redactor = summary_redactor(ctx.policy, ctx.graph)
     nodes = {}
     for unit in restored:
         for node_id in unit.node_ids:
             if node_id in ctx.graph:
                 nodes[node_id] = ctx.graph.get(node_id)
+    if redactor is not None:  # the nodes too: a failed function's error is read from them
+        restored = redactor.value(restored)
+        nodes = {node_id: redactor.value(node) for node_id, node in nodes.items()}
+        previous = redactor.value(previous)
     policy = ctx.policy
     # a compaction covers many segments' worth of rounds: identifier_tokens each; either
     # way at most half of the summary (a ranked list beside the anchors, not a bag of words)

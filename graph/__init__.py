@@ -60,7 +60,7 @@ from ._openai import (
     tool_result_message,
 )
 from ._reader import GraphReader, GraphView
-from ._redact import DEFAULT_PATTERNS, Redactor
+from ._redact import DEFAULT_PATTERNS, Redactor, redaction_setting, redactor_from
 from ._sql import SQLStore
 from ._state import GraphState
 from ._store import LogEntry, MemoryStore, SessionInfo, Store
@@ -142,6 +142,8 @@ __all__ = [
     "migrate",
     "migration",
     "new_id",
+    "redaction_setting",
+    "redactor_from",
     "register_migration",
     "registered_migrations",
     "seeded_ids",

@@ -12,7 +12,7 @@ import asyncio
 import contextvars
 import inspect
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -39,6 +39,7 @@ from graph import (
     Store,
     is_safe_id,
     new_id,
+    redactor_from,
 )
 from openprogram._current import FRAME, SESSION, current_frame
 from openprogram._errors import SessionError
@@ -107,12 +108,12 @@ class Session:
         history_tools: bool = True,
         max_steps: int = DEFAULT_STEPS,
         lease_ttl: float = DEFAULT_TTL,
-        redact: bool | Redactor = False,
+        redact: bool | Redactor | Mapping[str, Any] = False,
     ) -> None:
         if session_id is not None and not is_safe_id(session_id):
             raise SessionError(f"session id {session_id!r} is not a safe id ([A-Za-z0-9_.-])")
         store = open_store(db)
-        redactor = Redactor() if redact is True else (redact or None)
+        redactor = redactor_from(redact)
         self.graph = ConversationGraph(store, session_id or new_id(), redactor=redactor)
         self.model = resolve_model(model)
         folder = Path(state_dir) if state_dir is not None else None
@@ -274,6 +275,7 @@ class Session:
             history_tools=self.history_tools,
             max_steps=self.max_steps,
             lease_ttl=self.leases.ttl,
+            redact=self.graph.redactor or False,
         )
         other.graph.fork(node_id)
         return other
@@ -303,6 +305,7 @@ class Session:
             history_tools=self.history_tools,
             max_steps=self.max_steps,
             lease_ttl=self.leases.ttl,
+            redact=self.graph.redactor or False,
         )
 
     def delete(self) -> None:

@@ -67,6 +67,8 @@ EXPECTED = [
     "migrate",
     "migration",
     "new_id",
+    "redaction_setting",
+    "redactor_from",
     "register_migration",
     "registered_migrations",
     "seeded_ids",
