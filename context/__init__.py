@@ -31,6 +31,7 @@ from ._records import CompactionRecord, read_jsonl, records_path
 from ._recover import is_context_overflow, reported_tokens
 from ._reduce import middle_truncate
 from ._registry import TIERS, resolve_tiers
+from ._scrub import scrub_session
 from ._sessions import delete_session
 from ._storage import CONTEXT_MIGRATIONS, ContextStorage
 from ._summary import (
@@ -103,6 +104,7 @@ __all__ = [
     "repair_tool_pairs",
     "reported_tokens",
     "resolve_tiers",
+    "scrub_session",
     "tool_pair_problems",
     "unique_call_ids",
 ]

@@ -27,6 +27,7 @@ from context import (
     UnknownModel,
     delete_session,
     model_info,
+    scrub_session,
 )
 from graph import (
     TOP,
@@ -34,6 +35,7 @@ from graph import (
     Frame,
     MemoryStore,
     Redactor,
+    ScrubReport,
     SessionInfo,
     SQLStore,
     Store,
@@ -315,6 +317,23 @@ class Session:
         self.leases.close()
         delete_session(self.store, self.id, self.policy.state_dir)
 
+    def scrub(
+        self, patterns: str | Sequence[str] | Mapping[str, str] | Redactor, *, vacuum: bool = True
+    ) -> ScrubReport:
+        """Remove already stored secrets: rewrite what ``patterns`` match (a regex, several,
+        ``{label: regex}``, or a :class:`~graph.Redactor` such as ``Redactor()`` for every
+        known key format) in this session's rows and offload files, physically (the
+        database is vacuumed), and leave an audit entry naming labels and counts, never
+        the secret. This session object then reads the scrubbed session afresh."""
+        chosen = scrub_patterns(patterns)
+        self.engine.close()
+        report = scrub_session(self.store, self.id, chosen, self.policy.state_dir, vacuum=vacuum)
+        summarizer, budget = self.engine.summarizer, self.engine.budget
+        self.graph = ConversationGraph(self.store, self.id, redactor=self.graph.redactor)
+        self.engine = ContextEngine(self.graph, self.policy, summarizer, budget)
+        self.history = HistoryTools(self)
+        return report
+
     def close(self) -> None:
         """Stop background work (the summary worker, the lease heartbeat)."""
         self.engine.close()
@@ -370,6 +389,18 @@ class _Totals:
             "output_tokens": self.output,
             "cost": None if self.cost is None else round(self.cost, 6),
         }
+
+
+def scrub_patterns(
+    patterns: str | Sequence[str] | Mapping[str, str] | Redactor,
+) -> Mapping[str, str] | Redactor:
+    """``{label: regex}`` from what :meth:`Session.scrub` takes (plain regexes are labelled
+    ``pattern-1``, ``pattern-2``…: the audit names labels, never the pattern)."""
+    if isinstance(patterns, Redactor | Mapping):
+        return patterns
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    return {f"pattern-{i}": pattern for i, pattern in enumerate(patterns, 1)}
 
 
 async def _await(value: Any) -> Any:

@@ -323,6 +323,7 @@ def test_public_surface() -> None:
         "repair_tool_pairs",
         "reported_tokens",
         "resolve_tiers",
+        "scrub_session",
         "tool_pair_problems",
         "unique_call_ids",
     ]

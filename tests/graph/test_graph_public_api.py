@@ -10,6 +10,7 @@ from pathlib import Path
 import graph
 
 EXPECTED = [
+    "AUDIT",
     "ConversationGraph",
     "CrossSessionError",
     "CycleError",
@@ -43,6 +44,8 @@ EXPECTED = [
     "Redactor",
     "Rollback",
     "SQLStore",
+    "ScrubReport",
+    "Scrubber",
     "SessionInfo",
     "Step",
     "Store",
@@ -71,6 +74,8 @@ EXPECTED = [
     "redactor_from",
     "register_migration",
     "registered_migrations",
+    "scrub",
+    "scrubber",
     "seeded_ids",
     "steps_to_messages",
     "text_of",
