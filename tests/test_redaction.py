@@ -200,3 +200,21 @@ def test_the_redaction_setting_is_plain_json_and_round_trips() -> None:
         redactor_from({"pattern": "x"})
     with pytest.raises(ValueError, match="does not compile"):
         redactor_from({"patterns": {"bad": "("}})
+
+
+@pytest.mark.parametrize("form", ["openai", "json", "graphml"])
+def test_every_export_format_redacts_every_field(tmp_path: Path, form: str) -> None:
+    from openprogram._cli import main
+
+    db = str(tmp_path / "x.db")
+    g = ConversationGraph.open(db, session="s")
+    g.append({"role": "user", "content": "go"}, meta={"auth": KEY})
+    with pytest.raises(RuntimeError), g.function("deploy", input={"token": KEY}):
+        raise RuntimeError(f"401 {KEY}")
+    out = tmp_path / f"out.{form}"
+    assert main(["--db", db, "export", "s", str(out), "--format", form]) == 0
+    assert KEY not in out.read_text()
+    assert main(["--db", db, "export", "s", str(out), "--format", form, "--no-redact"]) == 0
+    # the graph formats hold what the networkx view holds: payloads where it has them
+    assert KEY in out.read_text() or form != "openai"
+    assert KEY in json.dumps(ConversationGraph.open(db, session="s").to_openai())  # untouched
