@@ -31,26 +31,30 @@ pattern cannot break the links between records."""
 
 T = TypeVar("T")
 
+_START = r"(?:(?<![A-Za-z0-9_])|(?<=\\[nrtbf]))"
+"""Where a key may start: not inside a word, but right after a JSON escape too (a command
+in a tool call's arguments reads ``"echo \\nsk-…"`` where the text had a newline)."""
+
 DEFAULT_PATTERNS: dict[str, str] = {
     "private-key": (
         r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?"
         r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----"
     ),
-    "anthropic-key": r"\bsk-ant-[A-Za-z0-9_-]{20,}",
-    "openai-key": r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}",
-    "aws-access-key": r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b",
+    "anthropic-key": _START + r"sk-ant-[A-Za-z0-9_-]{20,}",
+    "openai-key": _START + r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}",
+    "aws-access-key": _START + r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b",
     "aws-secret": r"(?i)(aws_secret_access_key\s*[=:]\s*[\"']?)[A-Za-z0-9/+=]{40}",
-    "github-token": r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})",
-    "gitlab-token": r"\bglpat-[A-Za-z0-9_-]{20,}",
-    "slack-token": r"\bxox[abposr]-[A-Za-z0-9-]{10,}",
-    "google-api-key": r"\bAIza[0-9A-Za-z_-]{35}\b",
-    "stripe-key": r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{20,}",
-    "jwt": r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
-    "bearer": r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/=-]{16,}",
-    "basic-auth": r"(?i)(\bbasic\s+)[A-Za-z0-9+/]{16,}={0,2}",
+    "github-token": _START + r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})",
+    "gitlab-token": _START + r"glpat-[A-Za-z0-9_-]{20,}",
+    "slack-token": _START + r"xox[abposr]-[A-Za-z0-9-]{10,}",
+    "google-api-key": _START + r"AIza[0-9A-Za-z_-]{35}\b",
+    "stripe-key": _START + r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{20,}",
+    "jwt": _START + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+    "bearer": r"(?i)(" + _START + r"bearer\s+)[A-Za-z0-9._~+/=-]{16,}",
+    "basic-auth": r"(?i)(" + _START + r"basic\s+)[A-Za-z0-9+/]{16,}={0,2}",
     "url-password": r"(://[^/\s:@]+:)[^/\s@]+(?=@)",
     "assignment": (
-        r"(?i)(\b(?:password|passwd|secret|api_key|apikey|access_token|auth_token|"
+        r"(?i)(" + _START + r"(?:password|passwd|secret|api_key|apikey|access_token|auth_token|"
         r"client_secret)\b\s*[=:]\s*[\"']?)[^\s\"']{8,}"
     ),
 }
@@ -148,7 +152,7 @@ def redactor_from(setting: bool | Redactor | Mapping[str, Any] | None) -> Redact
 
     >>> redactor_from(False) is None, redactor_from(True) == Redactor()
     (True, True)
-    >>> redactor_from({"patterns": {"ticket": "T-\\d+"}}).redact("T-7")
+    >>> redactor_from({"patterns": {"ticket": "T-[0-9]+"}}).redact("T-7")
     '[REDACTED:ticket]'
     """
     if setting is None or setting is False:
