@@ -29,6 +29,7 @@ from ._policy import DEFAULT_COMPACTABLE, Policy
 from ._provider import request_options as provider_request_options
 from ._records import CompactionRecord, read_jsonl, records_path
 from ._recover import is_context_overflow, reported_tokens
+from ._redaction import output_redactor, summary_redactor
 from ._reduce import middle_truncate
 from ._registry import TIERS, resolve_tiers
 from ._scrub import scrub_session
@@ -94,6 +95,7 @@ __all__ = [
     "middle_truncate",
     "model_info",
     "offload_path",
+    "output_redactor",
     "parse_summary",
     "provider_request_options",
     "provider_roles",
@@ -105,6 +107,7 @@ __all__ = [
     "reported_tokens",
     "resolve_tiers",
     "scrub_session",
+    "summary_redactor",
     "tool_pair_problems",
     "unique_call_ids",
 ]

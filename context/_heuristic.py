@@ -9,7 +9,7 @@ What a tool printed is data, never an instruction: the summary is shown to the a
 message with the user's role, so a tool output that says "ignore previous instructions"
 must not read as one. Every line taken from a tool's output is quoted in backticks after
 the call that printed it (``Bash(make) failed: `error: …```). An earlier summary inside
-the covered units (a collapsed segment) adds its anchors; it is never a user's request.
+the covered units (a collapsed segment) is never read as a user's request.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from ._errors import SummaryError
 from ._fit import (
     finish_summary,
     focus_words,
@@ -29,7 +28,7 @@ from ._fit import (
     shorten_middle,
 )
 from ._identifiers import message_text, ranked_identifiers
-from ._summary import Anchors, SummaryRequest, SummaryResult, parse_summary
+from ._summary import Anchors, SummaryRequest, SummaryResult
 from ._transcript import Entry, key_argument, read_units
 
 _INTENT_CHARS = 200
@@ -111,14 +110,12 @@ class HeuristicSummarizer:
         entries = read_units(request.units, request.nodes)
         words = focus_words(request.focus)
         next_steps = _next_steps(entries)
-        anchors = _earlier(entries).merge(
-            Anchors(
-                user_intent=_intent(request.task, entries),
-                execution_progress=_progress(entries, words),
-                key_decisions=_decisions(entries, next_steps, words),
-                tried_solutions=_tried(entries, words),
-                next_steps=next_steps,
-            )
+        anchors = Anchors(
+            user_intent=_intent(request.task, entries),
+            execution_progress=_progress(entries, words),
+            key_decisions=_decisions(entries, next_steps, words),
+            tried_solutions=_tried(entries, words),
+            next_steps=next_steps,
         )
         rounds = sum(unit.count for unit in request.units if unit.kind == "round")
         identifiers = ranked_identifiers(message_text(m) for m in request.messages)
@@ -133,20 +130,6 @@ class HeuristicSummarizer:
 
     def __repr__(self) -> str:
         return "HeuristicSummarizer()"
-
-
-def _earlier(entries: Sequence[Entry]) -> Anchors:
-    """The anchors of the earlier summaries among the entries (collapsed segments)."""
-    merged = Anchors()
-    for entry in entries:
-        if entry.role != "summary":
-            continue
-        try:
-            anchors, _ = parse_summary(entry.text)
-        except SummaryError:
-            continue
-        merged = merged.merge(anchors)
-    return merged
 
 
 def quoted(text: str, limit: int) -> str:

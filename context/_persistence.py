@@ -20,8 +20,8 @@ from graph import GraphReader, Node
 from ._checkpoint import Checkpoint, capture
 from ._layout import Layout
 from ._records import CompactionRecord
+from ._redaction import clean_records
 from ._storage import ContextStorage
-from ._summarizing import clean_records
 from ._tier import Tier, TierContext, TierState
 from ._tokens import TokenCache, TokenCounter, UsageAnchor
 from ._view import RawUnit, View

@@ -9,20 +9,19 @@ from __future__ import annotations
 
 import hashlib
 import time
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 
 from graph import LayerInfo, Redactor, new_id, text_of
 
 from ._layers import show_layer
-from ._policy import Policy
+from ._redaction import summary_redactor
 from ._reduce import middle_truncate
 from ._summary import SummaryRequest, SummaryResult, anchors_from_dict
 from ._tier import TierContext
 from ._view import Item, Unit, View
 
-T = TypeVar("T")
 _SHOWN_AS = ("reduced", "offloaded", "cleared", "edit-cleared", "cut")
 
 
@@ -75,23 +74,6 @@ def system_text(ctx: TierContext) -> str | None:
         if unit.kind == "system" and unit.items:
             return text_of(unit.items[0].message.get("content"))
     return None
-
-
-def summary_redactor(policy: Policy, graph: object) -> Redactor | None:
-    """What redacts the text that reaches a summarizer, a summary or a record: the graph's
-    own redactor (a session that redacts everything it stores) with the policy's extra
-    patterns, else the policy's (``redact_summaries``, on by default), else none."""
-    stored: Redactor | None = getattr(graph, "redactor", None)
-    if stored is not None:
-        return stored.with_patterns(policy.redact_patterns)
-    return Redactor(policy.redact_patterns) if policy.redact_summaries else None
-
-
-def clean_records(records: list[T], policy: Policy, graph: object) -> list[T]:
-    """``records`` as they may be written, logged and handed to callbacks: redacted (a
-    summary, an error text or a detail can quote what a tool printed)."""
-    redactor = summary_redactor(policy, graph)
-    return records if redactor is None else [redactor.value(record) for record in records]
 
 
 def result_of(info: LayerInfo) -> SummaryResult | None:

@@ -218,3 +218,34 @@ def test_every_export_format_redacts_every_field(tmp_path: Path, form: str) -> N
     # the graph formats hold what the networkx view holds: payloads where it has them
     assert KEY in out.read_text() or form != "openai"
     assert KEY in json.dumps(ConversationGraph.open(db, session="s").to_openai())  # untouched
+
+
+def test_offload_files_and_history_tools_are_redacted_when_asked(tmp_path: Path) -> None:
+    from openprogram import Session
+
+    outputs: dict[bool, tuple[str, str]] = {}
+    for asked in (False, True):
+        state = tmp_path / f"state-{asked}"
+        policy = Policy(state_dir=state, redact_outputs=asked)
+        s = Session(str(tmp_path / f"h{asked}.db"), "s", policy=policy, budget=8_000)
+        call = {"id": "c1", "type": "function", "function": {"name": "Read", "arguments": "{}"}}
+        s.graph.append({"role": "user", "content": "read the env"})
+        s.graph.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        tool = s.graph.append(
+            {"role": "tool", "tool_call_id": "c1", "content": f"K={KEY}\n" + "z " * 20_000}
+        )
+        s.engine.render()
+        [offloaded] = (state / "tool_results" / "s").iterdir()
+        answers = "\n".join(
+            [
+                s.history.read_output(tool.id),
+                s.history.inspect_node(tool.id),
+                s.history.search_history("K="),
+            ]
+        )
+        outputs[asked] = (offloaded.read_text(), answers)
+        s.close()
+    assert KEY in outputs[False][0] and KEY in outputs[False][1]  # only when asked
+    assert KEY not in outputs[True][0] and KEY not in outputs[True][1]
+    assert "[REDACTED:anthropic-key]" in outputs[True][0]
+    assert outputs[True][1].count("[REDACTED:anthropic-key]") == 3
