@@ -29,9 +29,11 @@ from ._policy import DEFAULT_COMPACTABLE, Policy
 from ._provider import request_options as provider_request_options
 from ._records import CompactionRecord, read_jsonl, records_path
 from ._recover import is_context_overflow, reported_tokens
+from ._redaction import output_redactor, summary_redactor
 from ._reduce import middle_truncate
 from ._registry import TIERS, resolve_tiers
 from ._removal import Removal
+from ._scrub import scrub_session
 from ._sessions import collect_garbage, delete_session
 from ._storage import CONTEXT_MIGRATIONS, ContextStorage
 from ._summary import (
@@ -96,6 +98,7 @@ __all__ = [
     "middle_truncate",
     "model_info",
     "offload_path",
+    "output_redactor",
     "parse_summary",
     "provider_request_options",
     "provider_roles",
@@ -106,6 +109,8 @@ __all__ = [
     "repair_tool_pairs",
     "reported_tokens",
     "resolve_tiers",
+    "scrub_session",
+    "summary_redactor",
     "tool_pair_problems",
     "unique_call_ids",
 ]

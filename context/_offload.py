@@ -23,6 +23,7 @@ from graph import is_safe_id, text_of
 
 from ._errors import OffloadError
 from ._files import write_text_once
+from ._redaction import output_redactor
 from ._reduce import middle_truncate
 from ._tier import Tier, TierContext, TierState
 from ._view import Item, View, map_items
@@ -62,6 +63,7 @@ def _offload(
     state = ctx.state(OffloadState)
     written: list[dict[str, object]] = []
     errors: list[str] = []
+    redactor = output_redactor(policy, ctx.graph)
 
     def change(item: Item) -> Item:
         node_id = item.node_id
@@ -80,7 +82,8 @@ def _offload(
         if not ctx.preview:
             try:
                 parts = ["tool_results", ctx.session]
-                if write_text_once(policy.state_dir, parts, f"{node_id}.txt", text):
+                filed = text if redactor is None else redactor.redact(text)
+                if write_text_once(policy.state_dir, parts, f"{node_id}.txt", filed):
                     written.append({"node": node_id, "path": str(path), "chars": len(text)})
             except (OSError, OffloadError) as error:
                 state.failed.add(node_id)

@@ -20,6 +20,7 @@ from graph import GraphReader, Node
 from ._checkpoint import Checkpoint, capture
 from ._layout import Layout
 from ._records import CompactionRecord
+from ._redaction import clean_records
 from ._storage import ContextStorage
 from ._tier import Tier, TierContext, TierState
 from ._tokens import TokenCache, TokenCounter, UsageAnchor
@@ -99,6 +100,7 @@ class EngineStorage:
 
     def _persist(self, ctx: TierContext, frame: _Frame, key: str | None) -> list[str]:
         problems: list[str] = []
+        ctx.records[:] = clean_records(ctx.records, self.policy, self.graph)
         if self.storage is None:
             self._records.extend(ctx.records)
         else:
@@ -129,6 +131,7 @@ class EngineStorage:
 
     def _log(self, record: CompactionRecord) -> None:
         """Persist a record made outside a render (a rollback, a recovery)."""
+        [record] = clean_records([record], self.policy, self.graph)
         if self.storage is None:
             self._records.append(record)
         else:

@@ -188,6 +188,9 @@ class Policy(BaseModel):
     """What goes to a summarizer has secrets (keys, tokens, private keys) redacted first."""
     redact_patterns: dict[str, str] = Field(default_factory=dict)
     """Extra ``{kind: regex}`` patterns for the redactor (the defaults stay on)."""
+    redact_outputs: bool = False
+    """Offloaded files and the history tools' answers are redacted too (always, when the
+    graph redacts what it stores)."""
     summary_shares_prefix: bool = True
     """An LLM summarizer sends the agent's system prompt and tool schemas first."""
 

@@ -16,6 +16,7 @@ import msgspec
 from graph import LayerInfo, Redactor, new_id, text_of
 
 from ._layers import show_layer
+from ._redaction import summary_redactor
 from ._reduce import middle_truncate
 from ._summary import SummaryRequest, SummaryResult, anchors_from_dict
 from ._tier import TierContext
@@ -113,7 +114,8 @@ def reusable(
             continue
         found = result_of(info)
         if found is not None and found.summarizer == name:
-            return found
+            redactor = summary_redactor(ctx.policy, ctx.graph)
+            return found if redactor is None else redactor.value(found)
     return None
 
 
@@ -143,6 +145,9 @@ def summarize(
     if not result.summarizer:
         # Name it after who made it: records say so, and reuse matches on it.
         result = msgspec.structs.replace(result, summarizer=str(getattr(summarizer, "name", "")))
+    redactor = summary_redactor(ctx.policy, ctx.graph)
+    if redactor is not None:  # a summarizer may read more than it was given
+        result = redactor.value(result)
     ctx.summaries[asked] = result
     return result, None, ms
 
@@ -170,23 +175,16 @@ def request_for(
     focus: str | None = None,
 ) -> SummaryRequest:
     restored = originals(units, ctx)
-    redactor = Redactor(ctx.policy.redact_patterns) if ctx.policy.redact_summaries else None
-    if redactor is not None:
-        restored = tuple(
-            msgspec.structs.replace(
-                unit,
-                items=tuple(
-                    msgspec.structs.replace(item, message=redactor.value(item.message))
-                    for item in unit.items
-                ),
-            )
-            for unit in restored
-        )
+    redactor = summary_redactor(ctx.policy, ctx.graph)
     nodes = {}
     for unit in restored:
         for node_id in unit.node_ids:
             if node_id in ctx.graph:
                 nodes[node_id] = ctx.graph.get(node_id)
+    if redactor is not None:  # the nodes too: a failed function's error is read from them
+        restored = redactor.value(restored)
+        nodes = {node_id: redactor.value(node) for node_id, node in nodes.items()}
+        previous = redactor.value(previous)
     policy = ctx.policy
     # a compaction covers many segments' worth of rounds: identifier_tokens each; either
     # way at most half of the summary (a ranked list beside the anchors, not a bag of words)

@@ -2,7 +2,8 @@
 
 Both summarizers need the same reading of a unit (a call paired with its result, an error
 told apart from a success, a function's input rather than its JSON envelope), so it is
-done once here.
+done once here. What a layer or a note shows (an earlier summary, "rounds left out") is a
+``summary`` entry, never a user's request, though its message has the user's role.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from graph import Function, Node, text_of
 
 from ._view import Unit
 
-EntryRole = Literal["system", "user", "assistant", "call", "result"]
+EntryRole = Literal["system", "user", "assistant", "call", "result", "summary"]
+_NOT_SAID = ("layer", "note", "stub")
+"""Unit kinds whose messages we wrote (summaries, notes), not the user or the agent."""
 
 _ERROR = re.compile(
     r"Traceback \(most recent call last\)|^\s*(?:[\w.]*(?:Error|Exception)\b|error(?:\[\w+\])?"
@@ -120,6 +123,9 @@ def _unit_entries(unit: Unit, nodes: Mapping[str, Node]) -> list[Entry]:
     entries: list[Entry] = []
     names: dict[str, str] = {}
     is_call = unit.kind == "call"
+    if unit.kind in _NOT_SAID:
+        texts = (text_of(item.message.get("content")) for item in unit.items)
+        return [Entry("summary", text) for text in texts if text.strip()]
     for item in unit.items:
         message = item.message
         role = message.get("role")

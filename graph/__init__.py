@@ -60,7 +60,8 @@ from ._openai import (
     tool_result_message,
 )
 from ._reader import GraphReader, GraphView
-from ._redact import DEFAULT_PATTERNS, Redactor
+from ._redact import DEFAULT_PATTERNS, Redactor, redaction_setting, redactor_from
+from ._scrub import AUDIT, Scrubber, ScrubReport, scrub, scrubber
 from ._sql import SQLStore
 from ._state import GraphState
 from ._store import LogEntry, MemoryStore, SessionInfo, Store
@@ -85,6 +86,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AUDIT",
     "DEFAULT_PATTERNS",
     "GRAPH_MIGRATIONS",
     "TOP",
@@ -119,6 +121,8 @@ __all__ = [
     "Redactor",
     "Rollback",
     "SQLStore",
+    "ScrubReport",
+    "Scrubber",
     "SessionInfo",
     "Step",
     "Store",
@@ -142,8 +146,12 @@ __all__ = [
     "migrate",
     "migration",
     "new_id",
+    "redaction_setting",
+    "redactor_from",
     "register_migration",
     "registered_migrations",
+    "scrub",
+    "scrubber",
     "seeded_ids",
     "steps_to_messages",
     "text_of",

@@ -60,7 +60,8 @@ class ConversationGraph(FunctionWriter, LayerWriter):
             raise InvalidMessage("session", f"{session!r} is not a safe id ([A-Za-z0-9_.-])")
         self.store = store
         self.redactor = redactor
-        """When set, every appended message is redacted before it is stored."""
+        """When set, every record is redacted before it is stored: message payloads and
+        meta, tool results, function inputs, outputs and errors, layers."""
         self._lock = threading.RLock()
         self._state = GraphState(session)
         store.ensure_session(session)
@@ -202,6 +203,8 @@ class ConversationGraph(FunctionWriter, LayerWriter):
     def _commit(
         self, records: list[Node | Event], edges: list[Edge], head: str | None
     ) -> list[Any]:
+        if self.redactor is not None:
+            records = [self.redactor.value(record) for record in records]
         first = self.store.commit(self.session, records, edges, head)
         if first > self._state.last_seq + 1:
             self._catch_up(before=first)
@@ -231,8 +234,6 @@ class ConversationGraph(FunctionWriter, LayerWriter):
         names the chain to append to (the implicit current frame when None).
         """
         check_depth(message, "message")  # before anything walks it recursively
-        if self.redactor is not None:
-            message = self.redactor.value(message)
         parsed = parse_message(message)
         when = normalize_time(at)
         meta_value = normalize_meta(meta)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from context import output_redactor
 from graph import Dialogue, Function, Node, Tool, as_text, steps_to_messages, text_of
 from openprogram._tools import ToolSpec
 
@@ -77,6 +78,12 @@ class HistoryTools:
     def __init__(self, session: Session) -> None:
         self.session = session
 
+    def _clean(self, text: str) -> str:
+        """``text`` redacted when the policy asks for redacted outputs (whole, before it is
+        paged, so a key never straddles two reads)."""
+        redactor = output_redactor(self.session.policy, self.session.graph)
+        return text if redactor is None else redactor.redact(text)
+
     def _node(self, node_id: str) -> Node:
         graph = self.session.graph
         if node_id not in graph:
@@ -107,9 +114,9 @@ class HistoryTools:
         layers = [i.id for i in graph.layers(active=True) if node.id in i.covers]
         if layers:
             info["layers"] = layers
-        text = node_text(node)
+        text = self._clean(node_text(node))
         info["chars"] = len(text)
-        head = json.dumps(info, ensure_ascii=False, default=str)
+        head = self._clean(json.dumps(info, ensure_ascii=False, default=str))
         how = 'read_output("' + node.id + '", offset={offset})'
         return f"{head}\n{_page(text, 0, 4_000, how)}"
 
@@ -124,7 +131,7 @@ class HistoryTools:
         """
         node = self._node(id)
         how = f'read_output("{id}", offset={{offset}})'
-        return _page(node_text(node), offset, limit, how)
+        return _page(self._clean(node_text(node)), offset, limit, how)
 
     def read_history(self, first: str, last: str, offset: int = 0) -> str:
         """Read earlier rounds removed to fit the context, from node ``first`` to ``last``.
@@ -144,7 +151,7 @@ class HistoryTools:
             raise ValueError(f"node {first} does not come before {last} in the conversation")
         chosen = steps[ids.index(first) :]
         how = f'read_history("{first}", "{last}", offset={{offset}})'
-        return _page(messages_text(steps_to_messages(chosen)), offset, READ_LIMIT, how)
+        return _page(self._clean(messages_text(steps_to_messages(chosen))), offset, READ_LIMIT, how)
 
     def expand_function(self, id: str, depth: int = 1, offset: int = 0) -> str:
         """Show a finished function's internals as they were seen inside it while it ran.
@@ -159,7 +166,7 @@ class HistoryTools:
             raise ValueError(f"node {id} is a {node.kind} node, not a function")
         messages = self.session.engine.expand(id, depth=depth)
         how = f'expand_function("{id}", depth={depth}, offset={{offset}})'
-        return _page(messages_text(messages), offset, READ_LIMIT, how)
+        return _page(self._clean(messages_text(messages)), offset, READ_LIMIT, how)
 
     def expand_layer(self, id: str, offset: int = 0) -> str:
         """Show the original messages under a collapsed segment or a compaction.
@@ -170,7 +177,7 @@ class HistoryTools:
         """
         messages = self.session.engine.expand(id)
         how = f'expand_layer("{id}", offset={{offset}})'
-        return _page(messages_text(messages), offset, READ_LIMIT, how)
+        return _page(self._clean(messages_text(messages)), offset, READ_LIMIT, how)
 
     def search_history(self, query: str, limit: int = 20) -> str:
         """Search the whole session — collapsed, snipped and offloaded parts included — for
@@ -185,7 +192,7 @@ class HistoryTools:
             raise ValueError("the query is empty")
         hits = []
         for node in reversed(self.session.graph.nodes()):
-            text = node_text(node)
+            text = self._clean(node_text(node))
             lowered = text.lower()
             if all(word in lowered for word in words):
                 at = lowered.find(words[0])
@@ -193,7 +200,7 @@ class HistoryTools:
                 label = node.role or (
                     node.payload.name if not isinstance(node.payload, Dialogue) else ""
                 )
-                hits.append(f"- {node.id} ({node.kind} {label}): …{snippet}…")
+                hits.append(self._clean(f"- {node.id} ({node.kind} {label}): …{snippet}…"))
                 if len(hits) >= max(1, limit):
                     break
         return "\n".join(hits) if hits else f"no node holds all of: {', '.join(words)}"

@@ -12,7 +12,7 @@ import asyncio
 import contextvars
 import inspect
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -27,6 +27,7 @@ from context import (
     UnknownModel,
     delete_session,
     model_info,
+    scrub_session,
 )
 from graph import (
     TOP,
@@ -34,11 +35,13 @@ from graph import (
     Frame,
     MemoryStore,
     Redactor,
+    ScrubReport,
     SessionInfo,
     SQLStore,
     Store,
     is_safe_id,
     new_id,
+    redactor_from,
 )
 from openprogram._current import FRAME, SESSION, current_frame
 from openprogram._errors import SessionError
@@ -107,12 +110,12 @@ class Session:
         history_tools: bool = True,
         max_steps: int = DEFAULT_STEPS,
         lease_ttl: float = DEFAULT_TTL,
-        redact: bool | Redactor = False,
+        redact: bool | Redactor | Mapping[str, Any] = False,
     ) -> None:
         if session_id is not None and not is_safe_id(session_id):
             raise SessionError(f"session id {session_id!r} is not a safe id ([A-Za-z0-9_.-])")
         store = open_store(db)
-        redactor = Redactor() if redact is True else (redact or None)
+        redactor = redactor_from(redact)
         self.graph = ConversationGraph(store, session_id or new_id(), redactor=redactor)
         self.model = resolve_model(model)
         folder = Path(state_dir) if state_dir is not None else None
@@ -274,6 +277,7 @@ class Session:
             history_tools=self.history_tools,
             max_steps=self.max_steps,
             lease_ttl=self.leases.ttl,
+            redact=self.graph.redactor or False,
         )
         other.graph.fork(node_id)
         return other
@@ -303,6 +307,7 @@ class Session:
             history_tools=self.history_tools,
             max_steps=self.max_steps,
             lease_ttl=self.leases.ttl,
+            redact=self.graph.redactor or False,
         )
 
     def delete(self) -> None:
@@ -311,6 +316,23 @@ class Session:
         self.engine.close()
         self.leases.close()
         delete_session(self.store, self.id, self.policy.state_dir)
+
+    def scrub(
+        self, patterns: str | Sequence[str] | Mapping[str, str] | Redactor, *, vacuum: bool = True
+    ) -> ScrubReport:
+        """Remove already stored secrets: rewrite what ``patterns`` match (a regex, several,
+        ``{label: regex}``, or a :class:`~graph.Redactor` such as ``Redactor()`` for every
+        known key format) in this session's rows and offload files, physically (the
+        database is vacuumed), and leave an audit entry naming labels and counts, never
+        the secret. This session object then reads the scrubbed session afresh."""
+        chosen = scrub_patterns(patterns)
+        self.engine.close()
+        report = scrub_session(self.store, self.id, chosen, self.policy.state_dir, vacuum=vacuum)
+        summarizer, budget = self.engine.summarizer, self.engine.budget
+        self.graph = ConversationGraph(self.store, self.id, redactor=self.graph.redactor)
+        self.engine = ContextEngine(self.graph, self.policy, summarizer, budget)
+        self.history = HistoryTools(self)
+        return report
 
     def close(self) -> None:
         """Stop background work (the summary worker, the lease heartbeat)."""
@@ -367,6 +389,18 @@ class _Totals:
             "output_tokens": self.output,
             "cost": None if self.cost is None else round(self.cost, 6),
         }
+
+
+def scrub_patterns(
+    patterns: str | Sequence[str] | Mapping[str, str] | Redactor,
+) -> Mapping[str, str] | Redactor:
+    """``{label: regex}`` from what :meth:`Session.scrub` takes (plain regexes are labelled
+    ``pattern-1``, ``pattern-2``…: the audit names labels, never the pattern)."""
+    if isinstance(patterns, Redactor | Mapping):
+        return patterns
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    return {f"pattern-{i}": pattern for i, pattern in enumerate(patterns, 1)}
 
 
 async def _await(value: Any) -> Any:

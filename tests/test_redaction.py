@@ -124,3 +124,128 @@ def test_the_cli_export_redacts_unless_told_not_to(tmp_path: Path, capsys: Any) 
     assert main(["--db", db, "export", "s", str(out), "--format", "openai", "--no-redact"]) == 0
     assert SECRETS["openai-key"] in out.read_text()
     capsys.readouterr()
+
+
+KEY = SECRETS["anthropic-key"]
+
+
+def _failing_function_then_rounds(g: ConversationGraph) -> None:
+    g.append({"role": "system", "content": "You deploy."})
+    g.append({"role": "user", "content": "Deploy the service"})
+    with pytest.raises(RuntimeError), g.function("deploy", input={"env": "prod"}):
+        raise RuntimeError(f"401 Unauthorized: key {KEY} was rejected")
+    for i in range(6):
+        g.append({"role": "user", "content": f"step {i}"})
+        g.append({"role": "assistant", "content": f"did step {i} " + "word " * 30})
+
+
+def test_a_failed_functions_error_never_reaches_the_summary_layer_records_or_log(
+    tmp_path: Path,
+) -> None:
+    """The issue's probe: the error text of a failed function (read from its node's
+    finish) went into the summary, the layer, the database record and the JSONL."""
+    url = f"sqlite:///{tmp_path}/f.db"
+    g = ConversationGraph.open(url, session="s")
+    _failing_function_then_rounds(g)
+    seen: list[str] = []
+    engine = ContextEngine(g, Policy(state_dir=tmp_path / "state"), None, budget=100_000)
+    engine.callbacks.append(lambda record: seen.append(json.dumps(msgspec_builtins(record))))
+    layer = engine.collapse(g.nodes()[2].id, g.nodes()[-1].id)
+    assert "[REDACTED:anthropic-key]" in json.dumps(msgspec_builtins(layer.layer))
+    assert KEY not in json.dumps(msgspec_builtins(layer.layer))
+    assert seen and all(KEY not in text for text in seen)
+    assert KEY not in (tmp_path / "state" / "records" / "s.jsonl").read_text()
+    assert all(KEY not in json.dumps(msgspec_builtins(r)) for r in engine.records())
+    # the function's own node keeps what happened (only redact=True stores it redacted)
+    assert any(n.finish is not None and KEY in (n.finish.error or "") for n in g.nodes())
+
+
+def msgspec_builtins(value: Any) -> Any:
+    import msgspec
+
+    return msgspec.to_builtins(value)
+
+
+def test_a_redacting_graph_stores_no_secret_in_any_field(tmp_path: Path) -> None:
+    """Function input, output and error, node meta and tool results, not only content."""
+    db = tmp_path / "all.db"
+    g = ConversationGraph.open(db, session="s", redactor=Redactor())
+    g.append({"role": "user", "content": "go"}, meta={"auth": KEY, KEY: "as a key"})
+    with g.function("fetch", input={"token": KEY}, meta={"note": KEY}) as fn:
+        fn.output = {"echo": [KEY]}
+    with pytest.raises(RuntimeError), g.function("deploy"):
+        raise RuntimeError(f"401: {KEY}")
+    g.add_layer("note", [g.nodes()[0].id], f"summary {KEY}", meta={"why": KEY})
+    g.close()
+    assert KEY.encode() not in db.read_bytes()
+    back = ConversationGraph.open(db, session="s")
+    text = json.dumps([msgspec_builtins(n) for n in back.nodes()])
+    assert KEY not in text and text.count("[REDACTED:anthropic-key]") == 6
+    assert [n.finish.status for n in back.nodes() if n.finish] == ["completed", "error"]
+
+
+def test_the_redaction_setting_is_plain_json_and_round_trips() -> None:
+    from graph import redaction_setting, redactor_from
+
+    custom = Redactor({"ticket": r"T-\d+"}, defaults=False)
+    for redactor in (None, Redactor(), custom, Redactor({"ticket": r"T-\d+"})):
+        setting = redaction_setting(redactor)
+        assert json.loads(json.dumps(setting)) == setting
+        assert redactor_from(setting) == redactor
+    assert (
+        redactor_from({"patterns": {"ticket": r"T-\d+"}, "defaults": False}).redact(f"T-1 {KEY}")
+        == f"[REDACTED:ticket] {KEY}"
+    )
+    with pytest.raises(ValueError, match="redact"):
+        redactor_from({"pattern": "x"})
+    with pytest.raises(ValueError, match="does not compile"):
+        redactor_from({"patterns": {"bad": "("}})
+
+
+@pytest.mark.parametrize("form", ["openai", "json", "graphml"])
+def test_every_export_format_redacts_every_field(tmp_path: Path, form: str) -> None:
+    from openprogram._cli import main
+
+    db = str(tmp_path / "x.db")
+    g = ConversationGraph.open(db, session="s")
+    g.append({"role": "user", "content": "go"}, meta={"auth": KEY})
+    with pytest.raises(RuntimeError), g.function("deploy", input={"token": KEY}):
+        raise RuntimeError(f"401 {KEY}")
+    out = tmp_path / f"out.{form}"
+    assert main(["--db", db, "export", "s", str(out), "--format", form]) == 0
+    assert KEY not in out.read_text()
+    assert main(["--db", db, "export", "s", str(out), "--format", form, "--no-redact"]) == 0
+    # the graph formats hold what the networkx view holds: payloads where it has them
+    assert KEY in out.read_text() or form != "openai"
+    assert KEY in json.dumps(ConversationGraph.open(db, session="s").to_openai())  # untouched
+
+
+def test_offload_files_and_history_tools_are_redacted_when_asked(tmp_path: Path) -> None:
+    from openprogram import Session
+
+    outputs: dict[bool, tuple[str, str]] = {}
+    for asked in (False, True):
+        state = tmp_path / f"state-{asked}"
+        policy = Policy(state_dir=state, redact_outputs=asked)
+        s = Session(str(tmp_path / f"h{asked}.db"), "s", policy=policy, budget=8_000)
+        call = {"id": "c1", "type": "function", "function": {"name": "Read", "arguments": "{}"}}
+        s.graph.append({"role": "user", "content": "read the env"})
+        s.graph.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        tool = s.graph.append(
+            {"role": "tool", "tool_call_id": "c1", "content": f"K={KEY}\n" + "z " * 20_000}
+        )
+        s.engine.render()
+        [offloaded] = (state / "tool_results" / "s").iterdir()
+        answers = "\n".join(
+            [
+                s.history.read_output(tool.id),
+                s.history.inspect_node(tool.id),
+                s.history.search_history("K="),
+            ]
+        )
+        outputs[asked] = (offloaded.read_text(), answers)
+        s.close()
+    assert KEY in outputs[False][0] and KEY in outputs[False][1]  # only when asked
+    assert KEY not in outputs[True][0] and KEY not in outputs[True][1]
+    assert "[REDACTED:anthropic-key]" in outputs[True][0]
+    assert outputs[True][1].count("[REDACTED:anthropic-key]") == 3

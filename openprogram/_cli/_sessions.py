@@ -13,10 +13,12 @@ from rich.markup import escape
 
 from context import ContextStorage, collect_garbage, delete_session, read_jsonl, records_path
 from graph import (
+    ConversationGraph,
     Redactor,
     StoreError,
     export_graphml,
     export_json,
+    scrub,
 )
 from openprogram._cli._common import (
     UsageError,
@@ -162,8 +164,18 @@ def cmd_records(args: argparse.Namespace) -> int:
     return 0
 
 
+def redacted(graph: ConversationGraph) -> ConversationGraph:
+    """An in-memory copy of ``graph`` with every known secret format redacted in every
+    record (messages, function inputs, outputs and errors, meta, layers)."""
+    copy = graph.clone()
+    scrub(copy.store, copy.session, Redactor(), vacuum=False)
+    return ConversationGraph(copy.store, copy.session)
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     graph = existing_session(args, args.session)
+    if not args.no_redact:
+        graph = redacted(graph)
     out = Path(args.out)
     if args.format == "graphml":
         export_graphml(graph.state, out)
@@ -171,8 +183,6 @@ def cmd_export(args: argparse.Namespace) -> int:
         export_json(graph.state, out)
     else:
         messages = graph.to_openai()
-        if not args.no_redact:
-            messages = Redactor().value(messages)
         out.write_text(json.dumps(messages, ensure_ascii=False, indent=1))
     console.print(f"wrote {out}")
     return 0

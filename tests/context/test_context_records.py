@@ -315,6 +315,7 @@ def test_public_surface() -> None:
         "middle_truncate",
         "model_info",
         "offload_path",
+        "output_redactor",
         "parse_summary",
         "provider_request_options",
         "provider_roles",
@@ -325,6 +326,8 @@ def test_public_surface() -> None:
         "repair_tool_pairs",
         "reported_tokens",
         "resolve_tiers",
+        "scrub_session",
+        "summary_redactor",
         "tool_pair_problems",
         "unique_call_ids",
     ]

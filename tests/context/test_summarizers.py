@@ -40,15 +40,15 @@ def test_heuristic_anchors_from_a_session() -> None:
 - Fix the failing test in tests/test_parse.py: parse_header crashes on an empty line. Keep the public API of src/app/parse.py unchanged.
 - then: Try the apply_patch function instead.
 ### Execution Progress
-- apply_patch(src/app/parse.py) → patched src/app/parse.py (1 hunk)
+- apply_patch(src/app/parse.py) → `patched src/app/parse.py (1 hunk)`
 - Read(src/app/parse.py) → 3 lines
 ### Key Decisions
 - I decided to return None for an empty line instead of raising.
 - I will read src/app/parse.py first.
 ### Tried Solutions
-- Bash(pytest -q tests/test_parse.py): FAILED tests/test_parse.py::test_empty - ValueError: not enough values
-- Edit(src/app/parse.py): permission denied: src/app/parse.py is read-only
-- run_linter(ruff check src): RuntimeError: ruff found E501 in src/app/parse.py
+- Bash(pytest -q tests/test_parse.py) failed: `FAILED tests/test_parse.py::test_empty - ValueError: not enough values`
+- Edit(src/app/parse.py) failed: `permission denied: src/app/parse.py is read-only`
+- run_linter(ruff check src) failed: `RuntimeError: ruff found E501 in src/app/parse.py`
 ### Next Steps
 - Next I will rerun pytest -q tests/test_parse.py, then fix the E501 warning in src/app/parse.py.
 ## Summary
@@ -68,7 +68,7 @@ def test_heuristic_reads_the_failure_from_the_node_not_only_the_text() -> None:
     g.append({"role": "assistant", "content": None, "tool_calls": [call("d1", "deploy")]})
     g.append({"role": "tool", "tool_call_id": "d1", "content": "quota", "is_error": True})
     result = HeuristicSummarizer().summarize(request_of(g, task="Deploy."))
-    assert result.anchors.tried_solutions == ("deploy: quota",)
+    assert result.anchors.tried_solutions == ("deploy failed: `quota`",)
     assert result.anchors.execution_progress == ()
 
 
@@ -224,7 +224,7 @@ def test_merge_keeps_older_next_steps_when_the_new_units_have_none() -> None:
     result = HeuristicSummarizer().summarize(request)
     assert result.anchors.next_steps == ("write the old plan down",)
     assert result.anchors.user_intent == ("Fix parse_header",)
-    assert result.anchors.execution_progress == ("Grep(x) → a.py:1: x",)
+    assert result.anchors.execution_progress == ("Grep(x) → `a.py:1: x`",)
 
 
 def test_merged_summary_under_pressure_drops_the_oldest_union_items_first() -> None:

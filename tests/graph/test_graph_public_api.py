@@ -10,6 +10,7 @@ from pathlib import Path
 import graph
 
 EXPECTED = [
+    "AUDIT",
     "ConversationGraph",
     "CrossSessionError",
     "CycleError",
@@ -43,6 +44,8 @@ EXPECTED = [
     "Redactor",
     "Rollback",
     "SQLStore",
+    "ScrubReport",
+    "Scrubber",
     "SessionInfo",
     "Step",
     "Store",
@@ -67,8 +70,12 @@ EXPECTED = [
     "migrate",
     "migration",
     "new_id",
+    "redaction_setting",
+    "redactor_from",
     "register_migration",
     "registered_migrations",
+    "scrub",
+    "scrubber",
     "seeded_ids",
     "steps_to_messages",
     "text_of",

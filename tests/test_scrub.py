@@ -1,0 +1,149 @@
+"""Scrubbing removes a secret that is already stored: from every row, from the state
+folder's files, from SQLite's free pages and PostgreSQL's tables, with an audit entry that
+names what was scrubbed but not the secret."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.pool import NullPool
+
+from graph import AUDIT, ConversationGraph, Redactor, dispose_engines
+from openprogram import Session
+
+# Matches no default pattern: only a scrub (not redaction) can take it out.
+SECRET = "hunter2-internal-XQ7Z-9981-correcthorse"
+KNOWN = "sk-ant-api03-Zx8Lq2Wm5Np9Rt4Yv7Bc1Df6Gh3Jk0Mn-_QpRsTuVwXyZaB"
+
+
+def _leaky_session(url: str, state: Path) -> Session:
+    """A session with the secret in a message, a tool call and its (offloaded) output, a
+    function's input and error, node meta, a collapse summary and its records."""
+    s = Session(url, "s", state_dir=state, system="You deploy.", budget=8_000)
+    g = s.graph
+    g.append({"role": "user", "content": f"deploy with {SECRET}"}, meta={"note": SECRET})
+    call = {"id": "c1", "type": "function", "function": {"name": "Bash", "arguments": "{}"}}
+    g.append({"role": "assistant", "content": None, "tool_calls": [call]})
+    g.append({"role": "tool", "tool_call_id": "c1", "content": f"{SECRET}\n" + "x" * 30_000})
+    with pytest.raises(RuntimeError), g.function("deploy", input={"key": SECRET}):
+        raise RuntimeError(f"401 {SECRET} {KNOWN}")
+    for i in range(6):
+        g.append({"role": "user", "content": f"step {i} {SECRET}"})
+        g.append({"role": "assistant", "content": f"did {i} with {SECRET} " + "w " * 40})
+    s.engine.render()
+    s.engine.collapse(g.nodes()[2].id, g.nodes()[-1].id)
+    return s
+
+
+def _files_holding(folder: Path, needle: bytes) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+def test_scrub_removes_the_secret_from_the_sqlite_file_and_the_state_folder(
+    tmp_path: Path,
+) -> None:
+    db, state = tmp_path / "s.db", tmp_path / "state"
+    s = _leaky_session(str(db), state)
+    assert _files_holding(tmp_path, SECRET.encode())  # it leaked: db, offload, records
+    assert list((state / "tool_results" / "s").iterdir())
+    report = s.scrub({"deploy-key": SECRET})
+    assert set(report.rows) >= {"nodes", "events", "logs"}
+    assert report.replaced >= 10 and report.files and "VACUUM" in report.vacuumed
+    s.close()
+    dispose_engines()
+    assert _files_holding(tmp_path, SECRET.encode()) == []
+    assert _files_holding(tmp_path, b"hunter2") == []
+    # still readable; the secret shows as its label
+    again = ConversationGraph.open(db, session="s")
+    shown = json.dumps(again.to_openai())
+    assert "[REDACTED:deploy-key]" in shown and SECRET not in shown
+    [audit] = again.store.read_log("s", AUDIT)
+    entry = json.loads(audit.body)
+    assert entry["labels"] == ["deploy-key"] and entry["replaced"] == report.replaced
+    assert "hunter2" not in audit.body and "XQ7Z" not in audit.body
+    assert s.graph.nodes()[1].payload.content == "deploy with [REDACTED:deploy-key]"
+
+
+def test_the_cli_scrubs_known_key_formats_and_literal_text(tmp_path: Path, capsys: Any) -> None:
+    from openprogram._cli import main
+
+    db, state = tmp_path / "c.db", tmp_path / "state"
+    _leaky_session(str(db), state).close()
+    base = ["--db", str(db), "--state-dir", str(state), "scrub", "s"]
+    assert main([*base]) == 2  # says what to scrub
+    assert main([*base, "--known", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["labels"][0] == "private-key"
+    assert main([*base, "--pattern", SECRET, "--literal", "--label", "deploy"]) == 0
+    out = capsys.readouterr().out
+    assert "scrubbed session s" in out and SECRET not in out
+    dispose_engines()
+    assert _files_holding(tmp_path, SECRET.encode()) == []
+    assert _files_holding(tmp_path, KNOWN.encode()) == []
+    assert main(["--db", str(db), "scrub", "nobody", "--known"]) == 1
+
+
+def test_scrub_leaves_other_sessions_alone(tmp_path: Path) -> None:
+    db = tmp_path / "o.db"
+    for name in ("a", "b"):
+        ConversationGraph.open(db, session=name).append({"role": "user", "content": SECRET})
+    s = Session(str(db), "a", state_dir=tmp_path / "state")
+    s.scrub(SECRET)
+    assert ConversationGraph.open(db, session="b").to_openai()[0]["content"] == SECRET
+    assert s.graph.to_openai()[0]["content"] == "[REDACTED:pattern-1]"
+
+
+def test_scrub_never_follows_a_symlink_out_of_the_state_folder(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text(SECRET)
+    state = tmp_path / "state"
+    (state / "tool_results").mkdir(parents=True)
+    (state / "tool_results" / "s").symlink_to(outside)
+    (state / "records").mkdir()
+    (state / "records" / "s.jsonl").symlink_to(outside / "keep.txt")
+    s = Session(str(tmp_path / "l.db"), "s", state_dir=state)
+    s.graph.append({"role": "user", "content": SECRET})
+    report = s.scrub(SECRET)
+    assert report.files == () and (outside / "keep.txt").read_text() == SECRET
+
+
+def test_scrub_on_a_memory_store_and_with_a_redactor() -> None:
+    g = ConversationGraph.memory("m")
+    g.append({"role": "user", "content": f"a {KNOWN}"}, meta={"k": KNOWN})
+    s = Session(g.store, "m")
+    report = s.scrub(Redactor())
+    assert report.rows == {"nodes": 1} and report.replaced == 2
+    assert KNOWN not in json.dumps(s.graph.to_openai())
+
+
+@pytest.mark.postgres
+def test_scrub_vacuums_postgresql_so_the_table_files_lose_the_secret(
+    pg_db_url: str, tmp_path: Path
+) -> None:
+    s = _leaky_session(pg_db_url, tmp_path / "state")
+    report = s.scrub({"deploy-key": SECRET})
+    assert report.vacuumed.startswith("VACUUM FULL")
+    s.close()
+    dispose_engines()
+    engine = create_engine(pg_db_url, poolclass=NullPool)
+    with engine.connect() as connection:
+        for table in ("graph_nodes", "graph_events", "graph_logs", "graph_values"):
+            found = connection.execute(
+                text(f"SELECT count(*) FROM {table} WHERE CAST({table} AS text) LIKE :s"),
+                {"s": f"%{SECRET}%"},
+            ).scalar()
+            assert found == 0, table
+        connection.commit()
+        auto = connection.execution_options(isolation_level="AUTOCOMMIT")
+        auto.execute(text("CHECKPOINT"))
+        datadir = Path(str(auto.execute(text("SHOW data_directory")).scalar()))
+        oid = auto.execute(text("SELECT oid FROM pg_database WHERE datname = current_database()"))
+        folder = datadir / "base" / str(oid.scalar())
+    engine.dispose()
+    assert folder.is_dir()
+    assert _files_holding(folder, SECRET.encode()) == []
+    assert _files_holding(tmp_path / "state", SECRET.encode()) == []
