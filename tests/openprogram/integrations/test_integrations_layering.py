@@ -12,6 +12,12 @@ import pytest
 FRAMEWORKS = ("pydantic_ai", "langchain", "langchain_core", "langgraph", "agents", "openai")
 SURFACES = {
     "openprogram.integrations": ["Entry", "Mirror", "Paired", "history_functions"],
+    "openprogram.integrations.langchain": [
+        "OpenProgramMiddleware",
+        "from_messages",
+        "history_tools",
+        "to_entries",
+    ],
     "openprogram.integrations.pydantic_ai": [
         "OpenProgramCapability",
         "from_messages",
