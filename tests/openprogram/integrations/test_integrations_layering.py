@@ -18,6 +18,11 @@ SURFACES = {
         "history_tools",
         "to_entries",
     ],
+    "openprogram.integrations.openai_agents": [
+        "OpenProgramSession",
+        "from_messages",
+        "to_entries",
+    ],
     "openprogram.integrations.pydantic_ai": [
         "OpenProgramCapability",
         "from_messages",
