@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from agents import (
 from agents.run_config import CallModelData, ModelInputData
 from openai import AsyncOpenAI
 
+from context import HeuristicSummarizer
 from graph import Tool, text_of
 from openprogram import HISTORY_TOOLS, Session
 from openprogram.integrations.openai_agents import OpenProgramSession
@@ -191,3 +193,50 @@ def test_the_filter_passes_the_sdks_own_items_when_nothing_is_compacted(tmp_path
     out = asyncio.run(memory.input_filter(data))
     assert out.instructions == SYSTEM
     assert all(a is b for a, b in zip(out.input, ITEMS, strict=True))
+
+
+class _Held(HeuristicSummarizer):
+    """The offline summarizer, held until released: a compaction that takes its time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def summarize(self, request: Any) -> Any:
+        self.entered.set()
+        assert self.release.wait(30)
+        return super().summarize(request)
+
+
+def test_an_item_added_while_a_compaction_runs_is_kept(tmp_path: Path) -> None:
+    held = _Held()
+    session = small_session(tmp_path)
+    session.engine.summarizer = held
+    memory = OpenProgramSession(session)
+    items: list[Any] = [{"role": "user", "content": TASK}]
+    for turn in range(1, ROUNDS + 1):
+        call = {"type": "function_call", "call_id": f"c{turn}", "name": "lookup"}
+        items.append({**call, "arguments": json.dumps({"key": f"k_{turn}"})})
+        items.append(
+            {"type": "function_call_output", "call_id": f"c{turn}", "output": lookup(f"k_{turn}")}
+        )
+    late = {"role": "user", "content": "written while the compaction ran"}
+    agent = Agent("a", tools=[function_tool(lookup), *memory.tools])
+    data = CallModelData(ModelInputData(input=items, instructions=SYSTEM), agent, None)
+
+    async def scenario() -> list[Any]:
+        await memory.add_items(items)
+        render = asyncio.create_task(memory.input_filter(data))
+        assert await asyncio.to_thread(held.entered.wait, 10)
+        write = asyncio.create_task(memory.add_items([late]))
+        await asyncio.sleep(0.05)
+        held.release.set()
+        rendered = await render
+        await write
+        return list(rendered.input)
+
+    rendered = asyncio.run(scenario())
+    assert any("[Collapsed:" in str(item.get("content")) for item in rendered)
+    assert asyncio.run(memory.get_items()) == [*items, late]
+    assert session.graph.get(memory.mirror.head or "").payload.content == late["content"]  # type: ignore[union-attr]
