@@ -33,6 +33,7 @@ from pydantic_ai.models.test import TestModel
 
 from graph import Tool, text_of
 from openprogram import HISTORY_TOOLS, Session
+from openprogram._cli import main as cli
 from openprogram.integrations.pydantic_ai import OpenProgramCapability
 
 
@@ -71,7 +72,9 @@ class Researcher:
         return ModelResponse(parts=[TextPart(f"done after {turn} requests")])
 
 
-def test_compaction_read_back_and_rollback(tmp_path: Path) -> None:
+def test_compaction_read_back_and_rollback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     session = small_session(tmp_path)
     script = Researcher()
     capability = OpenProgramCapability(session)
@@ -117,6 +120,14 @@ def test_compaction_read_back_and_rollback(tmp_path: Path) -> None:
     assert all(text in sent for text in originals)
     assert f'expand_layer("{layer.id}")' not in sent
     assert "Anything else?" in sent
+
+    # The CLI reads the adapter's session like any other.
+    capsys.readouterr()
+    assert cli(["--db", str(tmp_path / "op.db"), "records", session.id]) == 0
+    records = capsys.readouterr().out
+    assert "collapse" in records and "rollback" in records
+    assert cli(["--db", str(tmp_path / "op.db"), "show", session.id]) == 0
+    assert "lookup" in capsys.readouterr().out
 
 
 def test_test_model_calls_every_history_tool(tmp_path: Path) -> None:
