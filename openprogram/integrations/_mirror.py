@@ -242,19 +242,21 @@ class Mirror:
         return _Step(digest, tool.id, graph.head, synthetic.calls)
 
     # -- reading ------------------------------------------------------------------------
-    def render(self, entries: Sequence[Entry], tools: Sequence[dict[str, Any]] = ()) -> Rendered:
-        """Sync ``entries``, then render the session from their last node under its budget
-        (``tools``: the schemas the request goes out with, counted in the budget)."""
+    def render(
+        self, entries: Sequence[Entry], tools: Sequence[dict[str, Any]] = ()
+    ) -> list[Paired]:
+        """Sync ``entries``, render the session from their last node under its budget
+        (``tools``: the schemas the request goes out with, counted in the budget), and pair
+        each rendered message with the entry it shows unchanged (``session.engine.last``
+        is the whole render: tokens, tiers, cache edits)."""
         with self._lock:
             self.sync(entries)
             engine = self.session.engine
             if tools:
                 engine.set_tools(list(tools))
-            return engine.render(head=self.head)
+            return self._pair(engine.render(head=self.head), entries)
 
-    def pair(self, rendered: Rendered, entries: Sequence[Entry]) -> list[Paired]:
-        """Each rendered message with the framework's call ids, and the entry it shows
-        unchanged (call after :meth:`render` with the same entries)."""
+    def _pair(self, rendered: Rendered, entries: Sequence[Entry]) -> list[Paired]:
         graph = self.session.graph
         branch = self.branch
         unchanged: dict[str, deque[Entry]] = {}

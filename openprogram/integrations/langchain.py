@@ -76,8 +76,8 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
 
     def _request(self, request: ModelRequest[Any], entries: list[Entry]) -> ModelRequest[Any]:
         schemas = [convert_to_openai_tool(tool) for tool in request.tools]
-        rendered = self.mirror.render(entries, schemas)
-        return request.override(messages=from_messages(self.mirror.pair(rendered, entries)))
+        paired = self.mirror.render(entries, schemas)
+        return request.override(messages=from_messages(paired))
 
 
 def history_tools(session: Session) -> list[BaseTool]:

@@ -99,8 +99,7 @@ class OpenProgramSession:
     ) -> list[TResponseInputItem]:
         entries = to_entries(items)
         with self._lock:
-            rendered = self.mirror.render(entries, tools)
-            return from_messages(self.mirror.pair(rendered, entries))
+            return from_messages(self.mirror.render(entries, tools))
 
     # -- stored items ---------------------------------------------------------------------
     def _live(self) -> list[TResponseInputItem]:

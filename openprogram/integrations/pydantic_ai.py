@@ -42,7 +42,6 @@ from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import RunContext, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
-from context import Rendered
 from openprogram._session import Session
 from openprogram.integrations._history import history_functions
 from openprogram.integrations._mirror import Entry, Mirror, Paired
@@ -83,15 +82,11 @@ class OpenProgramCapability(AbstractCapability[Any]):
     ) -> ModelResponse:
         entries = to_entries(request_context.messages)
         tools = [_schema(t) for t in request_context.model_request_parameters.function_tools]
-        paired = await asyncio.to_thread(self._render, entries, tools)
+        paired = await asyncio.to_thread(self.mirror.render, entries, tools)
         request_context.messages = from_messages(paired)
         response: ModelResponse = await handler(request_context)
         await asyncio.to_thread(self.mirror.sync, [*entries, *to_entries([response])])
         return response
-
-    def _render(self, entries: list[Entry], tools: list[dict[str, Any]]) -> list[Paired]:
-        rendered: Rendered = self.mirror.render(entries, tools)
-        return self.mirror.pair(rendered, entries)
 
 
 # -- Pydantic AI messages -> chat messages ------------------------------------------------
