@@ -92,6 +92,8 @@ class Mirror:
         self._lock = threading.RLock()
         self._branch: list[_Step] | None = None
         self._base: str | None = None
+        self.last: Rendered | None = None
+        """The last render (tokens, tiers, and the cache edits it asks the provider for)."""
 
     # -- the branch this mirror wrote, persisted in the store ------------------------------
     @property
@@ -247,14 +249,15 @@ class Mirror:
     ) -> list[Paired]:
         """Sync ``entries``, render the session from their last node under its budget
         (``tools``: the schemas the request goes out with, counted in the budget), and pair
-        each rendered message with the entry it shows unchanged (``session.engine.last``
-        is the whole render: tokens, tiers, cache edits)."""
+        each rendered message with the entry it shows unchanged (:attr:`last` is the whole
+        render: tokens, tiers, cache edits)."""
         with self._lock:
             self.sync(entries)
             engine = self.session.engine
             if tools:
                 engine.set_tools(list(tools))
-            return self._pair(engine.render(head=self.head), entries)
+            self.last = engine.render(head=self.head)
+            return self._pair(self.last, entries)
 
     def _pair(self, rendered: Rendered, entries: Sequence[Entry]) -> list[Paired]:
         graph = self.session.graph

@@ -19,7 +19,7 @@ import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import (
@@ -39,6 +39,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
@@ -49,6 +50,8 @@ from openprogram.integrations._mirror import Entry, Mirror, Paired
 __all__ = ["OpenProgramCapability", "from_messages", "to_entries"]
 
 NAME = "pydantic_ai"
+CM = "context_management"
+CM_BETA = {"anthropic-beta": "context-management-2025-06-27"}
 
 
 @dataclass
@@ -84,6 +87,12 @@ class OpenProgramCapability(AbstractCapability[Any]):
         tools = [_schema(t) for t in request_context.model_request_parameters.function_tools]
         paired = await asyncio.to_thread(self.mirror.render, entries, tools)
         request_context.messages = from_messages(paired)
+        edits = self.mirror.last.context_management if self.mirror.last else None
+        if edits:  # cache edits (Anthropic): the messages stay, the provider clears
+            settings: dict[str, Any] = dict(request_context.model_settings or {})
+            settings["extra_body"] = {**dict(settings.get("extra_body") or {}), **{CM: edits}}
+            settings["extra_headers"] = {**settings.get("extra_headers", {}), **CM_BETA}
+            request_context.model_settings = cast(ModelSettings, settings)
         response: ModelResponse = await handler(request_context)
         await asyncio.to_thread(self.mirror.sync, [*entries, *to_entries([response])])
         return response

@@ -23,14 +23,18 @@ pytest.importorskip("pydantic_ai")
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
+    ModelRequest,
     ModelResponse,
+    SystemPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
+    UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
+from context import Policy
 from graph import Tool, text_of
 from openprogram import HISTORY_TOOLS, Session
 from openprogram._cli import main as cli
@@ -198,3 +202,45 @@ def test_a_new_process_resumes_the_mirror(tmp_path: Path) -> None:
     roles = [n.role for n in reopened.graph.nodes()]
     assert roles == ["user", "assistant", "user", "assistant"]
     assert seen[-1][0] is history[0] and seen[-1][:2] == history[:2]
+
+
+def _bash_history(calls: int) -> list[ModelMessage]:
+    history: list[ModelMessage] = [
+        ModelRequest(parts=[SystemPromptPart(SYSTEM), UserPromptPart("Run the checks.")])
+    ]
+    for i in range(calls):
+        call_id = f"toolu_{i:03d}"
+        history.append(ModelResponse(parts=[ToolCallPart("Bash", {"cmd": f"check {i}"}, call_id)]))
+        output = f"output {i}" + " ok" * 150
+        history.append(ModelRequest(parts=[ToolReturnPart("Bash", output, call_id)]))
+    return history
+
+
+def test_anthropic_cache_edits_pass_through_with_the_messages_unchanged(tmp_path: Path) -> None:
+    """On a Claude policy, microcompact asks the provider to clear old outputs (a cache
+    edit) instead of changing the messages: the edit goes out in the request's settings."""
+    history = _bash_history(55)
+    seen: list[tuple[list[ModelMessage], Any]] = []
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append((messages, info.model_settings))
+        return ModelResponse(parts=[TextPart("all checks ran")])
+
+    def run(budget: int) -> OpenProgramCapability:
+        policy = Policy.for_model("claude-sonnet-4-5", state_dir=tmp_path / f"state{budget}")
+        session = Session(tmp_path / f"{budget}.db", budget=budget, policy=policy)
+        capability = OpenProgramCapability(session, history_tools=False)
+        Agent(FunctionModel(reply), capabilities=[capability]).run_sync(
+            "Go on.", message_history=history
+        )
+        return capability
+
+    plain = run(1_000_000).mirror.last
+    assert plain is not None and plain.context_management is None
+    squeezed = run(plain.tokens - 1_000).mirror.last
+    assert squeezed is not None and squeezed.context_management
+    messages, settings = seen[-1]
+    # every message as it was (the provider clears, not us); the run's new prompt aside
+    assert messages[:-1] == history[:-1] and _text(messages) == _text(seen[0][0])
+    assert settings["extra_body"]["context_management"] == squeezed.context_management
+    assert settings["extra_headers"]["anthropic-beta"].startswith("context-management")
