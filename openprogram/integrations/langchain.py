@@ -64,15 +64,24 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
     def wrap_model_call(self, request: ModelRequest[Any], handler: Handler) -> Answer:
         entries = to_entries(request.messages)
         answer = handler(self._request(request, entries))
-        self.mirror.sync([*entries, *to_entries(_answered(answer))])
+        self._record(entries, answer)
         return answer
 
     async def awrap_model_call(self, request: ModelRequest[Any], handler: AsyncHandler) -> Answer:
         entries = to_entries(request.messages)
         ready = await asyncio.to_thread(self._request, request, entries)
         answer = await handler(ready)
-        await asyncio.to_thread(self.mirror.sync, [*entries, *to_entries(_answered(answer))])
+        await asyncio.to_thread(self._record, entries, answer)
         return answer
+
+    def _record(self, entries: list[Entry], answer: Answer) -> None:
+        """Store the answer; the input tokens the provider reports correct later estimates."""
+        messages = _answered(answer)
+        self.mirror.sync([*entries, *to_entries(messages)])
+        usage = next((m.usage_metadata for m in messages if isinstance(m, AIMessage)), None)
+        if usage and usage["input_tokens"] > 0 and self.mirror.last is not None:
+            estimated = self.mirror.last.tokens
+            self.session.engine.anchor_usage(usage["input_tokens"], estimated=estimated)
 
     def _request(self, request: ModelRequest[Any], entries: list[Entry]) -> ModelRequest[Any]:
         schemas = [convert_to_openai_tool(tool) for tool in request.tools]

@@ -39,6 +39,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.models.function import FunctionModel
+from pydantic_ai.models.test import TestModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
@@ -62,6 +64,9 @@ class OpenProgramCapability(AbstractCapability[Any]):
 
     session: Session
     history_tools: bool = True
+    anchor_usage: bool | None = None
+    """Correct token estimates with the input tokens the provider reports; ``None``: yes,
+    except for Pydantic AI's ``FunctionModel`` and ``TestModel``, which only guess them."""
     mirror: Mirror = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -95,6 +100,12 @@ class OpenProgramCapability(AbstractCapability[Any]):
             request_context.model_settings = cast(ModelSettings, settings)
         response: ModelResponse = await handler(request_context)
         await asyncio.to_thread(self.mirror.sync, [*entries, *to_entries([response])])
+        anchor = self.anchor_usage
+        if anchor is None:
+            anchor = not isinstance(request_context.model, FunctionModel | TestModel)
+        if anchor and response.usage.input_tokens > 0 and self.mirror.last is not None:
+            estimated = self.mirror.last.tokens
+            self.session.engine.anchor_usage(response.usage.input_tokens, estimated=estimated)
         return response
 
 

@@ -136,3 +136,14 @@ def test_the_async_path_stores_and_renders_alike(tmp_path: Path) -> None:
 
 def test_history_tools_can_be_left_out(tmp_path: Path) -> None:
     assert OpenProgramMiddleware(Session(tmp_path / "op.db"), history_tools=False).tools == []
+
+
+def test_reported_input_tokens_anchor_the_estimates(tmp_path: Path) -> None:
+    session = Session(tmp_path / "op.db")
+    usage = {"input_tokens": 5_000, "output_tokens": 1, "total_tokens": 5_001}
+    model = Recording(messages=iter([AIMessage(content="ok", usage_metadata=usage)]))
+    agent = create_agent(model, tools=[], middleware=[OpenProgramMiddleware(session)])
+    agent.invoke({"messages": [{"role": "user", "content": "hi"}]})
+    assert session.engine.anchor.ratio > 1.0
+    answer = session.graph.nodes()[-1]
+    assert answer.meta["usage"]["input"] == 5_000 and session.usage()["total"]["calls"] == 1

@@ -33,6 +33,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
+from pydantic_ai.usage import RequestUsage
 
 from context import Policy
 from graph import Tool, text_of
@@ -244,3 +245,18 @@ def test_anthropic_cache_edits_pass_through_with_the_messages_unchanged(tmp_path
     assert messages[:-1] == history[:-1] and _text(messages) == _text(seen[0][0])
     assert settings["extra_body"]["context_management"] == squeezed.context_management
     assert settings["extra_headers"]["anthropic-beta"].startswith("context-management")
+
+
+def test_reported_input_tokens_anchor_the_estimates_of_real_models_only(tmp_path: Path) -> None:
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(
+            parts=[TextPart("ok")], usage=RequestUsage(input_tokens=5_000, output_tokens=1)
+        )
+
+    guessed = Session(tmp_path / "a.db")
+    Agent(FunctionModel(reply), capabilities=[OpenProgramCapability(guessed)]).run_sync("hi")
+    assert guessed.engine.anchor.ratio == 1.0  # a test model's usage is a guess: ignored
+    reported = Session(tmp_path / "b.db")
+    capability = OpenProgramCapability(reported, anchor_usage=True)
+    Agent(FunctionModel(reply), capabilities=[capability]).run_sync("hi")
+    assert reported.engine.anchor.ratio > 1.0
