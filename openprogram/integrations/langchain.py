@@ -57,10 +57,6 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
         self.mirror = Mirror(session, NAME)
         self.tools: Sequence[BaseTool] = _tools(session) if history_tools else []
 
-    @property
-    def name(self) -> str:
-        return "OpenProgramMiddleware"
-
     def wrap_model_call(self, request: ModelRequest[Any], handler: Handler) -> Answer:
         entries = to_entries(request.messages)
         answer = handler(self._request(request, entries))

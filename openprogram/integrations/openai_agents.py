@@ -31,6 +31,7 @@ from typing import Any
 from agents import FunctionTool, function_tool
 from agents.items import TResponseInputItem
 from agents.memory import SessionSettings
+from agents.memory.session_settings import resolve_session_limit
 from agents.run_config import CallModelData, ModelInputData
 
 from openprogram._session import Session
@@ -70,7 +71,8 @@ class OpenProgramSession:
     # -- the Session protocol -------------------------------------------------------------
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         items = await asyncio.to_thread(self._live)
-        if limit is not None:
+        limit = resolve_session_limit(limit, self.session_settings)
+        if limit is not None and limit >= 0:  # as SQLiteSession: 0 is none, negative all
             items = items[-limit:] if limit > 0 else []
         return copy.deepcopy(items)
 

@@ -35,6 +35,7 @@ from agents import (
     function_tool,
     set_tracing_disabled,
 )
+from agents.memory import SessionSettings
 from agents.run_config import CallModelData, ModelInputData
 from openai import AsyncOpenAI
 
@@ -161,6 +162,10 @@ def test_items_come_back_exactly_and_pop_is_a_head_move(tmp_path: Path) -> None:
         await memory.add_items(ITEMS[1:])
         assert await memory.get_items() == ITEMS
         assert await memory.get_items(limit=2) == ITEMS[2:]
+        assert await memory.get_items(limit=0) == []
+        assert await memory.get_items(limit=-1) == ITEMS
+        limited = OpenProgramSession(session, session_settings=SessionSettings(limit=1))
+        assert await limited.get_items() == ITEMS[3:]
         assert await memory.pop_item() == ITEMS[3]
         assert await memory.pop_item() == ITEMS[2]
         assert await memory.get_items() == ITEMS[:2]
