@@ -3,6 +3,7 @@ small budget, what its model received, a history tool reading back a collapse, a
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from _adapter_helpers import (
 
 pytest.importorskip("pydantic_ai")
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -260,3 +261,35 @@ def test_reported_input_tokens_anchor_the_estimates_of_real_models_only(tmp_path
     capability = OpenProgramCapability(reported, anchor_usage=True)
     Agent(FunctionModel(reply), capabilities=[capability]).run_sync("hi")
     assert reported.engine.anchor.ratio > 1.0
+
+
+def test_streamed_runs_and_tool_retries_are_stored(tmp_path: Path) -> None:
+    session = Session(tmp_path / "op.db", budget=50_000)
+    tries: list[str] = []
+
+    def flaky(key: str) -> str:
+        """Look up a key, failing the first time.
+
+        Args:
+            key: what to look up
+        """
+        tries.append(key)
+        if len(tries) == 1:
+            raise ModelRetry("the index is warming up; try again")
+        return f"value of {key}"
+
+    agent = Agent(
+        TestModel(call_tools=["flaky"]),
+        capabilities=[OpenProgramCapability(session, history_tools=False)],
+        tools=[flaky],
+    )
+
+    async def stream() -> str:
+        async with agent.run_stream("Look it up.") as result:
+            return str(await result.get_output())
+
+    assert "value of" in asyncio.run(stream())
+    results = [n.result for n in session.graph.nodes() if isinstance(n.payload, Tool)]
+    assert [r.is_error for r in results if r is not None] == [True, False]
+    assert "warming up" in text_of(results[0].content)  # type: ignore[union-attr]
+    assert [n.role for n in session.graph.nodes() if n.kind == "dialogue"][-1] == "assistant"
