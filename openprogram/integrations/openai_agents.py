@@ -189,7 +189,9 @@ def _message(item: Any) -> dict[str, Any]:
     if role in ("user", "system", "developer", "assistant") and "content" in item:
         chat_role = "system" if role == "developer" else role
         return {"role": chat_role, "content": _text(item["content"])}
-    return {"role": "user", "content": f"[{kind or 'item'}]"}
+    # Another kind (a hosted tool's call or output, a handoff): named, sent back as it is.
+    by = "user" if str(kind).endswith("_output") else "assistant"
+    return {"role": by, "content": f"[{kind or 'item'}]"}
 
 
 def _text(content: Any) -> str:

@@ -194,10 +194,12 @@ def test_items_come_back_exactly_and_pop_is_a_head_move(tmp_path: Path) -> None:
 
 def test_the_filter_passes_the_sdks_own_items_when_nothing_is_compacted(tmp_path: Path) -> None:
     memory = OpenProgramSession(Session(tmp_path / "op.db", budget=50_000))
-    data = CallModelData(ModelInputData(input=list(ITEMS), instructions=SYSTEM), Agent("a"), None)
+    hosted = {"type": "web_search_call", "id": "ws_1", "status": "completed"}
+    items = [*ITEMS, hosted]
+    data = CallModelData(ModelInputData(input=items, instructions=SYSTEM), Agent("a"), None)
     out = asyncio.run(memory.input_filter(data))
     assert out.instructions == SYSTEM
-    assert all(a is b for a, b in zip(out.input, ITEMS, strict=True))
+    assert all(a is b for a, b in zip(out.input, items, strict=True))
 
 
 class _Held(HeuristicSummarizer):
