@@ -120,9 +120,15 @@ def to_entries(messages: Sequence[ModelMessage]) -> list[Entry]:
             continue
         for index, part in enumerate(message.parts):
             chat = _part_message(part)
-            meta = {NAME: {"part_kind": getattr(part, "part_kind", type(part).__name__)}}
+            kind = getattr(part, "part_kind", type(part).__name__)
+            meta = {NAME: {"part_kind": kind, **_ids(message)}}
             entries.append(Entry(chat, (message, index), meta))
     return entries
+
+
+def _ids(message: ModelMessage) -> dict[str, str]:
+    ids = {"run_id": message.run_id, "conversation_id": message.conversation_id}
+    return {key: value for key, value in ids.items() if value is not None}
 
 
 def _part_message(part: ModelRequestPart) -> dict[str, Any]:
@@ -186,6 +192,7 @@ def _response_entry(response: ModelResponse) -> Entry:
         NAME: {
             "provider_response_id": response.provider_response_id,
             "finish_reason": response.finish_reason,
+            **_ids(response),
         },
         "model": response.model_name,
         "usage": {

@@ -115,6 +115,8 @@ def test_compaction_read_back_and_rollback(
     assert {f"c{i}" for i in range(1, 11)} | {"x1"} <= set(tools)
     assert text_of(tools["c1"].result.content) == lookup("k_1")  # type: ignore[union-attr]
     assert tools["c1"].payload.name == "lookup"  # type: ignore[union-attr]
+    first = next(n for n in session.graph.nodes() if n.role == "user")
+    assert first.meta["pydantic_ai"]["run_id"] == history[0].run_id
 
     # Roll back the newest layer from our side: the next request shows what it replaced.
     layer = newest_layer(session)
