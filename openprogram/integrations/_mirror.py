@@ -160,26 +160,20 @@ class Mirror:
             graph.fork(head)
 
     def _resumable(self, entries: Sequence[Entry], same: int) -> int:
-        """Where appending may resume: before ``same``, so that every tool result still to
-        append answers a call that is pending on the branch (a call answered on the old
-        branch is asked again on the new one)."""
+        """Where appending may resume: at ``same`` or before it, so that every call the
+        kept entries leave unanswered is unanswered in the graph too (a result the
+        framework dropped or replaced means asking the call again on a new branch)."""
         while True:
-            calls: dict[str, int] = {}
+            pending: dict[str, int] = {}
             for index, entry in enumerate(entries[:same]):
                 for call in entry.message.get("tool_calls") or ():
-                    calls[call["id"]] = index
-            answered = {
-                entry.message["tool_call_id"]
-                for entry in entries[:same]
-                if entry.message.get("role") == "tool"
-            }
+                    pending[call["id"]] = index
+                if entry.message.get("role") == "tool":
+                    pending.pop(entry.message.get("tool_call_id"), None)
             back = same
-            for entry in entries[same:]:
-                call_id = entry.message.get("tool_call_id")
-                if entry.message.get("role") != "tool" or call_id not in calls:
-                    continue
-                if call_id in answered or self._answered(calls[call_id], call_id):
-                    back = min(back, calls[call_id])
+            for call_id, index in pending.items():
+                if self._answered(index, call_id):
+                    back = min(back, index)
             if back == same:
                 return same
             same = back

@@ -87,3 +87,15 @@ def test_render_pairs_unchanged_messages_with_their_entries(tmp_path: Path) -> N
     paired = mirror.render(entries)
     assert [p.entry for p in paired] == entries
     assert all(p.entry is e for p, e in zip(paired, entries, strict=True))
+
+
+def test_a_dropped_result_leaves_the_call_pending_on_a_new_branch(tmp_path: Path) -> None:
+    """Regression: a framework that pops a tool result kept seeing it in the graph's branch
+    (the head moved back to the call, whose tool node still held the result)."""
+    session = Session(tmp_path / "op.db")
+    mirror = Mirror(session, "test")
+    mirror.sync(_entries({"role": "user", "content": "q"}, _call("c1"), _result("c1", "old")))
+    mirror.sync(_entries({"role": "user", "content": "q"}, _call("c1")))
+    shown = session.graph.to_openai(head=mirror.head)
+    assert shown[-1]["content"].startswith("[no result yet")
+    assert [text_of(n.result.content) for n in session.graph.nodes() if n.result] == ["old"]
