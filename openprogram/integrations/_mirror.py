@@ -169,7 +169,7 @@ class Mirror:
                 for call in entry.message.get("tool_calls") or ():
                     pending[call["id"]] = index
                 if entry.message.get("role") == "tool":
-                    pending.pop(entry.message.get("tool_call_id"), None)
+                    pending.pop(str(entry.message.get("tool_call_id")), None)
             back = same
             for call_id, index in pending.items():
                 if self._answered(index, call_id):
