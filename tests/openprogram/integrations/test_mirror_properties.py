@@ -20,7 +20,7 @@ Op = tuple[str, Any]
 OPS = st.lists(
     st.one_of(
         st.tuples(st.just("user"), st.sampled_from(["go on", "why?", "stop"])),
-        st.tuples(st.just("call"), st.sampled_from(["a", "b"])),
+        st.tuples(st.just("call"), st.sampled_from([("a",), ("b",), ("a", "b")])),
         st.tuples(st.just("result"), st.sampled_from(["ok", "failed"])),
         st.tuples(st.just("say"), st.sampled_from(["done", "thinking"])),
         st.tuples(st.just("pop"), st.integers(1, 3)),
@@ -29,22 +29,34 @@ OPS = st.lists(
 )
 
 
+def _unanswered(history: list[dict[str, Any]]) -> list[str]:
+    """The calls of the newest assistant message with tool calls that have no result yet."""
+    for at in range(len(history) - 1, -1, -1):
+        if history[at].get("tool_calls"):
+            done = {m["tool_call_id"] for m in history[at + 1 :] if m["role"] == "tool"}
+            return [c["id"] for c in history[at]["tool_calls"] if c["id"] not in done]
+        if history[at]["role"] != "tool":
+            return []
+    return []
+
+
 def _apply(history: list[dict[str, Any]], op: Op) -> list[dict[str, Any]]:
     kind, value = op
-    last = history[-1] if history else None
-    pending = last is not None and bool(last.get("tool_calls"))
+    pending = _unanswered(history)
     if kind == "pop":
         return history[: max(0, len(history) - value)]
     if kind == "result":
         if not pending:
             return history
-        call_id = last["tool_calls"][0]["id"]  # type: ignore[index]
-        return [*history, {"role": "tool", "tool_call_id": call_id, "content": value}]
-    if pending:  # frameworks answer a call before they go on
+        return [*history, {"role": "tool", "tool_call_id": pending[0], "content": value}]
+    if pending:  # frameworks answer every call before they go on
         return history
     if kind == "call":
-        call = {"id": value, "type": "function", "function": {"name": "f", "arguments": "{}"}}
-        return [*history, {"role": "assistant", "content": None, "tool_calls": [call]}]
+        calls = [
+            {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            for i in value
+        ]
+        return [*history, {"role": "assistant", "content": None, "tool_calls": calls}]
     role = "user" if kind == "user" else "assistant"
     return [*history, {"role": role, "content": value}]
 
