@@ -14,6 +14,10 @@ Each stores every message the framework sends or receives in the session's graph
 the compacted history into the framework's own message types for each model request (the
 framework's own history is never rewritten), offers the history tools as the framework's
 tools, and exposes the ``Session`` for layers, rollback, records, the CLI and notebooks.
+One session holds one conversation: a history that goes another way (an edited or retried
+message, a popped item) forks the graph where it diverged, and nothing stored is lost.
+``Mirror`` (with ``Entry`` and ``Paired``) and ``history_functions`` are what an adapter for
+another framework is built from.
 """
 
 from openprogram.integrations._history import history_functions
