@@ -80,7 +80,7 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
             self.session.engine.anchor_usage(usage["input_tokens"], estimated=estimated)
 
     def _request(self, request: ModelRequest[Any], entries: list[Entry]) -> ModelRequest[Any]:
-        schemas = [convert_to_openai_tool(tool) for tool in request.tools]
+        schemas = [schema for tool in request.tools if (schema := _schema(tool))]
         paired = self.mirror.render(entries, schemas)
         return request.override(messages=from_messages(paired))
 
@@ -95,6 +95,14 @@ def _tools(session: Session) -> list[BaseTool]:
         StructuredTool.from_function(fn, name=fn.__name__, parse_docstring=True)
         for fn in history_functions(session)
     ]
+
+
+def _schema(tool: BaseTool | dict[str, Any]) -> dict[str, Any] | None:
+    """A tool's schema, counted in the budget (a provider tool it cannot describe is not)."""
+    try:
+        return convert_to_openai_tool(tool)
+    except (ValueError, TypeError, NotImplementedError):
+        return None
 
 
 def _answered(answer: Any) -> list[BaseMessage]:
