@@ -393,6 +393,16 @@ class ConversationGraph(FunctionWriter, LayerWriter):
             event, session=session, node_id=ids[event.node_id], data=data
         )
 
+    def restart(self) -> None:
+        """Start a new root: the next top-level append has no predecessor, so it begins a
+        branch that shares nothing with the nodes before it (which all stay). Used when a
+        conversation held elsewhere starts over (an adapter's ``clear_session``)."""
+        with self._lock:
+            if self._frames:
+                raise GraphError("cannot restart inside a function's frame; finish it first")
+            self._frames = []
+            self._heads = {None: None}
+
     def fork(self, node_id: str | Node) -> str:
         """Move the head back to ``node_id``: the next append starts a branch there."""
         if isinstance(node_id, Node):

@@ -135,3 +135,24 @@ def test_fork_into_a_finished_function_then_append_raises() -> None:
     after = g.append({"role": "user", "content": "after"})
     assert g.predecessor(after.id) == g.get(fn.id)
     assert g.caller(after.id) is None
+
+
+def test_restart_starts_a_new_root_and_keeps_every_node(tmp_path: Path) -> None:
+    g = ConversationGraph.open(tmp_path / "g.db", "s1")
+    old = g.append({"role": "user", "content": "old question"})
+    g.append({"role": "assistant", "content": "old answer"})
+    g.restart()
+    assert g.head is None and g.to_openai() == []
+    new = g.append({"role": "user", "content": "new question"})
+    assert g.predecessor(new.id) is None
+    assert _text(g) == ["new question"]
+    assert old.id in g and len(g) == 3
+    again = ConversationGraph.open(tmp_path / "g.db", "s1")
+    assert again.head == new.id and _text(again) == ["new question"]
+    dispose_engines()
+
+
+def test_restart_inside_a_function_raises() -> None:
+    g = ConversationGraph.memory()
+    with g.function("work"), pytest.raises(GraphError, match="function's frame"):
+        g.restart()

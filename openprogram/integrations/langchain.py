@@ -1,0 +1,233 @@
+"""OpenProgram as a LangChain v1 agent middleware: each model call gets the compacted history.
+
+    agent = create_agent(model, tools, middleware=[OpenProgramMiddleware(Session("agent.db"))])
+
+The middleware overrides the model call (``wrap_model_call`` and ``awrap_model_call``) and
+changes only the request it passes on: the agent state's ``messages`` stay whole, unlike
+``SummarizationMiddleware``, which replaces them with a summary. Every message is stored in
+the session's graph (tool calls and their ``ToolMessage`` results as tool nodes, message ids
+in meta), and the call goes out with the session's render — the state's own message objects
+for what compaction left alone, new ones for summaries, notes and cleared outputs, which the
+model can read back with the history tools this middleware registers. The system message
+travels in its own field, as ``create_agent`` sends it, and is not stored.
+``middleware.session`` gives layers, rollback and records. Needs
+``pip install 'openprogram[langchain]'``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, cast
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import ExtendedModelResponse
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from openprogram._session import Session
+from openprogram.integrations._history import history_functions
+from openprogram.integrations._mirror import Entry, Mirror, Paired
+
+__all__ = ["OpenProgramMiddleware", "from_messages", "history_tools", "to_entries"]
+
+NAME = "langchain"
+Handler = Callable[[ModelRequest[Any]], ModelResponse[Any]]
+AsyncHandler = Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
+Answer = ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]
+
+
+class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
+    """Stores a ``create_agent`` agent's messages in ``session`` and sends each model call
+    the session's compacted render of them; registers the history tools unless
+    ``history_tools=False``."""
+
+    def __init__(self, session: Session, *, history_tools: bool = True) -> None:
+        super().__init__()
+        self.session = session
+        self.mirror = Mirror(session, NAME)
+        self.tools: Sequence[BaseTool] = _tools(session) if history_tools else []
+
+    def wrap_model_call(self, request: ModelRequest[Any], handler: Handler) -> Answer:
+        entries = to_entries(request.messages)
+        answer = handler(self._request(request, entries))
+        self._record(entries, answer)
+        return answer
+
+    async def awrap_model_call(self, request: ModelRequest[Any], handler: AsyncHandler) -> Answer:
+        entries = to_entries(request.messages)
+        ready = await asyncio.to_thread(self._request, request, entries)
+        answer = await handler(ready)
+        await asyncio.to_thread(self._record, entries, answer)
+        return answer
+
+    def _record(self, entries: list[Entry], answer: Answer) -> None:
+        """Store the answer; the input tokens the provider reports correct later estimates."""
+        messages = _answered(answer)
+        self.mirror.sync([*entries, *to_entries(messages)])
+        usage = next((m.usage_metadata for m in messages if isinstance(m, AIMessage)), None)
+        if usage and usage["input_tokens"] > 0 and self.mirror.last is not None:
+            estimated = self.mirror.last.tokens
+            self.session.engine.anchor_usage(usage["input_tokens"], estimated=estimated)
+
+    def _request(self, request: ModelRequest[Any], entries: list[Entry]) -> ModelRequest[Any]:
+        schemas = [schema for tool in request.tools if (schema := _schema(tool))]
+        paired = self.mirror.render(entries, schemas)
+        return request.override(messages=from_messages(paired))
+
+
+def history_tools(session: Session) -> list[BaseTool]:
+    """The history tools as LangChain tools (the middleware registers these itself)."""
+    return _tools(session)
+
+
+def _tools(session: Session) -> list[BaseTool]:
+    return [
+        StructuredTool.from_function(fn, name=fn.__name__, parse_docstring=True)
+        for fn in history_functions(session)
+    ]
+
+
+def _schema(tool: BaseTool | dict[str, Any]) -> dict[str, Any] | None:
+    """A tool's schema, counted in the budget (a provider tool it cannot describe is not)."""
+    try:
+        return convert_to_openai_tool(tool)
+    except (ValueError, TypeError, NotImplementedError):
+        return None
+
+
+def _answered(answer: Any) -> list[BaseMessage]:
+    if isinstance(answer, ExtendedModelResponse):
+        answer = answer.model_response
+    if isinstance(answer, ModelResponse):
+        return list(answer.result)
+    return [answer] if isinstance(answer, BaseMessage) else []
+
+
+# -- LangChain messages -> chat messages ---------------------------------------------------
+def to_entries(messages: Sequence[BaseMessage]) -> list[Entry]:
+    """Each message as an :class:`Entry` (``original``: the message itself)."""
+    return [Entry(_message(m), m, _meta(m)) for m in messages]
+
+
+def _meta(message: BaseMessage) -> dict[str, Any]:
+    meta: dict[str, Any] = {NAME: {"id": message.id, "type": message.type}}
+    if isinstance(message, AIMessage):
+        metadata = message.response_metadata or {}
+        meta["model"] = metadata.get("model_name") or metadata.get("model")
+        usage = message.usage_metadata
+        if usage:
+            details = usage.get("input_token_details") or {}
+            read = int(details.get("cache_read") or 0)
+            written = int(details.get("cache_creation") or 0)
+            meta["usage"] = {
+                "input": max(0, usage["input_tokens"] - read - written),
+                "cache_read": read,
+                "cache_creation": written,
+                "output": usage["output_tokens"],
+            }
+    return meta
+
+
+def _message(message: BaseMessage) -> dict[str, Any]:
+    if isinstance(message, AIMessage):
+        chat: dict[str, Any] = {"role": "assistant", "content": _text(message.content) or None}
+        if message.tool_calls:
+            chat["tool_calls"] = [
+                {
+                    "id": call["id"] or f"call_{index}",
+                    "type": "function",
+                    "function": {
+                        "name": call["name"],
+                        "arguments": json.dumps(call["args"], ensure_ascii=False),
+                    },
+                }
+                for index, call in enumerate(message.tool_calls)
+            ]
+        return chat
+    if isinstance(message, ToolMessage):
+        chat = {"role": "tool", "tool_call_id": message.tool_call_id}
+        chat["content"] = _text(message.content)
+        if message.status == "error":
+            chat["is_error"] = True
+        return chat
+    role = "system" if isinstance(message, SystemMessage) else "user"
+    return {"role": role, "content": _content(message.content)}
+
+
+def _content(content: Any) -> Any:
+    if isinstance(content, str):
+        return content
+    parts: list[dict[str, Any]] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append({"type": "text", "text": block})
+        elif block.get("type") == "text":
+            parts.append({"type": "text", "text": str(block.get("text", ""))})
+        elif block.get("type") == "image_url":
+            parts.append({"type": "image_url", "image_url": block["image_url"]})
+        else:
+            parts.append({"type": "text", "text": f"[{block.get('type')}]"})
+    return parts
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    texts = []
+    for block in content:
+        if isinstance(block, str):
+            texts.append(block)
+        elif block.get("type") == "text":
+            texts.append(str(block.get("text", "")))
+    return "\n".join(texts)
+
+
+# -- rendered chat messages -> LangChain messages ------------------------------------------
+def from_messages(paired: Sequence[Paired]) -> list[AnyMessage]:
+    """The messages a call goes out with: the state's own objects for what compaction left
+    alone, new ones for the rest."""
+    names: dict[str, str] = {}
+    messages: list[AnyMessage] = []
+    for item in paired:
+        message = item.message
+        for call in message.get("tool_calls") or ():
+            names[call["id"]] = call["function"]["name"]
+        if item.entry is not None and isinstance(item.entry.original, BaseMessage):
+            messages.append(cast("AnyMessage", item.entry.original))
+        else:
+            messages.append(_new(message, names))
+    return messages
+
+
+def _new(message: dict[str, Any], names: dict[str, str]) -> AnyMessage:
+    content = message.get("content")
+    role = message.get("role")
+    if role == "assistant":
+        calls = [
+            {
+                "id": call["id"],
+                "name": call["function"]["name"],
+                "args": json.loads(call["function"].get("arguments") or "{}"),
+                "type": "tool_call",
+            }
+            for call in message.get("tool_calls") or ()
+        ]
+        return AIMessage(content=_text(content or ""), tool_calls=calls)
+    if role == "tool":
+        call_id = str(message.get("tool_call_id"))
+        return ToolMessage(
+            content=_text(content or ""), tool_call_id=call_id, name=names.get(call_id)
+        )
+    if role == "system":
+        return SystemMessage(content=content or "")
+    return HumanMessage(content=content or "")

@@ -1,0 +1,287 @@
+"""OpenProgram as a Pydantic AI capability: each model request gets the compacted history.
+
+    agent = Agent(model, capabilities=[OpenProgramCapability(Session("agent.db"))])
+
+The capability wraps each model request (``wrap_model_request``) and changes only that
+request's messages: the run's own history (``ctx.messages``, ``result.all_messages()``)
+stays whole, unlike a history processor, which writes its result back into it. Every
+message is stored in the session's graph (request parts and responses; tool calls and
+their returns as tool nodes), and the request goes out with the session's render of it —
+the framework's original messages for what compaction left alone, new ones for summaries,
+notes and cleared outputs. The history tools come as the capability's toolset, so the
+model can read back what was put away; ``capability.session`` gives layers, rollback and
+records. Needs ``pip install 'openprogram[pydantic-ai]'``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import (
+    BaseToolReturnPart,
+    ImageUrl,
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    ModelResponse,
+    ModelResponsePart,
+    RetryPromptPart,
+    SystemPromptPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.models.function import FunctionModel
+from pydantic_ai.models.test import TestModel
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.tools import RunContext, ToolDefinition
+from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
+
+from openprogram._session import Session
+from openprogram.integrations._history import history_functions
+from openprogram.integrations._mirror import Entry, Mirror, Paired
+
+__all__ = ["OpenProgramCapability", "from_messages", "to_entries"]
+
+NAME = "pydantic_ai"
+CM = "context_management"
+CM_BETA = {"anthropic-beta": "context-management-2025-06-27"}
+
+
+@dataclass
+class OpenProgramCapability(AbstractCapability[Any]):
+    """Stores a Pydantic AI agent's messages in ``session`` and sends each model request
+    the session's compacted render of them; offers the history tools unless
+    ``history_tools=False``."""
+
+    session: Session
+    history_tools: bool = True
+    anchor_usage: bool | None = None
+    """Correct token estimates with the input tokens the provider reports; ``None``: yes,
+    except for Pydantic AI's ``FunctionModel`` and ``TestModel``, which only guess them."""
+    mirror: Mirror = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.mirror = Mirror(self.session, NAME)
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None  # holds a live session: not spec-serializable
+
+    def get_toolset(self) -> AbstractToolset[Any] | None:
+        if not self.history_tools:
+            return None
+        return FunctionToolset(history_functions(self.session))
+
+    async def wrap_model_request(
+        self,
+        ctx: RunContext[Any],
+        *,
+        request_context: ModelRequestContext,
+        handler: Any,
+    ) -> ModelResponse:
+        entries = to_entries(request_context.messages)
+        tools = [_schema(t) for t in request_context.model_request_parameters.function_tools]
+        paired = await asyncio.to_thread(self.mirror.render, entries, tools)
+        request_context.messages = from_messages(paired)
+        edits = self.mirror.last.context_management if self.mirror.last else None
+        if edits:  # cache edits (Anthropic): the messages stay, the provider clears
+            settings: dict[str, Any] = dict(request_context.model_settings or {})
+            settings["extra_body"] = {**dict(settings.get("extra_body") or {}), **{CM: edits}}
+            settings["extra_headers"] = {**settings.get("extra_headers", {}), **CM_BETA}
+            request_context.model_settings = cast(ModelSettings, settings)
+        response: ModelResponse = await handler(request_context)
+        await asyncio.to_thread(self.mirror.sync, [*entries, *to_entries([response])])
+        anchor = self.anchor_usage
+        if anchor is None:
+            anchor = not isinstance(request_context.model, FunctionModel | TestModel)
+        if anchor and response.usage.input_tokens > 0 and self.mirror.last is not None:
+            estimated = self.mirror.last.tokens
+            self.session.engine.anchor_usage(response.usage.input_tokens, estimated=estimated)
+        return response
+
+
+# -- Pydantic AI messages -> chat messages ------------------------------------------------
+def to_entries(messages: Sequence[ModelMessage]) -> list[Entry]:
+    """Each request part and each response as an :class:`Entry` (``original``: the part's
+    ``(request, index)``, or the response)."""
+    entries: list[Entry] = []
+    for message in messages:
+        if isinstance(message, ModelResponse):
+            entries.append(_response_entry(message))
+            continue
+        for index, part in enumerate(message.parts):
+            chat = _part_message(part)
+            kind = getattr(part, "part_kind", type(part).__name__)
+            meta = {NAME: {"part_kind": kind, **_ids(message)}}
+            entries.append(Entry(chat, (message, index), meta))
+    return entries
+
+
+def _ids(message: ModelMessage) -> dict[str, str]:
+    ids = {"run_id": message.run_id, "conversation_id": message.conversation_id}
+    return {key: value for key, value in ids.items() if value is not None}
+
+
+def _part_message(part: ModelRequestPart) -> dict[str, Any]:
+    if isinstance(part, SystemPromptPart):
+        return {"role": "system", "content": part.content}
+    if isinstance(part, UserPromptPart):
+        return {"role": "user", "content": _user_content(part.content)}
+    if isinstance(part, BaseToolReturnPart):
+        message: dict[str, Any] = {"role": "tool", "tool_call_id": part.tool_call_id}
+        message["content"] = part.model_response_str()
+        if getattr(part, "outcome", "success") != "success":
+            message["is_error"] = True
+        return message
+    if isinstance(part, RetryPromptPart) and part.tool_name is not None:
+        text = part.model_response()
+        return {
+            "role": "tool",
+            "tool_call_id": part.tool_call_id,
+            "content": text,
+            "is_error": True,
+        }
+    describe = getattr(part, "model_response", None)
+    text = describe() if callable(describe) else str(getattr(part, "content", part))
+    return {"role": "user", "content": text}
+
+
+def _user_content(content: Any) -> Any:
+    if isinstance(content, str):
+        return content
+    parts: list[dict[str, Any]] = []
+    for item in content:
+        if isinstance(item, str):
+            parts.append({"type": "text", "text": item})
+        elif isinstance(item, ImageUrl):
+            parts.append({"type": "image_url", "image_url": {"url": item.url}})
+        else:
+            parts.append({"type": "text", "text": f"[{type(item).__name__}]"})
+    return parts
+
+
+def _response_entry(response: ModelResponse) -> Entry:
+    texts = [p.content for p in response.parts if isinstance(p, TextPart)]
+    thinking = [p.content for p in response.parts if isinstance(p, ThinkingPart) and p.content]
+    calls = [
+        {
+            "id": p.tool_call_id,
+            "type": "function",
+            "function": {"name": p.tool_name, "arguments": p.args_as_json_str()},
+        }
+        for p in response.parts
+        if isinstance(p, ToolCallPart)
+    ]
+    message: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) or None}
+    if thinking:
+        message["thinking"] = "\n\n".join(thinking)
+    if calls:
+        message["tool_calls"] = calls
+    usage = response.usage
+    cached = usage.cache_read_tokens + usage.cache_write_tokens
+    meta: dict[str, Any] = {
+        NAME: {
+            "provider_response_id": response.provider_response_id,
+            "finish_reason": response.finish_reason,
+            **_ids(response),
+        },
+        "model": response.model_name,
+        "usage": {
+            "input": max(0, usage.input_tokens - cached),
+            "cache_read": usage.cache_read_tokens,
+            "cache_creation": usage.cache_write_tokens,
+            "output": usage.output_tokens,
+        },
+    }
+    return Entry(message, response, meta)
+
+
+# -- rendered chat messages -> Pydantic AI messages ---------------------------------------
+def from_messages(paired: Sequence[Paired]) -> list[ModelMessage]:
+    """The messages a request goes out with: the originals for what compaction left alone
+    (a whole original request when all its parts are there in order), new ones for the rest."""
+    messages: list[ModelMessage] = []
+    parts: list[ModelRequestPart] = []
+    sources: list[tuple[ModelRequest, int] | None] = []
+    names: dict[str, str] = {}
+
+    def flush() -> None:
+        if not parts:
+            return
+        first = sources[0]
+        whole = (
+            first is not None
+            and all(s is not None and s[0] is first[0] for s in sources)
+            and [s[1] for s in sources if s is not None] == list(range(len(first[0].parts)))
+        )
+        messages.append(first[0] if whole and first is not None else ModelRequest(parts=parts[:]))
+        parts.clear()
+        sources.clear()
+
+    for item in paired:
+        message, entry = item.message, item.entry
+        if message.get("role") == "assistant":
+            flush()
+            for call in message.get("tool_calls") or ():
+                names[call["id"]] = call["function"]["name"]
+            original = entry.original if entry is not None else None
+            messages.append(original if isinstance(original, ModelResponse) else _response(message))
+            continue
+        source = entry.original if entry is not None else None
+        if isinstance(source, tuple):
+            parts.append(source[0].parts[source[1]])
+            sources.append(source)
+        else:
+            parts.append(_request_part(message, names))
+            sources.append(None)
+    flush()
+    return messages
+
+
+def _request_part(message: dict[str, Any], names: dict[str, str]) -> ModelRequestPart:
+    content = message.get("content")
+    text = content if isinstance(content, str) else _text(content)
+    role = message.get("role")
+    if role == "system":
+        return SystemPromptPart(text)
+    if role == "tool":
+        call_id = str(message.get("tool_call_id"))
+        return ToolReturnPart(names.get(call_id, "unknown"), text, call_id)
+    return UserPromptPart(text)
+
+
+def _response(message: dict[str, Any]) -> ModelResponse:
+    parts: list[ModelResponsePart] = []
+    if message.get("thinking"):
+        parts.append(ThinkingPart(str(message["thinking"])))
+    content = message.get("content")
+    text = content if isinstance(content, str) else _text(content)
+    if text:
+        parts.append(TextPart(text))
+    for call in message.get("tool_calls") or ():
+        function = call["function"]
+        parts.append(ToolCallPart(function["name"], function.get("arguments"), call["id"]))
+    return ModelResponse(parts=parts)
+
+
+def _text(content: Any) -> str:
+    if not content:
+        return ""
+    return "\n".join(str(p.get("text", "")) for p in content if p.get("type") == "text")
+
+
+def _schema(tool: ToolDefinition) -> dict[str, Any]:
+    function = {"name": tool.name, "parameters": tool.parameters_json_schema}
+    if tool.description:
+        function["description"] = tool.description
+    schema: dict[str, Any] = json.loads(json.dumps({"type": "function", "function": function}))
+    return schema

@@ -1,0 +1,101 @@
+"""The mirror every adapter shares, on plain entries: appends only what is new, forks where
+a framework's history diverged, keeps pairs valid, maps call ids back, and pairs each
+rendered message with the entry it shows unchanged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from graph import Tool, text_of
+from openprogram import Session
+from openprogram.integrations import Entry, Mirror
+
+
+def _call(call_id: str, name: str = "lookup") -> dict[str, Any]:
+    function = {"name": name, "arguments": "{}"}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": call_id, "type": "function", "function": function}],
+    }
+
+
+def _result(call_id: str, text: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": text}
+
+
+def _entries(*messages: dict[str, Any]) -> list[Entry]:
+    return [Entry(m, original=("framework", i)) for i, m in enumerate(messages)]
+
+
+def test_sync_appends_only_what_is_new(tmp_path: Path) -> None:
+    session = Session(tmp_path / "op.db", "s1")
+    mirror = Mirror(session, "test")
+    first = _entries({"role": "user", "content": "q"}, _call("c1"), _result("c1", "r1"))
+    mirror.sync(first)
+    mirror.sync(first)
+    more = _entries(*[e.message for e in first], {"role": "assistant", "content": "a"})
+    nodes = Mirror(Session(tmp_path / "op.db", "s1"), "test").sync(more)
+    # user, assistant, its tool node (call and result), the new assistant: nothing twice
+    assert len(set(nodes)) == 4 and len(Session(tmp_path / "op.db", "s1").graph) == 4
+
+
+def test_a_diverging_history_forks_and_keeps_the_old_nodes(tmp_path: Path) -> None:
+    session = Session(tmp_path / "op.db")
+    mirror = Mirror(session, "test")
+    mirror.sync(_entries({"role": "user", "content": "q"}, _call("c1"), _result("c1", "old")))
+    mirror.sync(_entries({"role": "user", "content": "q"}, _call("c1"), _result("c1", "new")))
+    results = [text_of(n.result.content) for n in session.graph.nodes() if n.result is not None]
+    assert results == ["old", "new"]
+    assert [m["content"] for m in session.graph.to_openai(head=mirror.head)][-1] == "new"
+    mirror.sync(_entries({"role": "user", "content": "another start"}))
+    assert [m["content"] for m in session.graph.to_openai(head=mirror.head)] == ["another start"]
+    assert len(session.graph) == 6
+
+
+def test_a_result_for_no_known_call_gets_a_synthetic_call(tmp_path: Path) -> None:
+    session = Session(tmp_path / "op.db")
+    mirror = Mirror(session, "test")
+    mirror.sync(_entries({"role": "user", "content": "q"}, _result("lost", "orphan output")))
+    tools = [n for n in session.graph.nodes() if isinstance(n.payload, Tool)]
+    assert [t.payload.name for t in tools] == ["unknown"]  # type: ignore[union-attr]
+    assert text_of(tools[0].result.content) == "orphan output"  # type: ignore[union-attr]
+
+
+def test_a_reused_pending_call_id_is_renamed_and_mapped_back(tmp_path: Path) -> None:
+    session = Session(tmp_path / "op.db", budget=50_000)
+    mirror = Mirror(session, "test")
+    mirror.sync(_entries({"role": "user", "content": "q"}, _call("c1")))  # left pending
+    entries = _entries({"role": "user", "content": "again"}, _call("c1"), _result("c1", "done"))
+    paired = mirror.render(entries)
+    graph_ids = {n.payload.call_id for n in session.graph.nodes() if isinstance(n.payload, Tool)}
+    assert graph_ids == {"c1", "c1~2"}
+    assert [p.message for p in paired] == [e.message for e in entries]
+    assert [p.entry for p in paired] == entries
+
+
+def test_render_pairs_unchanged_messages_with_their_entries(tmp_path: Path) -> None:
+    session = Session(tmp_path / "op.db", budget=50_000)
+    mirror = Mirror(session, "test")
+    entries = _entries(
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "same"},
+        {"role": "assistant", "content": "a"},
+        {"role": "user", "content": "same"},
+    )
+    paired = mirror.render(entries)
+    assert [p.entry for p in paired] == entries
+    assert all(p.entry is e for p, e in zip(paired, entries, strict=True))
+
+
+def test_a_dropped_result_leaves_the_call_pending_on_a_new_branch(tmp_path: Path) -> None:
+    """Regression: a framework that pops a tool result kept seeing it in the graph's branch
+    (the head moved back to the call, whose tool node still held the result)."""
+    session = Session(tmp_path / "op.db")
+    mirror = Mirror(session, "test")
+    mirror.sync(_entries({"role": "user", "content": "q"}, _call("c1"), _result("c1", "old")))
+    mirror.sync(_entries({"role": "user", "content": "q"}, _call("c1")))
+    shown = session.graph.to_openai(head=mirror.head)
+    assert shown[-1]["content"].startswith("[no result yet")
+    assert [text_of(n.result.content) for n in session.graph.nodes() if n.result] == ["old"]

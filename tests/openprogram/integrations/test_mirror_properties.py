@@ -1,0 +1,94 @@
+"""The mirror under any sequence of framework histories: appends, tool calls and results,
+pops and rewrites. After every sync the graph's branch from the mirror's head is exactly the
+framework's history, no node is ever lost, and a mirror reading the stored branch (another
+process) appends nothing."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from openprogram import Session
+from openprogram.integrations import Entry, Mirror
+
+RENAMED = re.compile(r"~\d+$")
+
+Op = tuple[str, Any]
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("user"), st.sampled_from(["go on", "why?", "stop"])),
+        st.tuples(st.just("call"), st.sampled_from([("a",), ("b",), ("a", "b")])),
+        st.tuples(st.just("result"), st.sampled_from(["ok", "failed"])),
+        st.tuples(st.just("say"), st.sampled_from(["done", "thinking"])),
+        st.tuples(st.just("pop"), st.integers(1, 3)),
+    ),
+    max_size=25,
+)
+
+
+def _unanswered(history: list[dict[str, Any]]) -> list[str]:
+    """The calls of the newest assistant message with tool calls that have no result yet."""
+    for at in range(len(history) - 1, -1, -1):
+        if history[at].get("tool_calls"):
+            done = {m["tool_call_id"] for m in history[at + 1 :] if m["role"] == "tool"}
+            return [c["id"] for c in history[at]["tool_calls"] if c["id"] not in done]
+        if history[at]["role"] != "tool":
+            return []
+    return []
+
+
+def _apply(history: list[dict[str, Any]], op: Op) -> list[dict[str, Any]]:
+    kind, value = op
+    pending = _unanswered(history)
+    if kind == "pop":
+        return history[: max(0, len(history) - value)]
+    if kind == "result":
+        if not pending:
+            return history
+        return [*history, {"role": "tool", "tool_call_id": pending[0], "content": value}]
+    if pending:  # frameworks answer every call before they go on
+        return history
+    if kind == "call":
+        calls = [
+            {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            for i in value
+        ]
+        return [*history, {"role": "assistant", "content": None, "tool_calls": calls}]
+    role = "user" if kind == "user" else "assistant"
+    return [*history, {"role": role, "content": value}]
+
+
+def _shown(session: Session, head: str | None) -> list[dict[str, Any]]:
+    if head is None:
+        return []
+    shown = []
+    for message in session.graph.to_openai(head=head):
+        if message["role"] == "tool" and str(message["content"]).startswith("[no result yet"):
+            continue
+        if message["role"] == "tool":
+            message = {**message, "tool_call_id": RENAMED.sub("", message["tool_call_id"])}
+        for call in message.get("tool_calls") or ():
+            call["id"] = RENAMED.sub("", call["id"])
+        shown.append(message)
+    return shown
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(OPS)
+def test_the_branch_is_always_the_frameworks_history(ops: list[Op]) -> None:
+    session = Session(":memory:", budget=50_000)
+    mirror = Mirror(session, "test")
+    history: list[dict[str, Any]] = []
+    stored = 0
+    for op in ops:
+        history = _apply(history, op)
+        mirror.sync([Entry(message) for message in history])
+        assert _shown(session, mirror.head) == history
+        assert len(session.graph) >= stored  # nothing is ever deleted
+        stored = len(session.graph)
+    again = Mirror(session, "test")  # another process: the branch is read from the store
+    again.sync([Entry(message) for message in history])
+    assert len(session.graph) == stored and again.head == mirror.head
