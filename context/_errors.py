@@ -12,6 +12,7 @@ system prompt when the caller asked for strictness, an unknown model).
     ├── TokenizerError       no encoding could be loaded for a model
     ├── OffloadError         an offload path that would escape its folder, or a failed write
     ├── StateDirError        a symlink or non-folder inside the state folder where we write
+    │   └── ForeignStateFolder   a state folder whose marker names another database
     ├── RecordError          a records file or table that cannot be read or written
     ├── UnknownLayer         a layer (or node) id that is not in this session
     ├── SummaryError         a summarizer reply that cannot be used (tiers fall back)
@@ -50,6 +51,10 @@ class RecordError(ContextError):
 
 class StateDirError(OffloadError):
     """A symlink or non-folder inside the state folder, where a write would escape it."""
+
+
+class ForeignStateFolder(StateDirError):
+    """A state folder whose marker names another database: never shared silently."""
 
 
 class UnknownLayer(ContextError, KeyError):

@@ -64,7 +64,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
     fired = sorted({tier for counts in run.fired.values() for tier in counts})
     console.print(f"tiers that fired: {', '.join(fired)}")
-    console.print(f"records: {session.policy.state_dir}/records/{session.id}.jsonl")
+    console.print(f"records: {session.folder.path}/records/{session.id}.jsonl")
     session.close()
     return 0
 

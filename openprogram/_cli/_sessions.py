@@ -27,9 +27,9 @@ from openprogram._cli._common import (
     console,
     engine_for,
     existing_session,
+    folder_of,
     open_store,
     print_json,
-    state_dir,
     warnings_shown,
 )
 from openprogram._errors import SessionError
@@ -149,14 +149,17 @@ def cmd_context(args: argparse.Namespace) -> int:
 def cmd_records(args: argparse.Namespace) -> int:
     """Compaction records from the database, or from the JSONL log with ``--log``."""
     if args.log:
-        path = records_path(state_dir(args), args.session)
+        store = open_store(args, create=False)
+        path = records_path(folder_of(args, store).path, args.session)
         if not path.exists():
             raise SessionError(f"no records log at {path}")
         with warnings_shown():
             records = list(read_jsonl(path))
     else:
         graph = existing_session(args, args.session)
-        records = ContextStorage(graph.store, graph.session, state_dir(args)).read_records()
+        records = ContextStorage(
+            graph.store, graph.session, folder_of(args, graph.store)
+        ).read_records()
     if args.json:
         print_json([_plain(r) for r in records])
     else:
@@ -182,7 +185,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_delete(args: argparse.Namespace) -> int:
     graph = existing_session(args, args.session)
-    delete_session(graph.store, graph.session, state_dir(args))
+    delete_session(graph.store, graph.session, folder_of(args, graph.store).path)
     console.print(f"deleted session {args.session}: nodes, layers, records, offloaded outputs")
     return 0
 
@@ -224,7 +227,7 @@ def _recent(path: Path) -> bool:
 def cmd_gc(args: argparse.Namespace) -> int:
     """Remove offload files and record logs whose session (or node) no longer exists."""
     store = open_store(args, create=False)
-    folder = state_dir(args)
+    folder = folder_of(args, store).path
     sessions = {info.id for info in store.sessions()}
     doomed: list[Path] = []
     results = folder / "tool_results"

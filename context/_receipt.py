@@ -1,0 +1,57 @@
+"""``RenderReceipt``: what one LLM call was sent, kept so that others can see it again.
+
+The runtime stores a receipt for every prompt it sends (``ContextStorage.save_receipt``):
+the head and frame it rendered, a digest of the tool schemas (the schemas themselves are
+kept once per digest) and their tokens, the effective budget after any overflow squeeze,
+and the token total. A second process, the CLI and the notebooks render from the last
+receipt by default, so they show the prompt the agent sent last, not one under another
+budget or without its tools.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+
+class RenderReceipt(msgspec.Struct, frozen=True, kw_only=True):
+    """One sent prompt, as rendered."""
+
+    id: str
+    session: str
+    seq: int
+    """The session's last seq when it was rendered."""
+    head: str | None
+    frame: str | None
+    tools_digest: str
+    tool_tokens: int
+    budget: int
+    """The effective budget: the configured one after any overflow squeeze."""
+    configured_budget: int
+    tokens: int
+    messages: int
+    epoch: int = 0
+    """The configuration epoch it was rendered under (see ``ContextStorage.configure``)."""
+    at: str = ""
+
+
+def tools_digest(tools: Sequence[dict[str, Any]]) -> str:
+    """A short, stable digest of tool schemas (key order does not matter)."""
+    text = json.dumps(list(tools), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(RenderReceipt)
+
+
+def encode_receipt(receipt: RenderReceipt) -> str:
+    return _encoder.encode(receipt).decode()
+
+
+def decode_receipt(data: str | bytes) -> RenderReceipt:
+    return _decoder.decode(data)
