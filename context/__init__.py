@@ -25,6 +25,7 @@ from ._heuristic import HeuristicSummarizer
 from ._identifiers import rank_identifiers
 from ._integrity import provider_roles, repair_tool_pairs, tool_pair_problems, unique_call_ids
 from ._litellm_summarizer import LiteLLMSummarizer
+from ._migrate import migrate_state
 from ._models import ModelInfo, import_litellm, is_anthropic, model_info
 from ._offload import offload_path
 from ._policy import DEFAULT_COMPACTABLE, POLICY_SCHEMA, Policy
@@ -98,6 +99,7 @@ __all__ = [
     "is_anthropic",
     "is_context_overflow",
     "middle_truncate",
+    "migrate_state",
     "model_info",
     "offload_path",
     "parse_summary",

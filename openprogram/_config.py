@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from context import Policy, PolicyError
+from context import ContextStorage, Policy, PolicyError, StateFolder
 from graph import Redactor, Store, StoreError
 
 CONFIG_KEY = "openprogram.config"
@@ -122,3 +122,39 @@ def with_fields(policy: Policy, fields: Mapping[str, Any]) -> Policy:
             if derived not in fields:
                 values.pop(derived)
     return Policy(**values)
+
+
+RENDERING = frozenset({"policy", "budget"})
+"""Changes that change what a render shows: they start a new epoch of tier state."""
+
+
+def record_change(
+    store: Store,
+    session: str,
+    folder: StateFolder,
+    before: SessionConfig | None,
+    after: SessionConfig,
+) -> dict[str, Any]:
+    """Store ``after`` and record what changed as a configuration event (a new epoch of
+    tier state when the policy or the budget changed); returns the changes."""
+    found = changes(before, after)
+    if before is not None and not found:
+        return {}
+    save_config(store, session, after)
+    if before is not None:
+        storage = ContextStorage(store, session, folder)
+        storage.configure(found, new_epoch=bool(RENDERING & set(found)))
+    return found
+
+
+def parse_setting(text: str) -> tuple[str, Any]:
+    """``FIELD=VALUE`` from the command line (VALUE as JSON when it is JSON)."""
+    import json
+
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise PolicyError(f"--set wants FIELD=VALUE, not {text!r}")
+    try:
+        return name.strip(), json.loads(value)
+    except json.JSONDecodeError:
+        return name.strip(), value

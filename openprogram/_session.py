@@ -23,20 +23,24 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from context import (
     ContextEngine,
+    ContextError,
     ContextStorage,
     Policy,
     PolicyError,
     Rendered,
     RenderReceipt,
+    StateFolder,
     Summarizer,
     UnknownModel,
     delete_session,
+    migrate_state,
     model_info,
     release_state_folder,
     state_folder,
@@ -51,15 +55,15 @@ from graph import (
     SessionInfo,
     SQLStore,
     Store,
+    StoreError,
     is_safe_id,
     new_id,
 )
 from openprogram._config import (
     SessionConfig,
-    changes,
     load_config,
+    record_change,
     redaction,
-    save_config,
     with_fields,
 )
 from openprogram._current import FRAME, SESSION, current_frame
@@ -71,6 +75,8 @@ from openprogram._models import Model, resolve_model
 from openprogram._tools import ToolSpec
 
 MEMORY = ":memory:"
+OLD_FOLDER = Path(".openprogram")
+"""The state folder every database shared before each had its own."""
 DEFAULT_STEPS = 25
 
 _ENTERED: ContextVar[tuple[tuple[Session, Session | None, Frame], ...]] = ContextVar(
@@ -160,11 +166,10 @@ class Session:
         self.config = wanted
         """The configuration this session runs with (as stored)."""
         self._storage = ContextStorage(store, name, self.folder)
-        if stored is None:
-            save_config(store, name, wanted)
-        elif wanted != stored:
-            save_config(store, name, wanted)
-            self._record(changes(stored, wanted))
+        if wanted != stored:
+            record_change(store, name, self.folder, stored, wanted)
+        if stored is not None or session_id is not None:
+            _migrate_old_files(store, self.folder, name)
         self.summarizer = summarizer
         self.engine = self._engine()
         self.history = HistoryTools(self)
@@ -225,11 +230,9 @@ class Session:
         wanted = _config(
             self.config, model, base, budget, redact, max_steps, history_tools, explicit=True
         )
-        found = changes(self.config, wanted)
+        found = record_change(self.store, self.id, self.folder, self.config, wanted)
         if not found:
             return {}
-        save_config(self.store, self.id, wanted)
-        self._record(found)
         if redact is not None:
             self.graph.redactor = wanted.make_redactor()
         self.config = wanted
@@ -237,11 +240,6 @@ class Session:
         self.engine.close()
         self.engine = self._engine(tools)
         return found
-
-    def _record(self, found: dict[str, Any]) -> None:
-        """A recorded configuration event; a new epoch of tier state when what renders
-        (the policy or the budget) changed."""
-        self._storage.configure(found, new_epoch=bool({"policy", "budget"} & set(found)))
 
     def _receipt(self, rendered: Rendered, head: str | None, frame: str | None) -> None:
         """Keep what this LLM call is sent (fail-open: the call matters more)."""
@@ -519,6 +517,15 @@ class _Totals:
 
 async def _await(value: Any) -> Any:
     return await value
+
+
+def _migrate_old_files(store: Store, folder: StateFolder, session: str) -> None:
+    """The first writing open copies the session's files out of an old shared
+    ``./.openprogram`` (``context.migrate_state``); never fatal to opening."""
+    if isinstance(store, MemoryStore) or not OLD_FOLDER.is_dir():
+        return
+    with contextlib.suppress(OSError, ContextError, StoreError):
+        migrate_state(store, folder, OLD_FOLDER, [session])
 
 
 def _redactor(redact: bool | Redactor | None) -> Redactor | None:

@@ -15,6 +15,7 @@ import msgspec
 from context import ContextStorage, delete_session, read_jsonl, records_path
 from graph import (
     ConversationGraph,
+    Frame,
     Redactor,
     StoreError,
     export_graphml,
@@ -31,6 +32,7 @@ from openprogram._cli._common import (
     open_store,
     print_json,
     warnings_shown,
+    what_if,
 )
 from openprogram._errors import SessionError
 from openprogram._views import distribution_table, records_table, session_tree
@@ -118,32 +120,76 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_context(args: argparse.Namespace) -> int:
-    """The next prompt's tokens by part and what each tier saved (a preview: nothing is
-    written, so looking never changes what the agent will send)."""
+    """The prompt the agent sent last (re-rendered from its receipt: the same head, frame,
+    tools and effective budget) and the next one's size, under the session's stored
+    configuration. ``--policy``/``--model``/``--budget`` make it a what-if preview of the
+    next prompt instead, marked as such. Nothing is written either way."""
     graph = existing_session(args, args.session)
     engine = engine_for(args, graph)
-    rendered = engine.preview()
+    asked = what_if(args)
+    receipt = None if asked or engine.storage is None else engine.storage.last_receipt()
     policy = engine.policy
+    nominal = engine.budget
+    if receipt is not None:
+        engine.budget = receipt.budget  # the effective budget it was rendered under
+        rendered = engine.preview(head=receipt.head, frame=receipt.frame)
+        engine.budget = nominal
+        upcoming = engine.preview(head=_next_head(graph, receipt.frame), frame=receipt.frame)
+        source = "receipt"
+    else:
+        rendered = engine.preview()
+        upcoming = rendered
+        source = "what-if" if asked else "configuration"
     if args.json:
         counts = [engine.counter.count_message(m) for m in rendered.messages]
         print_json(
             {
                 "session": graph.session,
+                "source": source,
+                "what_if": asked,
                 "window": policy.context_window,
                 "budget": rendered.budget,
                 "tokens": rendered.tokens,
                 "messages": len(rendered.messages),
                 "message_tokens": counts,
                 "actions": [_plain(a) for a in rendered.actions],
+                "receipt": None if receipt is None else _plain(receipt),
+                "next": {"budget": upcoming.budget, "tokens": upcoming.tokens},
             }
         )
         return 0
-    title = (
-        f"next prompt of {graph.session}: {rendered.tokens:,} of {rendered.budget:,} tokens "
-        f"({policy.context_window:,}-token window, {policy.name})"
-    )
+    window = f"{policy.context_window:,}-token window, {policy.name}"
+    if asked:
+        title = (
+            f"WHAT-IF preview ({' '.join(asked)}), not the session's configuration: next "
+            f"prompt of {graph.session}: {rendered.tokens:,} of {rendered.budget:,} tokens "
+            f"({window})"
+        )
+    elif receipt is not None:
+        title = (
+            f"last prompt {graph.session} sent (receipt {receipt.id}): {rendered.tokens:,} of "
+            f"{rendered.budget:,} tokens ({window})"
+        )
+    else:
+        title = (
+            f"next prompt of {graph.session} (no prompt sent yet): {rendered.tokens:,} of "
+            f"{rendered.budget:,} tokens ({window})"
+        )
     console.print(distribution_table(rendered, engine.counter, title=title))
+    if receipt is not None:
+        added = graph.last_seq - receipt.seq
+        console.print(
+            f"next prompt: {upcoming.tokens:,} of {upcoming.budget:,} tokens "
+            f"({added} record(s) stored since the last one was sent)"
+        )
     return 0
+
+
+def _next_head(graph: ConversationGraph, frame: str | None) -> str | None:
+    """Where the next prompt of ``frame`` renders from: its newest node."""
+    if frame is None:
+        return graph.default_head()
+    return graph.head_of(Frame(frame))
 
 
 def cmd_records(args: argparse.Namespace) -> int:

@@ -316,6 +316,7 @@ def test_public_surface() -> None:
         "is_anthropic",
         "is_context_overflow",
         "middle_truncate",
+        "migrate_state",
         "model_info",
         "offload_path",
         "parse_summary",
