@@ -30,7 +30,7 @@ from ._models import ModelInfo, import_litellm, is_anthropic, model_info
 from ._offload import offload_path
 from ._policy import DEFAULT_COMPACTABLE, POLICY_SCHEMA, Policy
 from ._provider import request_options as provider_request_options
-from ._receipt import RenderReceipt, tools_digest
+from ._receipt import RenderReceipt, render_receipt, tools_digest
 from ._records import CompactionRecord, read_jsonl, records_path
 from ._recover import is_context_overflow, reported_tokens
 from ._reduce import middle_truncate
@@ -110,6 +110,7 @@ __all__ = [
     "records_path",
     "release_state_folder",
     "render_context",
+    "render_receipt",
     "repair_tool_pairs",
     "reported_tokens",
     "resolve_tiers",

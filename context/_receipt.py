@@ -13,9 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
+
+if TYPE_CHECKING:
+    from ._engine import ContextEngine, Rendered
 
 
 class RenderReceipt(msgspec.Struct, frozen=True, kw_only=True):
@@ -55,3 +58,19 @@ def encode_receipt(receipt: RenderReceipt) -> str:
 
 def decode_receipt(data: str | bytes) -> RenderReceipt:
     return _decoder.decode(data)
+
+
+def render_receipt(engine: ContextEngine, receipt: RenderReceipt) -> Rendered:
+    """The prompt a receipt describes, rendered again as a preview (nothing is written):
+    from its head and frame, with its tool schemas, under its effective budget."""
+    with engine.lock:
+        budget, tools = engine.budget, engine.tools
+        stored = engine.storage.tools(receipt.tools_digest) if engine.storage else None
+        try:
+            engine.budget = receipt.budget
+            if stored is not None:
+                engine.set_tools(stored)
+            return engine.preview(head=receipt.head, frame=receipt.frame)
+        finally:
+            engine.budget = budget
+            engine.set_tools(tools)

@@ -43,6 +43,7 @@ from context import (
     migrate_state,
     model_info,
     release_state_folder,
+    render_receipt,
     state_folder,
     tools_digest,
 )
@@ -269,6 +270,13 @@ class Session:
     def receipt(self) -> RenderReceipt | None:
         """The last prompt this session sent, as a receipt (None: none sent yet)."""
         return self._storage.last_receipt()
+
+    def last_prompt(self) -> Rendered | None:
+        """The prompt this session sent last, rendered again from its receipt (its head,
+        frame, tools and effective budget) and writing nothing; None before the first
+        call. ``session.engine.preview()`` shows the next one."""
+        receipt = self.receipt()
+        return None if receipt is None else render_receipt(self.engine, receipt)
 
     # -- identity -------------------------------------------------------------------------
     @property

@@ -78,12 +78,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     path = Path(args.file)
     if not path.is_file():
         raise UsageError(f"no program file {path}")
+    # A session that exists runs as it is configured; options given are explicit changes.
     session = Session(
         getattr(args, "db", None),
         args.session,
         model=args.model,
-        policy=policy_from(args),
+        policy=policy_from(args) if getattr(args, "policy", None) else None,
         budget=args.budget,
+        state_dir=state_dir(args),
     )
     try:
         with session:

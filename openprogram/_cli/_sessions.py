@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from context import ContextStorage, delete_session, read_jsonl, records_path
+from context import ContextStorage, delete_session, read_jsonl, records_path, render_receipt
 from graph import (
     ConversationGraph,
     Frame,
@@ -129,12 +129,10 @@ def cmd_context(args: argparse.Namespace) -> int:
     asked = what_if(args)
     receipt = None if asked or engine.storage is None else engine.storage.last_receipt()
     policy = engine.policy
-    nominal = engine.budget
     if receipt is not None:
-        engine.budget = receipt.budget  # the effective budget it was rendered under
-        rendered = engine.preview(head=receipt.head, frame=receipt.frame)
-        engine.budget = nominal
-        upcoming = engine.preview(head=_next_head(graph, receipt.frame), frame=receipt.frame)
+        rendered = render_receipt(engine, receipt)
+        frame = _next_frame(graph, receipt.frame)
+        upcoming = engine.preview(head=_next_head(graph, frame), frame=frame)
         source = "receipt"
     else:
         rendered = engine.preview()
@@ -166,9 +164,10 @@ def cmd_context(args: argparse.Namespace) -> int:
             f"({window})"
         )
     elif receipt is not None:
+        where = "" if receipt.frame is None else f" in function {receipt.frame}"
         title = (
-            f"last prompt {graph.session} sent (receipt {receipt.id}): {rendered.tokens:,} of "
-            f"{rendered.budget:,} tokens ({window})"
+            f"last prompt {graph.session} sent{where} (receipt {receipt.id}): "
+            f"{rendered.tokens:,} of {rendered.budget:,} tokens ({window})"
         )
     else:
         title = (
@@ -183,6 +182,14 @@ def cmd_context(args: argparse.Namespace) -> int:
             f"({added} record(s) stored since the last one was sent)"
         )
     return 0
+
+
+def _next_frame(graph: ConversationGraph, frame: str | None) -> str | None:
+    """Where the next prompt renders: the last prompt's frame while its function runs, the
+    top level once it has finished."""
+    if frame is None or frame not in graph or graph.get(frame).finish is not None:
+        return None
+    return frame
 
 
 def _next_head(graph: ConversationGraph, frame: str | None) -> str | None:

@@ -327,6 +327,7 @@ def test_public_surface() -> None:
         "records_path",
         "release_state_folder",
         "render_context",
+        "render_receipt",
         "repair_tool_pairs",
         "reported_tokens",
         "resolve_tiers",

@@ -200,6 +200,7 @@ def test_a_second_process_renders_what_the_agent_sent(tmp_path: Path) -> None:
     assert reopened.engine.budget == 2_500
     names = [t["function"]["name"] for t in reopened.engine.tools]
     assert names[0] == "read_page" and "read_output" in names
-    again = reopened.engine.preview(head=receipt.head, frame=receipt.frame)
-    assert again.tokens == receipt.tokens
+    again = reopened.last_prompt()  # what a notebook shows: the prompt sent last
+    assert again is not None and (again.tokens, again.budget) == (receipt.tokens, receipt.budget)
+    assert reopened.engine.preview().tokens > again.tokens  # the next one holds the answer
     reopened.close()
