@@ -204,3 +204,15 @@ def test_a_second_process_renders_what_the_agent_sent(tmp_path: Path) -> None:
     assert again is not None and (again.tokens, again.budget) == (receipt.tokens, receipt.budget)
     assert reopened.engine.preview().tokens > again.tokens  # the next one holds the answer
     reopened.close()
+
+
+def test_the_redaction_setting_is_stored_with_the_session(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    key = "sk-ant-api03-" + "a" * 40
+    first = Session(db, model=TestModel(), redact=True)
+    first.close()
+    again = Session(db, first.id)  # no redact= given: the stored setting applies
+    assert again.config.redact and again.graph.redactor is not None
+    node = again.graph.append({"role": "user", "content": f"my key is {key}"})
+    assert key not in str(again.graph.get(node.id).payload)
+    again.close()

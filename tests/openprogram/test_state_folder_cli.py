@@ -117,3 +117,16 @@ def test_migrate_state_copies_each_databases_files_into_its_folder(
     reopened = Session(tmp_path / "other.db", "msx")
     assert files(reopened.folder.path) == other_files
     reopened.close()
+
+
+def test_a_memory_session_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    session = Session(":memory:", model=agent(), budget=3_000)
+    session.llm("read", tools=[read_page])
+    folder = session.folder.path
+    assert any(name.startswith("tool_results/") for name in files(folder))
+    assert list(tmp_path.iterdir()) == []  # nothing in the working folder
+    session.close()
+    assert not folder.exists()
