@@ -224,6 +224,9 @@ class Session:
         a new ``model=`` name also re-reads its window from the model map. Returns what
         changed (empty: nothing did)."""
         base = policy or self.config.make_policy()
+        name = model_name(model)
+        if policy is None and name and "model" not in settings and _known(name):
+            settings = {**settings, "model": name}
         if settings:
             base = with_fields(base, settings)
         if model is not None:
@@ -534,6 +537,15 @@ def _migrate_old_files(store: Store, folder: StateFolder, session: str) -> None:
         return
     with contextlib.suppress(OSError, ContextError, StoreError):
         migrate_state(store, folder, OLD_FOLDER, [session])
+
+
+def _known(model: str) -> bool:
+    """Whether litellm's model map knows ``model`` (its window can be read)."""
+    try:
+        model_info(model)
+    except UnknownModel:
+        return False
+    return True
 
 
 def _redactor(redact: bool | Redactor | None) -> Redactor | None:

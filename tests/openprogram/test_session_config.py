@@ -99,6 +99,8 @@ def test_an_explicit_change_is_stored_and_recorded(store_url: str) -> None:
     assert [e["epoch"] for e in events] == [1, 2]
     with pytest.raises(PolicyError, match="unknown policy setting"):
         session.configure(no_such_setting=1)
+    session.configure(model="gpt-3.5-turbo")  # a model the map knows: its window too
+    assert session.policy.context_window == 16_385 and session.config.model == "gpt-3.5-turbo"
     for each in (session, reopened, again):
         each.close()
 
