@@ -40,6 +40,9 @@ class RenderReceipt(msgspec.Struct, frozen=True, kw_only=True):
     epoch: int = 0
     """The configuration epoch it was rendered under (see ``ContextStorage.configure``)."""
     at: str = ""
+    anchor: list[float] = msgspec.field(default_factory=list)
+    """The usage anchor's state then (``UsageAnchor.state``): how the provider's counts
+    mapped onto ours, which the cascade's budget went through."""
 
 
 def tools_digest(tools: Sequence[dict[str, Any]]) -> str:
@@ -62,15 +65,26 @@ def decode_receipt(data: str | bytes) -> RenderReceipt:
 
 def render_receipt(engine: ContextEngine, receipt: RenderReceipt) -> Rendered:
     """The prompt a receipt describes, rendered again as a preview (nothing is written):
-    from its head and frame, with its tool schemas, under its effective budget."""
+    from its head and frame, with its tool schemas, its configured budget squeezed to the
+    effective one, and the usage anchor of then."""
+    from ._tokens import UsageAnchor
+
     with engine.lock:
-        budget, tools = engine.budget, engine.tools
+        budget, squeeze, anchor = engine.budget, engine.squeeze, engine.anchor
+        tools = engine.tools
         stored = engine.storage.tools(receipt.tools_digest) if engine.storage else None
         try:
-            engine.budget = receipt.budget
+            engine.budget = receipt.configured_budget
+            engine.squeeze = (receipt.budget + 0.5) / receipt.configured_budget
+            if receipt.anchor:
+                engine.anchor = UsageAnchor()
+                engine.anchor.restore(
+                    receipt.anchor[0], int(receipt.anchor[1]), *receipt.anchor[2:]
+                )
             if stored is not None:
                 engine.set_tools(stored)
-            return engine.preview(head=receipt.head, frame=receipt.frame)
+            rendered = engine.preview(head=receipt.head, frame=receipt.frame)
         finally:
-            engine.budget = budget
+            engine.budget, engine.squeeze, engine.anchor = budget, squeeze, anchor
             engine.set_tools(tools)
+    return msgspec.structs.replace(rendered, budget=receipt.budget)

@@ -266,6 +266,7 @@ class Session:
             messages=len(rendered.messages),
             epoch=self._storage.epoch(),
             at=datetime.now(UTC).isoformat(timespec="milliseconds"),
+            anchor=engine.anchor.state(),
         )
         with contextlib.suppress(Exception):
             engine.storage.save_receipt(receipt, engine.tools)

@@ -218,3 +218,23 @@ def test_the_redaction_setting_is_stored_with_the_session(tmp_path: Path) -> Non
     node = again.graph.append({"role": "user", "content": f"my key is {key}"})
     assert key not in str(again.graph.get(node.id).payload)
     again.close()
+
+
+def test_a_receipt_after_an_overflow_holds_the_squeezed_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    overflow = ValueError("prompt is too long: 210000 tokens > 200000 maximum")
+    model = TestModel([overflow, "fits now"])
+    session = Session(tmp_path / "o.db", model=model, system="sys", budget=3_000)
+    for n in range(6):
+        session.graph.append({"role": "user", "content": f"question {n} " + "word " * 150})
+        session.graph.append({"role": "assistant", "content": f"answer {n} " + "word " * 150})
+    assert session.llm("last question") == "fits now"
+    first, second = ContextStorage(session.store, session.id).receipts()
+    assert first.budget == 3_000 and second.budget < 3_000  # what the retry was sent under
+    assert second.configured_budget == 3_000 and second.tokens <= second.budget
+    assert session.receipt() == second
+    session.close()
+    code, out, _ = run(capsys, "--db", str(tmp_path / "o.db"), "context", session.id, "--json")
+    shown = json.loads(out)
+    assert code == 0 and (shown["budget"], shown["tokens"]) == (second.budget, second.tokens)
