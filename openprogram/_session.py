@@ -19,6 +19,7 @@ import contextlib
 import contextvars
 import inspect
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -172,6 +173,7 @@ class Session:
         if stored is not None or session_id is not None:
             _migrate_old_files(store, self.folder, name)
         self.summarizer = summarizer
+        self._configuring = threading.Lock()
         self.engine = self._engine()
         self.history = HistoryTools(self)
         self.leases = LeaseKeeper(store, self.graph.session, lease_ttl)
@@ -244,6 +246,24 @@ class Session:
         self.engine.close()
         self.engine = self._engine(tools)
         return found
+
+    def _follow_config(self) -> None:
+        """Adopt a configuration stored since this session read it (``openprogram
+        configure`` or another process's ``configure``): every call runs as stored."""
+        stored = load_config(self.store, self.id)
+        if stored is None or stored == self.config:
+            return
+        with self._configuring:
+            if stored == self.config:
+                return
+            if stored.redact != self.config.redact or stored.redact_patterns != (
+                self.config.redact_patterns
+            ):
+                self.graph.redactor = stored.make_redactor()
+            self.config = stored
+            old = self.engine
+            self.engine = self._engine(old.tools)
+            old.close()
 
     def _receipt(self, rendered: Rendered, head: str | None, frame: str | None) -> None:
         """Keep what this LLM call is sent (fail-open: the call matters more)."""
@@ -375,6 +395,7 @@ class Session:
         max_steps: int | None,
         frame: Frame | None,
     ) -> Call:
+        self._follow_config()
         where = frame if frame is not None else (current_frame() if SESSION.get() is self else TOP)
         call = Call(  # first: a call that cannot run (no model, a bad tool) records nothing
             self,

@@ -238,3 +238,17 @@ def test_a_receipt_after_an_overflow_holds_the_squeezed_budget(
     code, out, _ = run(capsys, "--db", str(tmp_path / "o.db"), "context", session.id, "--json")
     shown = json.loads(out)
     assert code == 0 and (shown["budget"], shown["tokens"]) == (second.budget, second.tokens)
+
+
+def test_a_running_session_follows_a_change_made_elsewhere(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    running = Session(store_url, model=TestModel(default="ok"), budget=3_000)
+    running.llm("first")
+    assert main(["--db", store_url, "configure", running.id, "--budget", "2000"]) == 0
+    capsys.readouterr()
+    running.llm("second")  # the next call runs as now stored
+    receipt = running.receipt()
+    assert running.engine.budget == 2_000 and receipt is not None and receipt.budget == 2_000
+    assert running.engine._state_key == "e1"
+    running.close()
