@@ -164,6 +164,9 @@ class Session:
         self.model = resolve_model(model)
         self.folder = state_folder(store, state_dir)
         """The database's state folder (offloaded outputs, records logs)."""
+        named = model_name(model)
+        if stored and policy is None and named != stored.model and named and _known(named):
+            policy = with_fields(stored.make_policy(), {"model": named})  # as configure()
         wanted = _config(stored, model, policy, budget, redact, max_steps, history_tools)
         self.config = wanted
         """The configuration this session runs with (as stored)."""

@@ -252,3 +252,14 @@ def test_a_running_session_follows_a_change_made_elsewhere(
     assert running.engine.budget == 2_000 and receipt is not None and receipt.budget == 2_000
     assert running.engine._state_key == "e1"
     running.close()
+
+
+def test_reopening_with_another_known_model_is_an_explicit_change(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    first = Session(db, model=TestModel())
+    assert first.policy.context_window == 128_000
+    again = Session(db, first.id, model="gpt-3.5-turbo")
+    assert again.policy.context_window == 16_385 and again.config.model == "gpt-3.5-turbo"
+    [event] = ContextStorage(again.store, again.id).configurations()
+    assert event["changes"]["policy"]["model"] == "gpt-3.5-turbo"
+    assert Session(db, first.id).policy.context_window == 16_385  # stored
