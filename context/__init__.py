@@ -10,6 +10,7 @@ from ._engine import ContextEngine, Rendered, render_context
 from ._errors import (
     ContextError,
     ContextOverflowError,
+    ForeignStateFolder,
     OffloadError,
     PolicyError,
     RecordError,
@@ -19,14 +20,17 @@ from ._errors import (
     UnknownLayer,
     UnknownModel,
 )
+from ._folder import StateFolder, release_state_folder, state_folder, state_home
 from ._heuristic import HeuristicSummarizer
 from ._identifiers import rank_identifiers
 from ._integrity import provider_roles, repair_tool_pairs, tool_pair_problems, unique_call_ids
 from ._litellm_summarizer import LiteLLMSummarizer
+from ._migrate import migrate_state
 from ._models import ModelInfo, import_litellm, is_anthropic, model_info
 from ._offload import offload_path
-from ._policy import DEFAULT_COMPACTABLE, Policy
+from ._policy import DEFAULT_COMPACTABLE, POLICY_SCHEMA, Policy
 from ._provider import request_options as provider_request_options
+from ._receipt import RenderReceipt, render_receipt, tools_digest
 from ._records import CompactionRecord, read_jsonl, records_path
 from ._recover import is_context_overflow, reported_tokens
 from ._redaction import output_redactor, summary_redactor
@@ -53,6 +57,7 @@ __all__ = [
     "ANCHOR_TITLES",
     "CONTEXT_MIGRATIONS",
     "DEFAULT_COMPACTABLE",
+    "POLICY_SCHEMA",
     "TIERS",
     "Action",
     "Anchors",
@@ -61,6 +66,7 @@ __all__ = [
     "ContextError",
     "ContextOverflowError",
     "ContextStorage",
+    "ForeignStateFolder",
     "HeuristicSummarizer",
     "Item",
     "LiteLLMSummarizer",
@@ -71,8 +77,10 @@ __all__ = [
     "PolicyError",
     "RecordError",
     "Removal",
+    "RenderReceipt",
     "Rendered",
     "StateDirError",
+    "StateFolder",
     "Summarizer",
     "SummaryError",
     "SummaryRequest",
@@ -96,6 +104,7 @@ __all__ = [
     "is_anthropic",
     "is_context_overflow",
     "middle_truncate",
+    "migrate_state",
     "model_info",
     "offload_path",
     "output_redactor",
@@ -105,12 +114,17 @@ __all__ = [
     "rank_identifiers",
     "read_jsonl",
     "records_path",
+    "release_state_folder",
     "render_context",
+    "render_receipt",
     "repair_tool_pairs",
     "reported_tokens",
     "resolve_tiers",
     "scrub_session",
+    "state_folder",
+    "state_home",
     "summary_redactor",
     "tool_pair_problems",
+    "tools_digest",
     "unique_call_ids",
 ]

@@ -12,6 +12,7 @@ renders the same prompt.
 from __future__ import annotations
 
 import copy
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -23,6 +24,7 @@ import msgspec
 from graph import GraphReader, Node, Store
 
 from ._errors import PolicyError
+from ._folder import StateFolder, state_folder
 from ._integrity import provider_roles, repair_tool_pairs, tool_pair_problems, unique_call_ids
 from ._layers import LayerBook, project
 from ._layout import Layout
@@ -89,7 +91,7 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
     >>> g = ConversationGraph.memory()
     >>> _ = g.append({"role": "system", "content": "You are terse."})
     >>> _ = g.append({"role": "user", "content": "hi"})
-    >>> engine = ContextEngine(g, budget=1_000, policy=Policy(state_dir=".op-doctest"))
+    >>> engine = ContextEngine(g, budget=1_000)
     >>> out = engine.render()
     >>> [m["role"] for m in out.messages], out.tokens <= 1_000
     (['system', 'user'], True)
@@ -106,6 +108,8 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
         clock: Callable[[], datetime] | None = None,
         on_record: Callable[[CompactionRecord], None] | None = None,
         tiers: Sequence[Tier | str] | None = None,
+        state_dir: StateFolder | str | os.PathLike[str] | None = None,
+        state_key: str | None = None,
     ) -> None:
         self.graph = graph
         self.policy = policy or Policy()
@@ -142,10 +146,16 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
         self._records: list[CompactionRecord] = []
         self._tool_tokens = self.counter.count_tools(self.tools)
         store: Store | None = getattr(graph, "store", None)
-        self.storage = (
-            ContextStorage(store, graph.session, self.policy.state_dir) if store else None
+        self.folder = (
+            state_dir if isinstance(state_dir, StateFolder) else state_folder(store, state_dir)
         )
-        self._state_key = f"{self.policy.fingerprint}:{self.budget}:{','.join(self.tier_names)}"
+        """The database's state folder (offloaded outputs, the records log)."""
+        self.storage = ContextStorage(store, graph.session, self.folder) if store else None
+        if state_key is None:
+            state_key = f"e{self.storage.epoch() if self.storage is not None else 0}"
+        self._state_key = state_key
+        """Tier state is kept by this key and the frame: the configuration epoch, which
+        only an explicit, recorded configuration event changes (never a new Policy field)."""
         self._stored_upto = graph.last_seq
         """Nodes after this seq were appended while this engine ran: their counts are
         made here, not looked for in the store (see ``TokenCache.unstored``)."""
@@ -228,6 +238,7 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
             memo=self._memo,
             summaries=self._summaries,
             nominal_budget=self.budget,
+            folder=self.folder,
         )
         if head is None and frame is None:
             head = self.graph.default_head()
@@ -402,7 +413,7 @@ def render_context(
     >>> from graph import ConversationGraph
     >>> g = ConversationGraph.memory()
     >>> _ = g.append({"role": "user", "content": "hello"})
-    >>> render_context(g, budget=500, policy=Policy(state_dir=".op-doctest")).messages
+    >>> render_context(g, budget=500).messages
     [{'role': 'user', 'content': 'hello'}]
     """
     engine = ContextEngine(graph, policy, summarizer, budget)

@@ -12,6 +12,7 @@ system prompt when the caller asked for strictness, an unknown model).
     ├── TokenizerError       no encoding could be loaded for a model
     ├── OffloadError         an offload path that would escape its folder, or a failed write
     ├── StateDirError        a symlink or non-folder inside the state folder where we write
+    │   └── ForeignStateFolder   a state folder whose marker names another database
     ├── RecordError          a records file or table that cannot be read or written
     │   └── PartialAppend    an append that stopped partway (says how many lines made it)
     ├── UnknownLayer         a layer (or node) id that is not in this session
@@ -60,6 +61,10 @@ class PartialAppend(RecordError):
 
 class StateDirError(OffloadError):
     """A symlink or non-folder inside the state folder, where a write would escape it."""
+
+
+class ForeignStateFolder(StateDirError):
+    """A state folder whose marker names another database: never shared silently."""
 
 
 class UnknownLayer(ContextError, KeyError):

@@ -1,6 +1,7 @@
 """Offload: a very long tool output goes to a file, the prompt keeps a preview.
 
-The file (``<state_dir>/tool_results/<session>/<node>.txt``) is a convenience for agents
+The file (``tool_results/<session>/<node>.txt`` in the database's state folder, see
+``_folder``) is a convenience for agents
 with file tools; the output always stays in the store, readable by node id from any host
 (``read_output``). Writing is idempotent, never follows a symlink out of the state folder
 (``_files``) and fails open: a write error leaves the output inline (budget reduction still
@@ -39,15 +40,22 @@ class OffloadState(TierState):
 
 def offload_path(state_dir: Path, session: str, node_id: str) -> Path:
     """The file for one node's output; refuses ids that are not one safe path segment."""
+    return state_dir / offload_name(session, node_id)
+
+
+def offload_name(session: str, node_id: str) -> str:
+    """The file for one node's output, relative to the state folder: what a prompt shows,
+    so the prompt's bytes are the same on every host and for every reader."""
     for label, value in (("session", session), ("node", node_id)):
         if not is_safe_id(value):  # one segment of [A-Za-z0-9_.-], never "..", "/" or NUL
-            raise OffloadError(f"{label} id {value!r} cannot name a file under {state_dir}")
-    return state_dir / "tool_results" / session / f"{node_id}.txt"
+            raise OffloadError(f"{label} id {value!r} cannot name a file in the state folder")
+    return f"tool_results/{session}/{node_id}.txt"
 
 
-def placeholder(text: str, node_id: str, path: Path, head: int, tail: int) -> str:
-    """The size, where the whole output is, and its head and tail (as budget reduction
-    keeps them, so offloading never shows less than reducing would)."""
+def placeholder(text: str, node_id: str, path: Path | str, head: int, tail: int) -> str:
+    """The size, where the whole output is (relative to the state folder), and its head
+    and tail (as budget reduction keeps them, so offloading never shows less than reducing
+    would)."""
     total_lines = text.count("\n") + (0 if text.endswith("\n") else 1)
     shown = middle_truncate(text, head, tail, node_id)
     return (
@@ -78,13 +86,16 @@ def _offload(
         budget = ctx.nominal_budget or ctx.budget
         if node_id in state.failed or not policy.offloads(len(text), item.tokens, budget):
             return item
-        path = offload_path(policy.state_dir, ctx.session, node_id)
+        path = offload_name(ctx.session, node_id)
         if not ctx.preview:
             try:
+                if ctx.folder is None:
+                    raise OffloadError("this render has no state folder to offload to")
+                folder = ctx.folder.claim()
                 parts = ["tool_results", ctx.session]
                 filed = text if redactor is None else redactor.redact(text)
-                if write_text_once(policy.state_dir, parts, f"{node_id}.txt", filed):
-                    written.append({"node": node_id, "path": str(path), "chars": len(text)})
+                if write_text_once(folder, parts, f"{node_id}.txt", filed):
+                    written.append({"node": node_id, "path": path, "chars": len(text)})
             except (OSError, OffloadError) as error:
                 state.failed.add(node_id)
                 errors.append(f"node {node_id}: {error}")

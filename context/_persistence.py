@@ -1,7 +1,7 @@
 """What an engine keeps between renders and between processes: per-frame state, token
 counts, records and the layout checkpoint (the persistence half of ``ContextEngine``).
 
-Tier state is saved per policy fingerprint, budget and frame; the main frame's state also
+Tier state is saved per configuration epoch and frame; the main frame's state also
 carries the layout checkpoint (``_checkpoint``), so a fresh engine builds only the units
 that a persisted layer does not hide. Token counts are read by key for the units a render
 builds, never all of a long session's at once unless a full walk needs them.

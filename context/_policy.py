@@ -5,10 +5,18 @@ Two presets: :meth:`Policy.claude_code` (the tier cascade with Claude Code's thr
 ratio tiers). Give ``model=`` and the window and output limit are read from litellm's
 bundled model map. Every field can also be set through an ``OPENPROGRAM_<FIELD>``
 environment variable; values given in code win over the environment.
+
+The environment and the model map are read when a policy is made. A session stores its
+policy (:meth:`Policy.stored`, with :data:`POLICY_SCHEMA`) and a reopened session restores
+it as stored (:meth:`Policy.restore`): neither the environment nor a newer model map
+changes it then, only an explicit ``Session.configure`` / ``openprogram configure``.
+Where offloaded outputs go is not a setting of the policy: it is the database's state
+folder (``context._folder``).
 """
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import os
@@ -88,6 +96,9 @@ Count = Annotated[int, Field(strict=True, le=MAX_TOKENS)]
 """A count or size: an int (not a bool, text or float) of at most ``MAX_TOKENS``."""
 
 ENV_PREFIX = "OPENPROGRAM_"
+POLICY_SCHEMA = 1
+"""The version of a stored policy's shape (:meth:`Policy.stored`)."""
+_RESTORING: contextvars.ContextVar[bool] = contextvars.ContextVar("restoring", default=False)
 _NOT_FROM_ENV = frozenset({"compactable_tools", "triggers", "cascade", "always", "redact_patterns"})
 
 
@@ -121,9 +132,6 @@ class Policy(BaseModel):
     0.974 against 0.958 on the shared traces at 32k, for the same prefix reuse."""
     triggers: dict[str, float] = Field(default_factory=dict)
     """Share of the budget above which a tier acts (default 1.0: only when over budget)."""
-
-    state_dir: Path = Path(".openprogram")
-    """Offloaded outputs and the records log go under this folder."""
 
     budget_reduction_chars: Count = Field(default=4_000, gt=0)
     reduction_head_chars: Count = Field(default=2_400, ge=0)
@@ -216,6 +224,8 @@ class Policy(BaseModel):
         if not isinstance(data, dict):
             return data
         values = dict(data)
+        if _RESTORING.get():
+            return values
         for name, info in cls.model_fields.items():
             variable = ENV_PREFIX + name.upper()
             if name in values or name in _NOT_FROM_ENV or variable not in os.environ:
@@ -308,6 +318,35 @@ class Policy(BaseModel):
         if name not in presets:
             raise PolicyError(f"unknown policy {name!r}; presets: {', '.join(presets)}")
         return presets[name](model, **overrides)
+
+    # -- stored with a session ----------------------------------------------------------
+    def stored(self) -> dict[str, Any]:
+        """Every setting as JSON values, with the schema version, for a session to keep."""
+        return {"schema": POLICY_SCHEMA, "values": self.model_dump(mode="json")}
+
+    @classmethod
+    def restore(cls, stored: dict[str, Any]) -> Policy:
+        """A stored policy as it was stored: no ``OPENPROGRAM_*`` variable and no model
+        map lookup applies. A setting added since takes its default; one since removed
+        is dropped.
+
+        >>> policy = Policy(context_window=32_000, low_water=0.6)
+        >>> Policy.restore(policy.stored()) == policy
+        True
+        """
+        schema = stored.get("schema")
+        values = stored.get("values")
+        if not isinstance(schema, int) or schema > POLICY_SCHEMA or not isinstance(values, dict):
+            raise PolicyError(
+                f"a stored policy of schema {schema!r} cannot be read by this version "
+                f"(it reads up to {POLICY_SCHEMA})"
+            )
+        known = {k: v for k, v in values.items() if k in cls.model_fields}
+        token = _RESTORING.set(True)
+        try:
+            return cls(**known)
+        finally:
+            _RESTORING.reset(token)
 
     # -- derived ------------------------------------------------------------------------
     @property

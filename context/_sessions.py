@@ -17,26 +17,29 @@ from graph import ConversationGraph, Store, is_safe_id
 
 from ._errors import ContextError
 from ._files import DIR_FLAGS
+from ._folder import state_folder
 from ._removal import Removal, opened_folder, remove_entry, remove_under
 
 TMP_GRACE_SECONDS = 600
 """A temporary file younger than this may be a write in progress elsewhere: gc keeps it."""
 
 
-def delete_session(store: Store, session: str, state_dir: Path = Path(".openprogram")) -> Removal:
+def delete_session(store: Store, session: str, state_dir: Path | None = None) -> Removal:
     """Delete a session's nodes, layers, compaction records, tier state, cached token counts
-    (all in the store) and its offload files and records log (under ``state_dir``).
+    (all in the store) and its offload files and records log (in the database's own state
+    folder, or ``state_dir``, which must not serve another database).
 
     Returns what was removed from the state folder and what was refused (a link where a
     folder belongs is never followed), each refusal also warned as a ``RuntimeWarning``.
 
     >>> from graph import MemoryStore
     >>> store = MemoryStore(); _ = store.ensure_session("s1")
-    >>> _ = delete_session(store, "s1", Path(".op-doctest")); [s.id for s in store.sessions()]
+    >>> _ = delete_session(store, "s1"); [s.id for s in store.sessions()]
     []
     """
     if not is_safe_id(session):
         raise ContextError(f"session id {session!r} is not a safe id")
+    state_dir = state_folder(store, state_dir).path  # refuses another database's folder
     store.delete_session(session)
     report = remove_under(state_dir, ["tool_results"], session)
     report.extend(remove_under(state_dir, ["records"], f"{session}.jsonl"))
@@ -45,11 +48,14 @@ def delete_session(store: Store, session: str, state_dir: Path = Path(".openprog
     return report
 
 
-def collect_garbage(store: Store, state_dir: Path, *, dry_run: bool = False) -> Removal:
+def collect_garbage(
+    store: Store, state_dir: Path | None = None, *, dry_run: bool = False
+) -> Removal:
     """Remove offload files and record logs whose session (or node) no longer exists,
     links and anything else that is not ours, and temporary files older than
     ``TMP_GRACE_SECONDS``. ``dry_run`` removes nothing and lists exactly what a real run
     would remove, in the same order."""
+    state_dir = state_folder(store, state_dir).path  # refuses another database's folder
     sessions = {info.id for info in store.sessions()}
     report = Removal()
     results_dir = Path(state_dir, "tool_results")

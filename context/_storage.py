@@ -11,18 +11,32 @@ symlinked records folder) is kept and retried on the next write, and the caller 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import json
+import os
+from collections.abc import Collection, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Connection, inspect, text
 
 from graph import GraphError, Migration, Store
 
 from ._errors import ContextError, PartialAppend, RecordError
+from ._folder import StateFolder, state_folder
+from ._receipt import RenderReceipt, decode_receipt, encode_receipt
 from ._records import CompactionRecord, append_jsonl, decode_record, encode_record
 
 RECORDS = "context.records"
 STATE = "context.state"
+RECEIPTS = "context.receipts"
+"""The log of every receipt, and (as values) the last one per frame and overall."""
+TOOLS = "context.tools"
+"""Tool schemas by digest: a receipt names them, a second process renders with them."""
+CONFIG = "context.config"
+"""The log of configuration events; each one starts a new epoch of tier state."""
+EPOCH = "~epoch"
+LAST = "~last"
 
 
 def _tokens(encoding: str) -> str:
@@ -62,10 +76,17 @@ CONTEXT_MIGRATIONS: tuple[Migration, ...] = (
 class ContextStorage:
     """A session's context data in its graph store, with fail-open, retried record writes."""
 
-    def __init__(self, store: Store, session: str, state_dir: Path) -> None:
+    def __init__(
+        self,
+        store: Store,
+        session: str,
+        state_dir: StateFolder | str | os.PathLike[str] | None = None,
+    ) -> None:
         self.store = store
         self.session = session
-        self.state_dir = state_dir
+        self.folder = (
+            state_dir if isinstance(state_dir, StateFolder) else state_folder(store, state_dir)
+        )
         store.migrate(CONTEXT_MIGRATIONS)
         self._unsaved: list[tuple[CompactionRecord, int]] = []
         self._unlogged: list[CompactionRecord] = []
@@ -88,6 +109,68 @@ class ContextStorage:
     def save_state(self, key: str, value: str) -> None:
         self.store.put_values(self.session, STATE, {key: value})
 
+    # -- configuration epochs -----------------------------------------------------------
+    def epoch(self) -> int:
+        """How many configuration events the session has had: tier state is kept per
+        epoch and frame, so only an explicit, recorded change drops it."""
+        found = self.store.get_values(self.session, STATE, [EPOCH]).get(EPOCH)
+        return int(found) if found else 0
+
+    def configure(self, changes: Mapping[str, Any], *, new_epoch: bool = True) -> int:
+        """Record a configuration event (what changed, in JSON); with ``new_epoch`` (a
+        change of what renders: the policy or the budget) start a new epoch, so tier state
+        of earlier epochs is no longer read. Returns the epoch now."""
+        with self.store.transaction():
+            epoch = self.epoch() + (1 if new_epoch else 0)
+            count = len(self.store.read_log(self.session, CONFIG))
+            body = {"epoch": epoch, "at": _now(), "changes": dict(changes)}
+            text = json.dumps(body, sort_keys=True, default=str)
+            self.store.append_log(self.session, CONFIG, [(f"change-{count + 1}", text)], 0)
+            if new_epoch:
+                self.store.put_values(self.session, STATE, {EPOCH: str(epoch)})
+        return epoch
+
+    def configurations(self) -> list[dict[str, Any]]:
+        """The recorded configuration events, oldest first."""
+        return [json.loads(e.body) for e in self.store.read_log(self.session, CONFIG)]
+
+    # -- render receipts ----------------------------------------------------------------
+    def save_receipt(self, receipt: RenderReceipt, tools: Sequence[dict[str, Any]]) -> None:
+        """Keep what one LLM call was sent: the receipt (logged, and as the last one of its
+        frame and of the session) and its tool schemas, once per digest."""
+        text = encode_receipt(receipt)
+        frame = receipt.frame or "-"
+        with self.store.transaction():
+            known = self.store.get_values(self.session, TOOLS, [receipt.tools_digest])
+            if not known:
+                schemas = json.dumps(list(tools), sort_keys=True, ensure_ascii=False)
+                self.store.put_values(self.session, TOOLS, {receipt.tools_digest: schemas})
+            self.store.append_log(self.session, RECEIPTS, [(receipt.id, text)], receipt.seq)
+            self.store.put_values(self.session, RECEIPTS, {LAST: text, frame: text})
+
+    def last_receipt(self, frame: str | bool | None = True) -> RenderReceipt | None:
+        """The last receipt of the session (``frame=True``) or of one frame."""
+        key = LAST if frame is True else (frame or "-")
+        found = self.store.get_values(self.session, RECEIPTS, [str(key)]).get(str(key))
+        return None if found is None else decode_receipt(found)
+
+    def receipts(self) -> list[RenderReceipt]:
+        """Every receipt, oldest first."""
+        return [decode_receipt(e.body) for e in self.store.read_log(self.session, RECEIPTS)]
+
+    def last_tools(self) -> list[dict[str, Any]]:
+        """The tool schemas of the last prompt sent (none: no receipt yet)."""
+        receipt = self.last_receipt()
+        return (self.tools(receipt.tools_digest) or []) if receipt is not None else []
+
+    def tools(self, digest: str) -> list[dict[str, Any]] | None:
+        """The tool schemas a receipt names (None: not stored)."""
+        found = self.store.get_values(self.session, TOOLS, [digest]).get(digest)
+        if found is None:
+            return None
+        value = json.loads(found)
+        return value if isinstance(value, list) else None
+
     # -- records ------------------------------------------------------------------------
     def save_records(self, records: list[CompactionRecord], seq: int) -> list[str]:
         """Write records to the database and the JSONL log, each independently; what fails
@@ -109,7 +192,7 @@ class ContextStorage:
                 self._unsaved.clear()
         if self._unlogged:
             try:
-                append_jsonl(self.state_dir, self.session, self._unlogged)
+                append_jsonl(self.folder.claim(), self.session, self._unlogged)
             except PartialAppend as error:
                 del self._unlogged[: error.written]  # those made it whole: never twice
                 problems.append(f"{len(self._unlogged)} record(s) not in the JSONL log: {error}")
@@ -124,6 +207,10 @@ class ContextStorage:
         """Records written nowhere yet or only to one place (retried on the next write)."""
         return len({r.id for r, _ in self._unsaved} | {r.id for r in self._unlogged})
 
+    @property
+    def state_dir(self) -> Path:
+        return self.folder.path
+
     def read_records(self) -> list[CompactionRecord]:
         """The session's records from the database, oldest first."""
         found = []
@@ -135,3 +222,7 @@ class ContextStorage:
                     f"record {entry.key} of session {self.session!r} is damaged: {error}"
                 ) from error
         return found
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")

@@ -30,6 +30,7 @@ from ._tokens import TokenCache, TokenCounter
 from ._view import Item, Unit, View
 
 if TYPE_CHECKING:
+    from ._folder import StateFolder
     from ._layers import LayerBook
     from ._prefetch import Prefetcher
     from ._summary import Summarizer
@@ -125,6 +126,8 @@ class TierContext:
     nominal_budget: int = 0
     """The engine's budget before the usage anchor and overflow recovery adjust it: what
     sticky per-output decisions (offload) are measured against, so they never flip."""
+    folder: StateFolder | None = None
+    """The database's state folder, where offloaded outputs go (claimed on first write)."""
 
     @property
     def session(self) -> str:

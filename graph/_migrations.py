@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from sqlalchemy import Connection, Engine, inspect, select, text
 
 from ._errors import MigrationError
-from ._schema import EDGES, EVENTS, LEASES, LOGS, MIGRATIONS, NODES, SESSIONS, VALUES
+from ._schema import DATABASE, EDGES, EVENTS, LEASES, LOGS, MIGRATIONS, NODES, SESSIONS, VALUES
 
 
 class Migration(NamedTuple):
@@ -54,11 +55,25 @@ def _edge_targets(connection: Connection) -> None:
     connection.execute(text("DROP INDEX IF EXISTS ix_graph_edges_session"))
 
 
+def _database_id(connection: Connection) -> None:
+    """The database's own identity: a UUID made once, which its state folder names."""
+    connection.execute(
+        text(
+            "CREATE TABLE IF NOT EXISTS graph_database "
+            "(key VARCHAR(64) NOT NULL PRIMARY KEY, value TEXT NOT NULL)"
+        )
+    )
+    found = connection.execute(select(DATABASE.c.value).where(DATABASE.c.key == "id")).first()
+    if found is None:
+        connection.execute(DATABASE.insert().values(key="id", value=str(uuid.uuid4())))
+
+
 GRAPH_MIGRATIONS: tuple[Migration, ...] = (
     Migration("graph_0001_initial", _initial),
     Migration("graph_0002_side_tables", _side_tables),
     Migration("graph_0003_leases", _leases),
     Migration("graph_0004_edge_targets", _edge_targets),
+    Migration("graph_0005_database_id", _database_id),
 )
 """The graph package's own migrations, in order."""
 

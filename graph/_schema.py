@@ -101,6 +101,16 @@ class LeaseRow(SQLModel, table=True):
     expires_us: int = Field(sa_column=Column(BigInteger, nullable=False))
 
 
+class DatabaseRow(SQLModel, table=True):
+    """Facts about the database itself: its ``id`` (a UUID made once, when it was created
+    or first migrated), which names the state folder that serves it."""
+
+    __tablename__ = "graph_database"
+
+    key: str = Field(primary_key=True, max_length=64)
+    value: str = Field(sa_column=Column(Text, nullable=False))
+
+
 class MigrationRow(SQLModel, table=True):
     """One applied migration, by name."""
 
@@ -124,3 +134,4 @@ VALUES = _table(ValueRow)
 LOGS = _table(LogRow)
 LEASES = _table(LeaseRow)
 MIGRATIONS = _table(MigrationRow)
+DATABASE = _table(DatabaseRow)

@@ -26,7 +26,7 @@ from ._migrations import Migration, migrate
 from ._nodes import Edge
 from ._pending import FLUSH_ROWS, Pending, Row, add_rows
 from ._pg import insert_rows, is_psycopg, streamed
-from ._schema import EDGES, EVENTS, LEASES, LOGS, NODES, SESSIONS, VALUES
+from ._schema import DATABASE, EDGES, EVENTS, LEASES, LOGS, NODES, SESSIONS, VALUES
 from ._store import Loaded, LogEntry, Record, SessionInfo, Store
 
 KEYS_PER_QUERY = 500
@@ -154,6 +154,14 @@ class SQLStore(Store):
                     return True
             raise
         return False
+
+    def database_id(self) -> str | None:
+        query = select(DATABASE.c.value).where(DATABASE.c.key == "id")
+        with self._connection() as connection:
+            if not connection.dialect.has_table(connection, DATABASE.name):
+                return None
+            value = connection.execute(query).scalar()
+        return None if value is None else str(value)
 
     def _statement(self, connection: Connection, name: str) -> str:
         """The hot-path statements as driver SQL (``:name``/``?`` placeholders, or

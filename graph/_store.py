@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -53,6 +54,11 @@ class Store:
 
     def ensure_session(self, session: str) -> bool:
         """Create the session if missing; True when it already existed."""
+        raise NotImplementedError
+
+    def database_id(self) -> str | None:
+        """The database's UUID, made once and stored in it (None: a database that predates
+        it, opened read-only). A state folder names the database it serves by it."""
         raise NotImplementedError
 
     def has_session(self, session: str) -> bool:
@@ -153,6 +159,10 @@ class MemoryStore(Store):
     def __init__(self) -> None:
         self._sessions: dict[str, dict[str, Any]] = {}
         self._lock = threading.RLock()
+        self._id = str(uuid.uuid4())
+
+    def database_id(self) -> str:
+        return self._id
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

@@ -7,6 +7,7 @@ for tests are in ``openprogram.testing``.
 """
 
 from openprogram._api import allm, llm
+from openprogram._config import SessionConfig
 from openprogram._current import current_frame, current_session
 from openprogram._errors import (
     BaselineUnavailable,
@@ -42,6 +43,7 @@ __all__ = [
     "OpenProgramError",
     "OutputValidationError",
     "Session",
+    "SessionConfig",
     "SessionError",
     "StepLimitExceeded",
     "ToolDefinitionError",

@@ -13,7 +13,6 @@ import collections
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from context import CompactionRecord, Policy, Rendered
 from graph import LayerInfo
@@ -25,10 +24,9 @@ from openprogram.examples.research import research, review, scripted_model
 DEMO_BUDGET = 2_200
 
 
-def demo_policy(state_dir: Path) -> Policy:
+def demo_policy() -> Policy:
     """The claude-code preset with thresholds scaled to a short session."""
     return Policy.claude_code(
-        state_dir=state_dir,
         microcompact_first=4,
         microcompact_every=2,
         microcompact_keep=2,
@@ -60,7 +58,7 @@ def run_demo(
     db: str | os.PathLike[str] | None = None,
     budget: int = DEMO_BUDGET,
     *,
-    state_dir: str | os.PathLike[str] = ".openprogram",
+    state_dir: str | os.PathLike[str] | None = None,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> DemoRun:
     """Run the demo session; ``progress(done, total, what)`` is told each step."""
@@ -68,8 +66,9 @@ def run_demo(
         db,
         model=scripted_model(),
         system="You are a careful research agent. Cite the documents you used.",
-        policy=demo_policy(Path(state_dir)),
+        policy=demo_policy(),
         budget=budget,
+        state_dir=state_dir,
     )
     run = DemoRun(session)
 

@@ -80,6 +80,9 @@ class Call:
         return engine.render(head=self.rendered_head, frame=self.frame.function)
 
     def _options(self, rendered: Rendered) -> dict[str, Any]:
+        """The request's options; called as the prompt goes out, so it also leaves the
+        session's render receipt of what is sent."""
+        self.session._receipt(rendered, self.rendered_head, self.frame.function)
         options: dict[str, Any] = {}
         if rendered.context_management:
             options["context_management"] = rendered.context_management
@@ -100,7 +103,7 @@ class Call:
             raise error  # a test's fake model ran out or failed a check: not a provider error
         if not is_context_overflow(error):
             raise ModelError(f"model {self.model.name} failed: {error}") from error
-        head = self.session.graph.head_of(self.frame)
+        head = self.rendered_head = self.session.graph.head_of(self.frame)
         return self.session.engine.recover(error, head=head, frame=self.frame.function)
 
     def _record(self, response: ModelResponse) -> tuple[Node, list[tuple[str, str, Node]]]:

@@ -4,14 +4,22 @@ A session opens (or creates) a session of the graph store — SQLite by default,
 by URL, ``":memory:"`` for nothing on disk — renders every LLM call through one
 ``ContextEngine``, and runs agentic code bound to it (``with session:``). Reopening a
 session after a crash marks the functions whose process is gone as ``interrupted``.
+
+A session owns its configuration (``_config``): the policy, budget, model name, redaction
+and ``llm()`` defaults are stored when it is created, and a reopening uses them as stored.
+``OPENPROGRAM_*`` variables and litellm's model map count only when a configuration is made
+(at creation, or by :meth:`Session.configure`). Every prompt sent leaves a render receipt,
+so a second process, the CLI and the notebooks see what the agent sent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
 import os
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -19,15 +27,27 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from context import (
     ContextEngine,
+    ContextError,
+    ContextStorage,
     Policy,
     PolicyError,
+    Rendered,
+    RenderReceipt,
+    StateFolder,
     Summarizer,
     UnknownModel,
     delete_session,
+    migrate_state,
     model_info,
+    release_state_folder,
+    render_receipt,
     scrub_session,
+    state_folder,
+    tools_digest,
 )
 from graph import (
     TOP,
@@ -39,9 +59,17 @@ from graph import (
     SessionInfo,
     SQLStore,
     Store,
+    StoreError,
     is_safe_id,
     new_id,
     redactor_from,
+)
+from openprogram._config import (
+    SessionConfig,
+    load_config,
+    record_change,
+    redaction,
+    with_fields,
 )
 from openprogram._current import FRAME, SESSION, current_frame
 from openprogram._errors import SessionError
@@ -52,6 +80,8 @@ from openprogram._models import Model, resolve_model
 from openprogram._tools import ToolSpec
 
 MEMORY = ":memory:"
+OLD_FOLDER = Path(".openprogram")
+"""The state folder every database shared before each had its own."""
 DEFAULT_STEPS = 25
 
 _ENTERED: ContextVar[tuple[tuple[Session, Session | None, Frame], ...]] = ContextVar(
@@ -71,20 +101,23 @@ def open_store(db: str | os.PathLike[str] | Store | None) -> Store:
     return SQLStore(db)
 
 
-def policy_for(model: Model | str | None, state_dir: Path | None) -> Policy:
+def policy_for(model: Model | str | None) -> Policy:
     """The claude-code preset for a model the map knows, by name or by a model object's
     ``name`` (the 128k default otherwise)."""
-    extra: dict[str, Any] = {} if state_dir is None else {"state_dir": state_dir}
-    name = model if isinstance(model, str) else getattr(model, "name", None)
+    name = model_name(model)
     if name:
         try:
             model_info(name)
         except UnknownModel:
             name = None
     try:
-        return Policy.claude_code(name, **extra)
+        return Policy.claude_code(name)
     except PolicyError:
-        return Policy.claude_code(None, **extra)
+        return Policy.claude_code(None)
+
+
+def model_name(model: Model | str | None) -> str | None:
+    return model if isinstance(model, str) else getattr(model, "name", None)
 
 
 class Session:
@@ -107,28 +140,173 @@ class Session:
         system: str | None = None,
         budget: int | None = None,
         state_dir: str | os.PathLike[str] | None = None,
-        history_tools: bool = True,
-        max_steps: int = DEFAULT_STEPS,
+        history_tools: bool | None = None,
+        max_steps: int | None = None,
         lease_ttl: float = DEFAULT_TTL,
-        redact: bool | Redactor | Mapping[str, Any] = False,
+        redact: bool | Redactor | Mapping[str, Any] | None = None,
     ) -> None:
+        """Open session ``session_id`` of ``db`` (a new one when it is None or not there).
+
+        A new session stores ``policy`` (default: the claude-code preset for ``model``,
+        read from the environment and litellm's model map now), ``budget``, the model's
+        name, ``redact`` (True, or a ``Redactor``), ``max_steps`` and ``history_tools``.
+        Reopening uses what is stored; an argument given that differs from it is an
+        explicit change, applied and recorded as by :meth:`configure`. ``state_dir`` names
+        the state folder instead of the database's own (see ``context.state_folder``).
+        """
         if session_id is not None and not is_safe_id(session_id):
             raise SessionError(f"session id {session_id!r} is not a safe id ([A-Za-z0-9_.-])")
         store = open_store(db)
-        redactor = redactor_from(redact)
-        self.graph = ConversationGraph(store, session_id or new_id(), redactor=redactor)
+        self._owns_store = not isinstance(db, Store)
+        name = session_id or new_id()
+        stored = load_config(store, name) if session_id is not None else None
+        chosen = stored.make_redactor() if redact is None and stored else _redactor(redact)
+        self.graph = ConversationGraph(store, name, redactor=chosen)
+        if model is None and stored is not None and stored.model_by_name and stored.model:
+            model = stored.model
         self.model = resolve_model(model)
-        folder = Path(state_dir) if state_dir is not None else None
-        self.policy = policy or policy_for(model, folder)
-        self.engine = ContextEngine(self.graph, self.policy, summarizer, budget)
+        self.folder = state_folder(store, state_dir)
+        """The database's state folder (offloaded outputs, records logs)."""
+        named = model_name(model)
+        if stored and policy is None and named != stored.model and named and _known(named):
+            policy = with_fields(stored.make_policy(), {"model": named})  # as configure()
+        wanted = _config(stored, model, policy, budget, redact, max_steps, history_tools)
+        self.config = wanted
+        """The configuration this session runs with (as stored)."""
+        self._storage = ContextStorage(store, name, self.folder)
+        if wanted != stored:
+            record_change(store, name, self.folder, stored, wanted)
+        if stored is not None or session_id is not None:
+            _migrate_old_files(store, self.folder, name)
+        self.summarizer = summarizer
+        self._configuring = threading.Lock()
+        self.engine = self._engine()
         self.history = HistoryTools(self)
-        self.history_tools = history_tools
-        self.max_steps = max_steps
         self.leases = LeaseKeeper(store, self.graph.session, lease_ttl)
         self.interrupted = mark_interrupted(self.graph, self.leases)
         """Functions this reopening found running with no live owner, now ``interrupted``."""
         if system is not None and not any(n.role == "system" for n in self.graph.nodes()):
             self.graph.append({"role": "system", "content": system}, frame=TOP)
+
+    def _engine(self, tools: Sequence[dict[str, Any]] | None = None) -> ContextEngine:
+        config = self.config
+        engine = ContextEngine(
+            self.graph,
+            config.make_policy(),
+            self.summarizer,
+            config.budget,
+            state_dir=self.folder,
+        )
+        if tools is None:  # a reopening renders with the tools of the last prompt sent
+            tools = engine.storage.last_tools() if engine.storage is not None else ()
+        engine.set_tools(tools)
+        return engine
+
+    @property
+    def policy(self) -> Policy:
+        return self.engine.policy
+
+    @property
+    def max_steps(self) -> int:
+        return self.config.max_steps
+
+    @property
+    def history_tools(self) -> bool:
+        return self.config.history_tools
+
+    def configure(
+        self,
+        *,
+        policy: Policy | None = None,
+        budget: int | None = None,
+        model: Model | str | None = None,
+        redact: bool | Redactor | Mapping[str, Any] | None = None,
+        max_steps: int | None = None,
+        history_tools: bool | None = None,
+        **settings: Any,
+    ) -> dict[str, Any]:
+        """Change how this session runs, explicitly: the change is stored (every later
+        reopening, the CLI and other processes use it), recorded as a configuration event,
+        and starts a new epoch of tier state (sticky decisions made under the old settings
+        are not re-applied). ``settings`` change single policy fields (``low_water=0.6``);
+        a new ``model=`` name also re-reads its window from the model map. Returns what
+        changed (empty: nothing did)."""
+        base = policy or self.config.make_policy()
+        name = model_name(model)
+        if policy is None and name and "model" not in settings and _known(name):
+            settings = {**settings, "model": name}
+        if settings:
+            base = with_fields(base, settings)
+        if model is not None:
+            self.model = resolve_model(model)
+        wanted = _config(
+            self.config, model, base, budget, redact, max_steps, history_tools, explicit=True
+        )
+        found = record_change(self.store, self.id, self.folder, self.config, wanted)
+        if not found:
+            return {}
+        if redact is not None:
+            self.graph.redactor = wanted.make_redactor()
+        self.config = wanted
+        tools = self.engine.tools
+        self.engine.close()
+        self.engine = self._engine(tools)
+        return found
+
+    def _follow_config(self) -> None:
+        """Adopt a configuration stored since this session read it (``openprogram
+        configure`` or another process's ``configure``): every call runs as stored."""
+        stored = load_config(self.store, self.id)
+        if stored is None or stored == self.config:
+            return
+        with self._configuring:
+            if stored == self.config:
+                return
+            if stored.redact != self.config.redact or stored.redact_patterns != (
+                self.config.redact_patterns
+            ):
+                self.graph.redactor = stored.make_redactor()
+            self.config = stored
+            old = self.engine
+            self.engine = self._engine(old.tools)
+            old.close()
+
+    def _receipt(self, rendered: Rendered, head: str | None, frame: str | None) -> None:
+        """Keep what this LLM call is sent (fail-open: the call matters more)."""
+        engine = self.engine
+        if engine.storage is None:
+            return
+        from datetime import UTC, datetime
+
+        receipt = RenderReceipt(
+            id=new_id(),
+            session=self.id,
+            seq=self.graph.last_seq,
+            head=head,
+            frame=frame,
+            tools_digest=tools_digest(engine.tools),
+            tool_tokens=engine.counter.count_tools(engine.tools),
+            budget=max(1, int(engine.budget * engine.squeeze)),
+            configured_budget=engine.budget,
+            tokens=rendered.tokens,
+            messages=len(rendered.messages),
+            epoch=self._storage.epoch(),
+            at=datetime.now(UTC).isoformat(timespec="milliseconds"),
+            anchor=engine.anchor.state(),
+        )
+        with contextlib.suppress(Exception):
+            engine.storage.save_receipt(receipt, engine.tools)
+
+    def receipt(self) -> RenderReceipt | None:
+        """The last prompt this session sent, as a receipt (None: none sent yet)."""
+        return self._storage.last_receipt()
+
+    def last_prompt(self) -> Rendered | None:
+        """The prompt this session sent last, rendered again from its receipt (its head,
+        frame, tools and effective budget) and writing nothing; None before the first
+        call. ``session.engine.preview()`` shows the next one."""
+        receipt = self.receipt()
+        return None if receipt is None else render_receipt(self.engine, receipt)
 
     # -- identity -------------------------------------------------------------------------
     @property
@@ -223,6 +401,7 @@ class Session:
         max_steps: int | None,
         frame: Frame | None,
     ) -> Call:
+        self._follow_config()
         where = frame if frame is not None else (current_frame() if SESSION.get() is self else TOP)
         call = Call(  # first: a call that cannot run (no model, a bad tool) records nothing
             self,
@@ -271,11 +450,8 @@ class Session:
             self.store,
             self.id,
             model=self.model,
-            policy=self.policy,
             summarizer=self.engine.summarizer,
-            budget=self.engine.budget,
-            history_tools=self.history_tools,
-            max_steps=self.max_steps,
+            state_dir=self.folder.path,
             lease_ttl=self.leases.ttl,
             redact=self.graph.redactor or False,
         )
@@ -297,17 +473,19 @@ class Session:
         if target.has_session(name):
             raise SessionError(f"session {name!r} already exists in {target.url}")
         self.graph.copy_to(target, name, head=head)
+        config = self.config
         return Session(
             target,
             name,
             model=self.model,
             policy=self.policy,
             summarizer=self.engine.summarizer,
-            budget=self.engine.budget,
-            history_tools=self.history_tools,
-            max_steps=self.max_steps,
-            lease_ttl=self.leases.ttl,
+            budget=config.budget,
+            history_tools=config.history_tools,
+            max_steps=config.max_steps,
             redact=self.graph.redactor or False,
+            state_dir=self.folder.path if target is self.store else None,
+            lease_ttl=self.leases.ttl,
         )
 
     def delete(self) -> None:
@@ -315,7 +493,7 @@ class Session:
         records log — and nothing of any other session."""
         self.engine.close()
         self.leases.close()
-        delete_session(self.store, self.id, self.policy.state_dir)
+        delete_session(self.store, self.id, self.folder.path)
 
     def scrub(
         self, patterns: str | Sequence[str] | Mapping[str, str] | Redactor, *, vacuum: bool = True
@@ -327,17 +505,20 @@ class Session:
         the secret. This session object then reads the scrubbed session afresh."""
         chosen = scrub_patterns(patterns)
         self.engine.close()
-        report = scrub_session(self.store, self.id, chosen, self.policy.state_dir, vacuum=vacuum)
-        summarizer, budget = self.engine.summarizer, self.engine.budget
+        report = scrub_session(self.store, self.id, chosen, self.folder.path, vacuum=vacuum)
+        tools = self.engine.tools
         self.graph = ConversationGraph(self.store, self.id, redactor=self.graph.redactor)
-        self.engine = ContextEngine(self.graph, self.policy, summarizer, budget)
+        self.engine = self._engine(tools)
         self.history = HistoryTools(self)
         return report
 
     def close(self) -> None:
-        """Stop background work (the summary worker, the lease heartbeat)."""
+        """Stop background work (the summary worker, the lease heartbeat); an in-memory
+        store this session opened takes its temporary state folder with it."""
         self.engine.close()
         self.leases.close()
+        if self._owns_store and isinstance(self.store, MemoryStore):
+            release_state_folder(self.store)
 
     # -- usage ----------------------------------------------------------------------------
     def usage(self) -> dict[str, Any]:
@@ -405,3 +586,67 @@ def scrub_patterns(
 
 async def _await(value: Any) -> Any:
     return await value
+
+
+def _migrate_old_files(store: Store, folder: StateFolder, session: str) -> None:
+    """The first writing open copies the session's files out of an old shared
+    ``./.openprogram`` (``context.migrate_state``); never fatal to opening."""
+    if isinstance(store, MemoryStore) or not OLD_FOLDER.is_dir():
+        return
+    with contextlib.suppress(OSError, ContextError, StoreError):
+        migrate_state(store, folder, OLD_FOLDER, [session])
+
+
+def _known(model: str) -> bool:
+    """Whether litellm's model map knows ``model`` (its window can be read)."""
+    try:
+        model_info(model)
+    except UnknownModel:
+        return False
+    return True
+
+
+def _redactor(redact: bool | Redactor | Mapping[str, Any] | None) -> Redactor | None:
+    return redactor_from(redact)
+
+
+def _config(
+    stored: SessionConfig | None,
+    model: Model | str | None,
+    policy: Policy | None,
+    budget: int | None,
+    redact: bool | Redactor | Mapping[str, Any] | None,
+    max_steps: int | None,
+    history_tools: bool | None,
+    *,
+    explicit: bool = False,
+) -> SessionConfig:
+    """The configuration to run with: the stored one, with what was given explicitly."""
+    if stored is None:
+        on, patterns = redaction(redact)
+        chosen = policy or policy_for(model)
+        return SessionConfig(
+            policy=chosen.stored(),
+            budget=budget,
+            model=model_name(model),
+            model_by_name=isinstance(model, str),
+            redact=on,
+            redact_patterns=patterns,
+            max_steps=max_steps or DEFAULT_STEPS,
+            history_tools=True if history_tools is None else history_tools,
+        )
+    values: dict[str, Any] = {}
+    if policy is not None:
+        values["policy"] = policy.stored()
+    if budget is not None:
+        values["budget"] = budget
+    name = model_name(model)
+    if model is not None and (explicit or name != stored.model):
+        values["model"], values["model_by_name"] = name, isinstance(model, str)
+    if redact is not None:
+        values["redact"], values["redact_patterns"] = redaction(redact)
+    if max_steps is not None:
+        values["max_steps"] = max_steps
+    if history_tools is not None:
+        values["history_tools"] = history_tools
+    return msgspec.structs.replace(stored, **values)

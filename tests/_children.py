@@ -137,8 +137,8 @@ def check_session(
     for info in found.values():
         assert info.covers and set(info.covers) <= stored, f"layer {info.id} covers lost nodes"
         assert set(info.builds_on) <= set(found)
-    policy = Policy(state_dir=state_dir, offload_chars=1_500, offload_share=None)
-    engine = ContextEngine(graph, policy, budget=budget)
+    policy = Policy(offload_chars=1_500, offload_share=None)
+    engine = ContextEngine(graph, policy, budget=budget, state_dir=state_dir)
     rendered = engine.render()
     assert tool_pair_problems(rendered.messages) == []
     assert rendered.fits, rendered.actions

@@ -93,13 +93,12 @@ def main(argv: list[str]) -> None:
     from context import CompactionRecord, ContextEngine, ContextError, ContextStorage, Policy
 
     policy = Policy(
-        state_dir=Path(state_dir),
         offload_chars=1_500,
         offload_share=None,
         collapse_min_rounds=1,
         collapse_keep_recent=2,
     )
-    engine = ContextEngine(graph, policy, budget=2_500)
+    engine = ContextEngine(graph, policy, budget=2_500, state_dir=Path(state_dir))
     storage = ContextStorage(graph.store, session, Path(state_dir))
     run = f"{seed}-{time.time_ns()}"
     ack("ready", str(graph.last_seq))

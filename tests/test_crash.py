@@ -68,10 +68,12 @@ def _check_offload(graph: ConversationGraph, state: Path, budget: int) -> None:
     graph.append({"role": "user", "content": "one more"})
     graph.append({"role": "assistant", "content": None, "tool_calls": [_call(call_id)]})
     graph.append({"role": "tool", "tool_call_id": call_id, "content": "long line\n" * 400})
-    policy = Policy(state_dir=state, offload_chars=1_500, offload_share=None)
-    engine = ContextEngine(graph, policy, budget=budget)
+    policy = Policy(offload_chars=1_500, offload_share=None)
+    engine = ContextEngine(graph, policy, budget=budget, state_dir=state)
     rendered = engine.render()
-    files = [Path(p) for m in rendered.messages for p in _FILE.findall(text_of(m["content"]))]
+    # (Placeholders only: a summary may quote one whose file this check deleted above.)
+    shown = [text_of(m["content"]) for m in rendered.messages if m["role"] == "tool"]
+    files = [state / p for text in shown for p in _FILE.findall(text)]
     assert files, "the new long output was not offloaded"
     outputs = {n.id: text_of(n.result.content) for n in graph.nodes() if n.result is not None}
     for path in files:

@@ -102,7 +102,7 @@ def test_what_goes_to_a_summarizer_is_redacted(tmp_path: Path, redact: bool) -> 
         g.append({"role": "user", "content": f"step {i}: token {SECRETS['jwt']}"})
         g.append({"role": "assistant", "content": f"done {i} " + "word " * 40})
     capture = Capture()
-    policy = Policy(state_dir=tmp_path, redact_summaries=redact)
+    policy = Policy(redact_summaries=redact)
     engine = ContextEngine(g, policy, capture, budget=100_000)
     engine.collapse(g.nodes()[2].id, g.nodes()[11].id)
     [sent] = capture.seen

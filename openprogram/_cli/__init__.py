@@ -1,8 +1,8 @@
 """The ``openprogram`` command line.
 
-Commands: demo, run, import, replay, bench, sessions, show, context, records, collapses,
-compact, rollback, expand, fork, copy, export, delete, gc, scrub. Exit codes: 0 ok, 1 error,
-2 usage. Errors are one line; ``--debug`` shows the traceback.
+Commands: demo, run, import, replay, bench, sessions, show, context, configure, records,
+collapses, compact, rollback, expand, fork, copy, export, delete, gc, scrub, migrate-state.
+Exit codes: 0 ok, 1 error, 2 usage. Errors are one line; ``--debug`` shows the traceback.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from rich.markup import escape
 
-from openprogram._cli import _layers, _programs, _scrub, _sessions, _traces
+from openprogram._cli import _configure, _layers, _programs, _scrub, _sessions, _traces
 from openprogram._cli._common import UsageError, errors
 
 __all__ = ["main", "parser", "run"]
@@ -25,7 +25,7 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--state-dir", help="offloaded outputs and record logs (.openprogram)")
     top.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (_programs, _traces, _sessions, _layers, _scrub):
+    for module in (_programs, _traces, _sessions, _configure, _layers, _scrub):
         module.register(sub)
     return top
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from rich.console import Console
 
-from context import ContextEngine, Policy
+from context import ContextEngine, Policy, StateFolder, state_folder
 from graph import ConversationGraph, SQLStore, Store
 from openprogram._errors import OpenProgramError, SessionError
 
@@ -42,7 +42,8 @@ def common_options() -> argparse.ArgumentParser:
     options.add_argument(
         "--state-dir",
         default=argparse.SUPPRESS,
-        help="where offloaded outputs and record logs live (default: .openprogram)",
+        help="where offloaded outputs and record logs live (default: the database's own "
+        "state folder, e.g. agent.db.state/ beside agent.db)",
     )
     options.add_argument(
         "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks"
@@ -50,8 +51,16 @@ def common_options() -> argparse.ArgumentParser:
     return options
 
 
-def state_dir(args: argparse.Namespace) -> Path:
-    return Path(getattr(args, "state_dir", None) or ".openprogram")
+def state_dir(args: argparse.Namespace) -> Path | None:
+    """The state folder ``--state-dir`` names (None: the database's own)."""
+    given = getattr(args, "state_dir", None)
+    return Path(given) if given else None
+
+
+def folder_of(args: argparse.Namespace, store: Store) -> StateFolder:
+    """The state folder of ``store``'s database (or ``--state-dir``), checked: a folder
+    that serves another database is refused."""
+    return state_folder(store, state_dir(args))
 
 
 def open_store(args: argparse.Namespace, *, create: bool) -> Store:
@@ -73,15 +82,36 @@ def existing_session(
 
 def policy_from(args: argparse.Namespace) -> Policy:
     """The policy ``--policy`` and ``--model`` choose (claude-code for a 128k model by
-    default), writing under ``--state-dir``."""
+    default)."""
     name = getattr(args, "policy", None) or "claude-code"
     model = getattr(args, "model", None)
-    return Policy.named(name, model, state_dir=state_dir(args))
+    return Policy.named(name, model)
+
+
+def what_if(args: argparse.Namespace) -> list[str]:
+    """The options that ask for another configuration than the session's (a what-if)."""
+    names = ("policy", "model", "budget")
+    return [f"--{name}" for name in names if getattr(args, name, None) is not None]
 
 
 def engine_for(args: argparse.Namespace, graph: ConversationGraph) -> ContextEngine:
+    """An engine configured as the session is: its stored policy and budget, and the tools
+    of the last prompt it sent. ``--policy``/``--model``/``--budget`` make it a what-if:
+    configured as they say, with sticky state of its own (starting afresh)."""
+    from openprogram._config import load_config
+
+    folder = folder_of(args, graph.store)
+    config = load_config(graph.store, graph.session)
+    named = getattr(args, "policy", None) or getattr(args, "model", None)
+    policy = policy_from(args) if named or config is None else config.make_policy()
     budget = getattr(args, "budget", None)
-    return ContextEngine(graph, policy_from(args), budget=budget)
+    if budget is None and config is not None:
+        budget = config.budget
+    key = "what-if" if what_if(args) else None
+    engine = ContextEngine(graph, policy, budget=budget, state_dir=folder, state_key=key)
+    if engine.storage is not None:
+        engine.set_tools(engine.storage.last_tools())
+    return engine
 
 
 def print_json(value: Any) -> None:

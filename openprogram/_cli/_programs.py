@@ -64,7 +64,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
     fired = sorted({tier for counts in run.fired.values() for tier in counts})
     console.print(f"tiers that fired: {', '.join(fired)}")
-    console.print(f"records: {session.policy.state_dir}/records/{session.id}.jsonl")
+    console.print(f"records: {session.folder.path}/records/{session.id}.jsonl")
     session.close()
     return 0
 
@@ -78,12 +78,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     path = Path(args.file)
     if not path.is_file():
         raise UsageError(f"no program file {path}")
+    # A session that exists runs as it is configured; options given are explicit changes.
     session = Session(
         getattr(args, "db", None),
         args.session,
         model=args.model,
-        policy=policy_from(args),
+        policy=policy_from(args) if getattr(args, "policy", None) else None,
         budget=args.budget,
+        state_dir=state_dir(args),
     )
     try:
         with session:

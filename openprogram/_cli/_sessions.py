@@ -11,9 +11,17 @@ from typing import Any
 import msgspec
 from rich.markup import escape
 
-from context import ContextStorage, collect_garbage, delete_session, read_jsonl, records_path
+from context import (
+    ContextStorage,
+    collect_garbage,
+    delete_session,
+    read_jsonl,
+    records_path,
+    render_receipt,
+)
 from graph import (
     ConversationGraph,
+    Frame,
     Redactor,
     StoreError,
     export_graphml,
@@ -27,10 +35,11 @@ from openprogram._cli._common import (
     engine_for,
     errors,
     existing_session,
+    folder_of,
     open_store,
     print_json,
-    state_dir,
     warnings_shown,
+    what_if,
 )
 from openprogram._errors import SessionError
 from openprogram._views import distribution_table, records_table, session_tree
@@ -118,45 +127,99 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_context(args: argparse.Namespace) -> int:
-    """The next prompt's tokens by part and what each tier saved (a preview: nothing is
-    written, so looking never changes what the agent will send)."""
+    """The prompt the agent sent last (re-rendered from its receipt: the same head, frame,
+    tools and effective budget) and the next one's size, under the session's stored
+    configuration. ``--policy``/``--model``/``--budget`` make it a what-if preview of the
+    next prompt instead, marked as such. Nothing is written either way."""
     graph = existing_session(args, args.session)
     engine = engine_for(args, graph)
-    rendered = engine.preview()
+    asked = what_if(args)
+    receipt = None if asked or engine.storage is None else engine.storage.last_receipt()
     policy = engine.policy
+    if receipt is not None:
+        rendered = render_receipt(engine, receipt)
+        frame = _next_frame(graph, receipt.frame)
+        upcoming = engine.preview(head=_next_head(graph, frame), frame=frame)
+        source = "receipt"
+    else:
+        rendered = engine.preview()
+        upcoming = rendered
+        source = "what-if" if asked else "configuration"
     if args.json:
         counts = [engine.counter.count_message(m) for m in rendered.messages]
         print_json(
             {
                 "session": graph.session,
+                "source": source,
+                "what_if": asked,
                 "window": policy.context_window,
                 "budget": rendered.budget,
                 "tokens": rendered.tokens,
                 "messages": len(rendered.messages),
                 "message_tokens": counts,
                 "actions": [_plain(a) for a in rendered.actions],
+                "receipt": None if receipt is None else _plain(receipt),
+                "next": {"budget": upcoming.budget, "tokens": upcoming.tokens},
             }
         )
         return 0
-    title = (
-        f"next prompt of {graph.session}: {rendered.tokens:,} of {rendered.budget:,} tokens "
-        f"({policy.context_window:,}-token window, {policy.name})"
-    )
+    window = f"{policy.context_window:,}-token window, {policy.name}"
+    if asked:
+        title = (
+            f"WHAT-IF preview ({' '.join(asked)}), not the session's configuration: next "
+            f"prompt of {graph.session}: {rendered.tokens:,} of {rendered.budget:,} tokens "
+            f"({window})"
+        )
+    elif receipt is not None:
+        where = "" if receipt.frame is None else f" in function {receipt.frame}"
+        title = (
+            f"last prompt {graph.session} sent{where} (receipt {receipt.id}): "
+            f"{rendered.tokens:,} of {rendered.budget:,} tokens ({window})"
+        )
+    else:
+        title = (
+            f"next prompt of {graph.session} (no prompt sent yet): {rendered.tokens:,} of "
+            f"{rendered.budget:,} tokens ({window})"
+        )
     console.print(distribution_table(rendered, engine.counter, title=title))
+    if receipt is not None:
+        added = graph.last_seq - receipt.seq
+        console.print(
+            f"next prompt: {upcoming.tokens:,} of {upcoming.budget:,} tokens "
+            f"({added} record(s) stored since the last one was sent)"
+        )
     return 0
+
+
+def _next_frame(graph: ConversationGraph, frame: str | None) -> str | None:
+    """Where the next prompt renders: the last prompt's frame while its function runs, the
+    top level once it has finished."""
+    if frame is None or frame not in graph or graph.get(frame).finish is not None:
+        return None
+    return frame
+
+
+def _next_head(graph: ConversationGraph, frame: str | None) -> str | None:
+    """Where the next prompt of ``frame`` renders from: its newest node."""
+    if frame is None:
+        return graph.default_head()
+    return graph.head_of(Frame(frame))
 
 
 def cmd_records(args: argparse.Namespace) -> int:
     """Compaction records from the database, or from the JSONL log with ``--log``."""
     if args.log:
-        path = records_path(state_dir(args), args.session)
+        store = open_store(args, create=False)
+        path = records_path(folder_of(args, store).path, args.session)
         if not path.exists():
             raise SessionError(f"no records log at {path}")
         with warnings_shown():
             records = list(read_jsonl(path))
     else:
         graph = existing_session(args, args.session)
-        records = ContextStorage(graph.store, graph.session, state_dir(args)).read_records()
+        records = ContextStorage(
+            graph.store, graph.session, folder_of(args, graph.store)
+        ).read_records()
     if args.json:
         print_json([_plain(r) for r in records])
     else:
@@ -191,7 +254,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_delete(args: argparse.Namespace) -> int:
     graph = existing_session(args, args.session)
     with warnings_shown():
-        delete_session(graph.store, graph.session, state_dir(args))
+        delete_session(graph.store, graph.session, folder_of(args, graph.store).path)
     console.print(f"deleted session {args.session}: nodes, layers, records, offloaded outputs")
     return 0
 
@@ -224,7 +287,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
     """Remove offload files and record logs whose session (or node) no longer exists,
     never following a link; ``--dry-run`` lists exactly what a real run removes."""
     store = open_store(args, create=False)
-    report = collect_garbage(store, state_dir(args), dry_run=args.dry_run)
+    report = collect_garbage(store, folder_of(args, store).path, dry_run=args.dry_run)
     removed = [str(path) for path in report.removed]
     if args.json:
         print_json(

@@ -19,9 +19,9 @@ from openprogram._cli._common import (
     UsageError,
     common_options,
     console,
+    folder_of,
     open_store,
     print_json,
-    state_dir,
     warnings_shown,
 )
 from openprogram._errors import OpenProgramError
@@ -71,11 +71,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     )
     trace = load_trace(Path(args.trace), format=args.format, graph=graph)
     counter = MessageCounter(args.encoding)
-    state = state_dir(args)
+    folder = folder_of(args, graph.store)
+    state = folder.path
     chosen = None
     if args.model:
         preset = "progressive" if args.policy == "progressive" else "claude-code"
-        chosen = Policy.named(preset, args.model, state_dir=state)
+        chosen = Policy.named(preset, args.model)
     budget = args.budget or (chosen.budget if chosen else 32_000)
     history: list[int] = []
     prompt: list[int] = []
@@ -95,7 +96,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             budget,
             counter,
             on_turn=on_turn,
-            state_dir=state,
+            state_dir=folder,
             policy_object=chosen,
         )
     if metrics is None:

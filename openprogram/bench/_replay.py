@@ -8,7 +8,6 @@ state carried from turn to turn, as in a live loop); the baselines work on the m
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from context import ContextEngine, Policy, TokenCounter
+from context import ContextEngine, Policy, StateFolder, TokenCounter
 from graph import ConversationGraph, Node, Step, seeded_ids, steps_to_messages
 from openprogram.bench._baselines import observation_masking, trim_baseline
 from openprogram.bench._metrics import TraceMetrics, Turn, compute_metrics, reported_input
@@ -161,7 +160,7 @@ def run_policy(
     count: MessageCounter,
     *,
     on_turn: Callable[[Turn, list[str]], None] | None = None,
-    state_dir: Path | None = None,
+    state_dir: Path | StateFolder | None = None,
     policy_object: Policy | None = None,
     anchored: bool = False,
     summarizer: Any = None,
@@ -190,12 +189,15 @@ def run_policy(
     with seeded_ids(f"replay:{trace.name}:{policy}:{budget}"):
         engine = None
         if policy in _OURS:
-            folder = state_dir or Path(tempfile.mkdtemp(prefix="openprogram-bench-"))
-            chosen = policy_object or Policy.named(
-                _OURS[policy], state_dir=folder, **(overrides or {})
-            )
+            chosen = policy_object or Policy.named(_OURS[policy], **(overrides or {}))
             # A copy per run: the layers one policy makes must not show in another's replay.
-            engine = ContextEngine(trace.graph.clone(), chosen, summarizer, budget=budget)
+            # Its files go to ``state_dir`` (a database's folder, or a path the copies of
+            # this replay share, which serves no database of its own) or to the copy's own
+            # temporary folder.
+            folder = StateFolder(state_dir, None) if isinstance(state_dir, Path) else state_dir
+            engine = ContextEngine(
+                trace.graph.clone(), chosen, summarizer, budget=budget, state_dir=folder
+            )
         calls = summary_tokens = 0
         summary_ms = 0.0
         turns: list[Turn] = []

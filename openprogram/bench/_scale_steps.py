@@ -109,10 +109,10 @@ def step_render(url: str, session: str, state_dir: str, cold: bool) -> dict[str,
     from graph import ConversationGraph
 
     g = ConversationGraph.open(url, session=session)
-    policy = Policy(state_dir=Path(state_dir))
+    policy = Policy()
     loaded = memory_mb()
     started = time.perf_counter()
-    engine = ContextEngine(g, policy, budget=BUDGET)
+    engine = ContextEngine(g, policy, budget=BUDGET, state_dir=Path(state_dir))
     rendered = engine.render()
     seconds = time.perf_counter() - started
     result: dict[str, Any] = {

@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from context import Policy
+from context import Policy, state_folder
 from graph import ConversationGraph, Node
 
 _ULID = re.compile(r"(?<![0-9A-Z])[0-9A-HJKMNP-TV-Z]{26}(?![0-9A-Z])")
@@ -20,8 +20,13 @@ tier tests pin."""
 
 
 def policy(tmp_path: Path, **overrides: Any) -> Policy:
-    """A policy that writes under ``tmp_path`` only, with the seed's every-turn tiers."""
-    return Policy(state_dir=tmp_path / ".openprogram", **{**SEED, **overrides})
+    """A policy with the seed's every-turn tiers."""
+    return Policy(**{**SEED, **overrides})
+
+
+def state_of(graph: ConversationGraph) -> Path:
+    """The state folder of the graph's database (a memory store's temporary one)."""
+    return state_folder(graph.store).path
 
 
 class Stable:

@@ -68,7 +68,7 @@ def test_render_huge_output_with_a_fresh_engine(benchmark: Any, tmp_path: Path) 
     start(g, system="You are a careful coding agent.", task="Build it.")
     line = "src/app/main.py:12 ERROR parse_header failed é\n"
     tool_round(g, [("Bash", line * (size // len(line)))], prefix="h", content="Building.")
-    pol = Policy(state_dir=tmp_path / "state")
+    pol = Policy()
     first = ContextEngine(g, pol, budget=32_000).render()  # writes the offload file
 
     def fresh() -> tuple[tuple[ContextEngine], dict[str, Any]]:

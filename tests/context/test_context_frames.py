@@ -22,7 +22,7 @@ def test_frame_render_shows_callers_then_own_chain(tmp_path: Path) -> None:
     with g.function("research", input={"q": "x"}) as fn:
         g.append({"role": "user", "content": "inner task"})
         g.append({"role": "assistant", "content": "inner step"})
-        rendered = ContextEngine(g, Policy(state_dir=tmp_path), budget=10_000).render(frame=fn.id)
+        rendered = ContextEngine(g, Policy(), budget=10_000).render(frame=fn.id)
     contents = [m["content"] for m in rendered.messages]
     assert contents == [
         "outer system",
@@ -44,7 +44,7 @@ def test_callers_setting_caps_the_caller_chain(tmp_path: Path) -> None:
     with g.function("research") as fn:
         g.append({"role": "user", "content": "inner task"})
         g.append({"role": "assistant", "content": "inner step"})
-        policy = Policy(state_dir=tmp_path, callers=1)
+        policy = Policy(callers=1)
         rendered = ContextEngine(g, policy, budget=10_000).render(frame=fn.id)
     contents = [m["content"] for m in rendered.messages]
     assert contents == [
@@ -62,7 +62,7 @@ def test_reported_usage_tightens_the_effective_budget(tmp_path: Path) -> None:
     g.append({"role": "user", "content": "task"})
     for i in range(40):
         g.append({"role": "assistant", "content": f"step {i} " + "word " * 40})
-    engine = ContextEngine(g, Policy(state_dir=tmp_path), budget=3_000)
+    engine = ContextEngine(g, Policy(), budget=3_000)
     first = engine.render()
     shrinking = ("collapse", "snip")
     assert first.fits and not [a for a in first.actions if a.tier in shrinking]

@@ -28,8 +28,8 @@ def _session(size: int) -> tuple[ConversationGraph, str]:
 
 def test_a_20mb_output_renders_as_a_placeholder_with_upper_bound_counts(tmp_path: Path) -> None:
     g, output = _session(20 * 1024 * 1024)
-    policy = Policy(state_dir=tmp_path / "state")
-    rendered = ContextEngine(g, policy, budget=32_000).render()
+    policy = Policy()
+    rendered = ContextEngine(g, policy, budget=32_000, state_dir=tmp_path / "state").render()
     tool = next(m for m in rendered.messages if m["role"] == "tool")
     content = tool["content"]
     lines = output.count("\n") + 1
@@ -47,15 +47,15 @@ def test_a_20mb_output_renders_as_a_placeholder_with_upper_bound_counts(tmp_path
 
 def test_a_fresh_engine_trusts_the_offload_file_and_renders_the_same(tmp_path: Path) -> None:
     g, output = _session(4 * 1024 * 1024)
-    policy = Policy(state_dir=tmp_path / "state")
-    first = ContextEngine(g, policy, budget=32_000).render()
+    policy = Policy()
+    first = ContextEngine(g, policy, budget=32_000, state_dir=tmp_path / "state").render()
     path = next((tmp_path / "state" / "tool_results" / "huge").iterdir())
     before = path.stat()
-    again = ContextEngine(g, policy, budget=32_000).render()
+    again = ContextEngine(g, policy, budget=32_000, state_dir=tmp_path / "state").render()
     assert again.messages == first.messages and again.tokens == first.tokens
     assert path.stat().st_ino == before.st_ino  # not rewritten
     path.write_bytes(b"truncated")  # a file of another size is written again
-    ContextEngine(g, policy, budget=32_000).render()
+    ContextEngine(g, policy, budget=32_000, state_dir=tmp_path / "state").render()
     assert path.read_bytes() == output.encode()
 
 

@@ -48,16 +48,14 @@ operations = st.lists(
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(operations, st.sampled_from([300, 1_500, 6_000]))
 def test_incremental_equals_full_walk(ops: list[tuple[str, Any]], budget: int) -> None:
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory():
         g = ConversationGraph.memory("inc")
         g.append({"role": "system", "content": "system prompt"})
         g.append({"role": "user", "content": "the task"})
         # No layer-making tier: both engines render one graph, and a layer one of them made
         # would show in the other's renders (layers are graph facts, tested elsewhere).
         cascade = ("offload", "budget_reduction", "microcompact", "snip", "emergency")
-        policy = Policy(
-            state_dir=Path(folder), microcompact_first=3, microcompact_every=2, cascade=cascade
-        )
+        policy = Policy(microcompact_first=3, microcompact_every=2, cascade=cascade)
         live = ContextEngine(g, policy, budget=budget)
         reference = FullWalkEngine(g, policy, budget=budget)
         frames: list[Any] = []
@@ -99,7 +97,7 @@ def test_incremental_equals_full_walk(ops: list[tuple[str, Any]], budget: int) -
 def test_a_long_session_walks_once(tmp_path: Path) -> None:
     g = ConversationGraph.memory("long")
     g.append({"role": "user", "content": "task"})
-    engine = ContextEngine(g, Policy(state_dir=tmp_path), budget=2_000)
+    engine = ContextEngine(g, Policy(), budget=2_000)
     for i in range(300):
         g.append(
             {"role": "assistant", "content": f"step {i}", "tool_calls": [_call(f"c{i}", "Bash")]}

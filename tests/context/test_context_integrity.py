@@ -160,7 +160,7 @@ def test_anthropic_render_never_has_consecutive_users(tmp_path: Path) -> None:
         for i in range(12):
             g.append({"role": "user", "content": f"nudge {i}"})
             tool_round(g, [("Bash", "data " * 150)], prefix=f"r{i}")
-        pol = Policy.for_model("claude-sonnet-4-5", state_dir=tmp_path / ".openprogram")
+        pol = Policy.for_model("claude-sonnet-4-5")
         assert pol.merge_roles
         for budget in (200, 600, 1_500, 100_000):
             for frame in (None, fn.id):
@@ -183,7 +183,7 @@ def test_a_reused_call_id_is_renamed_in_the_prompt(tmp_path: Path) -> None:
         call = {"id": "same", "type": "function", "function": {"name": "Bash", "arguments": "{}"}}
         g.append({"role": "assistant", "content": f"try {n}", "tool_calls": [call]})
         g.append({"role": "tool", "tool_call_id": "same", "content": f"out {n}"})
-    rendered = ContextEngine(g, Policy(state_dir=tmp_path), budget=5_000).render()
+    rendered = ContextEngine(g, Policy(), budget=5_000).render()
     ids = [c["id"] for m in rendered.messages for c in m.get("tool_calls") or []]
     answers = [m["tool_call_id"] for m in rendered.messages if m["role"] == "tool"]
     assert ids == answers == ["same", "same~2", "same~3"]

@@ -92,11 +92,11 @@ collapse_ops = st.lists(
 def test_collapse_and_rollback_in_any_order_is_byte_identical(
     sizes: list[int], ops: list[tuple[str, int, int]], rng: Any
 ) -> None:
-    with state_dir() as folder:
+    with state_dir():
         g = ConversationGraph.memory("p1")
         start(g)
         units = rounds(g, sizes)
-        e = ContextEngine(g, Policy(state_dir=folder), budget=1_000_000, clock=clock)
+        e = ContextEngine(g, Policy(), budget=1_000_000, clock=clock)
         walk = [list(u.node_ids) for u in e.context()[0].units if u.kind in ("round", "call")]
         seen: dict[frozenset[str], str] = {}
 
@@ -172,11 +172,11 @@ session_ops = st.lists(
 def test_an_unchanged_segment_is_never_summarized_again(
     sizes: list[int], ops: list[tuple[str, Any]], budget: int, preset: str
 ) -> None:
-    with state_dir() as folder:
+    with state_dir():
         g = ConversationGraph.memory("p2")
         start(g)
         rounds(g, sizes)
-        extra: dict[str, Any] = {"state_dir": folder}
+        extra: dict[str, Any] = {}
         if preset == "auto-compact":
             extra["cascade"] = ("offload", "microcompact", "compact", "snip", "emergency")
             preset = "claude-code"
@@ -258,10 +258,10 @@ def core_fits(built: Built, budget: int) -> tuple[bool, int]:
 def test_every_render_fits_after_any_operations(
     plan: Plan, ops: list[tuple[str, int]], preset: str
 ) -> None:
-    with state_dir() as folder, Builder(plan).build() as built:
+    with state_dir(), Builder(plan).build() as built:
         g = built.g
         frame = built.frames[-1] if built.frames else None
-        pol = Policy.named(preset, plan.model, state_dir=folder)
+        pol = Policy.named(preset, plan.model)
         e = ContextEngine(g, pol, budget=plan.budget, clock=clock)
         fits, slack = core_fits(built, plan.budget)
         ids = [n.id for n in g.nodes() if n.kind != "tool"]
@@ -319,9 +319,9 @@ def test_every_render_fits_after_any_operations(
 @SETTINGS
 @given(plans, st.lists(st.integers(0, 6_000), max_size=6))
 def test_a_restarted_engine_renders_byte_identically(plan: Plan, turns: list[int]) -> None:
-    with state_dir() as folder, Builder(plan).build() as built:
+    with state_dir(), Builder(plan).build() as built:
         g = built.g
-        pol = Policy(state_dir=folder, model=plan.model, microcompact_first=3, microcompact_every=2)
+        pol = Policy(model=plan.model, microcompact_first=3, microcompact_every=2)
         e = ContextEngine(g, pol, budget=plan.budget, clock=clock)
         e.render()
         if not built.frames:
@@ -351,7 +351,7 @@ def test_a_preview_changes_nothing_stored(plan: Plan, renders: int) -> None:
         g = ConversationGraph(MemoryStore(), "p5")
         built.g.clone(g.store, "p5")
         g.refresh()
-        pol = Policy(state_dir=folder, model=plan.model, offload_chars=4_000)
+        pol = Policy(model=plan.model, offload_chars=4_000)
         e = ContextEngine(g, pol, budget=plan.budget, clock=clock)
         for _ in range(renders):
             e.render()

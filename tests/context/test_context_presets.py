@@ -123,8 +123,8 @@ def test_an_environment_value_changes_the_default(monkeypatch: pytest.MonkeyPatc
     assert Policy().working_tokens is None
     monkeypatch.setenv("OPENPROGRAM_CACHE_EDITS", "on")
     assert Policy().cache_edits == "on"
-    monkeypatch.setenv("OPENPROGRAM_STATE_DIR", "/tmp/somewhere")
-    assert Policy().state_dir == Path("/tmp/somewhere")
+    monkeypatch.setenv("OPENPROGRAM_STATE_DIR", "/tmp/somewhere")  # not a setting any more:
+    assert "state_dir" not in Policy().model_dump()  # the state folder is the database's
 
 
 @pytest.mark.parametrize(
@@ -162,10 +162,10 @@ def test_collections_are_not_read_from_the_environment(monkeypatch: pytest.Monke
 def test_a_bad_budget_raises_a_policy_error(tmp_path: Path, budget: object) -> None:
     g = ConversationGraph.memory("s1")
     g.append({"role": "user", "content": "hi"})
-    pol = Policy(state_dir=tmp_path)
+    pol = Policy()
     if budget is None:  # a policy whose window and reserve leave a bad budget
         with pytest.raises(PolicyError):
-            Policy(state_dir=tmp_path, context_window=10**400)
+            Policy(context_window=10**400)
         return
     with pytest.raises(PolicyError, match="budget must be"):
         ContextEngine(g, pol, budget=budget)  # type: ignore[arg-type]
@@ -193,15 +193,15 @@ def test_a_count_that_is_not_an_int_raises_a_policy_error(field: str, value: obj
 def test_the_largest_budget_renders(tmp_path: Path) -> None:
     g = ConversationGraph.memory("s1")
     g.append({"role": "user", "content": "hi"})
-    pol = Policy(state_dir=tmp_path, context_window=10**15, max_output_tokens=0)
+    pol = Policy(context_window=10**15, max_output_tokens=0)
     assert ContextEngine(g, pol).render().fits
-    assert ContextEngine(g, Policy(state_dir=tmp_path), budget=10**15).render().fits
+    assert ContextEngine(g, Policy(), budget=10**15).render().fits
 
 
 def test_the_budget_defaults_to_the_policys(tmp_path: Path) -> None:
     g = ConversationGraph.memory("s1")
     g.append({"role": "user", "content": "hi"})
-    pol = Policy(state_dir=tmp_path, model="gpt-3.5-turbo")
+    pol = Policy(model="gpt-3.5-turbo")
     assert ContextEngine(g, pol).budget == pol.budget
     assert ContextEngine(g, pol, budget=1).budget == 1
 
@@ -212,7 +212,7 @@ def test_the_budget_defaults_to_the_policys(tmp_path: Path) -> None:
 def test_a_progressive_session_stays_under_budget_with_anchored_layers(tmp_path: Path) -> None:
     g = ConversationGraph.memory("s1")
     session(g, 20)
-    pol = Policy.progressive(state_dir=tmp_path / ".openprogram")
+    pol = Policy.progressive()
     full = ContextEngine(g, pol, budget=1_000_000, clock=clock).render().tokens
     budget = full // 2 + 1_000
     e = ContextEngine(g, pol, budget=budget, clock=clock)

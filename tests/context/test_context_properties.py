@@ -13,7 +13,6 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -271,10 +270,9 @@ SETTINGS = settings(max_examples=50, deadline=None)
 @SETTINGS
 @given(plans)
 def test_render_properties(plan: Plan) -> None:
-    with tempfile.TemporaryDirectory() as folder, Builder(plan).build() as built:
+    with tempfile.TemporaryDirectory(), Builder(plan).build() as built:
         g = built.g
         policy = Policy(
-            state_dir=Path(folder) / ".openprogram",
             model=plan.model,
             microcompact_first=plan.microcompact_first,
             microcompact_every=5,

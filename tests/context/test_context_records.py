@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _context_helpers import policy, start, tool_round
+from _context_helpers import policy, start, state_of, tool_round
 
 import context
 from context import (
@@ -47,16 +47,17 @@ def test_offload_record_goes_to_jsonl_and_callbacks(tmp_path: Path) -> None:
     [record] = rendered.records
     assert record.tier == "offload"
     assert record.session == "s1"
-    path = pol.state_dir / "tool_results" / "s1" / f"{tool_id}.txt"
-    assert record.offloaded == [{"node": tool_id, "path": str(path), "chars": len(BIG)}]
+    name = f"tool_results/s1/{tool_id}.txt"  # relative: the same on every host
+    assert record.offloaded == [{"node": tool_id, "path": name, "chars": len(BIG)}]
+    assert (state_of(g) / name).read_text() == BIG
     assert record.error is None
     assert record.messages_before == record.messages_after == 5
     assert record.tokens_after < record.tokens_before
     assert record.ratio == round(record.tokens_after / record.tokens_before, 4)
     assert seen == [record]
 
-    file = records_path(pol.state_dir, "s1")
-    assert file == tmp_path / ".openprogram" / "records" / "s1.jsonl"
+    file = records_path(state_of(g), "s1")
+    assert file == engine.folder.path / "records" / "s1.jsonl"
     assert list(read_jsonl(file)) == [record]
 
     again = engine.render()
@@ -71,7 +72,7 @@ def test_torn_last_line_is_skipped_and_the_next_record_starts_a_line(tmp_path: P
     big_graph(g)
     pol = policy(tmp_path)
     [record] = render_context(g, budget=100_000, policy=pol).records
-    file = records_path(pol.state_dir, "s1")
+    file = records_path(state_of(g), "s1")
     with file.open("ab") as handle:
         handle.write(b'{"id": "torn", "sess')
     with pytest.warns(RuntimeWarning, match=r"s1.jsonl:2: skipping a line"):
@@ -88,7 +89,7 @@ def test_a_bad_line_in_the_middle_is_skipped_with_a_warning(tmp_path: Path) -> N
     big_graph(g)
     pol = policy(tmp_path)
     [record] = render_context(g, budget=100_000, policy=pol).records
-    file = records_path(pol.state_dir, "s1")
+    file = records_path(state_of(g), "s1")
     good = file.read_bytes()
     file.write_bytes(good + b"not json\n" + good)
     with pytest.warns(RuntimeWarning, match=r"s1.jsonl:2: skipping a line"):
@@ -127,7 +128,7 @@ def test_offload_failure_keeps_the_output_inline(
     monkeypatch.setattr(_offload, "write_text_once", disk_full)
     g = ConversationGraph.memory("s1")
     tool_id = big_graph(g)
-    full = render_context(g, budget=1_000_000, policy=policy(tmp_path / "probe"))
+    full = ContextEngine(g, policy(tmp_path), budget=1_000_000).preview()
     budget = full.tokens + 200
     rendered = render_context(g, budget=budget, policy=policy(tmp_path))
     assert rendered.fits
@@ -144,7 +145,7 @@ def test_offload_failure_keeps_the_output_inline(
     assert record.error == f"node {tool_id}: disk full"
     assert record.offloaded == []
     assert reduced.tier == "budget_reduction" and reduced.details == {"reduced": [tool_id]}
-    assert not (tmp_path / ".openprogram" / "tool_results").exists()
+    assert not (state_of(g) / "tool_results").exists()
 
 
 def test_offload_failure_on_the_rename(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -277,18 +278,22 @@ def test_public_surface() -> None:
         "ContextOverflowError",
         "ContextStorage",
         "DEFAULT_COMPACTABLE",
+        "ForeignStateFolder",
         "HeuristicSummarizer",
         "Item",
         "LiteLLMSummarizer",
         "ModelInfo",
         "NoState",
         "OffloadError",
+        "POLICY_SCHEMA",
         "Policy",
         "PolicyError",
         "RecordError",
         "Removal",
+        "RenderReceipt",
         "Rendered",
         "StateDirError",
+        "StateFolder",
         "Summarizer",
         "SummaryError",
         "SummaryRequest",
@@ -313,6 +318,7 @@ def test_public_surface() -> None:
         "is_anthropic",
         "is_context_overflow",
         "middle_truncate",
+        "migrate_state",
         "model_info",
         "offload_path",
         "output_redactor",
@@ -322,13 +328,18 @@ def test_public_surface() -> None:
         "rank_identifiers",
         "read_jsonl",
         "records_path",
+        "release_state_folder",
         "render_context",
+        "render_receipt",
         "repair_tool_pairs",
         "reported_tokens",
         "resolve_tiers",
         "scrub_session",
         "summary_redactor",
+        "state_folder",
+        "state_home",
         "tool_pair_problems",
+        "tools_digest",
         "unique_call_ids",
     ]
     for name in context.__all__:
@@ -356,7 +367,7 @@ def test_delete_session_removes_records_cache_and_offload_files(
         }
     )
     g.append({"role": "tool", "tool_call_id": "c1", "content": "line\n" * 5_000})
-    rendered = ContextEngine(g, context.Policy(state_dir=state), budget=50_000).render()
+    rendered = ContextEngine(g, context.Policy(), budget=50_000, state_dir=state).render()
     assert [r.tier for r in rendered.records] == ["offload"]
     assert (state / "tool_results" / "doomed").is_dir()
     assert len(ContextStorage(g.store, "doomed", state).read_records()) == 1

@@ -84,7 +84,7 @@ def test_summarize_half_records_and_acts_under_its_own_name(tmp_path: Path) -> N
 
     g = ConversationGraph.memory("s1")
     session(g, 16)
-    pol = Policy.progressive(state_dir=tmp_path / ".openprogram")
+    pol = Policy.progressive()
     full = ContextEngine(g, pol, budget=1_000_000, clock=clock).render().tokens
     budget = int(full / 0.75)  # over summarize_half's 0.7, under compact's 0.8
     rendered = ContextEngine(g, pol, budget=budget, clock=clock).render()
@@ -192,7 +192,6 @@ def test_a_summary_that_is_no_shorter_is_not_asked_for_again(tmp_path: Path, tie
     g.append({"role": "user", "content": "please " * 400})
     counting = Counting()
     pol = Policy(
-        state_dir=tmp_path / ".openprogram",
         cascade=(tier, "emergency"),
         always=(),
         collapse_keep_recent=1,
@@ -221,7 +220,7 @@ def test_emergency_drops_a_compaction_that_cannot_fit(tmp_path: Path) -> None:
         g.append({"role": "user", "content": ask})
         tool_round(g, [("Bash", f"test_{i} failed\n" * 200)], prefix=f"c{i}", content="ok")
     g.append({"role": "user", "content": "now fix them"})
-    pol = Policy.progressive(state_dir=tmp_path / ".openprogram")
+    pol = Policy.progressive()
     rendered = ContextEngine(g, pol, budget=250, clock=clock).render()
     assert rendered.fits, [a.what for a in rendered.actions]
     assert rendered.messages[-1] == {"role": "user", "content": "now fix them"}

@@ -88,7 +88,7 @@ def test_offload_writes_the_file_and_keeps_a_preview(tmp_path: Path) -> None:
     pol = policy(tmp_path)
     engine = ContextEngine(g, pol, budget=100_000)
     rendered = engine.render()
-    path = tmp_path / ".openprogram" / "tool_results" / "s1" / f"{tool_id}.txt"
+    path = engine.folder.path / "tool_results" / "s1" / f"{tool_id}.txt"
     assert path.read_text() == output
     assert Stable(tmp_path)(rendered.messages) == snapshot(
         [
@@ -109,7 +109,7 @@ def test_offload_writes_the_file_and_keeps_a_preview(tmp_path: Path) -> None:
                 "role": "tool",
                 "tool_call_id": "c_0",
                 "content": """\
-[output offloaded: 12000 characters, 200 lines; node N1; file <tmp>/.openprogram/tool_results/s1/N1.txt; read_output("N1") returns all]
+[output offloaded: 12000 characters, 200 lines; node N1; file tool_results/s1/N1.txt; read_output("N1") returns all]
 line 0000 <.×49>
 line 0001 <.×49>
 line 0002 <.×49>
@@ -187,7 +187,8 @@ line 0199 <.×49>
     assert tiers(rendered) == ["offload"]
     [record] = rendered.records
     assert record.tier == "offload"
-    assert record.offloaded == [{"node": tool_id, "path": str(path), "chars": 12_000}]
+    name = f"tool_results/s1/{tool_id}.txt"
+    assert record.offloaded == [{"node": tool_id, "path": name, "chars": 12_000}]
 
     mtime = path.stat().st_mtime_ns
     again = engine.render()

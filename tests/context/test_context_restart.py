@@ -10,7 +10,16 @@ import pytest
 from _context_helpers import Stable, policy
 from _layer_helpers import LayerIds, clock, encode, session
 
-from context import ContextEngine, Policy, Rendered, _collapse, _compact, read_jsonl, records_path
+from context import (
+    ContextEngine,
+    ContextStorage,
+    Policy,
+    Rendered,
+    _collapse,
+    _compact,
+    read_jsonl,
+    records_path,
+)
 from graph import ConversationGraph, MemoryStore
 
 BUDGET = 3_000
@@ -44,7 +53,7 @@ def test_a_restarted_engine_renders_the_same_and_records_nothing(
         assert {"collapse", "microcompact"} <= tiers and tiers & {"snip", "compact"}
         last = e.render()
         records = e.records()
-        jsonl = records_path(pol.state_dir, "s1").read_bytes()
+        jsonl = records_path(e.folder.path, "s1").read_bytes()
         state = g.store.get_values("s1", "context.state")
     finally:
         g.close()
@@ -58,7 +67,7 @@ def test_a_restarted_engine_renders_the_same_and_records_nothing(
         assert encode(rendered) == encode(last)
         assert rendered.records == []
         assert restarted.records() == records
-        assert records_path(pol.state_dir, "s1").read_bytes() == jsonl
+        assert records_path(restarted.folder.path, "s1").read_bytes() == jsonl
         assert again.store.get_values("s1", "context.state") == state
         # ...and it goes on as the first engine would have.
         session(again, 1, first=42)
@@ -67,23 +76,37 @@ def test_a_restarted_engine_renders_the_same_and_records_nothing(
         again.close()
 
 
-def test_a_changed_policy_starts_its_own_state(tmp_path: Path) -> None:
+class WiderPolicy(Policy):
+    """A policy with one more setting, as a later version may have."""
+
+    unrelated_setting: int = 7
+
+
+def test_only_a_recorded_configuration_starts_new_tier_state(tmp_path: Path) -> None:
     g = ConversationGraph.open(tmp_path / "op.db", session="s1")
     try:
         session(g, 2)
         e = ContextEngine(g, tuned(tmp_path), budget=BUDGET, clock=clock)
         run(g, e, 2, 30)
         last = e.render()
-        other = ContextEngine(g, tuned(tmp_path, merge_same_role="on"), budget=BUDGET, clock=clock)
-        rendered = other.render()
-        assert rendered.fits
-        assert rendered.messages != last.messages  # its own sticky decisions, from scratch
         keys = sorted(g.store.get_values("s1", "context.state"))
-        assert len({k.split(":")[0] for k in keys}) == 2  # one fingerprint each
-        # The first policy still renders what it did.
-        assert encode(ContextEngine(g, tuned(tmp_path), budget=BUDGET, clock=clock).render()) == (
-            encode(last)
-        )
+        # A policy with a setting added (a new version's Policy) keeps the sticky state:
+        # tier state is kept by session, epoch and frame, not by a hash of every setting.
+        wider = WiderPolicy(**tuned(tmp_path).model_dump())
+        assert wider.fingerprint != tuned(tmp_path).fingerprint
+        again = ContextEngine(g, wider, budget=BUDGET, clock=clock)
+        assert encode(again.render()) == encode(last)
+        assert sorted(g.store.get_values("s1", "context.state")) == keys
+        # A recorded configuration event starts a new epoch: its decisions start afresh.
+        assert ContextStorage(g.store, "s1", e.folder).configure({"budget": BUDGET}) == 1
+        fresh = ContextEngine(g, tuned(tmp_path), budget=BUDGET, clock=clock)
+        assert fresh.render().fits
+        assert {k.split(":")[0] for k in g.store.get_values("s1", "context.state")} >= {
+            "e0",
+            "e1",
+        }
+        [event] = ContextStorage(g.store, "s1", e.folder).configurations()
+        assert event["epoch"] == 1 and event["changes"] == {"budget": BUDGET}
     finally:
         g.close()
 
@@ -93,7 +116,7 @@ def test_a_changed_policy_starts_its_own_state(tmp_path: Path) -> None:
 
 def stored(g: ConversationGraph, e: ContextEngine, pol: Policy) -> dict[str, Any]:
     """Everything a render could write."""
-    folder = pol.state_dir
+    folder = e.folder.path
     files = sorted(
         (str(p.relative_to(folder)), p.read_bytes()) for p in folder.rglob("*") if p.is_file()
     )
@@ -154,7 +177,7 @@ def test_a_preview_writes_nothing_and_changes_nothing(
         real = e.render()
         assert not real.preview
         ids.count = mark
-        expected = ContextEngine(twin, pol, budget=BUDGET, clock=clock).render()
+        expected = ContextEngine(twin, pol, budget=BUDGET, clock=clock, state_dir=e.folder).render()
         assert encode(real) == encode(expected)
         # (The twin shares the state folder: the files it would offload are there already.)
         assert [(r.tier, r.tokens_after) for r in real.records if r.tier != "offload"] == [
@@ -178,16 +201,16 @@ def test_a_preview_makes_no_offload_file_layer_or_record(tmp_path: Path) -> None
         assert {"offload", "collapse"} <= tiers
         assert "collapse" in {r.tier for r in preview.records}
         assert stored(g, e, pol) == before
-        assert not (pol.state_dir / "tool_results").exists()
-        assert not records_path(pol.state_dir, "s1").exists()
+        assert not (e.folder.path / "tool_results").exists()
+        assert not records_path(e.folder.path, "s1").exists()
         assert e.layers() == [] and e.records() == []
-        assert list(read_jsonl(records_path(pol.state_dir, "s1"))) == []
+        assert list(read_jsonl(records_path(e.folder.path, "s1"))) == []
 
         real = e.render()
         # the same prompt, but for the layer ids (random; each may take a token more or less)
         assert stable(real, tmp_path)[0] == stable(preview, tmp_path)[0]
         assert abs(real.tokens - preview.tokens) <= 2 * len(g.layers())
-        assert (pol.state_dir / "tool_results" / "s1").is_dir()
+        assert (e.folder.path / "tool_results" / "s1").is_dir()
         assert len(g.layers()) == len(
             [r for r in real.records if r.tier in ("collapse", "compact")]
         )

@@ -34,6 +34,11 @@ def g(tmp_path: Path) -> Iterator[ConversationGraph]:
         graph.close()
 
 
+def state_in(tmp_path: Path) -> Path:
+    """The state folder these tests name (they plant links in it before it is used)."""
+    return tmp_path / ".openprogram"
+
+
 @pytest.fixture
 def outside(tmp_path: Path) -> Path:
     """A folder outside the state folder, holding a file nobody may touch."""
@@ -97,11 +102,11 @@ def test_an_unwritable_jsonl_fails_open_and_is_retried(
     g: ConversationGraph, tmp_path: Path, outside: Path, plant: Any
 ) -> None:
     pol = policy(tmp_path)
-    state = pol.state_dir
+    state = state_in(tmp_path)
     start(g)
     big_round(g, "a")
     plant(state, outside)
-    e = ContextEngine(g, pol, budget=100_000)
+    e = ContextEngine(g, pol, budget=100_000, state_dir=state_in(tmp_path))
     rendered = e.render()
     assert rendered.fits and tool_pair_problems(rendered.messages) == []
     [record] = rendered.records
@@ -145,17 +150,17 @@ def test_an_injected_os_error_fails_open_and_is_retried(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(_records, "append_lines", disk_full)
-    e = ContextEngine(g, pol, budget=100_000)
+    e = ContextEngine(g, pol, budget=100_000, state_dir=state_in(tmp_path))
     rendered = e.render()
     [record] = rendered.records
     [problem] = record_problems(rendered)
     assert "No space left on device" in problem
     assert e.records() == [record]
-    assert not records_path(pol.state_dir, "s1").exists()
+    assert not records_path(state_in(tmp_path), "s1").exists()
 
     monkeypatch.setattr(_records, "append_lines", real)
     assert record_problems(e.render()) == []
-    assert list(read_jsonl(records_path(pol.state_dir, "s1"))) == [record]
+    assert list(read_jsonl(records_path(state_in(tmp_path), "s1"))) == [record]
     assert calls == [1]
 
 
@@ -169,15 +174,15 @@ def test_a_broken_records_log_does_not_stop_records_made_outside_a_render(
     for i in range(8):
         ids.append(g.append({"role": "user", "content": f"step {i}"}).id)
         g.append({"role": "assistant", "content": f"done {i}"})
-    _symlinked_records(pol.state_dir, outside)
-    e = ContextEngine(g, pol, budget=100_000)
+    _symlinked_records(state_in(tmp_path), outside)
+    e = ContextEngine(g, pol, budget=100_000, state_dir=state_in(tmp_path))
     layer = e.collapse(ids[0], ids[5])
     e.rollback(layer.id)
     assert [r.tier for r in e.records()] == ["collapse", "rollback"]
     untouched(outside)
-    _undo(pol.state_dir)
+    _undo(state_in(tmp_path))
     e.render()
-    assert [r.tier for r in read_jsonl(records_path(pol.state_dir, "s1"))] == [
+    assert [r.tier for r in read_jsonl(records_path(state_in(tmp_path), "s1"))] == [
         "collapse",
         "rollback",
     ]
@@ -192,9 +197,9 @@ def test_a_symlinked_session_folder_makes_offload_fail_open(
     pol = policy(tmp_path)
     start(g)
     tool_id = big_round(g, "a")
-    (pol.state_dir / "tool_results").mkdir(parents=True)
-    (pol.state_dir / "tool_results" / "s1").symlink_to(outside, target_is_directory=True)
-    e = ContextEngine(g, pol, budget=100_000)
+    (state_in(tmp_path) / "tool_results").mkdir(parents=True)
+    (state_in(tmp_path) / "tool_results" / "s1").symlink_to(outside, target_is_directory=True)
+    e = ContextEngine(g, pol, budget=100_000, state_dir=state_in(tmp_path))
     rendered = e.render()
     assert rendered.fits and tool_pair_problems(rendered.messages) == []
     [record] = [r for r in rendered.records if r.tier == "offload"]
@@ -214,9 +219,9 @@ def test_a_symlinked_tool_results_folder_makes_offload_fail_open(
     pol = policy(tmp_path)
     start(g)
     big_round(g, "a")
-    pol.state_dir.mkdir(parents=True)
-    (pol.state_dir / "tool_results").symlink_to(outside, target_is_directory=True)
-    rendered = ContextEngine(g, pol, budget=100_000).render()
+    state_in(tmp_path).mkdir(parents=True)
+    (state_in(tmp_path) / "tool_results").symlink_to(outside, target_is_directory=True)
+    rendered = ContextEngine(g, pol, budget=100_000, state_dir=state_in(tmp_path)).render()
     [record] = [r for r in rendered.records if r.tier == "offload"]
     assert record.error and "symlink" in record.error
     untouched(outside)
@@ -229,7 +234,7 @@ def test_planted_files_in_the_session_folder_are_never_written_through(
     pol = policy(tmp_path)
     start(g)
     tool_id = big_round(g, "a")
-    folder = pol.state_dir / "tool_results" / "s1"
+    folder = state_in(tmp_path) / "tool_results" / "s1"
     folder.mkdir(parents=True)
     victim = outside / "authorized_keys"
     planted = [
@@ -241,13 +246,14 @@ def test_planted_files_in_the_session_folder_are_never_written_through(
     ]
     for link in planted:
         link.symlink_to(victim)
-    e = ContextEngine(g, pol, budget=100_000)
+    e = ContextEngine(g, pol, budget=100_000, state_dir=state_in(tmp_path))
     rendered = e.render()
     [record] = [r for r in rendered.records if r.tier == "offload"]
     assert record.error is None
     target = folder / f"{tool_id}.txt"
     assert not target.is_symlink() and target.read_text() == BIG
-    assert record.offloaded == [{"node": tool_id, "path": str(target), "chars": len(BIG)}]
+    name = f"tool_results/s1/{tool_id}.txt"
+    assert record.offloaded == [{"node": tool_id, "path": name, "chars": len(BIG)}]
     for link in planted[:-1]:
         assert link.is_symlink()  # left alone
     untouched(outside)
@@ -259,12 +265,10 @@ def test_the_state_folder_itself_may_be_a_link(g: ConversationGraph, tmp_path: P
     real = tmp_path / "real-state"
     real.mkdir()
     (tmp_path / "link").symlink_to(real, target_is_directory=True)
-    pol = Policy(
-        state_dir=tmp_path / "link", always=("offload",), offload_chars=10_000, offload_share=None
-    )
+    pol = Policy(always=("offload",), offload_chars=10_000, offload_share=None)
     start(g)
     tool_id = big_round(g, "a")
-    rendered = ContextEngine(g, pol, budget=100_000).render()
+    rendered = ContextEngine(g, pol, budget=100_000, state_dir=tmp_path / "link").render()
     assert record_problems(rendered) == []
     assert (real / "tool_results" / "s1" / f"{tool_id}.txt").read_text() == BIG
     assert len(list(read_jsonl(real / "records" / "s1.jsonl"))) == 1

@@ -35,7 +35,7 @@ def test_two_threads_append_and_render_through_one_engine(store_url: str, tmp_pa
     graph = ConversationGraph.open(store_url, session="s")
     graph.append({"role": "system", "content": "You are terse."})
     graph.append({"role": "user", "content": "The task: find the bug."})
-    policy = Policy(state_dir=tmp_path, offload_chars=1_500, collapse_min_rounds=1)
+    policy = Policy(offload_chars=1_500, collapse_min_rounds=1)
     engine = ContextEngine(graph, policy, budget=2_000)
     problems: list[str] = []
     start = threading.Barrier(2, timeout=60)

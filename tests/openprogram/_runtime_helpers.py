@@ -27,7 +27,6 @@ ULID = re.compile(r"(?<![0-9A-Za-z])[0-9A-Z]{26}(?![0-9A-Za-z])")
 def small_policy(tmp_path: Path, **overrides: Any) -> Policy:
     """The claude-code cascade with segments of 2–3 rounds, so tiers act on short sessions."""
     values: dict[str, Any] = {
-        "state_dir": tmp_path / "state",
         "collapse_min_rounds": 2,
         "collapse_max_rounds": 3,
         "collapse_keep_recent": 3,

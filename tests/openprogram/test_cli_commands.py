@@ -34,7 +34,7 @@ def _session(url: str, state: Path, name: str = "s1", rounds: int = 14) -> dict[
     with g.function("research", input={"q": "export"}) as fn:
         g.append({"role": "assistant", "content": "route() scans every handler"})
         fn.output = "route() is O(n)"
-    engine = ContextEngine(g, Policy(state_dir=state), budget=100_000)
+    engine = ContextEngine(g, Policy(), budget=100_000, state_dir=state)
     layer = engine.collapse(assistants[1], assistants[6])
     engine.render()
     return {"graph": g, "layer": layer.id, "function": fn.id, "assistants": assistants}
@@ -182,7 +182,7 @@ def test_records_skip_a_damaged_log_line_with_a_warning(
     url = f"sqlite:///{tmp_path}/op.db"
     state = tmp_path / "state"
     made = _session(url, state)
-    engine = ContextEngine(made["graph"], Policy(state_dir=state), budget=100_000)
+    engine = ContextEngine(made["graph"], Policy(), budget=100_000, state_dir=state)
     engine.compact()
     log = state / "records" / "s1.jsonl"
     lines = log.read_bytes().splitlines()

@@ -21,6 +21,7 @@ SURFACES = {
         "OpenProgramError",
         "OutputValidationError",
         "Session",
+        "SessionConfig",
         "SessionError",
         "StepLimitExceeded",
         "ToolDefinitionError",

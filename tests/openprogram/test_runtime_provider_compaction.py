@@ -16,9 +16,7 @@ def _session(fake: FakeProvider, tmp_path: Path, **policy: Any) -> Session:
     model = LiteLLMModel(
         "anthropic/claude-sonnet-4-5", api_base=fake.anthropic_base_url, api_key="x"
     )
-    chosen = Policy.claude_code(
-        "anthropic/claude-sonnet-4-5", state_dir=tmp_path / "state", **policy
-    )
+    chosen = Policy.claude_code("anthropic/claude-sonnet-4-5", **policy)
     return Session(
         ":memory:", model=model, policy=chosen, system="You are terse.", history_tools=False
     )

@@ -236,7 +236,7 @@ def _busy(db: str, tmp_path: Path) -> Session:
 def test_delete_removes_one_session_and_nothing_else(store_url: str, tmp_path: Path) -> None:
     doomed = _busy(store_url, tmp_path)
     kept = _busy(store_url, tmp_path)
-    state = doomed.policy.state_dir
+    state = doomed.folder.path
     store = doomed.store
     assert isinstance(store, SQLStore)
     for session in (doomed, kept):
@@ -347,4 +347,4 @@ def test_policy_follows_the_model_by_name_or_object(tmp_path: Path) -> None:
     assert by_object.policy.context_window == 200_000 and by_object.policy.merge_roles
     fake = Session(":memory:", model=TestModel(), state_dir=tmp_path)
     assert fake.policy.model is None and fake.policy.context_window == 128_000
-    assert fake.policy.state_dir == tmp_path
+    assert fake.folder.path == tmp_path

@@ -1,0 +1,90 @@
+"""``RenderReceipt``: what one LLM call was sent, kept so that others can see it again.
+
+The runtime stores a receipt for every prompt it sends (``ContextStorage.save_receipt``):
+the head and frame it rendered, a digest of the tool schemas (the schemas themselves are
+kept once per digest) and their tokens, the effective budget after any overflow squeeze,
+and the token total. A second process, the CLI and the notebooks render from the last
+receipt by default, so they show the prompt the agent sent last, not one under another
+budget or without its tools.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+if TYPE_CHECKING:
+    from ._engine import ContextEngine, Rendered
+
+
+class RenderReceipt(msgspec.Struct, frozen=True, kw_only=True):
+    """One sent prompt, as rendered."""
+
+    id: str
+    session: str
+    seq: int
+    """The session's last seq when it was rendered."""
+    head: str | None
+    frame: str | None
+    tools_digest: str
+    tool_tokens: int
+    budget: int
+    """The effective budget: the configured one after any overflow squeeze."""
+    configured_budget: int
+    tokens: int
+    messages: int
+    epoch: int = 0
+    """The configuration epoch it was rendered under (see ``ContextStorage.configure``)."""
+    at: str = ""
+    anchor: list[float] = msgspec.field(default_factory=list)
+    """The usage anchor's state then (``UsageAnchor.state``): how the provider's counts
+    mapped onto ours, which the cascade's budget went through."""
+
+
+def tools_digest(tools: Sequence[dict[str, Any]]) -> str:
+    """A short, stable digest of tool schemas (key order does not matter)."""
+    text = json.dumps(list(tools), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(RenderReceipt)
+
+
+def encode_receipt(receipt: RenderReceipt) -> str:
+    return _encoder.encode(receipt).decode()
+
+
+def decode_receipt(data: str | bytes) -> RenderReceipt:
+    return _decoder.decode(data)
+
+
+def render_receipt(engine: ContextEngine, receipt: RenderReceipt) -> Rendered:
+    """The prompt a receipt describes, rendered again as a preview (nothing is written):
+    from its head and frame, with its tool schemas, its configured budget squeezed to the
+    effective one, and the usage anchor of then."""
+    from ._tokens import UsageAnchor
+
+    with engine.lock:
+        budget, squeeze, anchor = engine.budget, engine.squeeze, engine.anchor
+        tools = engine.tools
+        stored = engine.storage.tools(receipt.tools_digest) if engine.storage else None
+        try:
+            engine.budget = receipt.configured_budget
+            engine.squeeze = (receipt.budget + 0.5) / receipt.configured_budget
+            if receipt.anchor:
+                engine.anchor = UsageAnchor()
+                engine.anchor.restore(
+                    receipt.anchor[0], int(receipt.anchor[1]), *receipt.anchor[2:]
+                )
+            if stored is not None:
+                engine.set_tools(stored)
+            rendered = engine.preview(head=receipt.head, frame=receipt.frame)
+        finally:
+            engine.budget, engine.squeeze, engine.anchor = budget, squeeze, anchor
+            engine.set_tools(tools)
+    return msgspec.structs.replace(rendered, budget=receipt.budget)

@@ -1,0 +1,118 @@
+"""A session's stored configuration (show it, change it explicitly), and moving the files of
+an old shared ``./.openprogram`` folder into the database's own state folder."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import msgspec
+
+from context import migrate_state
+from openprogram._cli._common import (
+    UsageError,
+    common_options,
+    console,
+    existing_session,
+    folder_of,
+    open_store,
+    print_json,
+)
+from openprogram._config import (
+    SessionConfig,
+    load_config,
+    parse_setting,
+    record_change,
+    with_fields,
+)
+
+
+def cmd_configure(args: argparse.Namespace) -> int:
+    """Show a session's configuration, or change it: an explicit, recorded event that every
+    later reopening, render and process uses (and that starts new tier state)."""
+    from openprogram._session import policy_for
+
+    graph = existing_session(args, args.session)
+    store = graph.store
+    stored = load_config(store, graph.session)
+    current = stored or SessionConfig(policy=policy_for(None).stored())
+    policy = current.make_policy()
+    if args.policy or args.model:
+        from context import Policy
+
+        policy = Policy.named(args.policy or policy.name, args.model or policy.model)
+    settings = dict(parse_setting(text) for text in args.set or ())
+    if settings:
+        policy = with_fields(policy, settings)
+    values: dict[str, object] = {"policy": policy.stored()}
+    if args.budget is not None:
+        values["budget"] = args.budget
+    if args.model:
+        values["model"], values["model_by_name"] = args.model, True
+    wanted = msgspec.structs.replace(current, **values)
+    if wanted.budget is not None and wanted.budget <= 0:
+        raise UsageError(f"--budget must be positive, got {wanted.budget}")
+    found = record_change(store, graph.session, folder_of(args, store), stored, wanted)
+    shown = load_config(store, graph.session) or wanted
+    if args.json:
+        print_json({"session": graph.session, "changed": found, "config": shown.describe()})
+        return 0
+    if found:
+        console.print(f"session {graph.session}: changed {', '.join(sorted(found))} (recorded)")
+    else:
+        console.print(f"session {graph.session}: nothing changed")
+    policy = shown.make_policy()
+    budget = shown.budget if shown.budget is not None else policy.budget
+    console.print(
+        f"policy {policy.name}, budget {budget:,} of a {policy.context_window:,}-token window, "
+        f"model {shown.model or '(none)'}, redact {'on' if shown.redact else 'off'}, "
+        f"max_steps {shown.max_steps}"
+    )
+    return 0
+
+
+def cmd_migrate_state(args: argparse.Namespace) -> int:
+    """Copy this database's files out of an old shared state folder (``./.openprogram``)."""
+    store = open_store(args, create=False)
+    folder = folder_of(args, store)
+    copied = migrate_state(store, folder, Path(args.source))
+    if args.json:
+        print_json({"folder": str(folder.path), "copied": [str(p) for p in copied]})
+        return 0
+    for path in copied:
+        console.print(f"copied {path}")
+    console.print(f"{len(copied)} file(s) copied into {folder.path} (the originals are kept)")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    common = common_options()
+    configure = sub.add_parser(
+        "configure",
+        parents=[common],
+        help="show or change how a session runs (stored with it, recorded)",
+    )
+    configure.add_argument("session")
+    configure.add_argument("--budget", type=int, help="the prompt budget in tokens")
+    configure.add_argument(
+        "--policy", choices=("claude-code", "progressive"), help="start from this preset"
+    )
+    configure.add_argument("--model", help="the model name (its window from the model map)")
+    configure.add_argument(
+        "--set",
+        action="append",
+        metavar="FIELD=VALUE",
+        help="change one policy setting (VALUE as JSON), e.g. --set low_water=0.6",
+    )
+    configure.add_argument("--json", action="store_true", help="print JSON")
+    configure.set_defaults(run=cmd_configure)
+    migrate = sub.add_parser(
+        "migrate-state",
+        parents=[common],
+        help="copy this database's files out of an old shared ./.openprogram folder",
+    )
+    migrate.add_argument(
+        "--from", dest="source", default=".openprogram", help="the old folder (.openprogram)"
+    )
+    migrate.add_argument("--json", action="store_true", help="print JSON")
+    migrate.set_defaults(run=cmd_migrate_state)

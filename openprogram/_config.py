@@ -1,0 +1,166 @@
+"""``SessionConfig``: how a session runs, stored with it.
+
+A session keeps its configuration in its own row of the store (the session's metadata,
+under ``CONFIG_KEY``): the policy (every setting, with its schema version), the budget, the
+model's name, the redaction setting and the defaults of its ``llm()`` calls. It is written
+when the session is created and on every explicit change (``Session.configure``,
+``openprogram configure``), and read back by every reopening, the CLI and the notebooks.
+
+So the stored configuration wins on reopen. ``OPENPROGRAM_*`` variables and litellm's model
+map are read only when a configuration is made: at creation, or through an explicit change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from context import ContextStorage, Policy, PolicyError, StateFolder
+from graph import Redactor, Store, StoreError, redactor_from
+
+CONFIG_KEY = "openprogram.config"
+CONFIG_SCHEMA = 1
+
+
+class SessionConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """A session's stored configuration."""
+
+    policy: dict[str, Any]
+    """The policy as :meth:`Policy.stored` gives it (with its schema version)."""
+    budget: int | None = None
+    """The prompt budget given explicitly (None: the policy's own)."""
+    model: str | None = None
+    """The model's name (for the record, and to reopen a model that was given by name)."""
+    model_by_name: bool = False
+    """The model was given as a name, so a reopening without ``model=`` may resolve it."""
+    redact: bool = False
+    redact_patterns: dict[str, str] | None = None
+    """With ``redact``: every pattern of the redactor (None: the default patterns)."""
+    max_steps: int = 25
+    history_tools: bool = True
+    schema: int = CONFIG_SCHEMA
+
+    def make_policy(self) -> Policy:
+        return Policy.restore(self.policy)
+
+    def make_redactor(self) -> Redactor | None:
+        if not self.redact:
+            return None
+        if self.redact_patterns is None:
+            return Redactor()
+        return Redactor(self.redact_patterns, defaults=False)
+
+    @property
+    def effective_budget(self) -> int:
+        return self.budget if self.budget is not None else self.make_policy().budget
+
+    def describe(self) -> dict[str, Any]:
+        """The configuration as JSON values, for people and ``--json``."""
+        return msgspec.to_builtins(self)  # type: ignore[no-any-return]
+
+
+def redaction(
+    redact: bool | Redactor | Mapping[str, Any] | None,
+) -> tuple[bool, dict[str, str] | None]:
+    """How a ``redact=`` argument is stored: on or off, and a custom redactor's patterns
+    (None for the default ones, so a later release's new default patterns apply too)."""
+    chosen = redactor_from(redact)
+    if chosen is None:
+        return False, None
+    if chosen.setting is True:
+        return True, None
+    return True, {kind: pattern.pattern for kind, pattern in chosen.patterns.items()}
+
+
+def load_config(store: Store, session: str) -> SessionConfig | None:
+    """The session's stored configuration (None: a session made before it was stored, or
+    by an importer)."""
+    try:
+        meta = store.session_meta(session)
+    except StoreError:
+        return None
+    found = meta.get(CONFIG_KEY)
+    if found is None:
+        return None
+    try:
+        config = msgspec.convert(found, SessionConfig)
+    except msgspec.ValidationError as error:
+        raise PolicyError(f"the stored configuration of session {session!r}: {error}") from error
+    if config.schema > CONFIG_SCHEMA:
+        raise PolicyError(
+            f"session {session!r} was configured by a newer version (configuration schema "
+            f"{config.schema}; this one reads {CONFIG_SCHEMA})"
+        )
+    return config
+
+
+def save_config(store: Store, session: str, config: SessionConfig) -> None:
+    store.update_session_meta(session, {CONFIG_KEY: msgspec.to_builtins(config)})
+
+
+def changes(before: SessionConfig | None, after: SessionConfig) -> dict[str, Any]:
+    """What differs between two configurations (a policy by its changed settings)."""
+    if before is None:
+        return {"created": True}
+    old, new = msgspec.to_builtins(before), msgspec.to_builtins(after)
+    found: dict[str, Any] = {}
+    for key in new:
+        if key == "policy":
+            was, now = old["policy"].get("values", {}), new["policy"].get("values", {})
+            diff = {k: v for k, v in now.items() if was.get(k) != v}
+            if diff:
+                found["policy"] = diff
+        elif old.get(key) != new[key]:
+            found[key] = new[key]
+    return found
+
+
+def with_fields(policy: Policy, fields: Mapping[str, Any]) -> Policy:
+    """``policy`` with some settings changed (validated like any policy)."""
+    unknown = [name for name in fields if name not in Policy.model_fields]
+    if unknown:
+        raise PolicyError(f"unknown policy setting(s) {unknown}")
+    values = {**policy.model_dump(), **fields}
+    if "model" in fields:  # a new model's window and output limit come from the model map
+        for derived in ("context_window", "max_output_tokens"):
+            if derived not in fields:
+                values.pop(derived)
+    return Policy(**values)
+
+
+RENDERING = frozenset({"policy", "budget"})
+"""Changes that change what a render shows: they start a new epoch of tier state."""
+
+
+def record_change(
+    store: Store,
+    session: str,
+    folder: StateFolder,
+    before: SessionConfig | None,
+    after: SessionConfig,
+) -> dict[str, Any]:
+    """Store ``after`` and record what changed as a configuration event (a new epoch of
+    tier state when the policy or the budget changed); returns the changes."""
+    found = changes(before, after)
+    if before is not None and not found:
+        return {}
+    save_config(store, session, after)
+    if before is not None:
+        storage = ContextStorage(store, session, folder)
+        storage.configure(found, new_epoch=bool(RENDERING & set(found)))
+    return found
+
+
+def parse_setting(text: str) -> tuple[str, Any]:
+    """``FIELD=VALUE`` from the command line (VALUE as JSON when it is JSON)."""
+    import json
+
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise PolicyError(f"--set wants FIELD=VALUE, not {text!r}")
+    try:
+        return name.strip(), json.loads(value)
+    except json.JSONDecodeError:
+        return name.strip(), value

@@ -1,0 +1,132 @@
+"""Two databases used from one working folder never touch each other's files: gc, delete
+and the runtime each use their own database's state folder. Files left in an old shared
+``./.openprogram`` are copied into the right database's folder, by node and record id."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from context import ContextStorage, read_jsonl, records_path
+from openprogram import Session
+from openprogram._cli import main
+from openprogram.testing import FunctionModel, ModelRequest, tool_call
+
+PAGE = "".join(f"line {i:04d}: " + "lorem ipsum dolor sit amet " * 3 + "\n" for i in range(300))
+
+
+def read_page(name: str) -> str:
+    """Read a page of the docs."""
+    return f"{name}\n{PAGE}"
+
+
+def agent() -> FunctionModel:
+    calls: list[int] = []
+
+    def reply(request: ModelRequest) -> Any:
+        calls.append(1)
+        if len(calls) <= 2:
+            call = tool_call("read_page", {"name": f"p{len(calls)}"})
+            return {"role": "assistant", "content": "reading", "tool_calls": [call]}
+        return "done"
+
+    return FunctionModel(reply)
+
+
+def busy(db: Path, name: str) -> Session:
+    session = Session(db, name, model=agent(), budget=3_000)
+    session.llm("read", tools=[read_page])
+    return session
+
+
+def files(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+@pytest.fixture
+def two(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Session, Session]:
+    """Session ``msx`` in ``cli.db`` and in ``other.db``, in one working folder."""
+    monkeypatch.chdir(tmp_path)
+    return busy(tmp_path / "cli.db", "msx"), busy(tmp_path / "other.db", "msx")
+
+
+def test_gc_of_one_database_keeps_the_other_databases_files(
+    two: tuple[Session, Session], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli, other = two
+    assert cli.folder.path != other.folder.path
+    kept = files(other.folder.path)
+    assert any(name.startswith("tool_results/msx/") for name in kept)
+    assert "records/msx.jsonl" in kept
+    cli.delete()  # msx is gone from cli.db: its files there are orphans now
+    assert main(["--db", str(tmp_path / "cli.db"), "gc"]) == 0
+    assert files(other.folder.path) == kept
+    assert main(["--db", str(tmp_path / "other.db"), "gc"]) == 0
+    assert files(other.folder.path) == kept  # its own session is alive
+
+
+def test_deleting_a_copy_leaves_the_original_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    original = busy(tmp_path / "cli.db", "msx")
+    copy = original.copy(tmp_path / "other.db", session_id="msx")
+    copy.engine.render()
+    log = records_path(original.folder.path, "msx")
+    before = log.read_bytes()
+    assert main(["--db", str(tmp_path / "other.db"), "delete", "msx"]) == 0
+    assert log.read_bytes() == before
+    assert original.store.has_session("msx")
+
+
+def test_migrate_state_copies_each_databases_files_into_its_folder(
+    two: tuple[Session, Session], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli, other = two
+    old = tmp_path / ".openprogram"
+    for session in (cli, other):  # the old layout: both databases in one shared folder
+        for name in files(session.folder.path):
+            source, target = session.folder.path / name, old / name
+            if name.startswith(".openprogram-database"):
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with target.open("ab") as out:
+                out.write(source.read_bytes())
+    shared = files(old)
+    cli_files, other_files = files(cli.folder.path), files(other.folder.path)
+    assert cli_files != other_files
+    for session in (cli, other):
+        shutil.rmtree(session.folder.path)
+    cli_records = [r.id for r in ContextStorage(cli.store, "msx").read_records()]
+
+    code = main(["--db", str(tmp_path / "cli.db"), "migrate-state", "--json"])
+    assert code == 0
+    assert files(cli.folder.path) == cli_files
+    assert [r.id for r in read_jsonl(records_path(cli.folder.path, "msx"))] == cli_records
+    assert files(old) == shared  # copied, never moved
+    assert not other.folder.path.exists()  # a command for cli.db touches nothing of other.db
+    again = main(["--db", str(tmp_path / "cli.db"), "migrate-state", "--json"])
+    assert again == 0 and '"copied": []' in capsys.readouterr().out
+
+    # Reading never migrates; the first writing open does.
+    assert main(["--db", str(tmp_path / "other.db"), "context", "msx", "--json"]) == 0
+    assert not other.folder.path.exists()
+    reopened = Session(tmp_path / "other.db", "msx")
+    assert files(reopened.folder.path) == other_files
+    reopened.close()
+
+
+def test_a_memory_session_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    session = Session(":memory:", model=agent(), budget=3_000)
+    session.llm("read", tools=[read_page])
+    folder = session.folder.path
+    assert any(name.startswith("tool_results/") for name in files(folder))
+    assert list(tmp_path.iterdir()) == []  # nothing in the working folder
+    session.close()
+    assert not folder.exists()
