@@ -148,7 +148,7 @@ def test_a_failed_functions_error_never_reaches_the_summary_layer_records_or_log
     g = ConversationGraph.open(url, session="s")
     _failing_function_then_rounds(g)
     seen: list[str] = []
-    engine = ContextEngine(g, Policy(state_dir=tmp_path / "state"), None, budget=100_000)
+    engine = ContextEngine(g, Policy(), None, budget=100_000, state_dir=tmp_path / "state")
     engine.callbacks.append(lambda record: seen.append(json.dumps(msgspec_builtins(record))))
     layer = engine.collapse(g.nodes()[2].id, g.nodes()[-1].id)
     assert "[REDACTED:anthropic-key]" in json.dumps(msgspec_builtins(layer.layer))
@@ -226,8 +226,10 @@ def test_offload_files_and_history_tools_are_redacted_when_asked(tmp_path: Path)
     outputs: dict[bool, tuple[str, str]] = {}
     for asked in (False, True):
         state = tmp_path / f"state-{asked}"
-        policy = Policy(state_dir=state, redact_outputs=asked)
-        s = Session(str(tmp_path / f"h{asked}.db"), "s", policy=policy, budget=8_000)
+        policy = Policy(redact_outputs=asked)
+        s = Session(
+            str(tmp_path / f"h{asked}.db"), "s", policy=policy, budget=8_000, state_dir=state
+        )
         call = {"id": "c1", "type": "function", "function": {"name": "Read", "arguments": "{}"}}
         s.graph.append({"role": "user", "content": "read the env"})
         s.graph.append({"role": "assistant", "content": None, "tool_calls": [call]})

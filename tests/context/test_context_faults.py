@@ -225,10 +225,11 @@ def _render_run(folder: Path) -> RenderRun:
         outputs[graph.tools(node.id)[0].id] = text
         graph.append({"role": "assistant", "content": f"read {i}"})
     pol = policy(folder)
+    state = folder / "state"
     run = RenderRun(
-        graph, ContextEngine(graph, pol, budget=100_000), folder, pol.state_dir, outputs
+        graph, ContextEngine(graph, pol, budget=100_000, state_dir=state), folder, state, outputs
     )
-    run.before = outside_state(folder, pol.state_dir)
+    run.before = outside_state(folder, state)
     return run
 
 

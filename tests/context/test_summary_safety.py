@@ -33,7 +33,7 @@ def test_a_compaction_never_lists_a_collapse_summary_as_a_later_request(tmp_path
     g = ConversationGraph.memory("s")
     g.append({"role": "user", "content": "Refactor the parser"})
     _rounds(g, 10)
-    engine = ContextEngine(g, Policy(state_dir=tmp_path), budget=100_000)
+    engine = ContextEngine(g, Policy(), budget=100_000, state_dir=tmp_path)
     nodes = g.nodes()
     engine.collapse(nodes[9].id, nodes[16].id)  # rounds 4-7: the last covered by /compact
     layer = engine.compact()
