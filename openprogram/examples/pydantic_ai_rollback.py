@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 from typing import Any
 
 from pydantic_ai import Agent
@@ -104,18 +103,17 @@ def main(
     *,
     model: Model | str | None = None,
     budget: int = 8_000,
-    state_dir: str | os.PathLike[str] = ".openprogram",
+    state_dir: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """Run the agent, roll back its newest compaction, ask a follow-up; return what
     happened (and print it)."""
     policy = Policy.claude_code(
         None,
-        state_dir=Path(state_dir),
         collapse_min_rounds=2,
         collapse_max_rounds=3,
         collapse_keep_recent=2,
     )
-    session = Session(db, budget=budget, policy=policy)
+    session = Session(db, budget=budget, policy=policy, state_dir=state_dir)
     agent = Agent(
         model or scripted_model(),
         capabilities=[OpenProgramCapability(session)],

@@ -32,12 +32,11 @@ def small_session(tmp_path: Path) -> Session:
     """A SQLite session under a 3,000-token budget, collapsing segments of 2–3 rounds."""
     policy = Policy.claude_code(
         None,
-        state_dir=tmp_path / "state",
         collapse_min_rounds=2,
         collapse_max_rounds=3,
         collapse_keep_recent=3,
     )
-    return Session(tmp_path / "op.db", budget=BUDGET, policy=policy)
+    return Session(tmp_path / "op.db", budget=BUDGET, policy=policy, state_dir=tmp_path / "state")
 
 
 def newest_layer(session: Session) -> LayerInfo:

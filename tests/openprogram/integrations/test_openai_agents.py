@@ -244,6 +244,7 @@ def test_an_item_added_while_a_compaction_runs_is_kept(tmp_path: Path) -> None:
         return list(rendered.input)
 
     rendered = asyncio.run(scenario())
-    assert any("[Collapsed:" in str(item.get("content")) for item in rendered)
+    summaries = ("[Collapsed:", "[Context Compaction]")  # a summary layer, whichever tier made it
+    assert any(str(item.get("content")).startswith(summaries) for item in rendered)
     assert asyncio.run(memory.get_items()) == [*items, late]
     assert session.graph.get(memory.mirror.head or "").payload.content == late["content"]  # type: ignore[union-attr]

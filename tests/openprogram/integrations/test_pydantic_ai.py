@@ -231,8 +231,13 @@ def test_anthropic_cache_edits_pass_through_with_the_messages_unchanged(tmp_path
         return ModelResponse(parts=[TextPart("all checks ran")])
 
     def run(budget: int) -> OpenProgramCapability:
-        policy = Policy.for_model("claude-sonnet-4-5", state_dir=tmp_path / f"state{budget}")
-        session = Session(tmp_path / f"{budget}.db", budget=budget, policy=policy)
+        policy = Policy.for_model("claude-sonnet-4-5")
+        session = Session(
+            tmp_path / f"{budget}.db",
+            budget=budget,
+            policy=policy,
+            state_dir=tmp_path / f"s{budget}",
+        )
         capability = OpenProgramCapability(session, history_tools=False)
         Agent(FunctionModel(reply), capabilities=[capability]).run_sync(
             "Go on.", message_history=history
