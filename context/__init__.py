@@ -31,6 +31,7 @@ from ._records import CompactionRecord, read_jsonl, records_path
 from ._recover import is_context_overflow, reported_tokens
 from ._reduce import middle_truncate
 from ._registry import TIERS, resolve_tiers
+from ._rereads import read_target, write_target
 from ._sessions import delete_session
 from ._storage import CONTEXT_MIGRATIONS, ContextStorage
 from ._summary import (
@@ -98,6 +99,7 @@ __all__ = [
     "provider_roles",
     "rank_identifiers",
     "read_jsonl",
+    "read_target",
     "records_path",
     "render_context",
     "repair_tool_pairs",
@@ -105,4 +107,5 @@ __all__ = [
     "resolve_tiers",
     "tool_pair_problems",
     "unique_call_ids",
+    "write_target",
 ]

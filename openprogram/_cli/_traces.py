@@ -139,7 +139,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         to_jsonl,
         trace_files,
         trace_names,
-        with_native_ratio,
+        with_cost_ratios,
     )
 
     inputs = [Path(p) for p in args.traces] or _default_traces()
@@ -177,7 +177,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                     if row is not None:
                         rows.append(row)
                     progress.advance(task)
-    rows = with_native_ratio(rows)
+    rows = with_cost_ratios(rows)
     if args.json:
         sys.stdout.write(to_jsonl(rows))
     else:
@@ -249,7 +249,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     bench.add_argument("traces", nargs="*")
     bench.add_argument("--budget", type=int, action="append")
-    bench.add_argument("--policies", default="none,native,masking,trim,claude-code,progressive")
+    bench.add_argument(
+        "--policies",
+        default="none,native,masking,trim,harness,langchain-clear,langchain-clear-trim,"
+        "claude-code,progressive",
+    )
     bench.add_argument(
         "--summarizer", help="a litellm model for our policies' summaries (default: heuristic)"
     )

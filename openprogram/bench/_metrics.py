@@ -75,6 +75,8 @@ class TraceMetrics(msgspec.Struct, frozen=True):
     (Anthropic's cache read and write multipliers), summarizer tokens at 1.0."""
     cost_vs_native: float | None = None
     """``cost`` over the agent's own (``native``) replay of the same trace and budget."""
+    cost_vs_harness: float | None = None
+    """``cost`` over the pydantic-ai-harness peer's (``harness``) on the same trace and budget."""
     usage_turns: int | None = None
     usage_mape: float | None = None
     usage_mape_anchored: float | None = None
@@ -185,10 +187,20 @@ def cache_cost(sent: int, reused: int) -> float:
 
 def with_native_ratio(rows: Sequence[TraceMetrics]) -> list[TraceMetrics]:
     """Rows with ``cost_vs_native`` filled where the same trace and budget has a native row."""
-    native = {(r.trace, r.budget): r.cost for r in rows if r.policy == "native" and r.cost}
+    return _with_ratio(rows, "native", "cost_vs_native")
+
+
+def with_cost_ratios(rows: Sequence[TraceMetrics]) -> list[TraceMetrics]:
+    """Rows with ``cost_vs_native`` and ``cost_vs_harness`` filled where the same trace and
+    budget has a row of that policy."""
+    return _with_ratio(with_native_ratio(rows), "harness", "cost_vs_harness")
+
+
+def _with_ratio(rows: Sequence[TraceMetrics], policy: str, field: str) -> list[TraceMetrics]:
+    base = {(r.trace, r.budget): r.cost for r in rows if r.policy == policy and r.cost}
     return [
-        msgspec.structs.replace(r, cost_vs_native=round(r.cost / native[(r.trace, r.budget)], 4))
-        if (r.trace, r.budget) in native
+        msgspec.structs.replace(r, **{field: round(r.cost / base[(r.trace, r.budget)], 4)})
+        if (r.trace, r.budget) in base
         else r
         for r in rows
     ]

@@ -22,9 +22,21 @@ from context import ContextEngine, Policy, TokenCounter
 from graph import ConversationGraph, Node, Step, seeded_ids, steps_to_messages
 from openprogram.bench._baselines import observation_masking, trim_baseline
 from openprogram.bench._metrics import TraceMetrics, Turn, compute_metrics, reported_input
+from openprogram.bench._peers import PEERS, make_peer
 from openprogram.importers import import_trace
 
-POLICIES = ("none", "native", "masking", "trim", "claude-code", "progressive", "default")
+POLICIES = (
+    "none",
+    "native",
+    "masking",
+    "trim",
+    "harness",
+    "langchain-clear",
+    "langchain-clear-trim",
+    "claude-code",
+    "progressive",
+    "default",
+)
 _OURS: dict[str, str] = {
     "claude-code": "claude-code",
     "progressive": "progressive",
@@ -196,6 +208,9 @@ def run_policy(
             )
             # A copy per run: the layers one policy makes must not show in another's replay.
             engine = ContextEngine(trace.graph.clone(), chosen, summarizer, budget=budget)
+        peer = (
+            make_peer(policy, budget, count, count.counter.count_text) if policy in PEERS else None
+        )
         calls = summary_tokens = 0
         summary_ms = 0.0
         turns: list[Turn] = []
@@ -225,6 +240,11 @@ def run_policy(
                         )
                         summary_ms += float(used.get("ms", 0.0))
                         ms -= float(used.get("ms", 0.0))
+            elif peer is not None:
+                prompt = peer.render(history)
+                ms = (time.perf_counter() - started) * 1000
+                tokens = sum(count(m) for m in prompt)
+                peer.answered(position, tokens, trace.messages[position])
             else:
                 if policy == "none":
                     prompt = history
@@ -249,6 +269,8 @@ def run_policy(
             turns.append(turn)
             if on_turn is not None:
                 on_turn(turn, fired)
+        if peer is not None:
+            peer.close()
         return compute_metrics(
             turns,
             trace=trace.name,

@@ -318,6 +318,7 @@ def test_public_surface() -> None:
         "provider_roles",
         "rank_identifiers",
         "read_jsonl",
+        "read_target",
         "records_path",
         "render_context",
         "repair_tool_pairs",
@@ -325,6 +326,7 @@ def test_public_surface() -> None:
         "resolve_tiers",
         "tool_pair_problems",
         "unique_call_ids",
+        "write_target",
     ]
     for name in context.__all__:
         assert getattr(context, name) is not None
