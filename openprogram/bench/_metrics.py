@@ -72,7 +72,8 @@ class TraceMetrics(msgspec.Struct, frozen=True):
     summarizer_ms: float = 0.0
     cost: float = 0.0
     """Cache-weighted input cost in token units: reused prefix at 0.1, the rest at 1.25
-    (Anthropic's cache read and write multipliers), summarizer tokens at 1.0."""
+    (Anthropic's cache read and write multipliers), plus every summary as an LLM summarizer's
+    request (uncached, 1.0) and answer (at the output price, 5.0), whichever summarizer ran."""
     cost_vs_native: float | None = None
     """``cost`` over the agent's own (``native``) replay of the same trace and budget."""
     cost_vs_harness: float | None = None
@@ -304,6 +305,7 @@ def compute_metrics(
     count_message: CountMessage,
     summarizer_calls: int = 0,
     summarizer_tokens: int = 0,
+    summarizer_cost: float | None = None,
     summarizer_ms: float = 0.0,
     usage: Sequence[tuple[int, int]] | None = None,
 ) -> TraceMetrics:
@@ -312,7 +314,8 @@ def compute_metrics(
     ``count_message`` counts one message's tokens for prefix reuse; counts are memoised per
     message object here, so an uncached counter is called once per distinct dict. ``usage``
     (an anchored run) holds, per turn with recorded usage, the estimate of what the agent
-    really sent and the provider's input total.
+    really sent and the provider's input total. ``summarizer_cost`` is what the summaries
+    cost in uncached input tokens (default: ``summarizer_tokens``, all at the input price).
     """
     if budget <= 0:
         raise BenchError(f"budget must be positive, got {budget}")
@@ -368,7 +371,11 @@ def compute_metrics(
         summarizer_calls=summarizer_calls,
         summarizer_tokens=summarizer_tokens,
         summarizer_ms=round(summarizer_ms, 3),
-        cost=round(cache_cost(sent, reused) + summarizer_tokens, 1),
+        cost=round(
+            cache_cost(sent, reused)
+            + (summarizer_tokens if summarizer_cost is None else summarizer_cost),
+            1,
+        ),
         ms_p50=percentile(times, 50),
         ms_p99=percentile(times, 99),
         usage_turns=None if usage is None else len(usage),
