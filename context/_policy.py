@@ -162,6 +162,13 @@ class Policy(BaseModel):
     ``working_tokens`` and this costs less than one kept near the window, for what the
     model uses: at 160k on the Claude Code traces, cost 0.62–1.00× their own compactions'
     at recall ≥ 0.98 (bench). None: only the budget triggers it."""
+    payoff_share: float = Field(default=0.3, ge=0, lt=1)
+    """A collapse or compaction is made only if it saves at least this share of the tokens it
+    summarizes for the first time (for an incremental compaction: the new rounds, not the
+    previous summary it merges); a manual ``compact`` is exempt."""
+    payoff_retry_tokens: Count = Field(default=2_000, ge=0)
+    """A part whose summary did not pay is not summarized again by the budget until it has
+    grown by this many tokens (each try is a summarizer call)."""
     collapse_keep_recent: Count = Field(default=6, ge=1)
     """The newest units are never collapsed (the model is working on them)."""
     identifier_tokens: Count = Field(default=400, ge=0)

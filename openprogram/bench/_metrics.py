@@ -78,6 +78,8 @@ class TraceMetrics(msgspec.Struct, frozen=True):
     """``cost`` over the agent's own (``native``) replay of the same trace and budget."""
     cost_vs_harness: float | None = None
     """``cost`` over the pydantic-ai-harness peer's (``harness``) on the same trace and budget."""
+    emergency_share: float | None = None
+    """Share of the renders the emergency tier acted on (our policies; None for the others)."""
     usage_turns: int | None = None
     usage_mape: float | None = None
     usage_mape_anchored: float | None = None
@@ -308,6 +310,7 @@ def compute_metrics(
     summarizer_cost: float | None = None,
     summarizer_ms: float = 0.0,
     usage: Sequence[tuple[int, int]] | None = None,
+    emergency_renders: int | None = None,
 ) -> TraceMetrics:
     """Measure one trace under one policy from the prompts the policy rendered turn by turn.
 
@@ -315,7 +318,8 @@ def compute_metrics(
     message object here, so an uncached counter is called once per distinct dict. ``usage``
     (an anchored run) holds, per turn with recorded usage, the estimate of what the agent
     really sent and the provider's input total. ``summarizer_cost`` is what the summaries
-    cost in uncached input tokens (default: ``summarizer_tokens``, all at the input price).
+    cost in uncached input tokens (default: ``summarizer_tokens``, all at the input price);
+    ``emergency_renders`` how many turns the emergency tier acted on (our policies).
     """
     if budget <= 0:
         raise BenchError(f"budget must be positive, got {budget}")
@@ -378,6 +382,9 @@ def compute_metrics(
         ),
         ms_p50=percentile(times, 50),
         ms_p99=percentile(times, 99),
+        emergency_share=(
+            None if emergency_renders is None or not turns else emergency_renders / len(turns)
+        ),
         usage_turns=None if usage is None else len(usage),
         usage_mape=mape,
         usage_mape_anchored=mape_anchored,

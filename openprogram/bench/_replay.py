@@ -221,6 +221,7 @@ def run_policy(
         usage: list[tuple[int, int]] = []
         history_tokens = 0
         counted = 0
+        emergencies = 0
         for position, node in trace.turns:
             history = trace.messages[:position]
             while counted < position:
@@ -234,6 +235,7 @@ def run_policy(
                 rendered = engine.render(head=head.id if head else None)
                 prompt, tokens = rendered.messages, rendered.tokens
                 fired = [record.tier for record in rendered.records]
+                emergencies += "emergency" in fired
                 ms = (time.perf_counter() - started) * 1000
                 for record in rendered.records:
                     used = record.details.get("summarizer") if record.tier in _SUMMARIZING else None
@@ -286,6 +288,7 @@ def run_policy(
             summarizer_cost=charged.cost if charged is not None else None,
             summarizer_ms=summary_ms,
             usage=usage if anchored else None,
+            emergency_renders=emergencies if engine is not None else None,
         )
 
 
