@@ -29,6 +29,7 @@ from ._models import is_anthropic, model_info
 CLAUDE_CODE_CASCADE = (
     "offload",
     "budget_reduction",
+    "rereads",
     "microcompact",
     "collapse",
     "compact",
@@ -37,7 +38,8 @@ CLAUDE_CODE_CASCADE = (
 )
 """Claude Code's tiers, with snip moved after the two that keep a summary of what they
 remove: on the shared traces at 32k that keeps recall 0.972 against 0.946 when snip drops
-rounds first, for the same prefix reuse (each breaks the prompt at the same place)."""
+rounds first, for the same prefix reuse (each breaks the prompt at the same place). Superseded
+re-reads of a file go first of those that lose anything (``rereads``: near-lossless)."""
 PROGRESSIVE_CASCADE = ("offload", "summarize_half", "compact", "emergency")
 
 DEFAULT_COMPACTABLE: dict[str, str] = {
