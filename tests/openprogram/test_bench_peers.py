@@ -225,3 +225,43 @@ def test_peers_run_as_bench_policies(tmp_path: Path) -> None:
         assert row.bad_pairs == 0
         if policy != "langchain-clear":
             assert row.over_budget == 0
+
+
+# -- where the peer keeps what we lose -----------------------------------------------------------
+
+
+def test_identifier_losses_name_the_cause(tmp_path: Path) -> None:
+    from openprogram.bench._losses import identifier_losses
+
+    messages: list[Msg] = [{"role": "user", "content": "task: x"}]
+    for i in range(12):
+        names = "\n".join(f"helper_{i}_{k} = module_{i}.value_{k}" for k in range(800))
+        messages.append(
+            {
+                "role": "assistant",
+                "content": f"step {i}",
+                "tool_calls": [call(f"c{i}", "Bash", "{}")],
+            }
+        )
+        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": names})
+        messages.append(
+            {"role": "assistant", "content": f"now use helper_{i}_400 from module_{i}.value_400"}
+        )
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps(m) + "\n" for m in messages))
+    trace = load_trace(path)
+    count = MessageCounter()
+    causes = identifier_losses(trace, "claude-code", "none", 8_000, count)
+    assert causes and all(n > 0 for n in causes.values())
+    assert any(cause.startswith("tool output") for cause in causes)
+    assert identifier_losses(trace, "none", "none", 8_000, count) == {}
+
+
+def test_bench_losses_prints_a_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from openprogram._cli import main
+
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps(m) + "\n" for m in tool_rounds(6, size=5)))
+    assert main(["bench", str(path), "--losses", "harness", "--policies", "claude-code"]) == 0
+    out = capsys.readouterr().out
+    assert "claude-code" in out and "chat.jsonl" in out
