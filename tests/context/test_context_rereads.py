@@ -140,3 +140,27 @@ def test_over_budget_the_superseded_reads_become_notes_and_stay(tmp_path: Path) 
         m for m in later.messages if m["role"] == "tool" and "superseded read" in str(m["content"])
     ]
     assert len(kept) == 2  # decided once, re-applied on every render (a stable prefix)
+
+
+def test_a_restarted_engine_keeps_the_notes(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'rereads.db'}"
+    g = ConversationGraph.open(url, session="rereads")
+    try:
+        start(g)
+        read(g, "c1", "Read", {"file_path": "a.py"}, body("first"))
+        read(g, "c2", "Read", {"file_path": "a.py"}, body("second"))
+        g.append({"role": "assistant", "content": "done"})
+        pol = policy(tmp_path, cascade=CASCADE, always=())
+        full = ContextEngine(g, pol, budget=1_000_000).render()
+        budget = full.tokens - 100
+        first = ContextEngine(g, pol, budget=budget).render()
+        assert any("superseded read" in str(m["content"]) for m in first.messages)
+    finally:
+        g.close()
+    again = ConversationGraph.open(url, session="rereads")
+    try:
+        rendered = ContextEngine(again, pol, budget=budget).render()
+        assert json.dumps(rendered.messages) == json.dumps(first.messages)
+        assert rendered.records == []
+    finally:
+        again.close()
