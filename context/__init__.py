@@ -37,6 +37,7 @@ from ._redaction import output_redactor, summary_redactor
 from ._reduce import middle_truncate
 from ._registry import TIERS, resolve_tiers
 from ._removal import Removal
+from ._rereads import read_target, write_target
 from ._scrub import scrub_session
 from ._sessions import collect_garbage, delete_session
 from ._storage import CONTEXT_MIGRATIONS, ContextStorage
@@ -113,6 +114,7 @@ __all__ = [
     "provider_roles",
     "rank_identifiers",
     "read_jsonl",
+    "read_target",
     "records_path",
     "release_state_folder",
     "render_context",
@@ -127,4 +129,5 @@ __all__ = [
     "tool_pair_problems",
     "tools_digest",
     "unique_call_ids",
+    "write_target",
 ]

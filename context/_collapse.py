@@ -36,9 +36,12 @@ from ._view import Unit, View
 
 
 class CollapseState(TierState):
-    """Segments whose summary failed or was no shorter (not tried again by the budget)."""
+    """Segments whose summary failed or was no shorter (not tried again by the budget), and
+    the tokens of segments, by first node, whose summary did not pay (tried again once
+    they have grown by ``payoff_retry_tokens``)."""
 
     failed: set[str] = msgspec.field(default_factory=set)
+    declined: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 def collapsible(unit: Unit) -> bool:
@@ -127,9 +130,12 @@ def collapse_segment(
     if functions:
         text += "\n## Nodes to inspect\n" + "\n".join(functions)
     message = {"role": "user", "content": text}
-    if not force and ctx.counter.count_message(message) >= sum(u.tokens for u in covered):
-        ctx.state(CollapseState).failed.add(key)  # the same rounds give the same summary
-        return view, "the summary is no shorter than the rounds"
+    before = sum(u.tokens for u in covered)
+    if not force and not pays(ctx, before, ctx.counter.count_message(message)):
+        state = ctx.state(CollapseState)
+        state.failed.add(key)  # the same rounds give the same summary
+        state.declined[first_node(covered)] = before  # and a few more rounds a similar one
+        return view, f"the summary would save less than {ctx.policy.payoff_share:.0%}"
     meta = {"segment": key, "reason": reason, "rounds": sum(u.count for u in covered)}
     after, info = make_layer(view, ctx, "collapse", covered, [message], result, meta, layer_id)
     ctx.act(
@@ -142,14 +148,38 @@ def collapse_segment(
     return after, None
 
 
+def first_node(units: list[Unit]) -> str:
+    """The node a part starts at: what keeps it the same part as it grows."""
+    return next((n for unit in units for n in unit.node_ids), "")
+
+
+def pays(ctx: TierContext, summarized: int, replacement: int) -> bool:
+    """Whether replacing ``summarized`` tokens (met for the first time) by ``replacement``
+    saves at least the policy's ``payoff_share`` of them."""
+    return summarized - replacement >= ctx.policy.payoff_share * summarized
+
+
+def grown(ctx: TierContext, declined: dict[str, int], first: str, tokens: int) -> bool:
+    """Whether a part whose summary did not pay (at ``declined[first]`` tokens) has grown
+    enough to be tried again."""
+    was = declined.get(first)
+    return was is None or tokens >= was + max(1, ctx.policy.payoff_retry_tokens)
+
+
 def _candidates(view: View, ctx: TierContext) -> list[list[Unit]]:
     """The segments the budget would collapse next: rounds a rolled-back collapse covered
-    are left to the other tiers (in any segment), and failed segments are not retried."""
-    failed = ctx.state(CollapseState).failed
+    are left to the other tiers (in any segment), failed segments are not retried, and one
+    whose summary did not pay only once it has grown."""
+    state = ctx.state(CollapseState)
     declined = frozenset(
         n for i in ctx.graph.layers(active=False) if i.kind == "collapse" for n in i.covers
     )
-    return [s for s in segments(view, ctx, declined) if segment_key(s) not in failed]
+    return [
+        s
+        for s in segments(view, ctx, declined)
+        if segment_key(s) not in state.failed
+        and grown(ctx, state.declined, first_node(s), sum(u.tokens for u in s))
+    ]
 
 
 def ahead(view: View, ctx: TierContext) -> View:

@@ -20,7 +20,7 @@ import msgspec
 
 from graph import LayerInfo, text_of
 
-from ._collapse import inspectable
+from ._collapse import first_node, grown, inspectable, pays
 from ._errors import ContextError
 from ._summarizing import (
     make_layer,
@@ -40,9 +40,12 @@ _INSPECT = 8
 
 
 class CompactState(TierState):
-    """Spans whose summary failed or was no shorter (not tried again by the budget)."""
+    """Spans whose summary failed or was no shorter (not tried again by the budget), and
+    the tokens of new rounds, by first node, whose compaction did not pay (tried again once
+    they have grown by ``payoff_retry_tokens``)."""
 
     failed: set[str] = msgspec.field(default_factory=set)
+    declined: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 def _keep_count(units: list[Unit], ctx: TierContext, *, manual: bool = False) -> int:
@@ -185,12 +188,12 @@ def compact_span(
     text = "\n".join(parts)
     messages = [*_recent_users(fresh, ctx), {"role": "user", "content": text}]
     tokens = ctx.counter.count_messages(messages)
-    if reason == "budget" and tokens >= sum(unit.tokens for unit in covered):
-        ctx.state(CompactState).failed.add(segment_key(covered))  # not asked again
-        return view, None, "the compaction is no shorter than what it covers"
-    if reason == "budget" and tokens > ctx.target // 2:
-        ctx.state(CompactState).failed.add(segment_key(covered))  # not asked again
-        return view, None, "the compaction would leave no room under the low-water mark"
+    declined = _declined(ctx, covered, fresh, tokens) if reason == "budget" else None
+    if declined is not None:
+        state = ctx.state(CompactState)
+        state.failed.add(segment_key(covered))  # not asked again
+        state.declined[first_node(fresh)] = sum(unit.tokens for unit in fresh)
+        return view, None, declined
     meta = {
         "reason": reason,
         "rounds": rounds,
@@ -212,9 +215,28 @@ def compact_span(
     return after, info, None
 
 
+def _declined(ctx: TierContext, covered: list[Unit], fresh: list[Unit], tokens: int) -> str | None:
+    """Why a budget compaction of ``tokens`` is not worth making, or None: it must be shorter
+    than what it covers, leave room under the low-water mark, and save ``payoff_share`` of
+    the new rounds (the previous summary it merges does not count as saved)."""
+    if tokens >= sum(unit.tokens for unit in covered):
+        return "the compaction is no shorter than what it covers"
+    if tokens > ctx.target // 2:
+        return "the compaction would leave no room under the low-water mark"
+    fresh_tokens = sum(unit.tokens for unit in fresh)
+    merged = sum(unit.tokens for unit in covered) - fresh_tokens
+    if not pays(ctx, fresh_tokens, max(0, tokens - merged)):
+        return f"the compaction would save less than {ctx.policy.payoff_share:.0%}"
+    return None
+
+
 def _auto(view: View, ctx: TierContext, share: float) -> View:
     covered = span_to_compact(view, ctx, share=share)
-    if not covered or segment_key(covered) in ctx.state(CompactState).failed:
+    state = ctx.state(CompactState)
+    if not covered or segment_key(covered) in state.failed:
+        return view
+    fresh = [u for u in covered if not _is_compaction(u, ctx)]
+    if not grown(ctx, state.declined, first_node(fresh), sum(u.tokens for u in fresh)):
         return view
     return compact_span(view, ctx, covered, focus=None, reason="budget")[0]
 

@@ -37,6 +37,7 @@ from ._models import is_anthropic, model_info
 CLAUDE_CODE_CASCADE = (
     "offload",
     "budget_reduction",
+    "rereads",
     "microcompact",
     "collapse",
     "compact",
@@ -45,7 +46,8 @@ CLAUDE_CODE_CASCADE = (
 )
 """Claude Code's tiers, with snip moved after the two that keep a summary of what they
 remove: on the shared traces at 32k that keeps recall 0.972 against 0.946 when snip drops
-rounds first, for the same prefix reuse (each breaks the prompt at the same place)."""
+rounds first, for the same prefix reuse (each breaks the prompt at the same place). Superseded
+re-reads of a file go first of those that lose anything (``rereads``: near-lossless)."""
 PROGRESSIVE_CASCADE = ("offload", "summarize_half", "compact", "emergency")
 
 DEFAULT_COMPACTABLE: dict[str, str] = {
@@ -170,6 +172,13 @@ class Policy(BaseModel):
     ``working_tokens`` and this costs less than one kept near the window, for what the
     model uses: at 160k on the Claude Code traces, cost 0.62–1.00× their own compactions'
     at recall ≥ 0.98 (bench). None: only the budget triggers it."""
+    payoff_share: float = Field(default=0.3, ge=0, lt=1)
+    """A collapse or compaction is made only if it saves at least this share of the tokens it
+    summarizes for the first time (for an incremental compaction: the new rounds, not the
+    previous summary it merges); a manual ``compact`` is exempt."""
+    payoff_retry_tokens: Count = Field(default=2_000, ge=0)
+    """A part whose summary did not pay is not summarized again by the budget until it has
+    grown by this many tokens (each try is a summarizer call)."""
     collapse_keep_recent: Count = Field(default=6, ge=1)
     """The newest units are never collapsed (the model is working on them)."""
     identifier_tokens: Count = Field(default=400, ge=0)

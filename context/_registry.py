@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from . import _collapse, _compact, _emergency, _microcompact, _offload, _reduce, _snip
+from . import _collapse, _compact, _emergency, _microcompact, _offload, _reduce, _rereads, _snip
 from ._errors import PolicyError
 from ._tier import Tier
 
@@ -17,6 +17,7 @@ TIERS: dict[str, Tier] = {
     for tier in (
         _offload.TIER,
         _reduce.TIER,
+        _rereads.TIER,
         _microcompact.TIER,
         _collapse.TIER,
         _snip.TIER,

@@ -2,9 +2,9 @@
 
 Eight questions, each a ``research`` call that plans, investigates concurrently and
 synthesizes, then a ``review`` that reads back what a summary hid. The budget is small on
-purpose, so every tier of the claude-code preset really fires: offload, budget reduction,
-microcompact, collapse, auto-compact, snip and emergency. It ends with one rollback of a
-collapse. No network, no model: it runs the same everywhere, in a few seconds.
+purpose, so the tiers of the claude-code preset really fire: offload, microcompact, collapse,
+auto-compact and snip (emergency, the last resort, should not be needed). It ends with one
+rollback of a collapse. No network, no model: it runs the same everywhere, in a few seconds.
 """
 
 from __future__ import annotations
@@ -25,7 +25,10 @@ DEMO_BUDGET = 2_200
 
 
 def demo_policy() -> Policy:
-    """The claude-code preset with thresholds scaled to a short session."""
+    """The claude-code preset with thresholds scaled to a short session and a small budget:
+    summaries short enough to pay for themselves on its short rounds (a layer must save 30%
+    of what it covers), and outputs offloaded or cut to previews that fit the budget, so the
+    emergency tier has nothing left to do (it acted on 7 of 69 renders with the defaults)."""
     return Policy.claude_code(
         microcompact_first=4,
         microcompact_every=2,
@@ -33,6 +36,13 @@ def demo_policy() -> Policy:
         collapse_min_rounds=3,
         collapse_max_rounds=5,
         collapse_keep_recent=3,
+        collapse_summary_tokens=80,
+        compact_summary_tokens=200,
+        identifier_tokens=40,
+        offload_chars=3_000,
+        budget_reduction_chars=1_500,
+        reduction_head_chars=900,
+        reduction_tail_chars=600,
     )
 
 

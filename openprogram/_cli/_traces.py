@@ -131,6 +131,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.scale:
         return _bench_scale(args)
+    if args.losses:
+        return _bench_losses(args)
     from openprogram.bench import (
         POLICIES,
         MessageCounter,
@@ -140,7 +142,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         to_jsonl,
         trace_files,
         trace_names,
-        with_native_ratio,
+        with_cost_ratios,
     )
 
     inputs = [Path(p) for p in args.traces] or _default_traces()
@@ -178,11 +180,37 @@ def cmd_bench(args: argparse.Namespace) -> int:
                     if row is not None:
                         rows.append(row)
                     progress.advance(task)
-    rows = with_native_ratio(rows)
+    rows = with_cost_ratios(rows)
     if args.json:
         sys.stdout.write(to_jsonl(rows))
     else:
         console.print(format_table(rows))
+    return 0
+
+
+def _bench_losses(args: argparse.Namespace) -> int:
+    """Per trace: the identifier uses ``--losses PEER``'s prompts held and each of our
+    policies' did not, by cause."""
+    from openprogram.bench import MessageCounter, load_trace, our_policies, trace_files, trace_names
+    from openprogram.bench._losses import identifier_losses
+
+    inputs = [Path(p) for p in args.traces] or _default_traces()
+    paths = trace_files(inputs)
+    ours = [p.strip() for p in args.policies.split(",") if p.strip() in our_policies()]
+    if not ours:
+        raise UsageError(f"--losses compares our policies ({', '.join(our_policies())})")
+    counter = MessageCounter(args.encoding)
+    table = Table(title=f"identifier uses {args.losses} held and ours did not, by cause")
+    for column in ("trace", "policy", "lost", "causes"):
+        table.add_column(column)
+    for budget in args.budget or [32_000]:
+        for path, name in zip(paths, trace_names(inputs, paths), strict=True):
+            trace = load_trace(path, name=name)
+            for policy in ours:
+                causes = identifier_losses(trace, policy, args.losses, budget, counter)
+                shown = "; ".join(f"{n} {cause}" for cause, n in causes.most_common())
+                table.add_row(name, policy, str(sum(causes.values())), shown or "—")
+    console.print(table)
     return 0
 
 
@@ -250,7 +278,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     bench.add_argument("traces", nargs="*")
     bench.add_argument("--budget", type=int, action="append")
-    bench.add_argument("--policies", default="none,native,masking,trim,claude-code,progressive")
+    bench.add_argument(
+        "--policies",
+        default="none,native,masking,trim,harness,langchain-clear,langchain-clear-trim,"
+        "claude-code,progressive",
+    )
     bench.add_argument(
         "--summarizer", help="a litellm model for our policies' summaries (default: heuristic)"
     )
@@ -269,6 +301,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "default a temporary SQLite file)",
     )
     bench.add_argument("--nodes", type=int, default=100_000, help="session size for --scale")
+    bench.add_argument(
+        "--losses",
+        metavar="PEER",
+        help="per trace, the identifiers PEER's prompts held and our policies' did not, by cause",
+    )
     bench.add_argument(
         "--anchored",
         action="store_true",

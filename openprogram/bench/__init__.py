@@ -2,8 +2,10 @@
 
 The replay driver renders the context before every real assistant turn of a trace under each
 policy and collects :class:`Turn` values; :func:`compute_metrics` turns them into one
-:class:`TraceMetrics` row, and :func:`format_table` / :func:`to_jsonl` present the rows. The two
-baselines, :func:`observation_masking` and :func:`trim_baseline`, are policies like any other.
+:class:`TraceMetrics` row, and :func:`format_table` / :func:`to_jsonl` present the rows. The
+baselines, :func:`observation_masking` and :func:`trim_baseline`, are policies like any other, and
+so are the library peers (:data:`PEERS`: pydantic-ai-harness and LangChain's context editing,
+run through their own code).
 """
 
 from context import tool_pair_problems
@@ -24,8 +26,11 @@ from openprogram.bench._metrics import (
     message_text,
     percentile,
     reported_input,
+    with_cost_ratios,
     with_native_ratio,
 )
+from openprogram.bench._peers import PEERS, HarnessReplay, LangChainClear, make_peer
+from openprogram.bench._pydantic_ai import from_pydantic_ai, to_pydantic_ai
 from openprogram.bench._replay import (
     POLICIES,
     MessageCounter,
@@ -40,9 +45,12 @@ from openprogram.bench._replay import (
 from openprogram.bench._table import format_table, to_jsonl
 
 __all__ = [
+    "PEERS",
     "POLICIES",
     "BaselineUnavailable",
     "BenchError",
+    "HarnessReplay",
+    "LangChainClear",
     "MessageCounter",
     "Trace",
     "TraceMetrics",
@@ -52,8 +60,10 @@ __all__ = [
     "estimate_errors",
     "format_table",
     "from_langchain",
+    "from_pydantic_ai",
     "identifiers",
     "load_trace",
+    "make_peer",
     "message_text",
     "native_prompt",
     "observation_masking",
@@ -63,9 +73,11 @@ __all__ = [
     "run_policy",
     "to_jsonl",
     "to_langchain",
+    "to_pydantic_ai",
     "tool_pair_problems",
     "trace_files",
     "trace_names",
     "trim_baseline",
+    "with_cost_ratios",
     "with_native_ratio",
 ]

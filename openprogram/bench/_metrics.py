@@ -72,9 +72,14 @@ class TraceMetrics(msgspec.Struct, frozen=True):
     summarizer_ms: float = 0.0
     cost: float = 0.0
     """Cache-weighted input cost in token units: reused prefix at 0.1, the rest at 1.25
-    (Anthropic's cache read and write multipliers), summarizer tokens at 1.0."""
+    (Anthropic's cache read and write multipliers), plus every summary as an LLM summarizer's
+    request (uncached, 1.0) and answer (at the output price, 5.0), whichever summarizer ran."""
     cost_vs_native: float | None = None
     """``cost`` over the agent's own (``native``) replay of the same trace and budget."""
+    cost_vs_harness: float | None = None
+    """``cost`` over the pydantic-ai-harness peer's (``harness``) on the same trace and budget."""
+    emergency_share: float | None = None
+    """Share of the renders the emergency tier acted on (our policies; None for the others)."""
     usage_turns: int | None = None
     usage_mape: float | None = None
     usage_mape_anchored: float | None = None
@@ -185,10 +190,20 @@ def cache_cost(sent: int, reused: int) -> float:
 
 def with_native_ratio(rows: Sequence[TraceMetrics]) -> list[TraceMetrics]:
     """Rows with ``cost_vs_native`` filled where the same trace and budget has a native row."""
-    native = {(r.trace, r.budget): r.cost for r in rows if r.policy == "native" and r.cost}
+    return _with_ratio(rows, "native", "cost_vs_native")
+
+
+def with_cost_ratios(rows: Sequence[TraceMetrics]) -> list[TraceMetrics]:
+    """Rows with ``cost_vs_native`` and ``cost_vs_harness`` filled where the same trace and
+    budget has a row of that policy."""
+    return _with_ratio(with_native_ratio(rows), "harness", "cost_vs_harness")
+
+
+def _with_ratio(rows: Sequence[TraceMetrics], policy: str, field: str) -> list[TraceMetrics]:
+    base = {(r.trace, r.budget): r.cost for r in rows if r.policy == policy and r.cost}
     return [
-        msgspec.structs.replace(r, cost_vs_native=round(r.cost / native[(r.trace, r.budget)], 4))
-        if (r.trace, r.budget) in native
+        msgspec.structs.replace(r, **{field: round(r.cost / base[(r.trace, r.budget)], 4)})
+        if (r.trace, r.budget) in base
         else r
         for r in rows
     ]
@@ -292,15 +307,19 @@ def compute_metrics(
     count_message: CountMessage,
     summarizer_calls: int = 0,
     summarizer_tokens: int = 0,
+    summarizer_cost: float | None = None,
     summarizer_ms: float = 0.0,
     usage: Sequence[tuple[int, int]] | None = None,
+    emergency_renders: int | None = None,
 ) -> TraceMetrics:
     """Measure one trace under one policy from the prompts the policy rendered turn by turn.
 
     ``count_message`` counts one message's tokens for prefix reuse; counts are memoised per
     message object here, so an uncached counter is called once per distinct dict. ``usage``
     (an anchored run) holds, per turn with recorded usage, the estimate of what the agent
-    really sent and the provider's input total.
+    really sent and the provider's input total. ``summarizer_cost`` is what the summaries
+    cost in uncached input tokens (default: ``summarizer_tokens``, all at the input price);
+    ``emergency_renders`` how many turns the emergency tier acted on (our policies).
     """
     if budget <= 0:
         raise BenchError(f"budget must be positive, got {budget}")
@@ -356,9 +375,16 @@ def compute_metrics(
         summarizer_calls=summarizer_calls,
         summarizer_tokens=summarizer_tokens,
         summarizer_ms=round(summarizer_ms, 3),
-        cost=round(cache_cost(sent, reused) + summarizer_tokens, 1),
+        cost=round(
+            cache_cost(sent, reused)
+            + (summarizer_tokens if summarizer_cost is None else summarizer_cost),
+            1,
+        ),
         ms_p50=percentile(times, 50),
         ms_p99=percentile(times, 99),
+        emergency_share=(
+            None if emergency_renders is None or not turns else emergency_renders / len(turns)
+        ),
         usage_turns=None if usage is None else len(usage),
         usage_mape=mape,
         usage_mape_anchored=mape_anchored,

@@ -17,13 +17,26 @@ from typing import Any
 
 import msgspec
 
-from context import ContextEngine, Policy, StateFolder, TokenCounter
+from context import ContextEngine, HeuristicSummarizer, Policy, StateFolder, TokenCounter
 from graph import ConversationGraph, Node, Step, seeded_ids, steps_to_messages
 from openprogram.bench._baselines import observation_masking, trim_baseline
+from openprogram.bench._charge import Charged
 from openprogram.bench._metrics import TraceMetrics, Turn, compute_metrics, reported_input
+from openprogram.bench._peers import PEERS, make_peer
 from openprogram.importers import import_trace
 
-POLICIES = ("none", "native", "masking", "trim", "claude-code", "progressive", "default")
+POLICIES = (
+    "none",
+    "native",
+    "masking",
+    "trim",
+    "harness",
+    "langchain-clear",
+    "langchain-clear-trim",
+    "claude-code",
+    "progressive",
+    "default",
+)
 _OURS: dict[str, str] = {
     "claude-code": "claude-code",
     "progressive": "progressive",
@@ -171,8 +184,9 @@ def run_policy(
     ``on_turn`` gets each turn and the tiers that made a new decision in it (our policies);
     ``policy_object`` replaces the named preset's ``Policy`` (e.g. for another model),
     ``overrides`` changes some of its fields, and ``summarizer`` replaces the heuristic one.
-    Summarizer calls, tokens and time are counted from the records and kept apart from the
-    render time.
+    Every summary asked for is charged in ``cost`` as an LLM summarizer's request and answer,
+    whichever summarizer ran (:class:`~openprogram.bench._charge.Charged`); summarizer time
+    comes from the records and is kept apart from the render time.
 
     ``anchored`` replays as a live agent would: after each turn with recorded usage our engine
     learns the provider's count through ``anchor_usage``, so later renders budget with the
@@ -188,22 +202,28 @@ def run_policy(
         return None
     with seeded_ids(f"replay:{trace.name}:{policy}:{budget}"):
         engine = None
+        charged: Charged | None = None
         if policy in _OURS:
             chosen = policy_object or Policy.named(_OURS[policy], **(overrides or {}))
+            charged = Charged(summarizer or HeuristicSummarizer(), count.counter)
             # A copy per run: the layers one policy makes must not show in another's replay.
             # Its files go to ``state_dir`` (a database's folder, or a path the copies of
             # this replay share, which serves no database of its own) or to the copy's own
             # temporary folder.
             folder = StateFolder(state_dir, None) if isinstance(state_dir, Path) else state_dir
             engine = ContextEngine(
-                trace.graph.clone(), chosen, summarizer, budget=budget, state_dir=folder
+                trace.graph.clone(), chosen, charged, budget=budget, state_dir=folder
             )
-        calls = summary_tokens = 0
+        peer = (
+            make_peer(policy, budget, count, count.counter.count_text) if policy in PEERS else None
+        )
+        calls = summary_tokens = 0  # our policies: what their summaries would cost (Charged)
         summary_ms = 0.0
         turns: list[Turn] = []
         usage: list[tuple[int, int]] = []
         history_tokens = 0
         counted = 0
+        emergencies = 0
         for position, node in trace.turns:
             history = trace.messages[:position]
             while counted < position:
@@ -217,16 +237,18 @@ def run_policy(
                 rendered = engine.render(head=head.id if head else None)
                 prompt, tokens = rendered.messages, rendered.tokens
                 fired = [record.tier for record in rendered.records]
+                emergencies += "emergency" in fired
                 ms = (time.perf_counter() - started) * 1000
                 for record in rendered.records:
                     used = record.details.get("summarizer") if record.tier in _SUMMARIZING else None
                     if isinstance(used, dict):
-                        calls += 1
-                        summary_tokens += int(used.get("tokens_in", 0)) + int(
-                            used.get("tokens_out", 0)
-                        )
                         summary_ms += float(used.get("ms", 0.0))
                         ms -= float(used.get("ms", 0.0))
+            elif peer is not None:
+                prompt = peer.render(history)
+                ms = (time.perf_counter() - started) * 1000
+                tokens = sum(count(m) for m in prompt)
+                peer.answered(position, tokens, trace.messages[position])
             else:
                 if policy == "none":
                     prompt = history
@@ -251,6 +273,11 @@ def run_policy(
             turns.append(turn)
             if on_turn is not None:
                 on_turn(turn, fired)
+        if peer is not None:
+            peer.close()
+        if charged is not None:
+            calls = charged.calls
+            summary_tokens = charged.tokens_in + charged.tokens_out
         return compute_metrics(
             turns,
             trace=trace.name,
@@ -260,8 +287,10 @@ def run_policy(
             count_message=count,
             summarizer_calls=calls,
             summarizer_tokens=summary_tokens,
+            summarizer_cost=charged.cost if charged is not None else None,
             summarizer_ms=summary_ms,
             usage=usage if anchored else None,
+            emergency_renders=emergencies if engine is not None else None,
         )
 
 

@@ -41,6 +41,8 @@ _COLUMNS: list[tuple[str, str, Callable[[float | None], str]]] = [
     ("summ tokens", "summarizer_tokens", _count),
     ("cost", "cost", _count),
     ("cost / native", "cost_vs_native", _ratio(2)),
+    ("cost / harness", "cost_vs_harness", _ratio(2)),
+    ("emergency", "emergency_share", _share),
     ("p50 ms", "ms_p50", _ratio(2)),
     ("p99 ms", "ms_p99", _ratio(2)),
 ]

@@ -327,6 +327,7 @@ def test_public_surface() -> None:
         "provider_roles",
         "rank_identifiers",
         "read_jsonl",
+        "read_target",
         "records_path",
         "release_state_folder",
         "render_context",
@@ -341,6 +342,7 @@ def test_public_surface() -> None:
         "tool_pair_problems",
         "tools_digest",
         "unique_call_ids",
+        "write_target",
     ]
     for name in context.__all__:
         assert getattr(context, name) is not None

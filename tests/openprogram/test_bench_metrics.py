@@ -223,6 +223,7 @@ def test_to_json_and_jsonl_key_order() -> None:
         "trace", "policy", "turns", "budget", "over_budget", "bad_pairs", "task_kept",
         "ref_recall", "prefix_reuse", "util", "sent_tokens", "summarizer_calls",
         "summarizer_tokens", "ms_p50", "ms_p99", "summarizer_ms", "cost", "cost_vs_native",
+            "cost_vs_harness", "emergency_share",
     ]  # fmt: skip
     assert list(m.to_json()) == keys
     lines = to_jsonl([m, m]).splitlines()

@@ -184,14 +184,15 @@ def test_our_presets_report_summarizer_calls_and_cost(tmp_path: Path) -> None:
     for policy in ("claude-code", "progressive"):
         row = rows[policy]
         assert row.over_budget == 0 and row.bad_pairs == 0
-        assert row.summarizer_calls > 0  # the heuristic summarizer: calls, no LLM tokens
-        assert row.summarizer_tokens == 0
+        assert row.summarizer_calls > 0
+        # the heuristic summarizer's summaries are charged as an LLM's would be
+        assert row.summarizer_tokens > 0
         assert row.sent_tokens < rows["none"].sent_tokens
     for row in rows.values():
         assert row.prefix_reuse is not None
-        assert row.cost == pytest.approx(
-            row.sent_tokens * (row.prefix_reuse * 0.1 + (1 - row.prefix_reuse) * 1.25), rel=1e-3
-        )
+        sending = row.sent_tokens * (row.prefix_reuse * 0.1 + (1 - row.prefix_reuse) * 1.25)
+        assert row.cost > sending * 0.999 + row.summarizer_tokens * 0.999
+        assert row.cost < sending * 1.001 + row.summarizer_tokens * 5.001
     off = run_policy(
         trace,
         "claude-code",

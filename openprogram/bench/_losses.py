@@ -1,0 +1,68 @@
+"""Where one policy keeps what another loses: identifier uses one prompt held and the other's
+did not, each with the cause read off the losing prompt.
+
+For each turn, the recall candidates (identifiers the agent wrote that already stood in its
+history) that ``kept``'s prompt held and ``lost``'s did not; the cause is what ``lost``'s
+prompt showed in place of the newest history message holding the identifier: a tool output
+offloaded (by its age), cut in the middle, cleared, superseded or gone, or another message gone.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from openprogram.bench._metrics import Message, Turn, identifiers, message_text, messages_text
+from openprogram.bench._replay import MessageCounter, Trace, run_policy
+
+
+def _cause(ident: str, history: Sequence[Message], prompt: Sequence[Message]) -> str:
+    source, age = None, 0
+    for age, message in enumerate(reversed(history)):  # noqa: B007 - the age is the point
+        if ident in message_text(message):
+            source = message
+            break
+    if source is None:
+        return "not in the history"
+    role = source.get("role")
+    if role != "tool":
+        return f"{role} message collapsed, compacted or dropped"
+    call_id = source.get("tool_call_id")
+    shown = next(
+        (m for m in prompt if m.get("role") == "tool" and m.get("tool_call_id") == call_id), None
+    )
+    if shown is None:
+        return "tool output collapsed, compacted or dropped"
+    text = str(shown.get("content"))
+    if "output offloaded" in text:
+        when = "newest round" if age <= 2 else "3-10 messages old" if age <= 10 else "older"
+        return f"tool output offloaded ({when})"
+    if "output cleared" in text:
+        return "tool output cleared"
+    if "superseded read" in text:
+        return "tool output superseded"
+    return "tool output cut in the middle"
+
+
+def identifier_losses(
+    trace: Trace, lost: str, kept: str, budget: int, count: MessageCounter
+) -> Counter[str]:
+    """Identifier uses ``kept``'s prompts held and ``lost``'s did not, counted by cause."""
+    held: list[str] = []
+    turns: list[Turn] = []
+    run_policy(
+        trace, kept, budget, count, on_turn=lambda t, _: held.append(messages_text(t.prompt))
+    )
+    run_policy(trace, lost, budget, count, on_turn=lambda t, _: turns.append(t))
+    causes: Counter[str] = Counter()
+    seen: set[str] = set()
+    scanned = 0
+    for turn, other in zip(turns, held, strict=True):
+        for message in turn.history[scanned:]:
+            seen |= identifiers(message_text(message))
+        scanned = len(turn.history)
+        ours = messages_text(turn.prompt)
+        for ident in identifiers(message_text(turn.assistant)) & seen:
+            if ident in other and ident not in ours:
+                causes[_cause(ident, turn.history, turn.prompt)] += 1
+    return causes
