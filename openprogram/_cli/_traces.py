@@ -69,7 +69,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if args.memory
         else ConversationGraph(open_store(args, create=True), new_id())
     )
-    trace = load_trace(Path(args.trace), format=args.format, graph=graph)
+    # A stored replay is a new session each run, so its ids are seeded by that session.
+    seed = None if args.memory else f"import:{graph.session}"
+    trace = load_trace(Path(args.trace), format=args.format, graph=graph, seed=seed)
     counter = MessageCounter(args.encoding)
     state = state_dir(args)
     chosen = None

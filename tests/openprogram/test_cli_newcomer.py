@@ -1,0 +1,61 @@
+"""The newcomer's path through the real entry point: what a person types from the README,
+and what they see. Each test here failed before the fix it names."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from graph import SQLStore
+from openprogram._cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def chat_trace(path: Path, rounds: int = 6) -> Path:
+    """A small OpenAI-format trace with tool rounds."""
+    messages: list[dict[str, object]] = [
+        {"role": "system", "content": "You fix bugs."},
+        {"role": "user", "content": "Fix the failing export test in src/export.py"},
+    ]
+    for i in range(rounds):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "Read", "arguments": "{}"}}
+        messages.append({"role": "assistant", "content": f"reading {i}", "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": f"line {i}\n" * 50})
+    messages.append({"role": "assistant", "content": "The bug is in handler_3."})
+    path.write_text(json.dumps(messages))
+    return path
+
+
+def test_replaying_into_the_same_database_twice_makes_two_sessions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = chat_trace(tmp_path / "chat.json")
+    db = str(tmp_path / "r.db")
+    state = str(tmp_path / "state")
+    for budget in ("2000", "1000"):
+        code, _, err = run(capsys, "--db", db, "replay", str(trace), "--budget", budget,
+                           "--state-dir", state)  # fmt: skip
+        assert (code, err) == (0, "")
+    sessions = SQLStore(db, create=False).sessions()
+    assert len(sessions) == 2 and all(info.nodes > 10 for info in sessions)
+
+
+def test_a_database_error_is_one_short_line_without_class_names() -> None:
+    from openprogram._cli import one_line
+
+    class IntegrityError(Exception):
+        pass
+
+    raw = IntegrityError("UNIQUE constraint failed: graph_nodes.id [SQL: INSERT …] " + "x" * 5000)
+    text = one_line(raw)
+    assert text == "UNIQUE constraint failed: graph_nodes.id"
+    missing = one_line(FileNotFoundError(2, "No such file or directory", "t.json"))
+    assert missing == "No such file or directory: t.json"
+    assert len(one_line(ValueError("y" * 5000))) < 400
