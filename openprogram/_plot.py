@@ -14,6 +14,20 @@ _COLORS = {
 }
 
 
+def check_plot_target(out: Path) -> None:
+    """Fail before a long replay, not after it: matplotlib must be installed and the
+    plot's folder must exist (it is never created behind the user's back)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as error:
+        raise OpenProgramError(
+            "--plot needs matplotlib: pip install 'openprogram[bench]'"
+        ) from error
+    folder = out.parent
+    if not folder.is_dir():
+        raise OpenProgramError(f"--plot {out}: no folder {folder}")
+
+
 def plot_replay(
     out: Path,
     title: str,

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
 
@@ -19,6 +20,7 @@ from openprogram._cli._common import (
     UsageError,
     common_options,
     console,
+    errors,
     open_store,
     print_json,
     state_dir,
@@ -64,6 +66,10 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     from openprogram.bench import MessageCounter, Turn, format_table, load_trace, run_policy
 
+    if args.plot:
+        from openprogram._plot import check_plot_target
+
+        check_plot_target(Path(args.plot))
     graph = (
         ConversationGraph.memory()
         if args.memory
@@ -134,6 +140,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _bench_scale(args)
     from openprogram.bench import (
         POLICIES,
+        BaselineUnavailable,
         MessageCounter,
         format_table,
         load_trace,
@@ -161,24 +168,34 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         summarizer = LiteLLMSummarizer(args.summarizer)
     rows = []
+    missing: dict[str, str] = {}
     with Progress(console=Console(stderr=True), transient=True) as progress:
         task = progress.add_task("bench", total=len(paths) * len(policies) * len(budgets))
         for path, name in zip(paths, trace_names(inputs, paths), strict=True):
             trace = load_trace(path, name=name)
             for budget in budgets:
                 for policy in policies:
-                    row = run_policy(
-                        trace,
-                        policy,
-                        budget,
-                        counter,
-                        anchored=args.anchored,
-                        summarizer=summarizer,
-                        overrides=overrides,
-                    )
+                    if policy in missing:
+                        progress.advance(task)
+                        continue
+                    try:
+                        row = run_policy(
+                            trace,
+                            policy,
+                            budget,
+                            counter,
+                            anchored=args.anchored,
+                            summarizer=summarizer,
+                            overrides=overrides,
+                        )
+                    except BaselineUnavailable as error:
+                        missing[policy] = str(error)
+                        row = None
                     if row is not None:
                         rows.append(row)
                     progress.advance(task)
+    for policy, why in missing.items():
+        errors.print(f"[yellow]skipped {policy}:[/] {escape(why)}")
     rows = with_native_ratio(rows)
     if args.json:
         sys.stdout.write(to_jsonl(rows))

@@ -4,6 +4,7 @@ and what they see. Each test here failed before the fix it names."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -59,3 +60,29 @@ def test_a_database_error_is_one_short_line_without_class_names() -> None:
     missing = one_line(FileNotFoundError(2, "No such file or directory", "t.json"))
     assert missing == "No such file or directory: t.json"
     assert len(one_line(ValueError("y" * 5000))) < 400
+
+
+def test_bench_skips_a_baseline_whose_extra_is_missing_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "langchain_core.messages", None)  # a plain install
+    trace = chat_trace(tmp_path / "chat.json")
+    code, out, err = run(capsys, "bench", str(trace), "--policies", "none,trim,claude-code",
+                         "--json", "--budget", "1500")  # fmt: skip
+    assert code == 0
+    assert [json.loads(line)["policy"] for line in out.splitlines()] == ["none", "claude-code"]
+    notes = err.strip().splitlines()
+    assert len(notes) == 1 and "skipped trim" in notes[0] and "openprogram[bench]" in notes[0]
+
+
+def test_replay_plot_checks_matplotlib_and_the_folder_before_replaying(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trace = chat_trace(tmp_path / "chat.json")
+    db = tmp_path / "r.db"
+    missing = tmp_path / "nowhere" / "x.png"
+    code, _, err = run(capsys, "--db", str(db), "replay", str(trace), "--plot", str(missing))
+    assert code == 1 and "no folder" in err and not missing.parent.exists() and not db.exists()
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    code, _, err = run(capsys, "--db", str(db), "replay", str(trace), "--plot", "x.png")
+    assert code == 1 and "matplotlib" in err and not db.exists()
