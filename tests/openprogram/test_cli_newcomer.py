@@ -3,7 +3,10 @@ and what they see. Each test here failed before the fix it names."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -11,6 +14,8 @@ import pytest
 
 from graph import SQLStore
 from openprogram._cli import main
+
+README = Path(__file__).parents[2] / "README.md"
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -86,3 +91,52 @@ def test_replay_plot_checks_matplotlib_and_the_folder_before_replaying(
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     code, _, err = run(capsys, "--db", str(db), "replay", str(trace), "--plot", "x.png")
     assert code == 1 and "matplotlib" in err and not db.exists()
+
+
+def _readme_command_lines() -> list[str]:
+    """Every command line the README shows: code spans in the command-line section that
+    start with a command, and ``openprogram …`` anywhere."""
+    from openprogram._cli import parser
+
+    text = README.read_text()
+    section = text[text.index("## The command line") :]
+    section = section[: section.index("\n## ", 1)]
+    commands = set(_subcommands(parser()))
+    spans = re.findall(r"`([^`\n]+)`", section)
+    lines = [span for span in spans if span.split()[0] in commands]
+    typed = re.findall(r"(?:^|`|\$ )openprogram ([a-z-][^`\n|#]*)", text, flags=re.M)
+    lines += [line.strip() for line in typed]
+    return lines
+
+
+def _subcommands(top: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in top._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    raise AssertionError("no subcommands")
+
+
+def _argv(line: str) -> list[str]:
+    """A README line as arguments: placeholders become values, optional parts are taken."""
+    words = shlex.split(line.replace("[", " ").replace("]", " ").replace("…", ""))
+    return ["x" if word.isupper() else word for word in words]
+
+
+def test_every_command_line_in_the_readme_parses() -> None:
+    from openprogram._cli import parser
+
+    lines = _readme_command_lines()
+    assert len(lines) > 15 and any(line.startswith("rollback ") for line in lines)
+    for line in lines:
+        try:
+            parser().parse_args(_argv(line))
+        except SystemExit as exit:  # --help exits 0
+            if exit.code:
+                pytest.fail(f"README: `{line}` does not parse")
+
+
+def test_the_readme_names_every_command() -> None:
+    from openprogram._cli import parser
+
+    named = {line.split()[0] for line in _readme_command_lines()}
+    assert set(_subcommands(parser())) <= named
