@@ -38,28 +38,41 @@ def _default_traces() -> list[Path]:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from openprogram.importers import import_parsed, parse_trace
+    """Import a trace. A trace some session already holds goes to that session (only its
+    new records, if it grew); a session that holds another conversation is refused
+    unless ``--append``."""
+    from openprogram.importers import find_import, import_parsed, parse_trace
 
     parsed = parse_trace(args.trace, format=args.format, skip_bad=args.skip_bad)
     store = open_store(args, create=True)
-    session = args.session or new_id()
+    found = find_import(store, parsed)
+    if found is not None and args.session and found[0] != args.session and not args.append:
+        raise UsageError(
+            f"{args.trace} is already imported into session {found[0]}; "
+            f"`openprogram copy {found[0]} --to DB --as {args.session}` makes a second copy"
+        )
+    session = args.session or (found[0] if found else new_id())
     created = not store.has_session(session)
     graph = ConversationGraph(store, session)
     try:
-        stats = import_parsed(parsed, graph)
+        stats = import_parsed(parsed, graph, append=args.append)
     except BaseException:
         if created and not store.load(session).records:
             store.delete_session(session)  # ours, and still empty: leave no trace of the attempt
         raise
     if stats.already_imported:
-        console.print(f"session {graph.session}: {args.trace} already imported; nothing added")
+        console.print(
+            f"{args.trace} already imported: session {graph.session} holds all its "
+            f"{stats.held} records; nothing added"
+        )
         return 0
+    grew = f" after the {stats.held} records it held" if stats.held else ""
     console.print(
         f"session {graph.session}: {stats.messages} messages, {stats.tool_calls} tool calls, "
-        f"{stats.functions} functions ({stats.format}); skipped {stats.skipped}"
+        f"{stats.functions} functions ({stats.format}){grew}; skipped {stats.skipped}"
     )
     for warning in stats.warnings[:20]:
-        console.print(f"[yellow]warning:[/] {warning}")
+        console.print(f"[yellow]warning:[/] {escape(warning)}")
     return 0
 
 
@@ -242,13 +255,40 @@ def _settings(pairs: Sequence[str] | None) -> dict[str, object]:
     return values
 
 
+FORMATS = ("claude-code", "codex", "openai", "swe-agent", "mini-swe-agent")
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     common = common_options()
-    imp = sub.add_parser("import", parents=[common], help="import a trace into a session")
-    imp.add_argument("trace")
-    imp.add_argument("--session")
-    imp.add_argument("--format")
-    imp.add_argument("--skip-bad", action="store_true")
+    imp = sub.add_parser(
+        "import",
+        parents=[common],
+        help="import a trace into a session (again: only what is new)",
+        description="Import a trace into a session. A trace this database already holds is "
+        "recognized record by record: importing it again adds nothing, and a trace that grew "
+        "adds only its new records, to the session that holds the rest.",
+    )
+    imp.add_argument("trace", help="the trace file")
+    imp.add_argument(
+        "--session",
+        help="the session to import into (default: a new one, or the one "
+        "that holds this trace already)",
+    )
+    imp.add_argument(
+        "--append",
+        action="store_true",
+        help="add the trace after the conversation --session already holds",
+    )
+    imp.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="the trace format (default: detected from the file)",
+    )
+    imp.add_argument(
+        "--skip-bad",
+        action="store_true",
+        help="skip malformed records (counted and reported) instead of stopping at the first",
+    )
     imp.set_defaults(run=cmd_import)
     replay = sub.add_parser(
         "replay", parents=[common], help="render every turn of a trace and report the tiers"

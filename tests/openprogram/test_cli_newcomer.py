@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from graph import SQLStore
+from graph import ConversationGraph, SQLStore
 from openprogram._cli import main
 
 README = Path(__file__).parents[2] / "README.md"
@@ -140,3 +140,64 @@ def test_the_readme_names_every_command() -> None:
 
     named = {line.split()[0] for line in _readme_command_lines()}
     assert set(_subcommands(parser())) <= named
+
+
+def _sessions(db: str) -> dict[str, int]:
+    return {info.id: info.nodes for info in SQLStore(db, create=False).sessions()}
+
+
+def test_reimport_is_recognized_whatever_the_flags(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "i.db")
+    trace = chat_trace(tmp_path / "chat.json")
+    assert run(capsys, "--db", db, "import", str(trace))[0] == 0
+    first = _sessions(db)
+    code, out, _ = run(capsys, "--db", db, "import", str(trace))
+    assert code == 0 and "nothing added" in out and _sessions(db) == first
+    (session,) = first
+    code, out, _ = run(capsys, "--db", db, "import", str(trace), "--session", session)
+    assert code == 0 and "nothing added" in out and _sessions(db) == first
+    code, _, err = run(capsys, "--db", db, "import", str(trace), "--session", "other")
+    assert code == 2 and f"already imported into session {session}" in err
+    assert _sessions(db) == first
+
+
+def test_a_grown_trace_adds_only_its_new_records(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "i.db")
+    lines = [json.dumps({"role": "user", "content": f"message {i}"}) for i in range(6)]
+    trace = tmp_path / "log.jsonl"
+    trace.write_text("\n".join(lines[:4]) + "\n")
+    assert run(capsys, "--db", db, "import", str(trace))[0] == 0
+    trace.write_text("\n".join(lines) + "\n")  # the transcript grew by two lines
+    code, out, _ = run(capsys, "--db", db, "import", str(trace))
+    assert code == 0 and "after the 4 records it held" in out
+    (session, nodes) = next(iter(_sessions(db).items()))
+    assert nodes == 6
+    graph = ConversationGraph.open(db, session=session)
+    assert [m["content"] for m in graph.to_openai()] == [f"message {i}" for i in range(6)]
+
+
+def test_importing_into_another_traces_session_is_refused_unless_appending(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "i.db")
+    one = chat_trace(tmp_path / "one.json", rounds=2)
+    two = tmp_path / "two.json"
+    two.write_text(json.dumps([{"role": "user", "content": "another conversation"}]))
+    assert run(capsys, "--db", db, "import", str(one), "--session", "s")[0] == 0
+    before = _sessions(db)
+    code, _, err = run(capsys, "--db", db, "import", str(two), "--session", "s")
+    assert code == 1 and "already holds another conversation" in err and "--append" in err
+    assert _sessions(db) == before
+    assert run(capsys, "--db", db, "import", str(two), "--session", "s", "--append")[0] == 0
+    assert _sessions(db) == {"s": before["s"] + 1}
+
+
+def test_the_import_format_choices_are_the_importers() -> None:
+    from openprogram._cli._traces import FORMATS as CHOICES
+    from openprogram.importers import FORMATS
+
+    assert list(CHOICES) == list(FORMATS)

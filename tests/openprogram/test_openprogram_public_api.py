@@ -45,6 +45,7 @@ SURFACES = {
         "ParsedTrace",
         "Reading",
         "detect_format",
+        "find_import",
         "import_parsed",
         "import_trace",
         "parse_trace",
