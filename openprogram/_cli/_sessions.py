@@ -17,8 +17,6 @@ from graph import (
     ConversationGraph,
     Redactor,
     StoreError,
-    export_graphml,
-    export_json,
     is_safe_id,
 )
 from openprogram._cli._common import (
@@ -165,18 +163,23 @@ def cmd_records(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    """A session to a file: the whole record log (JSON or GraphML, by the extension, which
+    ``openprogram import`` loads back) or the OpenAI messages of its main branch."""
+    from graph import export_format, export_session
+
     graph = existing_session(args, args.session)
     out = Path(args.out)
-    if args.format == "graphml":
-        export_graphml(graph.state, out)
-    elif args.format == "json":
-        export_json(graph.state, out)
-    else:
+    if not out.parent.is_dir():
+        raise UsageError(f"no folder {out.parent} for {out}")
+    redact = None if args.no_redact else Redactor().value
+    if args.format == "openai":
         messages = graph.to_openai()
-        if not args.no_redact:
-            messages = Redactor().value(messages)
-        out.write_text(json.dumps(messages, ensure_ascii=False, indent=1))
-    console.print(f"wrote {out}")
+        out.write_text(json.dumps(redact(messages) if redact else messages, ensure_ascii=False))
+    else:
+        chosen = args.format or export_format(out)
+        export_session(graph.state, out, head=graph.head, format=chosen, redact=redact)
+    secrets = "" if args.no_redact else " (secrets redacted; --no-redact keeps them)"
+    console.print(f"wrote {out}{secrets}")
     return 0
 
 
@@ -287,11 +290,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     records.add_argument("--json", action="store_true")
     records.set_defaults(run=cmd_records)
     export = sub.add_parser(
-        "export", parents=[common], help="export a session (graphml, json, openai)"
+        "export",
+        parents=[common],
+        help="export a session: .json or .graphml (loadable with import), or --format openai",
     )
-    export.add_argument("session")
-    export.add_argument("out")
-    export.add_argument("--format", choices=("graphml", "json", "openai"), default="json")
+    export.add_argument("session", help="the session id")
+    export.add_argument("out", help="the file to write; .json or .graphml sets the format")
+    export.add_argument(
+        "--format",
+        choices=("graphml", "json", "openai"),
+        help="json or graphml: every node, event and layer (default: from the extension); "
+        "openai: the main branch as chat messages",
+    )
     export.add_argument(
         "--no-redact", action="store_true", help="keep secrets (keys, tokens) in the export"
     )

@@ -41,6 +41,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     """Import a trace. A trace some session already holds goes to that session (only its
     new records, if it grew); a session that holds another conversation is refused
     unless ``--append``."""
+    from graph import is_export
+
+    if is_export(args.trace):
+        return _load_export(args)
     from openprogram.importers import find_import, import_parsed, parse_trace
 
     parsed = parse_trace(args.trace, format=args.format, skip_bad=args.skip_bad)
@@ -73,6 +77,19 @@ def cmd_import(args: argparse.Namespace) -> int:
     )
     for warning in stats.warnings[:20]:
         console.print(f"[yellow]warning:[/] {escape(warning)}")
+    return 0
+
+
+def _load_export(args: argparse.Namespace) -> int:
+    """An ``openprogram export`` file: the session comes back whole, with its ids."""
+    from graph import load_export
+
+    if args.append:
+        raise UsageError("an exported session is loaded whole; --append does not apply")
+    store = open_store(args, create=True)
+    session = load_export(args.trace, store, args.session)
+    nodes = len(ConversationGraph(store, session))
+    console.print(f"session {session}: loaded {nodes} nodes from the export {args.trace}")
     return 0
 
 

@@ -201,3 +201,68 @@ def test_the_import_format_choices_are_the_importers() -> None:
     from openprogram.importers import FORMATS
 
     assert list(CHOICES) == list(FORMATS)
+
+
+def _rich_session(db: str, state: Path) -> ConversationGraph:
+    """Tool rounds, a finished function, a collapse layer and a rolled-back one, a fork."""
+    from context import ContextEngine, Policy
+
+    g = ConversationGraph.open(db, session="s1")
+    g.append({"role": "system", "content": "You are terse.\x01"})
+    g.append({"role": "user", "content": "Find why /export is slow. key sk-abcdefghijklmnopqrstu"})
+    assistants = []
+    for i in range(8):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "Read", "arguments": "{}"}}
+        a = g.append({"role": "assistant", "content": f"reading {i}", "tool_calls": [call]})
+        assistants.append(a.id)
+        g.append({"role": "tool", "tool_call_id": f"c{i}", "content": f"def fn_{i}(): ...\n" * 9})
+    with g.function("research", input={"q": "export"}) as fn:
+        g.append({"role": "assistant", "content": "route() scans every handler"})
+        fn.output = {"answer": "route() is O(n)"}
+    engine = ContextEngine(g, Policy(state_dir=state), budget=100_000)
+    engine.collapse(assistants[0], assistants[2])
+    undone = engine.collapse(assistants[4], assistants[6])
+    engine.rollback(undone.id, reason="look again")
+    return g
+
+
+def _log(graph: ConversationGraph) -> list[object]:
+    import msgspec
+
+    return [msgspec.to_builtins(record) for record in graph.state.records]
+
+
+@pytest.mark.parametrize("suffix", [".json", ".graphml"])
+def test_an_export_loads_back_losslessly(
+    suffix: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, copy = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    original = _rich_session(db, tmp_path / "state")
+    out = tmp_path / f"s1{suffix}"
+    code, _, err = run(capsys, "--db", db, "export", "s1", str(out), "--no-redact")
+    assert (code, err) == (0, "")
+    assert ("<graphml" in out.read_text()) == (suffix == ".graphml")  # format from the name
+    assert "route() is O(n)" in out.read_text() and "sk-abcdefghijklmnopqrstu" in out.read_text()
+    code, out_text, err = run(capsys, "--db", copy, "import", str(out))
+    assert (code, err) == (0, "") and "loaded" in out_text
+    loaded = ConversationGraph.open(copy, session="s1")
+    assert _log(loaded) == _log(original)
+    assert loaded.to_openai() == original.to_openai() and loaded.head == original.head
+    assert [(i.id, i.active, i.covers) for i in loaded.layers()] == [
+        (i.id, i.active, i.covers) for i in original.layers()
+    ]
+    code, _, err = run(capsys, "--db", db, "import", str(out))  # its ids are taken there
+    assert code == 1 and "already holds the nodes of this export" in err
+
+
+def test_an_export_redacts_secrets_by_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "a.db")
+    _rich_session(db, tmp_path / "state")
+    out = tmp_path / "s1.json"
+    assert run(capsys, "--db", db, "export", "s1", str(out))[0] == 0
+    text = out.read_text()
+    assert "sk-abcdefghijklmnopqrstu" not in text and "Find why /export is slow" in text
+    code, _, err = run(capsys, "--db", db, "export", "s1", str(tmp_path / "s1.txt"))
+    assert code == 1 and ".graphml" in err
