@@ -20,6 +20,8 @@ SURFACES = {
         "NoSession",
         "OpenProgramError",
         "OutputValidationError",
+        "Replay",
+        "ReplayTurn",
         "Session",
         "SessionError",
         "StepLimitExceeded",
@@ -35,6 +37,8 @@ SURFACES = {
         "function",
         "import_trace",
         "llm",
+        "plot_functions",
+        "replay",
     ],
     "openprogram.testing": ["FunctionModel", "ModelRequest", "TestModel", "override", "tool_call"],
     "openprogram.importers": [
