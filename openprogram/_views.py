@@ -7,11 +7,11 @@ import collections
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rich.table import Table
 from rich.tree import Tree
 
 from context import CompactionRecord, Rendered, TokenCounter
 from graph import GraphReader, LayerInfo, Node, text_of
+from openprogram._tables import Grid
 
 _STATUS = {"running": "yellow", "completed": "green", "error": "red", "interrupted": "magenta"}
 
@@ -73,7 +73,7 @@ def _tiers(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{tier} ×{n}" if n > 1 else tier for tier, n in counts.items())
 
 
-def distribution_table(rendered: Rendered, counter: TokenCounter, *, title: str) -> Table:
+def distribution_table(rendered: Rendered, counter: TokenCounter, *, title: str) -> Grid:
     """Where a prompt's tokens go (by kind of message) and what each tier saved."""
     shares: collections.Counter[str] = collections.Counter()
     for message in rendered.messages:
@@ -91,15 +91,16 @@ def distribution_table(rendered: Rendered, counter: TokenCounter, *, title: str)
         else:
             kind = f"{role} messages"
         shares[kind] += counter.count_message(message)
-    table = Table(title=title)
-    for column in ("part", "tokens", "share of budget"):
-        table.add_column(column, justify="right" if column != "part" else "left")
+    table = Grid(title)
+    table.column("part", key=True)
+    table.column("tokens", "number")
+    table.column("share of budget", "number")
     schema = rendered.tokens - sum(shares.values())
     if schema > 0:
         shares["tool schemas"] += schema
     for kind, tokens in shares.most_common():
-        table.add_row(kind, f"{tokens:,}", f"{tokens / rendered.budget:.1%}")
-    table.add_row(
+        table.row(kind, f"{tokens:,}", f"{tokens / rendered.budget:.1%}")
+    table.row(
         "[bold]total[/]",
         f"[bold]{rendered.tokens:,}[/]",
         f"{rendered.tokens / rendered.budget:.1%}",
@@ -107,18 +108,23 @@ def distribution_table(rendered: Rendered, counter: TokenCounter, *, title: str)
     saved: collections.Counter[str] = collections.Counter()
     for action in rendered.actions:
         saved[action.tier] += action.tokens_before - action.tokens_after
-    table.add_section()
+    table.section()
     for tier, tokens in saved.most_common():
         if tokens > 0:
-            table.add_row(f"saved by {tier}", f"{tokens:,}", "")
+            table.row(f"saved by {tier}", f"{tokens:,}", "")
     return table
 
 
-def records_table(records: Sequence[CompactionRecord], *, title: str) -> Table:
+def records_table(records: Sequence[CompactionRecord], *, title: str) -> Grid:
     """One row per compaction record: when, tier, tokens before and after, what it did."""
-    table = Table(title=title)
-    for column in ("time", "tier", "before", "after", "ratio", "what", "error"):
-        table.add_column(column)
+    table = Grid(title)
+    table.column("time", "id", key=True)
+    table.column("tier", "id", key=True)
+    table.column("before", "number")
+    table.column("after", "number")
+    table.column("ratio", "number")
+    table.column("what")
+    table.column("error")
     for record in records:
         what = ""
         if record.details.get("layer"):
@@ -129,7 +135,7 @@ def records_table(records: Sequence[CompactionRecord], *, title: str) -> Table:
             what = f"{len(record.offloaded)} file(s)"
         elif record.details.get("layers"):
             what = f"rolled back {', '.join(record.details['layers'])}"
-        table.add_row(
+        table.row(
             record.timestamp[11:19],
             record.tier,
             f"{record.tokens_before:,}",
@@ -141,20 +147,25 @@ def records_table(records: Sequence[CompactionRecord], *, title: str) -> Table:
     return table
 
 
-def layers_table(layers: Sequence[LayerInfo], saved: Mapping[str, int], *, title: str) -> Table:
-    """One row per layer: kind, state, what it covers, tokens saved, what it builds on."""
-    table = Table(title=title)
-    for column in ("layer", "kind", "state", "covers", "tokens saved", "builds on"):
-        table.add_column(column)
+def layers_table(layers: Sequence[LayerInfo], saved: Mapping[str, int], *, title: str) -> Grid:
+    """One row per layer: kind, state, what it covers, tokens saved, what it builds on (one
+    id a line, so every id can be copied whole)."""
+    table = Grid(title)
+    table.column("layer", "id", key=True)
+    table.column("kind", "id")
+    table.column("state")
+    table.column("covers", "number")
+    table.column("tokens saved", "number")
+    table.column("builds on", "id")
     for layer in layers:
         state = "active" if layer.active else f"rolled back (seq {layer.rolled_back})"
-        table.add_row(
+        table.row(
             layer.id,
             layer.kind,
             state,
             f"{len(layer.covers)} nodes",
             f"{saved.get(layer.id, 0):,}",
-            ", ".join(layer.builds_on) or "—",
+            "\n".join(layer.builds_on) or "—",
         )
     return table
 

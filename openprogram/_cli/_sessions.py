@@ -50,16 +50,17 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if args.json:
         print_json([{"id": i.id, "created": i.created, "nodes": i.nodes} for i in infos])
         return 0
-    from rich.table import Table
+    from openprogram._tables import Grid
 
-    table = Table(title=f"sessions in {store.url}")
-    for column in ("session", "nodes", "created"):
-        table.add_column(column)
+    table = Grid(f"sessions in {store.url}")
+    table.column("session", "id", key=True)
+    table.column("nodes", "number")
+    table.column("created (UTC)", "id")
     for info in infos:
         import datetime
 
         when = datetime.datetime.fromtimestamp(info.created, datetime.UTC)
-        table.add_row(info.id, str(info.nodes), when.strftime("%Y-%m-%d %H:%M:%S"))
+        table.row(info.id, f"{info.nodes:,}", when.strftime("%Y-%m-%d %H:%M:%S"))
     console.print(table)
     return 0
 

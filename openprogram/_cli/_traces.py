@@ -12,7 +12,6 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress
-from rich.table import Table
 
 from context import Policy, read_jsonl, records_path
 from graph import ConversationGraph, new_id
@@ -27,6 +26,7 @@ from openprogram._cli._common import (
     warnings_shown,
 )
 from openprogram._errors import OpenProgramError
+from openprogram._tables import Grid
 
 
 def _default_traces() -> list[Path]:
@@ -142,19 +142,20 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print_json(metrics.to_json())
         return 0
     console.print(f"session {graph.session} in {graph.store.url}")
-    console.print(format_table([metrics]))
+    console.print(format_table([metrics], title=f"replay of {trace.name} at {budget:,} tokens"))
     path = records_path(state, graph.session)
     with warnings_shown():
         records = list(read_jsonl(path))
-    table = Table(title="compactions (new decisions)")
-    for column in ("tier", "fired", "tokens saved when fired"):
-        table.add_column(column)
+    table = Grid("compactions (new decisions)")
+    table.column("tier", "id")
+    table.column("fired", "number")
+    table.column("tokens saved when fired", "number")
     tiers = Counter(r.tier for r in records)
     saved: Counter[str] = Counter()
     for record in records:
         saved[record.tier] += record.tokens_before - record.tokens_after
     for tier, count in tiers.items():
-        table.add_row(tier, str(count), str(saved[tier]))
+        table.row(tier, f"{count:,}", f"{saved[tier]:,}")
     console.print(table)
     console.print(f"records: {path}" if records else "no compaction was needed")
     if args.plot:
@@ -246,12 +247,14 @@ def _bench_scale(args: argparse.Namespace) -> int:
     if args.json:
         print_json(to_json(figures))
         return 0
-    table = Table(title=f"scale: {args.nodes:,} nodes on {figures['db']}")
-    for column in ("step", "measured", "goal", "met"):
-        table.add_column(column)
+    table = Grid(f"scale: {args.nodes:,} nodes on {figures['db']}")
+    table.column("step", key=True)
+    table.column("measured", "number")
+    table.column("goal")
+    table.column("met", "id")
     for row in goals(figures):
         value = f"{row.value:,.0f}" if row.unit == "nodes/s" else f"{row.value:,.2f}"
-        table.add_row(row.step, f"{value} {row.unit}", row.goal, "yes" if row.met else "NO")
+        table.row(row.step, f"{value} {row.unit}", row.goal, "yes" if row.met else "NO")
     console.print(table)
     for name, value in extras(figures):
         console.print(f"{name}: {value}")

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -266,3 +268,56 @@ def test_an_export_redacts_secrets_by_default(
     assert "sk-abcdefghijklmnopqrstu" not in text and "Find why /export is slow" in text
     code, _, err = run(capsys, "--db", db, "export", "s1", str(tmp_path / "s1.txt"))
     assert code == 1 and ".graphml" in err
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def openprogram(*argv: str, columns: int | None = None) -> subprocess.CompletedProcess[str]:
+    """The installed console script, as a person runs it (piped, ``COLUMNS`` as given)."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env["PYTHONPATH"] = str(ROOT)
+    if columns is not None:
+        env["COLUMNS"] = str(columns)
+    script = Path(sys.executable).parent / "openprogram"
+    return subprocess.run(
+        [str(script), *argv], capture_output=True, text=True, env=env, timeout=300, check=False
+    )
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_tables_fit_columns_and_never_cut_a_number(tmp_path: Path, columns: int) -> None:
+    trace = chat_trace(tmp_path / "a-rather-long-trace-name-for-a-table.json", rounds=12)
+    argv = ["bench", str(trace), "--policies", "none,masking,claude-code", "--budget", "1500"]
+    done = openprogram(*argv, columns=columns)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines and max(len(line) for line in lines) <= columns
+    assert "…" not in done.stdout
+    rows = [json.loads(line) for line in openprogram(*argv, "--json").stdout.splitlines()]
+    for row in rows:
+        assert f"{row['sent_tokens']:,}" in done.stdout  # whole, never "1,0…"
+        assert f"{row['cost']:,.1f}".removesuffix(".0") in done.stdout
+    assert "cache-" in done.stdout and "weighted" in done.stdout  # cost has a unit
+    name = "".join(line.split("│")[1].strip() for line in lines if line.startswith("│"))
+    assert "a-rather-long-trace-name-for-a-table.json" in name  # wrapped, not cut
+
+
+def test_the_replay_table_has_its_own_title(tmp_path: Path) -> None:
+    trace = chat_trace(tmp_path / "chat.json")
+    done = openprogram("--db", str(tmp_path / "r.db"), "replay", str(trace), "--budget", "1500",
+                       "--state-dir", str(tmp_path / "state"), columns=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "replay of chat.json at 1,500 tokens" in done.stdout
+    assert "openprogram bench" not in done.stdout
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_layer_ids_are_whole_at_any_width(tmp_path: Path, columns: int) -> None:
+    db = str(tmp_path / "a.db")
+    graph = _rich_session(db, tmp_path / "state")
+    done = openprogram("--db", db, "collapses", "s1", columns=columns)
+    assert done.returncode == 0, done.stderr
+    assert max(len(line) for line in done.stdout.splitlines()) <= columns
+    for layer in graph.layers():
+        assert layer.id in done.stdout
