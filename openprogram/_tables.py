@@ -126,7 +126,11 @@ class Grid:
         return found
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield from self.tables(options.max_width)
+        # Cells wrap even on a console that soft-wraps its messages (one line per message
+        # when piped, so a path or an id is never broken).
+        wrapping = options.update(no_wrap=False, overflow="fold")
+        for table in self.tables(options.max_width):
+            yield from console.render(table, wrapping)
 
 
 def console_width() -> int | None:

@@ -31,7 +31,7 @@ from openprogram._cli._common import (
     warnings_shown,
 )
 from openprogram._errors import SessionError
-from openprogram._views import distribution_table, records_table, session_tree
+from openprogram._views import distribution_table, fired_by_frame, records_table, session_tree
 
 
 def _plain(value: Any) -> Any:
@@ -110,7 +110,14 @@ def cmd_show(args: argparse.Namespace) -> int:
         )
         return 0
     title = f"session [bold]{graph.session}[/] ({len(graph)} nodes, {graph.store.url})"
-    console.print(session_tree(graph, title=title))
+    records = ContextStorage(graph.store, graph.session, state_dir(args)).read_records()
+    fired = fired_by_frame(graph, records)
+    console.print(session_tree(graph, title=title, fired=fired))
+    console.print(
+        f"[dim]show {graph.session} NODE shows one node; tiers under a function are the "
+        f"compactions of its own prompts ({len(records)} records: openprogram records "
+        f"{graph.session})[/]"
+    )
     for repair in graph.repairs:
         console.print(f"[yellow]repaired on load:[/] {repair}")
     return 0

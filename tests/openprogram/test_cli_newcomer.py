@@ -321,3 +321,55 @@ def test_layer_ids_are_whole_at_any_width(tmp_path: Path, columns: int) -> None:
     assert max(len(line) for line in done.stdout.splitlines()) <= columns
     for layer in graph.layers():
         assert layer.id in done.stdout
+
+
+def test_the_demo_is_a_deterministic_story_in_120_columns(tmp_path: Path) -> None:
+    outputs = []
+    for name in ("a", "b"):
+        folder = tmp_path / name
+        folder.mkdir()
+        done = openprogram("--db", str(folder / "demo.db"), "demo",
+                           "--state-dir", str(folder / "state"), columns=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout.replace(str(folder), "FOLDER"))
+    assert outputs[0] == outputs[1]  # the same figures and ids on a fresh database
+    out = outputs[0]
+    assert max(len(line) for line in out.splitlines()) <= 120
+    parts = ["1. what the agent did", "2. what each tier did", "3. what the model read back",
+             "4. what the rollback restored"]  # fmt: skip
+    assert [out.index(part) for part in parts] == sorted(out.index(part) for part in parts)
+    call = re.search(r'expand_function\(\{"id": "([0-9A-Z]{26})"\}\)', out)
+    assert call is not None and "It returned what happened inside that call" in out
+    assert re.search(r"The \d+ compactions built on it went with it: [0-9A-Z]{26}", out)
+    assert "nothing to do)" not in out and "tiers at the top level: rollback" not in out
+    assert "look closer: openprogram" in out
+
+
+def test_a_demo_budget_below_the_fixed_part_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "--db", str(tmp_path / "d.db"), "demo", "--budget", "300",
+                       "--state-dir", str(tmp_path / "state"))  # fmt: skip
+    assert code == 1 and len(err.strip().splitlines()) == 1
+    assert "system prompt and the tool schemas" in err and "max_steps" not in err
+    assert SQLStore(str(tmp_path / "d.db"), create=False).sessions() == []
+
+
+def test_show_prints_node_ids_and_ties_records_to_frames(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from openprogram._demo import run_demo
+
+    db, state = str(tmp_path / "d.db"), str(tmp_path / "state")
+    run_demo(db, state_dir=state).session.close()
+    (session,) = [info.id for info in SQLStore(db, create=False).sessions()]
+    code, out, _ = run(capsys, "--db", db, "--state-dir", state, "show", session)
+    assert code == 0
+    graph = ConversationGraph.open(db, session=session)
+    assert all(n.id in out for n in graph.nodes() if n.kind != "tool")
+    assert "rollback" not in "".join(line for line in out.splitlines() if "tiers" in line)
+    lines = out.splitlines()
+    function_tiers = [
+        i for i, line in enumerate(lines) if "tiers:" in line and "investigate" in lines[i - 1]
+    ]
+    assert function_tiers  # the records of an investigation's prompts, under it
