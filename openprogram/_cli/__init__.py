@@ -1,8 +1,7 @@
-"""The ``openprogram`` command line.
+"""The openprogram command line: agent sessions stored as a graph, rendered under a budget.
 
-Commands: demo, run, import, replay, bench, sessions, show, context, records, collapses,
-compact, rollback, expand, fork, copy, export, delete, gc. Exit codes: 0 ok, 1 error,
-2 usage. Errors are one line; ``--debug`` shows the traceback.
+Start with `openprogram demo`. Exit codes: 0 ok, 1 error, 2 usage. Errors are one line;
+--debug shows the traceback.
 """
 
 from __future__ import annotations
@@ -19,6 +18,34 @@ from openprogram._cli._common import UsageError, errors
 __all__ = ["main", "parser", "run"]
 
 
+HELP = {
+    "json": "print JSON instead of a table",
+    "session": "a session id (`openprogram sessions` lists them)",
+    "node": "a node id (`openprogram show SESSION` prints them)",
+    "layer": "a layer id (`openprogram collapses SESSION` lists them)",
+    "budget": "the prompt's token budget (default: the session's, else the model's)",
+    "model": "a litellm model name: its context window and tokenizer",
+    "policy": "the compaction preset",
+    "encoding": "the tiktoken encoding that counts tokens",
+    "reason": "why, kept in the rollback's record",
+    "depth": "1 shows nested functions by input and output; 2 or more opens them",
+    "dry_run": "say what would be removed, remove nothing",
+    "trace": "a trace file (Claude Code, Codex, OpenAI messages, SWE-agent, mini-swe-agent)",
+    "traces": "trace files or folders (default: ../shared/traces when found)",
+    "format": "the trace format (default: detected from the file)",
+}
+"""Help for options a command left without any, by destination: every option has help."""
+
+
+def _fill_help(top: argparse.ArgumentParser) -> None:
+    for action in top._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                for option in command._actions:
+                    if option.help is None and option.dest in HELP:
+                        option.help = HELP[option.dest]
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="openprogram", description=__doc__)
     top.add_argument("--db", help="SQLite path or PostgreSQL URL (also after the command)")
@@ -27,6 +54,7 @@ def parser() -> argparse.ArgumentParser:
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (_programs, _traces, _sessions, _layers):
         module.register(sub)
+    _fill_help(top)
     return top
 
 

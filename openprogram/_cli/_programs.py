@@ -179,7 +179,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = sub.add_parser(
         "demo", parents=[common], help="run the nested research agent offline, then show it"
     )
-    demo.add_argument("--budget", type=int, default=2_200)
+    demo.add_argument(
+        "--budget", type=int, default=2_200, help="the prompt's token budget (default 2200)"
+    )
     demo.set_defaults(run=cmd_demo)
     run = sub.add_parser("run", parents=[common], help="run an agent program against a session")
     run.add_argument("file", help="a Python file (its main(), if any, is called)")

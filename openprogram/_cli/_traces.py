@@ -19,6 +19,7 @@ from openprogram._cli._common import (
     UsageError,
     common_options,
     console,
+    encoding,
     errors,
     open_store,
     print_json,
@@ -315,20 +316,31 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     replay.add_argument("trace")
     replay.add_argument("--budget", type=int, help="default: 32000, or the model's budget")
-    replay.add_argument("--policy", default="claude-code")
+    replay.add_argument(
+        "--policy",
+        default="claude-code",
+        choices=("claude-code", "progressive", "none", "masking", "trim", "native"),
+        help="our presets, or a baseline to compare (default: claude-code)",
+    )
     replay.add_argument("--model", help="take window and tokenizer from this model's entry")
-    replay.add_argument("--memory", action="store_true", help="import into memory, not SQLite")
+    replay.add_argument("--memory", action="store_true", help="import into memory, not --db")
     replay.add_argument("--plot", help="write a PNG of tokens per turn")
     replay.add_argument("--format")
-    replay.add_argument("--encoding", default="cl100k_base")
+    replay.add_argument("--encoding", default="cl100k_base", type=encoding)
     replay.add_argument("--json", action="store_true")
     replay.set_defaults(run=cmd_replay)
     bench = sub.add_parser(
         "bench", parents=[common], help="replay traces under policies and baselines"
     )
     bench.add_argument("traces", nargs="*")
-    bench.add_argument("--budget", type=int, action="append")
-    bench.add_argument("--policies", default="none,native,masking,trim,claude-code,progressive")
+    bench.add_argument(
+        "--budget", type=int, action="append", help="a token budget (repeatable; default 32000)"
+    )
+    bench.add_argument(
+        "--policies",
+        default="none,native,masking,trim,claude-code,progressive",
+        help="comma-separated: our presets and the baselines to compare",
+    )
     bench.add_argument(
         "--summarizer", help="a litellm model for our policies' summaries (default: heuristic)"
     )
@@ -338,7 +350,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="FIELD=VALUE",
         help="override a policy field, e.g. --set identifier_tokens=0 (repeatable)",
     )
-    bench.add_argument("--encoding", default="cl100k_base")
+    bench.add_argument("--encoding", default="cl100k_base", type=encoding)
     bench.add_argument("--json", action="store_true")
     bench.add_argument(
         "--scale",

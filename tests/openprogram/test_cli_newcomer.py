@@ -373,3 +373,59 @@ def test_show_prints_node_ids_and_ties_records_to_frames(
         i for i, line in enumerate(lines) if "tiers:" in line and "investigate" in lines[i - 1]
     ]
     assert function_tiers  # the records of an investigation's prompts, under it
+
+
+def test_every_option_has_help_and_no_help_shows_rst(capsys: pytest.CaptureFixture[str]) -> None:
+    from openprogram._cli import parser
+
+    top = parser()
+    missing = [
+        f"{name} {option.option_strings or option.dest}"
+        for name, command in _subcommands(top).items()
+        for option in command._actions
+        if not option.help
+    ]
+    assert missing == []
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    texts = [capsys.readouterr().out]
+    for name in _subcommands(top):
+        with pytest.raises(SystemExit):
+            main([name, "--help"])
+        texts.append(capsys.readouterr().out)
+    assert not [text for text in texts if "``" in text]
+    replay = _subcommands(top)["replay"].format_help()
+    assert "{claude-code,progressive,none,masking,trim,native}" in replay  # --policy's choices
+
+
+def test_silent_mistakes_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = chat_trace(tmp_path / "chat.json")
+    missing = tmp_path / "nowhere" / "deeper" / "x.db"
+    code, _, err = run(capsys, "--db", str(missing), "import", str(trace))
+    assert code == 2 and "no folder" in err and not missing.parent.parent.exists()
+    code, _, err = run(capsys, "--db", str(tmp_path), "sessions")
+    assert code == 2 and "is a folder" in err
+    with pytest.raises(SystemExit) as exit:
+        main(["replay", str(trace), "--encoding", "nonsense"])
+    assert exit.value.code == 2 and "unknown encoding 'nonsense'" in capsys.readouterr().err
+
+
+def test_a_rollback_records_the_tokens_it_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, state = str(tmp_path / "a.db"), str(tmp_path / "state")
+    graph = _rich_session(db, state)
+    (layer,) = [info.id for info in graph.layers() if info.active]
+    code, out, _ = run(capsys, "--db", db, "--state-dir", state, "rollback", "s1", layer)
+    assert code == 0
+    shown = re.search(r"next prompt ([\d,]+) → ([\d,]+) tokens", out)
+    assert shown is not None
+    code, out, _ = run(capsys, "--db", db, "--state-dir", state, "records", "s1", "--json")
+    record = [r for r in json.loads(out) if r["tier"] == "rollback"][-1]
+    printed = [int(x.replace(",", "")) for x in shown.groups()]
+    assert [record["tokens_before"], record["tokens_after"]] == printed and printed[1] > 0
+    code, _, err = run(capsys, "--db", db, "--state-dir", state, "rollback", "s1", "NOPE")
+    assert code == 1 and "`openprogram collapses s1` lists them" in err
+    assert "engine." not in err
