@@ -7,12 +7,21 @@ import collections
 import inspect
 import runpy
 import sys
+import traceback
 from pathlib import Path
 
+from rich.markup import escape
 from rich.progress import Progress
 
 from graph import Tool
-from openprogram._cli._common import UsageError, common_options, console, policy_from, state_dir
+from openprogram._cli._common import (
+    UsageError,
+    common_options,
+    console,
+    errors,
+    policy_from,
+    state_dir,
+)
 
 TIER_WORDS = {
     "offload": "moved a large tool output to a file; the prompt keeps its head, tail and id",
@@ -142,10 +151,16 @@ def _fit(text: str, width: int = 110) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+RUN_HELP = """Run an agent program against a session. The file's module code runs with the
+session bound, so its llm() calls and @functions are stored there. Then, if the file
+defines main, it is called (sync or async) according to its parameters: main(),
+main(session), or main(session, args) where args is the list of words after `--`
+(also in sys.argv[1:]). What main returns is printed. An exception in the program
+shows the program's own traceback and exits 1."""
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    """Run an agent program against a session: the file's module code runs with the
-    session bound, then its ``main`` (if it defines one; sync or async, taking the session
-    or nothing)."""
+    """Run an agent program against a session (see ``RUN_HELP``)."""
     from openprogram._session import Session
 
     path = Path(args.file)
@@ -161,17 +176,40 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         with session:
             sys.argv = [str(path), *args.args]
-            namespace = runpy.run_path(str(path), run_name="__openprogram_run__")
-            entry = namespace.get("main")
-            if callable(entry):
-                wants = len(inspect.signature(entry).parameters)
-                result = session.run(entry, session) if wants else session.run(entry)
-                if result is not None:
-                    console.print(result)
+            try:
+                namespace = runpy.run_path(str(path), run_name="__openprogram_run__")
+                entry = namespace.get("main")
+                result = None
+                if callable(entry):
+                    wants = len(inspect.signature(entry).parameters)
+                    given = (session, list(args.args))[:wants]
+                    result = session.run(entry, *given)
+            except Exception as error:
+                if getattr(args, "debug", False):
+                    raise
+                errors.print(f"[red]error in {escape(str(path))}:[/]")
+                errors.print(_their_traceback(error, path), markup=False, end="")
+                return 1
+            if result is not None:
+                console.print(result)
     finally:
         session.close()
     console.print(f"session {session.id} in {session.store.url}")
     return 0
+
+
+def _their_traceback(error: BaseException, path: Path) -> str:
+    """The traceback of an error in a user's program, cut to the program's own frames
+    (ours, which ran it, are noise to them)."""
+    mine = path.resolve()
+    frames = [
+        frame
+        for frame in traceback.extract_tb(error.__traceback__)
+        if Path(frame.filename).resolve() == mine
+    ]
+    head = "Traceback (the program's own frames):\n" if frames else ""
+    body = "".join(traceback.format_list(frames))
+    return head + body + "".join(traceback.format_exception_only(type(error), error))
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -183,9 +221,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--budget", type=int, default=2_200, help="the prompt's token budget (default 2200)"
     )
     demo.set_defaults(run=cmd_demo)
-    run = sub.add_parser("run", parents=[common], help="run an agent program against a session")
-    run.add_argument("file", help="a Python file (its main(), if any, is called)")
-    run.add_argument("args", nargs="*", help="arguments for the program (after --)")
+    run = sub.add_parser(
+        "run",
+        parents=[common],
+        help="run an agent program against a session",
+        description=RUN_HELP,
+    )
+    run.add_argument(
+        "file", help="a Python file; main(), main(session) or main(session, args) is called"
+    )
+    run.add_argument("args", nargs="*", help="the program's own arguments (after --)")
     run.add_argument("--model", help="a litellm model the program's llm() calls use")
     run.add_argument("--session", help="a session id to continue (default: a new session)")
     run.add_argument("--policy", choices=("claude-code", "progressive"))

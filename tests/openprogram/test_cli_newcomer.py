@@ -429,3 +429,31 @@ def test_a_rollback_records_the_tokens_it_printed(
     code, _, err = run(capsys, "--db", db, "--state-dir", state, "rollback", "s1", "NOPE")
     assert code == 1 and "`openprogram collapses s1` lists them" in err
     assert "engine." not in err
+
+
+def test_run_passes_the_arguments_and_shows_the_program_s_own_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    program = tmp_path / "agent.py"
+    program.write_text(
+        "def check(words):\n"
+        "    if 'boom' in words:\n"
+        "        raise ValueError('boom')\n"
+        "    return f'{len(words)} words: ' + ' '.join(words)\n\n"
+        "def main(session, args):\n"
+        "    return check(args)\n"
+    )
+    db = str(tmp_path / "r.db")
+    state = str(tmp_path / "state")
+    code, out, _ = run(capsys, "--db", db, "--state-dir", state, "run", str(program), "--",
+                       "two", "--words")  # fmt: skip
+    assert code == 0 and "2 words: two --words" in out
+    code, _, err = run(capsys, "--db", db, "--state-dir", state, "run", str(program), "--", "boom")
+    assert code == 1
+    assert f"error in {program}" in err and "ValueError: boom" in err
+    assert "raise ValueError('boom')" in err and "return check(args)" in err  # their lines
+    assert "openprogram/_" not in err  # not ours
+    from openprogram._cli import parser
+
+    help_text = _subcommands(parser())["run"].format_help()
+    assert "main(session, args)" in " ".join(help_text.split())
