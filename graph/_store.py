@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -41,8 +42,11 @@ class LogEntry(NamedTuple):
 
 
 class SessionInfo(NamedTuple):
+    """A session as listed: its id, when it was created (UTC, the type of ``LayerInfo.at``
+    and ``Node.at``) and how many nodes it holds."""
+
     id: str
-    created: float
+    created: datetime
     nodes: int
 
 
@@ -278,7 +282,9 @@ class MemoryStore(Store):
         with self._lock:
             return [
                 SessionInfo(
-                    k, v["created"], sum(1 for r in v["records"] if not isinstance(r, Event))
+                    k,
+                    datetime.fromtimestamp(v["created"], UTC),
+                    sum(1 for r in v["records"] if not isinstance(r, Event)),
                 )
                 for k, v in self._sessions.items()
             ]

@@ -48,7 +48,9 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         return 0
     infos = store.sessions()
     if args.json:
-        print_json([{"id": i.id, "created": i.created, "nodes": i.nodes} for i in infos])
+        print_json(
+            [{"id": i.id, "created": i.created.isoformat(), "nodes": i.nodes} for i in infos]
+        )
         return 0
     from openprogram._tables import Grid
 
@@ -57,10 +59,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     table.column("nodes", "number")
     table.column("created (UTC)", "id")
     for info in infos:
-        import datetime
-
-        when = datetime.datetime.fromtimestamp(info.created, datetime.UTC)
-        table.row(info.id, f"{info.nodes:,}", when.strftime("%Y-%m-%d %H:%M:%S"))
+        table.row(info.id, f"{info.nodes:,}", info.created.strftime("%Y-%m-%d %H:%M:%S"))
     console.print(table)
     return 0
 

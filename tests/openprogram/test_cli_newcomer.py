@@ -457,3 +457,25 @@ def test_run_passes_the_arguments_and_shows_the_program_s_own_traceback(
 
     help_text = _subcommands(parser())["run"].format_help()
     assert "main(session, args)" in " ".join(help_text.split())
+
+
+def test_help_of_session_documents_engine_graph_and_every_parameter() -> None:
+    import inspect
+    import pydoc
+
+    from openprogram import Session
+
+    text = pydoc.render_doc(Session, renderer=pydoc.plaintext)
+    for name in ("engine:", "graph:", "history:"):
+        assert name in text
+    for name in inspect.signature(Session).parameters:
+        assert f"{name}:" in text, name
+
+
+def test_session_and_layer_times_are_one_type(tmp_path: Path) -> None:
+    from context import ContextEngine, Policy
+
+    graph = _rich_session(str(tmp_path / "a.db"), tmp_path / "state")
+    engine = ContextEngine(graph, Policy(state_dir=tmp_path / "state"))
+    (info,) = graph.store.sessions()
+    assert type(info.created) is type(engine.layers()[0].at)
