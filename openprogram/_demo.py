@@ -84,14 +84,19 @@ def fixed_tokens(session: Session) -> int:
     return system + counter.count_tools([spec.schema() for spec in specs])
 
 
-def _seed(db: str | os.PathLike[str] | None) -> str:
-    """A seed whose session id this database does not hold yet: the first demo in a
-    database always gets the same one, so a fresh run repeats its figures exactly."""
+def _seed(db: str | os.PathLike[str] | None, state_dir: Path) -> str:
+    """A seed whose session id neither this database nor the state folder knows yet: the
+    first demo in a fresh database and folder always gets the same one, so it repeats its
+    figures exactly (ids are in the prompts, and other ids tokenize differently)."""
     store = open_store(db)
     for n in range(1_000):
         with seeded_ids(f"openprogram demo {n}", _EPOCH_MS):
-            if not store.has_session(new_id()):
-                return f"openprogram demo {n}"
+            session = new_id()
+        used = (state_dir / "records" / f"{session}.jsonl").exists() or (
+            state_dir / "tool_results" / session
+        ).exists()
+        if not used and not store.has_session(session):
+            return f"openprogram demo {n}"
     raise OpenProgramError("this database holds 1,000 demo sessions; delete some or use --db")
 
 
@@ -103,7 +108,7 @@ def run_demo(
     progress: Callable[[int, int, str], None] | None = None,
 ) -> DemoRun:
     """Run the demo session; ``progress(done, total, what)`` is told each step."""
-    with seeded_ids(_seed(db), _EPOCH_MS):
+    with seeded_ids(_seed(db, Path(state_dir)), _EPOCH_MS):
         session = Session(
             db,
             new_id(),

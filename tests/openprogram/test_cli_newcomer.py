@@ -479,3 +479,13 @@ def test_session_and_layer_times_are_one_type(tmp_path: Path) -> None:
     engine = ContextEngine(graph, Policy(state_dir=tmp_path / "state"))
     (info,) = graph.store.sessions()
     assert type(info.created) is type(engine.layers()[0].at)
+
+
+def test_a_second_demo_beside_the_first_gets_its_own_ids(tmp_path: Path) -> None:
+    from openprogram._demo import run_demo
+
+    state = tmp_path / "state"
+    first = run_demo(tmp_path / "a.db", state_dir=state).session
+    second = run_demo(tmp_path / "b.db", state_dir=state).session  # another db, same folder
+    assert first.id != second.id
+    assert not {n.id for n in first.graph.nodes()} & {n.id for n in second.graph.nodes()}
