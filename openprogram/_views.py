@@ -169,7 +169,7 @@ def records_table(records: Sequence[CompactionRecord], *, title: str) -> Grid:
     table.column("before", "number")
     table.column("after", "number")
     table.column("ratio", "number")
-    table.column("what")
+    table.column("what", "id")  # layer ids, one a line: never cut
     table.column("error")
     for record in records:
         what = ""
@@ -180,7 +180,7 @@ def records_table(records: Sequence[CompactionRecord], *, title: str) -> Grid:
         elif record.offloaded:
             what = f"{len(record.offloaded)} file(s)"
         elif record.details.get("layers"):
-            what = f"rolled back {', '.join(record.details['layers'])}"
+            what = "\n".join(["rolled back", *record.details["layers"]])
         table.row(
             record.timestamp[11:19],
             record.tier,

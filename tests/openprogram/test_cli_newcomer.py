@@ -316,11 +316,13 @@ def test_the_replay_table_has_its_own_title(tmp_path: Path) -> None:
 def test_layer_ids_are_whole_at_any_width(tmp_path: Path, columns: int) -> None:
     db = str(tmp_path / "a.db")
     graph = _rich_session(db, tmp_path / "state")
-    done = openprogram("--db", db, "collapses", "s1", columns=columns)
-    assert done.returncode == 0, done.stderr
-    assert max(len(line) for line in done.stdout.splitlines()) <= columns
-    for layer in graph.layers():
-        assert layer.id in done.stdout
+    state = str(tmp_path / "state")
+    for command in ("collapses", "records"):
+        done = openprogram("--db", db, "--state-dir", state, command, "s1", columns=columns)
+        assert done.returncode == 0, done.stderr
+        assert max(len(line) for line in done.stdout.splitlines()) <= columns
+        for layer in graph.layers():
+            assert layer.id in done.stdout
 
 
 def test_the_demo_is_a_deterministic_story_in_120_columns(tmp_path: Path) -> None:
