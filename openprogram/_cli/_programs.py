@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import collections
 import inspect
+import json
 import runpy
 import sys
 import traceback
@@ -96,9 +97,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     console.rule("3. what the model read back")
     call = run.read_back
     if call is not None and isinstance(call.payload, Tool):
+        hidden = str(json.loads(call.payload.arguments or "{}").get("id", ""))
+        hidden = hidden.removeprefix("fn_")
+        name = getattr(graph.get(hidden).payload, "name", "function") if hidden in graph else ""
         _story(
-            "A summary hid an earlier investigation. The review asked for it back with the "
-            "history tool named in the summary:"
+            f"A summary hid an earlier {name or 'function'} call. The review asked for it "
+            "back with the history tool the summary names:"
         )
         console.print(f"  {call.payload.name}({call.payload.arguments})", markup=False)
         returned = call.result.content if call.result is not None else ""
