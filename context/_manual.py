@@ -31,6 +31,7 @@ from ._tier import TierContext
 from ._view import Unit, View
 
 if TYPE_CHECKING:
+    from ._engine import Rendered
     from ._persistence import _Frame
 
 
@@ -49,6 +50,8 @@ class LayerOperations:
         def context(
             self, head: str | None = None, frame: str | None = None, *, preview: bool = False
         ) -> tuple[TierContext, View, _Frame]: ...
+
+        def preview(self, head: str | None = None, frame: str | None = None) -> Rendered: ...
 
         def prepare(self, view: View, ctx: TierContext) -> View: ...
 
@@ -140,6 +143,7 @@ class LayerOperations:
         exactly as before the layer was made."""
         info = self.book.get(layer_id)
         started = time.perf_counter()
+        before = self.preview().tokens  # what the rollback costs the next prompt, recorded
         if layer_id in self.book.overlay:
             done = self.book.rollback(layer_id)
         else:
@@ -152,6 +156,7 @@ class LayerOperations:
                 raise UnknownLayer(str(error)) from error
             except LayerError as error:
                 raise ContextError(str(error)) from error
+        after = self.preview().tokens
         ctx, _, state = self.context()
         ctx.records.append(
             CompactionRecord(
@@ -159,8 +164,9 @@ class LayerOperations:
                 session=self.graph.session,
                 timestamp=ctx.now.isoformat(),
                 tier="rollback",
-                tokens_before=0,
-                tokens_after=0,
+                tokens_before=before,
+                tokens_after=after,
+                ratio=round(after / before, 4) if before else 1.0,
                 messages_before=0,
                 messages_after=0,
                 summarized=0,

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, delete, func, select, update
@@ -290,7 +291,12 @@ class SQLStore(Store):
                 ).all()
             )
             rows = connection.execute(select(sessions).order_by(sessions.c.created_us)).all()
-        return [SessionInfo(r.id, r.created_us / 1e6, int(counts.get(r.id, 0))) for r in rows]
+        return [
+            SessionInfo(
+                r.id, datetime.fromtimestamp(r.created_us / 1e6, UTC), int(counts.get(r.id, 0))
+            )
+            for r in rows
+        ]
 
     def delete_session(self, session: str) -> None:
         with self._connection() as connection:

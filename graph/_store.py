@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -42,8 +43,11 @@ class LogEntry(NamedTuple):
 
 
 class SessionInfo(NamedTuple):
+    """A session as listed: its id, when it was created (UTC, the type of ``LayerInfo.at``
+    and ``Node.at``) and how many nodes it holds."""
+
     id: str
-    created: float
+    created: datetime
     nodes: int
 
 
@@ -292,7 +296,9 @@ class MemoryStore(Store):
         with self._lock:
             return [
                 SessionInfo(
-                    k, v["created"], sum(1 for r in v["records"] if not isinstance(r, Event))
+                    k,
+                    datetime.fromtimestamp(v["created"], UTC),
+                    sum(1 for r in v["records"] if not isinstance(r, Event)),
                 )
                 for k, v in self._sessions.items()
             ]

@@ -13,15 +13,22 @@ import collections
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from context import CompactionRecord, Policy, Rendered
-from graph import LayerInfo
+from context import CompactionRecord, Policy, Rendered, state_folder
+from graph import LayerInfo, Node, Tool, new_id, seeded_ids
 from openprogram._current import current_frame
-from openprogram._session import Session
-from openprogram.examples.corpus import QUESTIONS
+from openprogram._errors import OpenProgramError
+from openprogram._session import Session, open_store
+from openprogram._tools import ToolSpec
+from openprogram.examples.corpus import QUESTIONS, read, search
 from openprogram.examples.research import research, review, scripted_model
 
 DEMO_BUDGET = 2_200
+ROOM = 300
+"""Tokens a prompt needs beyond its fixed part (system prompt, tool schemas) for one round."""
+SYSTEM = "You are a careful research agent. Cite the documents you used."
+_EPOCH_MS = 1_767_225_600_000  # 2026-01-01: seeded ids that look like the ids of that day
 
 
 def demo_policy() -> Policy:
@@ -56,12 +63,49 @@ class DemoRun:
     answers: list[str] = field(default_factory=list)
     review: str = ""
     rolled_back: LayerInfo | None = None
+    taken: list[LayerInfo] = field(default_factory=list)
+    """Every layer the rollback undid: the collapse, and those built on it."""
     before: Rendered | None = None
     after: Rendered | None = None
 
     @property
     def records(self) -> list[CompactionRecord]:
         return self.session.engine.records()
+
+    @property
+    def read_back(self) -> Node | None:
+        """The review's ``expand_function`` call (its arguments and its result)."""
+        calls = [
+            node
+            for node in self.session.graph.nodes()
+            if isinstance(node.payload, Tool) and node.payload.name == "expand_function"
+        ]
+        return calls[0] if calls else None
+
+
+def fixed_tokens(session: Session) -> int:
+    """What every prompt of an investigation holds whatever the budget: the system prompt
+    and the schemas of its tools (its own and the history tools)."""
+    specs = [ToolSpec(search), ToolSpec(read), *session.history.specs()]
+    counter = session.engine.counter
+    system = counter.count_messages([{"role": "system", "content": SYSTEM}])
+    return system + counter.count_tools([spec.schema() for spec in specs])
+
+
+def _seed(db: str | os.PathLike[str] | None, state_dir: Path) -> str:
+    """A seed whose session id neither this database nor the state folder knows yet: the
+    first demo in a fresh database and folder always gets the same one, so it repeats its
+    figures exactly (ids are in the prompts, and other ids tokenize differently)."""
+    store = open_store(db)
+    for n in range(1_000):
+        with seeded_ids(f"openprogram demo {n}", _EPOCH_MS):
+            session = new_id()
+        used = (state_dir / "records" / f"{session}.jsonl").exists() or (
+            state_dir / "tool_results" / session
+        ).exists()
+        if not used and not store.has_session(session):
+            return f"openprogram demo {n}"
+    raise OpenProgramError("this database holds 1,000 demo sessions; delete some or use --db")
 
 
 def run_demo(
@@ -72,33 +116,46 @@ def run_demo(
     progress: Callable[[int, int, str], None] | None = None,
 ) -> DemoRun:
     """Run the demo session; ``progress(done, total, what)`` is told each step."""
-    session = Session(
-        db,
-        model=scripted_model(),
-        system="You are a careful research agent. Cite the documents you used.",
-        policy=demo_policy(),
-        budget=budget,
-        state_dir=state_dir,
-    )
-    run = DemoRun(session)
+    folder = state_folder(open_store(db), state_dir).path
+    with seeded_ids(_seed(db, folder), _EPOCH_MS):
+        session = Session(
+            db,
+            new_id(),
+            model=scripted_model(),
+            system=SYSTEM,
+            policy=demo_policy(),
+            budget=budget,
+            state_dir=state_dir,
+        )
+        fixed = fixed_tokens(session)
+        if budget < fixed + ROOM:
+            session.close()
+            session.store.delete_session(session.id)
+            raise OpenProgramError(
+                f"--budget {budget:,} is too small: the system prompt and the tool schemas "
+                f"alone take {fixed:,} tokens of every prompt, which leaves no room for the "
+                f"conversation; use at least {fixed + ROOM:,} (the demo's default is "
+                f"{DEMO_BUDGET:,})"
+            )
+        run = DemoRun(session)
 
-    def note(record: CompactionRecord) -> None:
-        frame = current_frame().function
-        run.fired.setdefault(frame, collections.Counter())[record.tier] += 1
+        def note(record: CompactionRecord) -> None:
+            frame = current_frame().function
+            run.fired.setdefault(frame, collections.Counter())[record.tier] += 1
 
-    session.engine.callbacks.append(note)
-    total = len(QUESTIONS) + 1
-    for done, question in enumerate(QUESTIONS):
+        session.engine.callbacks.append(note)
+        total = len(QUESTIONS) + 1
+        for done, question in enumerate(QUESTIONS):
+            if progress is not None:
+                progress(done, total, question)
+            session.graph.append({"role": "user", "content": f"Question: {question}"})
+            run.answers.append(session.run(research, question))
         if progress is not None:
-            progress(done, total, question)
-        session.graph.append({"role": "user", "content": f"Question: {question}"})
-        run.answers.append(session.run(research, question))
-    if progress is not None:
-        progress(total - 1, total, "review")
-    run.review = session.run(review, "exports")
-    if progress is not None:
-        progress(total, total, "done")
-    _roll_back_one(run)
+            progress(total - 1, total, "review")
+        run.review = session.run(review, "exports")
+        if progress is not None:
+            progress(total, total, "done")
+        _roll_back_one(run)
     return run
 
 
@@ -109,6 +166,7 @@ def _roll_back_one(run: DemoRun) -> None:
         return
     layer = collapses[0]
     run.before = engine.preview()
-    engine.rollback(layer.id, reason="demo: show what the collapse hid")
+    done = engine.rollback(layer.id, reason="demo: show what the collapse hid")
     run.rolled_back = engine.layer(layer.id)
+    run.taken = [engine.layer(info.id) for info in done]
     run.after = engine.preview()

@@ -123,6 +123,33 @@ def model_name(model: Model | str | None) -> str | None:
 class Session:
     """An agent's conversation, stored, rendered under a budget, bound to running code.
 
+    Args:
+        db: where the conversation is stored: a SQLite path, a PostgreSQL URL,
+            ``":memory:"`` or a ``graph.Store`` (``None``: ``$OPENPROGRAM_DB`` or
+            ``.openprogram/openprogram.db``).
+        session_id: the session to continue (default: a new one).
+        model: the model ``llm()`` calls use: a litellm model name or a ``Model`` (such as
+            ``openprogram.testing.TestModel``).
+        policy: the compaction cascade (default: the claude-code preset for ``model``).
+        summarizer: what writes collapse and compaction summaries (default: heuristic,
+            offline).
+        system: a system prompt, appended once when the session has none.
+        budget: the prompt's token budget (default: the policy's, from the model's window).
+        state_dir: where offloaded outputs and record logs are written.
+        history_tools: give the model the tools that read what compaction put away.
+        max_steps: model turns one ``llm()`` call may take before it gives up.
+        lease_ttl: seconds a running function's lease lasts without a heartbeat.
+        redact: redact secrets before they are stored (``True`` or a ``Redactor``).
+
+    Attributes:
+        graph: the stored conversation, a ``graph.ConversationGraph`` (nodes, layers,
+            ``to_openai()``, ``to_networkx()``).
+        engine: the ``context.ContextEngine`` that renders each prompt; ``engine.preview()``
+            shows the next one, ``engine.layers()``, ``engine.rollback(id)``,
+            ``engine.expand(id)`` and ``engine.records()`` show and undo what it did.
+        history: the history tools the model gets, callable from Python too.
+        model, policy: what was chosen above; ``id`` and ``store`` name the session.
+
     >>> from openprogram.testing import TestModel
     >>> with Session(":memory:", model=TestModel(["Paris."]), system="Be brief.") as s:
     ...     s.llm("Capital of France?")

@@ -1,8 +1,7 @@
-"""The ``openprogram`` command line.
+"""The openprogram command line: agent sessions stored as a graph, rendered under a budget.
 
-Commands: demo, run, import, replay, bench, sessions, show, context, configure, records,
-collapses, compact, rollback, expand, fork, copy, export, delete, gc, scrub, migrate-state.
-Exit codes: 0 ok, 1 error, 2 usage. Errors are one line; ``--debug`` shows the traceback.
+Start with `openprogram demo`. Exit codes: 0 ok, 1 error, 2 usage. Errors are one line;
+--debug shows the traceback.
 """
 
 from __future__ import annotations
@@ -19,6 +18,34 @@ from openprogram._cli._common import UsageError, errors
 __all__ = ["main", "parser", "run"]
 
 
+HELP = {
+    "json": "print JSON instead of a table",
+    "session": "a session id (`openprogram sessions` lists them)",
+    "node": "a node id (`openprogram show SESSION` prints them)",
+    "layer": "a layer id (`openprogram collapses SESSION` lists them)",
+    "budget": "the prompt's token budget (default: the session's, else the model's)",
+    "model": "a litellm model name: its context window and tokenizer",
+    "policy": "the compaction preset",
+    "encoding": "the tiktoken encoding that counts tokens",
+    "reason": "why, kept in the rollback's record",
+    "depth": "1 shows nested functions by input and output; 2 or more opens them",
+    "dry_run": "say what would be removed, remove nothing",
+    "trace": "a trace file (Claude Code, Codex, OpenAI messages, SWE-agent, mini-swe-agent)",
+    "traces": "trace files or folders (default: ../shared/traces when found)",
+    "format": "the trace format (default: detected from the file)",
+}
+"""Help for options a command left without any, by destination: every option has help."""
+
+
+def _fill_help(top: argparse.ArgumentParser) -> None:
+    for action in top._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                for option in command._actions:
+                    if option.help is None and option.dest in HELP:
+                        option.help = HELP[option.dest]
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="openprogram", description=__doc__)
     top.add_argument("--db", help="SQLite path or PostgreSQL URL (also after the command)")
@@ -27,13 +54,27 @@ def parser() -> argparse.ArgumentParser:
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (_programs, _traces, _sessions, _configure, _layers, _scrub):
         module.register(sub)
+    _fill_help(top)
     return top
 
 
-def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
-    known = type(error).__module__.split(".")[0] in ("graph", "context", "openprogram")
-    return text if known else f"{type(error).__name__}: {text}"
+ERROR_CHARS = 300
+"""An error line longer than this is cut (``--debug`` shows the whole error)."""
+
+
+def one_line(error: BaseException) -> str:
+    """An error as one short line in plain words: no exception class names, no SQL, no
+    parameter dumps (a database error repeats every row it tried to write)."""
+    if isinstance(error, OSError) and error.strerror:
+        text = f"{error.strerror}: {error.filename}" if error.filename else error.strerror
+    else:
+        text = " ".join(str(error).split())
+    text = text.split(" [SQL: ")[0]
+    if not text:
+        text = f"unexpected {type(error).__name__}; --debug shows where"
+    if len(text) > ERROR_CHARS:
+        text = text[:ERROR_CHARS].rstrip() + " … (--debug shows all of it)"
+    return text
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -47,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:
         if getattr(args, "debug", False):
             raise
-        errors.print(f"[red]error:[/] {escape(_one_line(error))}")
+        errors.print(f"[red]error:[/] {escape(one_line(error))}")
         return 2 if isinstance(error, UsageError) else 1
 
 

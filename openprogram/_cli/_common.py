@@ -21,9 +21,10 @@ from rich.console import Console
 from context import ContextEngine, Policy, StateFolder, state_folder
 from graph import ConversationGraph, SQLStore, Store
 from openprogram._errors import OpenProgramError, SessionError
+from openprogram._tables import console_width
 
-console = Console(width=None if sys.stdout.isatty() else 220, highlight=False)
-errors = Console(stderr=True, width=None if sys.stderr.isatty() else 220, highlight=False)
+console = Console(width=console_width(), highlight=False, soft_wrap=True)
+errors = Console(stderr=True, width=console_width(), highlight=False, soft_wrap=True)
 
 
 class UsageError(OpenProgramError):
@@ -64,8 +65,38 @@ def folder_of(args: argparse.Namespace, store: Store) -> StateFolder:
 
 
 def open_store(args: argparse.Namespace, *, create: bool) -> Store:
-    """The database named by ``--db``; reading commands refuse one that does not exist."""
-    return SQLStore(getattr(args, "db", None), create=create)
+    """The database named by ``--db``; reading commands refuse one that does not exist, and
+    a folder that does not exist is never created behind the user's back (only the default
+    ``.openprogram`` folder is)."""
+    url = getattr(args, "db", None)
+    if url:
+        path = _sqlite_path(str(url))
+        if path is not None and path.is_dir():
+            raise UsageError(
+                f"--db {url} is a folder; name a database file, e.g. {path / 'openprogram.db'}"
+            )
+        if path is not None and create and not path.parent.is_dir():
+            raise UsageError(f"--db {url}: there is no folder {path.parent}; create it first")
+    return SQLStore(url, create=create)
+
+
+def _sqlite_path(url: str) -> Path | None:
+    """The file a SQLite ``--db`` names (a plain path or ``sqlite:///``); None otherwise."""
+    if url == ":memory:" or url.startswith("sqlite://:memory:"):
+        return None
+    if url.startswith("sqlite:///"):
+        return Path(url.removeprefix("sqlite:///"))
+    return None if "://" in url else Path(url)
+
+
+def encoding(name: str) -> str:
+    """An ``--encoding`` tiktoken knows (argparse type: anything else is a usage error)."""
+    import tiktoken
+
+    known = tiktoken.list_encoding_names()
+    if name not in known:
+        raise argparse.ArgumentTypeError(f"unknown encoding {name!r}; known: {', '.join(known)}")
+    return name
 
 
 def existing_session(

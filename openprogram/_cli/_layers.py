@@ -62,6 +62,12 @@ def cmd_collapses(args: argparse.Namespace) -> int:
 def cmd_rollback(args: argparse.Namespace) -> int:
     graph = existing_session(args, args.session)
     engine = engine_for(args, graph)
+    known = {layer.id for layer in engine.layers()}
+    if args.layer not in known and graph.store.session_of(args.layer) is None:
+        raise UnknownLayer(
+            f"no layer {args.layer!r} in session {graph.session}; "
+            f"`openprogram collapses {graph.session}` lists them"
+        )
     before = engine.preview().tokens
     done = engine.rollback(args.layer, reason=args.reason)
     after = engine.preview().tokens
@@ -75,7 +81,10 @@ def cmd_expand(args: argparse.Namespace) -> int:
     store = open_store(args, create=False)
     session = store.session_of(args.id)
     if session is None:
-        raise UnknownLayer(f"no layer or node {args.id!r} in {store.url}")
+        raise UnknownLayer(
+            f"no layer or node {args.id!r} in {store.url}; `openprogram collapses SESSION` "
+            "lists layers, `openprogram show SESSION` nodes"
+        )
     graph = ConversationGraph(store, session)
     engine = engine_for(args, graph)
     messages = engine.expand(args.id, depth=args.depth)

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress
-from rich.table import Table
 
 from context import Policy, read_jsonl, records_path
 from graph import ConversationGraph, new_id
@@ -19,12 +19,15 @@ from openprogram._cli._common import (
     UsageError,
     common_options,
     console,
+    encoding,
+    errors,
     folder_of,
     open_store,
     print_json,
     warnings_shown,
 )
 from openprogram._errors import OpenProgramError
+from openprogram._tables import Grid
 
 
 def _default_traces() -> list[Path]:
@@ -36,40 +39,76 @@ def _default_traces() -> list[Path]:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from openprogram.importers import import_parsed, parse_trace
+    """Import a trace. A trace some session already holds goes to that session (only its
+    new records, if it grew); a session that holds another conversation is refused
+    unless ``--append``."""
+    from graph import is_export
+
+    if is_export(args.trace):
+        return _load_export(args)
+    from openprogram.importers import find_import, import_parsed, parse_trace
 
     parsed = parse_trace(args.trace, format=args.format, skip_bad=args.skip_bad)
     store = open_store(args, create=True)
-    session = args.session or new_id()
+    found = find_import(store, parsed)
+    if found is not None and args.session and found[0] != args.session and not args.append:
+        raise UsageError(
+            f"{args.trace} is already imported into session {found[0]}; "
+            f"`openprogram copy {found[0]} --to DB --as {args.session}` makes a second copy"
+        )
+    session = args.session or (found[0] if found else new_id())
     created = not store.has_session(session)
     graph = ConversationGraph(store, session)
     try:
-        stats = import_parsed(parsed, graph)
+        stats = import_parsed(parsed, graph, append=args.append)
     except BaseException:
         if created and not store.load(session).records:
             store.delete_session(session)  # ours, and still empty: leave no trace of the attempt
         raise
     if stats.already_imported:
-        console.print(f"session {graph.session}: {args.trace} already imported; nothing added")
+        console.print(
+            f"{args.trace} already imported: session {graph.session} holds all its "
+            f"{stats.held} records; nothing added"
+        )
         return 0
+    grew = f" after the {stats.held} records it held" if stats.held else ""
     console.print(
         f"session {graph.session}: {stats.messages} messages, {stats.tool_calls} tool calls, "
-        f"{stats.functions} functions ({stats.format}); skipped {stats.skipped}"
+        f"{stats.functions} functions ({stats.format}){grew}; skipped {stats.skipped}"
     )
     for warning in stats.warnings[:20]:
-        console.print(f"[yellow]warning:[/] {warning}")
+        console.print(f"[yellow]warning:[/] {escape(warning)}")
+    return 0
+
+
+def _load_export(args: argparse.Namespace) -> int:
+    """An ``openprogram export`` file: the session comes back whole, with its ids."""
+    from graph import load_export
+
+    if args.append:
+        raise UsageError("an exported session is loaded whole; --append does not apply")
+    store = open_store(args, create=True)
+    session = load_export(args.trace, store, args.session)
+    nodes = len(ConversationGraph(store, session))
+    console.print(f"session {session}: loaded {nodes} nodes from the export {args.trace}")
     return 0
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from openprogram.bench import MessageCounter, Turn, format_table, load_trace, run_policy
 
+    if args.plot:
+        from openprogram._plot import check_plot_target
+
+        check_plot_target(Path(args.plot))
     graph = (
         ConversationGraph.memory()
         if args.memory
         else ConversationGraph(open_store(args, create=True), new_id())
     )
-    trace = load_trace(Path(args.trace), format=args.format, graph=graph)
+    # A stored replay is a new session each run, so its ids are seeded by that session.
+    seed = None if args.memory else f"import:{graph.session}"
+    trace = load_trace(Path(args.trace), format=args.format, graph=graph, seed=seed)
     counter = MessageCounter(args.encoding)
     folder = folder_of(args, graph.store)
     state = folder.path
@@ -105,19 +144,20 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print_json(metrics.to_json())
         return 0
     console.print(f"session {graph.session} in {graph.store.url}")
-    console.print(format_table([metrics]))
+    console.print(format_table([metrics], title=f"replay of {trace.name} at {budget:,} tokens"))
     path = records_path(state, graph.session)
     with warnings_shown():
         records = list(read_jsonl(path))
-    table = Table(title="compactions (new decisions)")
-    for column in ("tier", "fired", "tokens saved when fired"):
-        table.add_column(column)
+    table = Grid("compactions (new decisions)")
+    table.column("tier", "id")
+    table.column("fired", "number")
+    table.column("tokens saved when fired", "number")
     tiers = Counter(r.tier for r in records)
     saved: Counter[str] = Counter()
     for record in records:
         saved[record.tier] += record.tokens_before - record.tokens_after
     for tier, count in tiers.items():
-        table.add_row(tier, str(count), str(saved[tier]))
+        table.row(tier, f"{count:,}", f"{saved[tier]:,}")
     console.print(table)
     console.print(f"records: {path}" if records else "no compaction was needed")
     if args.plot:
@@ -135,6 +175,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _bench_losses(args)
     from openprogram.bench import (
         POLICIES,
+        BaselineUnavailable,
         MessageCounter,
         format_table,
         load_trace,
@@ -162,24 +203,34 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         summarizer = LiteLLMSummarizer(args.summarizer)
     rows = []
+    missing: dict[str, str] = {}
     with Progress(console=Console(stderr=True), transient=True) as progress:
         task = progress.add_task("bench", total=len(paths) * len(policies) * len(budgets))
         for path, name in zip(paths, trace_names(inputs, paths), strict=True):
             trace = load_trace(path, name=name)
             for budget in budgets:
                 for policy in policies:
-                    row = run_policy(
-                        trace,
-                        policy,
-                        budget,
-                        counter,
-                        anchored=args.anchored,
-                        summarizer=summarizer,
-                        overrides=overrides,
-                    )
+                    if policy in missing:
+                        progress.advance(task)
+                        continue
+                    try:
+                        row = run_policy(
+                            trace,
+                            policy,
+                            budget,
+                            counter,
+                            anchored=args.anchored,
+                            summarizer=summarizer,
+                            overrides=overrides,
+                        )
+                    except BaselineUnavailable as error:
+                        missing[policy] = str(error)
+                        row = None
                     if row is not None:
                         rows.append(row)
                     progress.advance(task)
+    for policy, why in missing.items():
+        errors.print(f"[yellow]skipped {policy}:[/] {escape(why)}")
     rows = with_cost_ratios(rows)
     if args.json:
         sys.stdout.write(to_jsonl(rows))
@@ -200,16 +251,18 @@ def _bench_losses(args: argparse.Namespace) -> int:
     if not ours:
         raise UsageError(f"--losses compares our policies ({', '.join(our_policies())})")
     counter = MessageCounter(args.encoding)
-    table = Table(title=f"identifier uses {args.losses} held and ours did not, by cause")
-    for column in ("trace", "policy", "lost", "causes"):
-        table.add_column(column)
+    table = Grid(f"identifier uses {args.losses} held and ours did not, by cause")
+    table.column("trace", key=True)
+    table.column("policy", key=True)
+    table.column("lost", "number")
+    table.column("causes")
     for budget in args.budget or [32_000]:
         for path, name in zip(paths, trace_names(inputs, paths), strict=True):
             trace = load_trace(path, name=name)
             for policy in ours:
                 causes = identifier_losses(trace, policy, args.losses, budget, counter)
                 shown = "; ".join(f"{n} {cause}" for cause, n in causes.most_common())
-                table.add_row(name, policy, str(sum(causes.values())), shown or "—")
+                table.row(name, policy, str(sum(causes.values())), shown or "—")
     console.print(table)
     return 0
 
@@ -226,12 +279,14 @@ def _bench_scale(args: argparse.Namespace) -> int:
     if args.json:
         print_json(to_json(figures))
         return 0
-    table = Table(title=f"scale: {args.nodes:,} nodes on {figures['db']}")
-    for column in ("step", "measured", "goal", "met"):
-        table.add_column(column)
+    table = Grid(f"scale: {args.nodes:,} nodes on {figures['db']}")
+    table.column("step", key=True)
+    table.column("measured", "number")
+    table.column("goal")
+    table.column("met", "id")
     for row in goals(figures):
         value = f"{row.value:,.0f}" if row.unit == "nodes/s" else f"{row.value:,.2f}"
-        table.add_row(row.step, f"{value} {row.unit}", row.goal, "yes" if row.met else "NO")
+        table.row(row.step, f"{value} {row.unit}", row.goal, "yes" if row.met else "NO")
     console.print(table)
     for name, value in extras(figures):
         console.print(f"{name}: {value}")
@@ -252,36 +307,71 @@ def _settings(pairs: Sequence[str] | None) -> dict[str, object]:
     return values
 
 
+FORMATS = ("claude-code", "codex", "openai", "swe-agent", "mini-swe-agent")
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     common = common_options()
-    imp = sub.add_parser("import", parents=[common], help="import a trace into a session")
-    imp.add_argument("trace")
-    imp.add_argument("--session")
-    imp.add_argument("--format")
-    imp.add_argument("--skip-bad", action="store_true")
+    imp = sub.add_parser(
+        "import",
+        parents=[common],
+        help="import a trace into a session (again: only what is new)",
+        description="Import a trace into a session. A trace this database already holds is "
+        "recognized record by record: importing it again adds nothing, and a trace that grew "
+        "adds only its new records, to the session that holds the rest.",
+    )
+    imp.add_argument("trace", help="the trace file")
+    imp.add_argument(
+        "--session",
+        help="the session to import into (default: a new one, or the one "
+        "that holds this trace already)",
+    )
+    imp.add_argument(
+        "--append",
+        action="store_true",
+        help="add the trace after the conversation --session already holds",
+    )
+    imp.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="the trace format (default: detected from the file)",
+    )
+    imp.add_argument(
+        "--skip-bad",
+        action="store_true",
+        help="skip malformed records (counted and reported) instead of stopping at the first",
+    )
     imp.set_defaults(run=cmd_import)
     replay = sub.add_parser(
         "replay", parents=[common], help="render every turn of a trace and report the tiers"
     )
     replay.add_argument("trace")
     replay.add_argument("--budget", type=int, help="default: 32000, or the model's budget")
-    replay.add_argument("--policy", default="claude-code")
+    replay.add_argument(
+        "--policy",
+        default="claude-code",
+        choices=("claude-code", "progressive", "none", "masking", "trim", "native"),
+        help="our presets, or a baseline to compare (default: claude-code)",
+    )
     replay.add_argument("--model", help="take window and tokenizer from this model's entry")
-    replay.add_argument("--memory", action="store_true", help="import into memory, not SQLite")
+    replay.add_argument("--memory", action="store_true", help="import into memory, not --db")
     replay.add_argument("--plot", help="write a PNG of tokens per turn")
     replay.add_argument("--format")
-    replay.add_argument("--encoding", default="cl100k_base")
+    replay.add_argument("--encoding", default="cl100k_base", type=encoding)
     replay.add_argument("--json", action="store_true")
     replay.set_defaults(run=cmd_replay)
     bench = sub.add_parser(
         "bench", parents=[common], help="replay traces under policies and baselines"
     )
     bench.add_argument("traces", nargs="*")
-    bench.add_argument("--budget", type=int, action="append")
+    bench.add_argument(
+        "--budget", type=int, action="append", help="a token budget (repeatable; default 32000)"
+    )
     bench.add_argument(
         "--policies",
         default="none,native,masking,trim,harness,langchain-clear,langchain-clear-trim,"
         "claude-code,progressive",
+        help="comma-separated: our presets, the baselines and the peers to compare",
     )
     bench.add_argument(
         "--summarizer", help="a litellm model for our policies' summaries (default: heuristic)"
@@ -292,7 +382,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="FIELD=VALUE",
         help="override a policy field, e.g. --set identifier_tokens=0 (repeatable)",
     )
-    bench.add_argument("--encoding", default="cl100k_base")
+    bench.add_argument("--encoding", default="cl100k_base", type=encoding)
     bench.add_argument("--json", action="store_true")
     bench.add_argument(
         "--scale",
