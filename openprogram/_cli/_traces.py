@@ -201,7 +201,7 @@ def _bench_scale(args: argparse.Namespace) -> int:
     for column in ("step", "measured", "goal", "met"):
         table.add_column(column)
     for row in goals(figures):
-        value = f"{row.value:,.0f}" if row.unit == "nodes/s" else f"{row.value:,.2f}"
+        value = f"{row.value:,.0f}" if row.unit == "layers" else f"{row.value:,.2f}"
         table.add_row(row.step, f"{value} {row.unit}", row.goal, "yes" if row.met else "NO")
     console.print(table)
     for name, value in extras(figures):
