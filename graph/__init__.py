@@ -67,18 +67,27 @@ from ._store import LogEntry, MemoryStore, SessionInfo, Store
 from ._walk import Step, inside, visible, visible_since
 
 if TYPE_CHECKING:
+    from ._export import export_format, export_session, is_export, load_export
     from ._nx import export_graphml, export_json, to_networkx
 
-_LAZY = {"export_graphml", "export_json", "to_networkx"}
+_LAZY = {
+    "export_graphml": "_nx",
+    "export_json": "_nx",
+    "to_networkx": "_nx",
+    "export_format": "_export",
+    "export_session": "_export",
+    "is_export": "_export",
+    "load_export": "_export",
+}
 
 
 def __getattr__(name: str) -> Any:
     """The networkx view's functions, imported on first use: ``import graph`` must not pay
     for networkx (about 0.2 s and 20 MB) when nothing asks for a networkx graph."""
     if name in _LAZY:
-        from . import _nx
+        import importlib
 
-        value = getattr(_nx, name)
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -132,13 +141,17 @@ __all__ = [
     "dialogue_message",
     "dispose_engines",
     "engine_for",
+    "export_format",
     "export_graphml",
     "export_json",
+    "export_session",
     "function_call_id",
     "function_messages",
     "html_table",
     "inside",
+    "is_export",
     "is_safe_id",
+    "load_export",
     "migrate",
     "migration",
     "new_id",

@@ -24,6 +24,8 @@ from openprogram._errors import (
 from openprogram._functions import function
 from openprogram._history import HISTORY_TOOLS, HistoryTools
 from openprogram._models import LiteLLMModel, Model, ModelResponse, Usage
+from openprogram._plot import plot_functions
+from openprogram._replaying import Replay, ReplayTurn, replay
 from openprogram._session import Session
 from openprogram._tools import ToolSpec
 from openprogram.importers import ImportStats, detect_format, import_trace
@@ -41,6 +43,8 @@ __all__ = [
     "NoSession",
     "OpenProgramError",
     "OutputValidationError",
+    "Replay",
+    "ReplayTurn",
     "Session",
     "SessionError",
     "StepLimitExceeded",
@@ -56,4 +60,6 @@ __all__ = [
     "function",
     "import_trace",
     "llm",
+    "plot_functions",
+    "replay",
 ]

@@ -10,6 +10,8 @@ session. A bad id is a tool error the model reads, never an exception in the loo
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from graph import Dialogue, Function, Node, Tool, as_text, steps_to_messages, text_of
@@ -77,13 +79,31 @@ class HistoryTools:
     def __init__(self, session: Session) -> None:
         self.session = session
 
-    def _node(self, node_id: str) -> Node:
+    def _resolve(self, ref: str) -> str:
+        """The node id a reference names: a bare id, a finished function's tool-call id
+        (``fn_<id>``, as the prompt shows the call), or an offload file's path. Anything
+        else comes back as it was (a layer id, or an id this session does not hold)."""
+        ref = ref.strip().strip("\"'")
+        candidates = [ref]
+        if ref.startswith("fn_"):
+            candidates.append(ref.removeprefix("fn_"))
+        if "/" in ref or "\\" in ref or ref.endswith(".txt"):
+            candidates.append(PurePath(ref.replace("\\", "/")).stem)
         graph = self.session.graph
-        if node_id not in graph:
-            graph.refresh()
-        if node_id not in graph:
+        for attempt in range(2):
+            for candidate in candidates:
+                if candidate in graph:
+                    return candidate
+            if attempt == 0:
+                graph.refresh()
+        return ref
+
+    def _node(self, node_id: str) -> Node:
+        resolved = self._resolve(node_id)
+        graph = self.session.graph
+        if resolved not in graph:
             raise ValueError(f"no node {node_id!r} in this session; search_history finds ids")
-        return graph.get(node_id)
+        return graph.get(resolved)
 
     def inspect_node(self, id: str) -> str:
         """Show one node of the conversation graph: its kind, status, content and links.
@@ -115,16 +135,45 @@ class HistoryTools:
 
     def read_output(self, id: str, offset: int = 0, limit: int = READ_LIMIT) -> str:
         """Read the full text of a node — an offloaded, reduced or cleared tool output, a
-        function's output or a message — from ``offset``, at most ``limit`` characters.
+        function's output or a message — from ``offset``, at most 8,000 characters a time.
 
         Args:
             id: the node id a placeholder names
             offset: the first character to return
-            limit: how many characters to return at most
+            limit: how many characters to return at most (8,000 at most)
         """
         node = self._node(id)
-        how = f'read_output("{id}", offset={{offset}})'
-        return _page(node_text(node), offset, limit, how)
+        again = self._history_call(node)
+        if again is not None:
+            return again(offset)
+        how = f'read_output("{node.id}", offset={{offset}})'
+        page = _page(node_text(node), offset, limit, how)
+        if limit > READ_LIMIT:
+            return f"[one read returns at most {READ_LIMIT:,} characters]\n{page}"
+        return page
+
+    def _history_call(self, node: Node) -> Callable[[int], str] | None:
+        """For the result of a history tool, the call that reads what it read, from an
+        offset: reading the result itself could be cut again and point back at itself."""
+        payload = node.payload
+        if not isinstance(payload, Tool) or payload.name not in HISTORY_TOOLS:
+            return None
+        try:
+            args = json.loads(payload.arguments or "{}")
+        except json.JSONDecodeError:
+            return None
+        if not isinstance(args, dict) or payload.name == "search_history":
+            return None
+        tool = getattr(self, payload.name)
+        if payload.name == "inspect_node":
+            tool, args = self.read_output, {"id": args.get("id", "")}
+
+        def read(offset: int) -> str:
+            call = {**args, "offset": offset}
+            note = f"[node {node.id} is what {payload.name} returned; read again from the source]"
+            return f"{note}\n{tool(**call)}"
+
+        return read
 
     def read_history(self, first: str, last: str, offset: int = 0) -> str:
         """Read earlier rounds removed to fit the context, from node ``first`` to ``last``.
@@ -157,7 +206,7 @@ class HistoryTools:
         node = self._node(id)
         if node.kind != "function":
             raise ValueError(f"node {id} is a {node.kind} node, not a function")
-        messages = self.session.engine.expand(id, depth=depth)
+        messages = self.session.engine.expand(node.id, depth=depth)
         how = f'expand_function("{id}", depth={depth}, offset={{offset}})'
         return _page(messages_text(messages), offset, READ_LIMIT, how)
 
@@ -168,7 +217,7 @@ class HistoryTools:
             id: the layer id its summary names
             offset: the first character to return (a long segment is read in pieces)
         """
-        messages = self.session.engine.expand(id)
+        messages = self.session.engine.expand(self._resolve(id))
         how = f'expand_layer("{id}", offset={{offset}})'
         return _page(messages_text(messages), offset, READ_LIMIT, how)
 

@@ -4,14 +4,17 @@ token distribution of a render, compaction records, layers."""
 from __future__ import annotations
 
 import collections
+import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rich.table import Table
+from rich.markup import escape
 from rich.tree import Tree
 
 from context import CompactionRecord, Rendered, TokenCounter
 from graph import GraphReader, LayerInfo, Node, text_of
+from openprogram._tables import Grid
 
 _STATUS = {"running": "yellow", "completed": "green", "error": "red", "interrupted": "magenta"}
 
@@ -23,8 +26,9 @@ def _label(node: Node, graph: GraphReader) -> str:
         return f"[bold]{payload.name}[/] [{color}]{node.status}[/] [dim]{node.id}[/]"
     tools = graph.tools(node.id)
     calls = f" → {', '.join(str(t.payload.name) for t in tools)}" if tools else ""
-    text = " ".join(text_of(payload.content).split())[:70]
-    return f"[blue]{node.role}[/] {text!r}{calls}"
+    text = " ".join(text_of(payload.content).split())
+    text = text if len(text) <= 60 else text[:59] + "…"
+    return f"[blue]{node.role}[/] [dim]{node.id}[/] {escape(repr(text))}{escape(calls)}"
 
 
 def session_tree(
@@ -41,7 +45,7 @@ def session_tree(
     for layer in graph.layers():
         for node_id in layer.covers[:1]:
             covered[node_id].append(layer)
-    if fired and fired.get(None):
+    if fired and fired.get(None) and _tiers(fired[None]):
         tree.add(f"[cyan]tiers at the top level:[/] {_tiers(fired[None])}")
     children: dict[str | None, list[Node]] = collections.defaultdict(list)
     for node in graph.nodes():
@@ -59,7 +63,7 @@ def session_tree(
                 )
             if node.kind == "function":
                 sub = branch.add(_label(node, graph))
-                if fired and fired.get(node.id):
+                if fired and fired.get(node.id) and _tiers(fired[node.id]):
                     sub.add(f"[cyan]tiers:[/] {_tiers(fired[node.id])}")
                 add(sub, node.id)
             elif messages:
@@ -69,11 +73,53 @@ def session_tree(
     return tree
 
 
+_ULID = re.compile(r"\b[0-9A-HJKMNP-TV-Z]{26}\b")
+
+
+def fired_by_frame(
+    graph: GraphReader, records: Sequence[CompactionRecord]
+) -> dict[str | None, collections.Counter[str]]:
+    """Which tiers fired in which function's prompts (``None``: the top level). A record
+    names the nodes it offloaded, cut or put under a layer; the records of one render share
+    its timestamp, so one that names no node (a microcompact, a snip) goes with those."""
+    layers = {info.id: info for info in graph.layers()}
+    known: dict[str, str | None] = {}
+    frames: list[tuple[bool, str | None]] = []
+    for record in records:
+        frames.append(_frame_of(graph, layers, record))
+        if frames[-1][0]:
+            known.setdefault(record.timestamp, frames[-1][1])
+    fired: dict[str | None, collections.Counter[str]] = {}
+    for record, (found, frame) in zip(records, frames, strict=True):
+        frame = frame if found else known.get(record.timestamp)
+        fired.setdefault(frame, collections.Counter())[record.tier] += 1
+    return fired
+
+
+def _frame_of(
+    graph: GraphReader, layers: Mapping[str, LayerInfo], record: CompactionRecord
+) -> tuple[bool, str | None]:
+    text = json.dumps([record.offloaded, record.details], default=str)
+    for found in _ULID.findall(text):
+        covers = layers[found].covers if found in layers else ()
+        node_id = covers[0] if covers else found
+        if node_id in graph:
+            node_id = graph.state.requested_by.get(node_id, node_id)  # a tool: its call
+            frame = graph.state.caller.get(node_id)
+            while frame is not None and graph.get(frame).kind != "function":
+                frame = graph.state.caller.get(frame)
+            return True, frame
+    return False, None
+
+
 def _tiers(counts: Mapping[str, int]) -> str:
-    return ", ".join(f"{tier} ×{n}" if n > 1 else tier for tier, n in counts.items())
+    """Tiers by how often they fired; a rollback is the user's act, not a tier."""
+    return ", ".join(
+        f"{tier} ×{n}" if n > 1 else tier for tier, n in counts.items() if tier != "rollback"
+    )
 
 
-def distribution_table(rendered: Rendered, counter: TokenCounter, *, title: str) -> Table:
+def distribution_table(rendered: Rendered, counter: TokenCounter, *, title: str) -> Grid:
     """Where a prompt's tokens go (by kind of message) and what each tier saved."""
     shares: collections.Counter[str] = collections.Counter()
     for message in rendered.messages:
@@ -91,15 +137,16 @@ def distribution_table(rendered: Rendered, counter: TokenCounter, *, title: str)
         else:
             kind = f"{role} messages"
         shares[kind] += counter.count_message(message)
-    table = Table(title=title)
-    for column in ("part", "tokens", "share of budget"):
-        table.add_column(column, justify="right" if column != "part" else "left")
+    table = Grid(title)
+    table.column("part", key=True)
+    table.column("tokens", "number")
+    table.column("share of budget", "number")
     schema = rendered.tokens - sum(shares.values())
     if schema > 0:
         shares["tool schemas"] += schema
     for kind, tokens in shares.most_common():
-        table.add_row(kind, f"{tokens:,}", f"{tokens / rendered.budget:.1%}")
-    table.add_row(
+        table.row(kind, f"{tokens:,}", f"{tokens / rendered.budget:.1%}")
+    table.row(
         "[bold]total[/]",
         f"[bold]{rendered.tokens:,}[/]",
         f"{rendered.tokens / rendered.budget:.1%}",
@@ -107,18 +154,23 @@ def distribution_table(rendered: Rendered, counter: TokenCounter, *, title: str)
     saved: collections.Counter[str] = collections.Counter()
     for action in rendered.actions:
         saved[action.tier] += action.tokens_before - action.tokens_after
-    table.add_section()
+    table.section()
     for tier, tokens in saved.most_common():
         if tokens > 0:
-            table.add_row(f"saved by {tier}", f"{tokens:,}", "")
+            table.row(f"saved by {tier}", f"{tokens:,}", "")
     return table
 
 
-def records_table(records: Sequence[CompactionRecord], *, title: str) -> Table:
+def records_table(records: Sequence[CompactionRecord], *, title: str) -> Grid:
     """One row per compaction record: when, tier, tokens before and after, what it did."""
-    table = Table(title=title)
-    for column in ("time", "tier", "before", "after", "ratio", "what", "error"):
-        table.add_column(column)
+    table = Grid(title)
+    table.column("time", "id", key=True)
+    table.column("tier", "id", key=True)
+    table.column("before", "number")
+    table.column("after", "number")
+    table.column("ratio", "number")
+    table.column("what")
+    table.column("error")
     for record in records:
         what = ""
         if record.details.get("layer"):
@@ -129,7 +181,7 @@ def records_table(records: Sequence[CompactionRecord], *, title: str) -> Table:
             what = f"{len(record.offloaded)} file(s)"
         elif record.details.get("layers"):
             what = f"rolled back {', '.join(record.details['layers'])}"
-        table.add_row(
+        table.row(
             record.timestamp[11:19],
             record.tier,
             f"{record.tokens_before:,}",
@@ -141,20 +193,25 @@ def records_table(records: Sequence[CompactionRecord], *, title: str) -> Table:
     return table
 
 
-def layers_table(layers: Sequence[LayerInfo], saved: Mapping[str, int], *, title: str) -> Table:
-    """One row per layer: kind, state, what it covers, tokens saved, what it builds on."""
-    table = Table(title=title)
-    for column in ("layer", "kind", "state", "covers", "tokens saved", "builds on"):
-        table.add_column(column)
+def layers_table(layers: Sequence[LayerInfo], saved: Mapping[str, int], *, title: str) -> Grid:
+    """One row per layer: kind, state, what it covers, tokens saved, what it builds on (one
+    id a line, so every id can be copied whole)."""
+    table = Grid(title)
+    table.column("layer", "id", key=True)
+    table.column("kind", "id")
+    table.column("state")
+    table.column("covers", "number")
+    table.column("tokens saved", "number")
+    table.column("builds on", "id")
     for layer in layers:
         state = "active" if layer.active else f"rolled back (seq {layer.rolled_back})"
-        table.add_row(
+        table.row(
             layer.id,
             layer.kind,
             state,
             f"{len(layer.covers)} nodes",
             f"{saved.get(layer.id, 0):,}",
-            ", ".join(layer.builds_on) or "—",
+            "\n".join(layer.builds_on) or "—",
         )
     return table
 

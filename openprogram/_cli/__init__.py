@@ -30,10 +30,23 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
-    known = type(error).__module__.split(".")[0] in ("graph", "context", "openprogram")
-    return text if known else f"{type(error).__name__}: {text}"
+ERROR_CHARS = 300
+"""An error line longer than this is cut (``--debug`` shows the whole error)."""
+
+
+def one_line(error: BaseException) -> str:
+    """An error as one short line in plain words: no exception class names, no SQL, no
+    parameter dumps (a database error repeats every row it tried to write)."""
+    if isinstance(error, OSError) and error.strerror:
+        text = f"{error.strerror}: {error.filename}" if error.filename else error.strerror
+    else:
+        text = " ".join(str(error).split())
+    text = text.split(" [SQL: ")[0]
+    if not text:
+        text = f"unexpected {type(error).__name__}; --debug shows where"
+    if len(text) > ERROR_CHARS:
+        text = text[:ERROR_CHARS].rstrip() + " … (--debug shows all of it)"
+    return text
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -47,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:
         if getattr(args, "debug", False):
             raise
-        errors.print(f"[red]error:[/] {escape(_one_line(error))}")
+        errors.print(f"[red]error:[/] {escape(one_line(error))}")
         return 2 if isinstance(error, UsageError) else 1
 
 

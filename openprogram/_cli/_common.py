@@ -21,9 +21,10 @@ from rich.console import Console
 from context import ContextEngine, Policy
 from graph import ConversationGraph, SQLStore, Store
 from openprogram._errors import OpenProgramError, SessionError
+from openprogram._tables import console_width
 
-console = Console(width=None if sys.stdout.isatty() else 220, highlight=False)
-errors = Console(stderr=True, width=None if sys.stderr.isatty() else 220, highlight=False)
+console = Console(width=console_width(), highlight=False, soft_wrap=True)
+errors = Console(stderr=True, width=console_width(), highlight=False, soft_wrap=True)
 
 
 class UsageError(OpenProgramError):

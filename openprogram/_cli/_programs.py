@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import collections
 import inspect
 import runpy
 import sys
@@ -10,19 +11,31 @@ from pathlib import Path
 
 from rich.progress import Progress
 
+from graph import Tool
 from openprogram._cli._common import UsageError, common_options, console, policy_from, state_dir
+
+TIER_WORDS = {
+    "offload": "moved a large tool output to a file; the prompt keeps its head, tail and id",
+    "budget_reduction": "cut the middle out of the largest outputs still in the prompt",
+    "microcompact": "replaced old tool results with one-line stubs",
+    "collapse": "summarized a stretch of old rounds into a layer",
+    "compact": "summarized the history before the recent rounds into a layer",
+    "snip": "dropped the oldest rounds, leaving a note that names them",
+    "emergency": "last resort: stubs for whatever still did not fit",
+}
+
+
+def _story(text: str) -> None:
+    """A paragraph of the demo's story, wrapped to the console."""
+    console.print(text, soft_wrap=False)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """The nested research agent, offline, under a small budget; then what it did."""
+    """The nested research agent, offline, under a small budget; then its story: what the
+    agent did, what each tier did, what the model read back, what the rollback restored."""
     from openprogram._demo import run_demo
-    from openprogram._views import (
-        distribution_table,
-        layer_savings,
-        layers_table,
-        records_table,
-        session_tree,
-    )
+    from openprogram._tables import Grid
+    from openprogram._views import distribution_table, session_tree
 
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("research agent", total=1)
@@ -35,38 +48,98 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
     session = run.session
     graph = session.graph
-    console.rule("the session")
+    functions = collections.Counter(
+        str(getattr(n.payload, "name", "")) for n in graph.nodes() if n.kind == "function"
+    )
+    console.rule("1. what the agent did")
+    _story(
+        f"The research agent answered {len(run.answers)} questions under a "
+        f"{args.budget:,}-token budget: {functions['research']} research calls ran "
+        f"{functions['investigate']} investigations and {functions['synthesize']} syntheses, "
+        f"then one review read back what a summary hid. Each call is a function node; the "
+        f"tiers listed under one are those that fired in its own prompts."
+    )
     title = f"session [bold]{session.id}[/] ({len(graph)} nodes, {session.store.url})"
     console.print(session_tree(graph, title=title, fired=run.fired, messages=False))
-    console.rule("the next prompt, /context style")
+
+    console.rule("2. what each tier did")
+    table = Grid(f"{len(run.records)} compaction decisions")
+    table.column("tier", "id", key=True)
+    table.column("fired", "number")
+    table.column("tokens before → after, in all", "number")
+    table.column("what it does")
+    for tier, words in TIER_WORDS.items():
+        records = [r for r in run.records if r.tier == tier]
+        if records:
+            before = sum(r.tokens_before for r in records)
+            after = sum(r.tokens_after for r in records)
+            table.row(tier, f"{len(records):,}", f"{before:,} → {after:,}", words)
+    console.print(table)
     preview = session.engine.preview()
     console.print(
         distribution_table(
             preview,
             session.engine.counter,
-            title=f"top level: {preview.tokens:,} of {preview.budget:,} tokens "
-            f"({session.policy.context_window:,}-token window, {session.policy.name})",
+            title=f"the next top-level prompt: {preview.tokens:,} of {preview.budget:,} tokens",
         )
     )
-    console.rule("compaction records")
-    console.print(records_table(run.records, title=f"{len(run.records)} records"))
-    layers = session.engine.layers()
-    console.print(layers_table(layers, layer_savings(session.engine, layers), title="layers"))
-    console.rule("the review read back a hidden investigation")
-    console.print(run.review)
-    if run.rolled_back is not None and run.before is not None and run.after is not None:
-        console.rule("one rollback")
-        console.print(
-            f"rolled back collapse {run.rolled_back.id}: the top-level prompt went from "
-            f"{run.before.tokens:,} to {run.after.tokens:,} tokens before the cascade, "
-            f"which then keeps it under {run.after.budget:,} "
-            f"({', '.join(dict.fromkeys(a.tier for a in run.after.actions)) or 'nothing to do'})"
+
+    console.rule("3. what the model read back")
+    call = run.read_back
+    if call is not None and isinstance(call.payload, Tool):
+        _story(
+            "A summary hid an earlier investigation. The review asked for it back with the "
+            "history tool named in the summary:"
         )
-    fired = sorted({tier for counts in run.fired.values() for tier in counts})
+        console.print(f"  {call.payload.name}({call.payload.arguments})", markup=False)
+        returned = call.result.content if call.result is not None else ""
+        lines = str(returned).splitlines()
+        _story(f"It returned what happened inside that call ({len(lines)} lines), beginning:")
+        for line in lines[:4]:
+            console.print("  " + _fit(line), markup=False)
+        _story("The review then answered:")
+        console.print("  " + _fit(run.review), markup=False)
+    else:
+        _story(f"The review answered: {run.review}")
+
+    console.rule("4. what the rollback restored")
+    if run.rolled_back is not None and run.before is not None and run.after is not None:
+        layer = run.rolled_back
+        others = [info.id for info in run.taken if info.id != layer.id]
+        went = (
+            f" The {len(others)} compactions built on it went with it: {', '.join(others)}."
+            if others
+            else ""
+        )
+        again = ", ".join(dict.fromkeys(a.tier for a in run.after.actions))
+        fits = (
+            "so the cascade had nothing to do"
+            if not again
+            else f"after the cascade applied {again} again"
+        )
+        _story(
+            f"Rolling back collapse {layer.id} ({len(layer.covers)} nodes) put the rounds it "
+            f"summarized back into the prompt, exactly as they were.{went} The next top-level "
+            f"prompt grew from {run.before.tokens:,} to {run.after.tokens:,} tokens, still "
+            f"within the {run.after.budget:,}-token budget, {fits}."
+        )
+    else:
+        _story("No collapse was made at this budget, so there was nothing to roll back.")
+    fired = sorted({t for counts in run.fired.values() for t in counts if t in TIER_WORDS})
+    console.rule("next")
     console.print(f"tiers that fired: {', '.join(fired)}")
-    console.print(f"records: {session.policy.state_dir}/records/{session.id}.jsonl")
+    db = getattr(args, "db", None)
+    where = f" --db {db}" if db else ""
+    console.print(f"look closer: openprogram{where} show {session.id}")
+    console.print(f"             openprogram{where} records {session.id}")
+    console.print(f"             openprogram{where} collapses {session.id}")
     session.close()
     return 0
+
+
+def _fit(text: str, width: int = 110) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -17,8 +17,6 @@ from graph import (
     ConversationGraph,
     Redactor,
     StoreError,
-    export_graphml,
-    export_json,
     is_safe_id,
 )
 from openprogram._cli._common import (
@@ -33,7 +31,7 @@ from openprogram._cli._common import (
     warnings_shown,
 )
 from openprogram._errors import SessionError
-from openprogram._views import distribution_table, records_table, session_tree
+from openprogram._views import distribution_table, fired_by_frame, records_table, session_tree
 
 
 def _plain(value: Any) -> Any:
@@ -52,16 +50,17 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if args.json:
         print_json([{"id": i.id, "created": i.created, "nodes": i.nodes} for i in infos])
         return 0
-    from rich.table import Table
+    from openprogram._tables import Grid
 
-    table = Table(title=f"sessions in {store.url}")
-    for column in ("session", "nodes", "created"):
-        table.add_column(column)
+    table = Grid(f"sessions in {store.url}")
+    table.column("session", "id", key=True)
+    table.column("nodes", "number")
+    table.column("created (UTC)", "id")
     for info in infos:
         import datetime
 
         when = datetime.datetime.fromtimestamp(info.created, datetime.UTC)
-        table.add_row(info.id, str(info.nodes), when.strftime("%Y-%m-%d %H:%M:%S"))
+        table.row(info.id, f"{info.nodes:,}", when.strftime("%Y-%m-%d %H:%M:%S"))
     console.print(table)
     return 0
 
@@ -111,7 +110,14 @@ def cmd_show(args: argparse.Namespace) -> int:
         )
         return 0
     title = f"session [bold]{graph.session}[/] ({len(graph)} nodes, {graph.store.url})"
-    console.print(session_tree(graph, title=title))
+    records = ContextStorage(graph.store, graph.session, state_dir(args)).read_records()
+    fired = fired_by_frame(graph, records)
+    console.print(session_tree(graph, title=title, fired=fired))
+    console.print(
+        f"[dim]show {graph.session} NODE shows one node; tiers under a function are the "
+        f"compactions of its own prompts ({len(records)} records: openprogram records "
+        f"{graph.session})[/]"
+    )
     for repair in graph.repairs:
         console.print(f"[yellow]repaired on load:[/] {repair}")
     return 0
@@ -165,18 +171,23 @@ def cmd_records(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    """A session to a file: the whole record log (JSON or GraphML, by the extension, which
+    ``openprogram import`` loads back) or the OpenAI messages of its main branch."""
+    from graph import export_format, export_session
+
     graph = existing_session(args, args.session)
     out = Path(args.out)
-    if args.format == "graphml":
-        export_graphml(graph.state, out)
-    elif args.format == "json":
-        export_json(graph.state, out)
-    else:
+    if not out.parent.is_dir():
+        raise UsageError(f"no folder {out.parent} for {out}")
+    redact = None if args.no_redact else Redactor().value
+    if args.format == "openai":
         messages = graph.to_openai()
-        if not args.no_redact:
-            messages = Redactor().value(messages)
-        out.write_text(json.dumps(messages, ensure_ascii=False, indent=1))
-    console.print(f"wrote {out}")
+        out.write_text(json.dumps(redact(messages) if redact else messages, ensure_ascii=False))
+    else:
+        chosen = args.format or export_format(out)
+        export_session(graph.state, out, head=graph.head, format=chosen, redact=redact)
+    secrets = "" if args.no_redact else " (secrets redacted; --no-redact keeps them)"
+    console.print(f"wrote {out}{secrets}")
     return 0
 
 
@@ -287,11 +298,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     records.add_argument("--json", action="store_true")
     records.set_defaults(run=cmd_records)
     export = sub.add_parser(
-        "export", parents=[common], help="export a session (graphml, json, openai)"
+        "export",
+        parents=[common],
+        help="export a session: .json or .graphml (loadable with import), or --format openai",
     )
-    export.add_argument("session")
-    export.add_argument("out")
-    export.add_argument("--format", choices=("graphml", "json", "openai"), default="json")
+    export.add_argument("session", help="the session id")
+    export.add_argument("out", help="the file to write; .json or .graphml sets the format")
+    export.add_argument(
+        "--format",
+        choices=("graphml", "json", "openai"),
+        help="json or graphml: every node, event and layer (default: from the extension); "
+        "openai: the main branch as chat messages",
+    )
     export.add_argument(
         "--no-redact", action="store_true", help="keep secrets (keys, tokens) in the export"
     )

@@ -12,8 +12,8 @@ from typing import Any
 
 import msgspec
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress
-from rich.table import Table
 
 from context import Policy, read_jsonl, records_path
 from graph import ConversationGraph, new_id
@@ -21,12 +21,14 @@ from openprogram._cli._common import (
     UsageError,
     common_options,
     console,
+    errors,
     open_store,
     print_json,
     state_dir,
     warnings_shown,
 )
 from openprogram._errors import OpenProgramError
+from openprogram._tables import Grid
 
 
 def _default_traces() -> list[Path]:
@@ -38,40 +40,76 @@ def _default_traces() -> list[Path]:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from openprogram.importers import import_parsed, parse_trace
+    """Import a trace. A trace some session already holds goes to that session (only its
+    new records, if it grew); a session that holds another conversation is refused
+    unless ``--append``."""
+    from graph import is_export
+
+    if is_export(args.trace):
+        return _load_export(args)
+    from openprogram.importers import find_import, import_parsed, parse_trace
 
     parsed = parse_trace(args.trace, format=args.format, skip_bad=args.skip_bad)
     store = open_store(args, create=True)
-    session = args.session or new_id()
+    found = find_import(store, parsed)
+    if found is not None and args.session and found[0] != args.session and not args.append:
+        raise UsageError(
+            f"{args.trace} is already imported into session {found[0]}; "
+            f"`openprogram copy {found[0]} --to DB --as {args.session}` makes a second copy"
+        )
+    session = args.session or (found[0] if found else new_id())
     created = not store.has_session(session)
     graph = ConversationGraph(store, session)
     try:
-        stats = import_parsed(parsed, graph)
+        stats = import_parsed(parsed, graph, append=args.append)
     except BaseException:
         if created and not store.load(session).records:
             store.delete_session(session)  # ours, and still empty: leave no trace of the attempt
         raise
     if stats.already_imported:
-        console.print(f"session {graph.session}: {args.trace} already imported; nothing added")
+        console.print(
+            f"{args.trace} already imported: session {graph.session} holds all its "
+            f"{stats.held} records; nothing added"
+        )
         return 0
+    grew = f" after the {stats.held} records it held" if stats.held else ""
     console.print(
         f"session {graph.session}: {stats.messages} messages, {stats.tool_calls} tool calls, "
-        f"{stats.functions} functions ({stats.format}); skipped {stats.skipped}"
+        f"{stats.functions} functions ({stats.format}){grew}; skipped {stats.skipped}"
     )
     for warning in stats.warnings[:20]:
-        console.print(f"[yellow]warning:[/] {warning}")
+        console.print(f"[yellow]warning:[/] {escape(warning)}")
+    return 0
+
+
+def _load_export(args: argparse.Namespace) -> int:
+    """An ``openprogram export`` file: the session comes back whole, with its ids."""
+    from graph import load_export
+
+    if args.append:
+        raise UsageError("an exported session is loaded whole; --append does not apply")
+    store = open_store(args, create=True)
+    session = load_export(args.trace, store, args.session)
+    nodes = len(ConversationGraph(store, session))
+    console.print(f"session {session}: loaded {nodes} nodes from the export {args.trace}")
     return 0
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from openprogram.bench import MessageCounter, Turn, format_table, load_trace, run_policy
 
+    if args.plot:
+        from openprogram._plot import check_plot_target
+
+        check_plot_target(Path(args.plot))
     graph = (
         ConversationGraph.memory()
         if args.memory
         else ConversationGraph(open_store(args, create=True), new_id())
     )
-    trace = load_trace(Path(args.trace), format=args.format, graph=graph)
+    # A stored replay is a new session each run, so its ids are seeded by that session.
+    seed = None if args.memory else f"import:{graph.session}"
+    trace = load_trace(Path(args.trace), format=args.format, graph=graph, seed=seed)
     counter = MessageCounter(args.encoding)
     state = state_dir(args)
     chosen = None
@@ -106,19 +144,20 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print_json(metrics.to_json())
         return 0
     console.print(f"session {graph.session} in {graph.store.url}")
-    console.print(format_table([metrics]))
+    console.print(format_table([metrics], title=f"replay of {trace.name} at {budget:,} tokens"))
     path = records_path(state, graph.session)
     with warnings_shown():
         records = list(read_jsonl(path))
-    table = Table(title="compactions (new decisions)")
-    for column in ("tier", "fired", "tokens saved when fired"):
-        table.add_column(column)
+    table = Grid("compactions (new decisions)")
+    table.column("tier", "id")
+    table.column("fired", "number")
+    table.column("tokens saved when fired", "number")
     tiers = Counter(r.tier for r in records)
     saved: Counter[str] = Counter()
     for record in records:
         saved[record.tier] += record.tokens_before - record.tokens_after
     for tier, count in tiers.items():
-        table.add_row(tier, str(count), str(saved[tier]))
+        table.row(tier, f"{count:,}", f"{saved[tier]:,}")
     console.print(table)
     console.print(f"records: {path}" if records else "no compaction was needed")
     if args.plot:
@@ -134,6 +173,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _bench_scale(args)
     from openprogram.bench import (
         POLICIES,
+        BaselineUnavailable,
         MessageCounter,
         Turn,
         format_table,
@@ -168,23 +208,31 @@ def cmd_bench(args: argparse.Namespace) -> int:
         judge = resolve_model(args.behaviour)
     rows = []
     behaviour: list[Any] = []
+    missing: dict[str, str] = {}
     with Progress(console=Console(stderr=True), transient=True) as progress:
         task = progress.add_task("bench", total=len(paths) * len(policies) * len(budgets))
         for path, name in zip(paths, trace_names(inputs, paths), strict=True):
             trace = load_trace(path, name=name)
             for budget in budgets:
                 for policy in policies:
+                    if policy in missing:
+                        progress.advance(task)
+                        continue
                     turns: list[Turn] = []
-                    row = run_policy(
-                        trace,
-                        policy,
-                        budget,
-                        counter,
-                        anchored=args.anchored,
-                        summarizer=summarizer,
-                        overrides=overrides,
-                        on_turn=turns_into(turns) if judge else None,
-                    )
+                    try:
+                        row = run_policy(
+                            trace,
+                            policy,
+                            budget,
+                            counter,
+                            anchored=args.anchored,
+                            summarizer=summarizer,
+                            overrides=overrides,
+                            on_turn=turns_into(turns) if judge else None,
+                        )
+                    except BaselineUnavailable as error:
+                        missing[policy] = str(error)
+                        row = None
                     if row is not None:
                         rows.append(row)
                         if judge is not None:
@@ -192,6 +240,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                 _behaviour(judge, turns, trace.name, policy, budget, args)
                             )
                     progress.advance(task)
+    for policy, why in missing.items():
+        errors.print(f"[yellow]skipped {policy}:[/] {escape(why)}")
     rows = with_native_ratio(rows)
     if args.json:
         sys.stdout.write(to_jsonl(rows))
@@ -223,17 +273,18 @@ def _behaviour(
     )
 
 
-def _behaviour_table(rows: list[Any], model: str) -> Table:
-    table = Table(title=f"next action, full history vs compacted prompt ({model})")
-    for column in ("trace", "policy", "budget", "turns", "agree", "full=real", "ours=real"):
-        table.add_column(column, justify="left" if column in ("trace", "policy") else "right")
-    table.add_column("calls / tokens in", justify="right")
+def _behaviour_table(rows: list[Any], model: str) -> Grid:
+    table = Grid(f"next action, full history vs compacted prompt ({model})")
+    table.column("trace", key=True)
+    table.column("policy", key=True)
+    for column in ("budget", "turns", "agree", "full = real", "ours = real", "calls", "tokens in"):
+        table.column(column, "number")
 
     def share(value: float | None) -> str:
         return "–" if value is None else f"{value:.0%}"
 
     for row in rows:
-        table.add_row(
+        table.row(
             row.trace,
             row.policy,
             f"{row.budget:,}",
@@ -241,7 +292,8 @@ def _behaviour_table(rows: list[Any], model: str) -> Table:
             share(row.agreement),
             share(row.full_vs_real),
             share(row.compacted_vs_real),
-            f"{row.calls} / {row.tokens_in:,}",
+            f"{row.calls:,}",
+            f"{row.tokens_in:,}",
         )
     return table
 
@@ -258,12 +310,14 @@ def _bench_scale(args: argparse.Namespace) -> int:
     if args.json:
         print_json(to_json(figures))
         return 0
-    table = Table(title=f"scale: {args.nodes:,} nodes on {figures['db']}")
-    for column in ("step", "measured", "goal", "met"):
-        table.add_column(column)
+    table = Grid(f"scale: {args.nodes:,} nodes on {figures['db']}")
+    table.column("step", key=True)
+    table.column("measured", "number")
+    table.column("goal")
+    table.column("met", "id")
     for row in goals(figures):
         value = f"{row.value:,.0f}" if row.unit == "layers" else f"{row.value:,.2f}"
-        table.add_row(row.step, f"{value} {row.unit}", row.goal, "yes" if row.met else "NO")
+        table.row(row.step, f"{value} {row.unit}", row.goal, "yes" if row.met else "NO")
     console.print(table)
     for name, value in extras(figures):
         console.print(f"{name}: {value}")
@@ -284,13 +338,40 @@ def _settings(pairs: Sequence[str] | None) -> dict[str, object]:
     return values
 
 
+FORMATS = ("claude-code", "codex", "openai", "swe-agent", "mini-swe-agent")
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     common = common_options()
-    imp = sub.add_parser("import", parents=[common], help="import a trace into a session")
-    imp.add_argument("trace")
-    imp.add_argument("--session")
-    imp.add_argument("--format")
-    imp.add_argument("--skip-bad", action="store_true")
+    imp = sub.add_parser(
+        "import",
+        parents=[common],
+        help="import a trace into a session (again: only what is new)",
+        description="Import a trace into a session. A trace this database already holds is "
+        "recognized record by record: importing it again adds nothing, and a trace that grew "
+        "adds only its new records, to the session that holds the rest.",
+    )
+    imp.add_argument("trace", help="the trace file")
+    imp.add_argument(
+        "--session",
+        help="the session to import into (default: a new one, or the one "
+        "that holds this trace already)",
+    )
+    imp.add_argument(
+        "--append",
+        action="store_true",
+        help="add the trace after the conversation --session already holds",
+    )
+    imp.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="the trace format (default: detected from the file)",
+    )
+    imp.add_argument(
+        "--skip-bad",
+        action="store_true",
+        help="skip malformed records (counted and reported) instead of stopping at the first",
+    )
     imp.set_defaults(run=cmd_import)
     replay = sub.add_parser(
         "replay", parents=[common], help="render every turn of a trace and report the tiers"

@@ -112,11 +112,16 @@ def load_trace(
     format: str | None = None,
     graph: ConversationGraph | None = None,
     name: str | None = None,
+    seed: str | None = None,
 ) -> Trace:
     """Import a trace into ``graph`` (a new in-memory one by default) and lay out its turns;
-    ``name`` labels it in the bench's rows (default: the file name)."""
+    ``name`` labels it in the bench's rows (default: the file name).
+
+    The import's ids are seeded (by ``seed``, default the trace's name), so a replay repeats
+    its token counts exactly. Node ids are unique across a database, so a graph in a store
+    that outlives the replay needs a seed of its own, such as its session id."""
     graph = graph if graph is not None else ConversationGraph.memory(session="replay")
-    with seeded_ids(f"import:{name or path.name}"):  # the same ids, so the same token counts
+    with seeded_ids(seed or f"import:{name or path.name}"):  # the same ids, the same counts
         import_trace(path, graph, format=format)
     root_head = graph.state.order and _root_tip(graph)
     steps = graph.visible(head=root_head or None)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 
-from rich.table import Table
-
+from openprogram._tables import Grid
 from openprogram.bench._metrics import TraceMetrics
 
 _NONE = "—"
@@ -39,7 +38,7 @@ _COLUMNS: list[tuple[str, str, Callable[[float | None], str]]] = [
     ("tokens sent", "sent_tokens", _count),
     ("summ calls", "summarizer_calls", _count),
     ("summ tokens", "summarizer_tokens", _count),
-    ("cost", "cost", _count),
+    ("cost (cache-weighted tokens)", "cost", _count),
     ("cost / native", "cost_vs_native", _ratio(2)),
     ("p50 ms", "ms_p50", _ratio(2)),
     ("p99 ms", "ms_p99", _ratio(2)),
@@ -56,22 +55,25 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return sum(present) / len(present) if present else None
 
 
-def format_table(rows: Sequence[TraceMetrics]) -> Table:
+def format_table(rows: Sequence[TraceMetrics], *, title: str = "openprogram bench") -> Grid:
     """One row per trace and policy (grouped by trace, in the order given), then one mean row per
     policy. Means skip ``None`` figures, so a trace that never exceeded the budget does not drag
     task kept or utilization towards zero; over-budget reads "k/n traces over" there, because a
     single over-budget turn is already a failure. An anchored run adds the estimate's error
-    against the provider's counts, before → after anchoring."""
+    against the provider's counts, before → after anchoring.
+
+    The result fits the console it is printed on: numbers are never cut, trace names wrap,
+    and a narrow console gets the columns in parts, each with trace and policy."""
     anchored = any(row.usage_turns is not None for row in rows)
-    table = Table(title="openprogram bench", show_lines=False)
-    table.add_column("trace", overflow="fold")  # names differ at the end: never cut them
-    table.add_column("policy")
-    table.add_column("turns", justify="right")
-    table.add_column("over budget", justify="right")
+    table = Grid(title)
+    table.column("trace", key=True)  # names differ at the end: they wrap, never cut
+    table.column("policy", "id", key=True)
+    table.column("turns", "number")
+    table.column("over budget", "number")
     for header, _, _ in _COLUMNS:
-        table.add_column(header, justify="right")
+        table.column(header, "number")
     if anchored:
-        table.add_column("est. error raw → anchored", justify="right")
+        table.column("est. error raw → anchored", "number")
 
     traces: dict[str, list[TraceMetrics]] = {}
     policies: dict[str, list[TraceMetrics]] = {}
@@ -84,9 +86,9 @@ def format_table(rows: Sequence[TraceMetrics]) -> Table:
             cells = [fmt(getattr(row, field)) for _, field, fmt in _COLUMNS]
             if anchored:
                 cells.append(_errors(row))
-            table.add_row(row.trace, row.policy, str(row.turns), str(row.over_budget), *cells)
+            table.row(row.trace, row.policy, str(row.turns), str(row.over_budget), *cells)
     if policies:
-        table.add_section()
+        table.section()
     for policy, policy_rows in policies.items():
         n = len(policy_rows)
         over = sum(1 for row in policy_rows if row.over_budget > 0)
@@ -97,9 +99,7 @@ def format_table(rows: Sequence[TraceMetrics]) -> Table:
             raw = _mean([row.usage_mape for row in policy_rows])
             cells.append(_errors((raw, _mean([row.usage_mape_anchored for row in policy_rows]))))
         turns = _count(_mean([row.turns for row in policy_rows]))
-        table.add_row(
-            f"mean of {n}", policy, turns, f"{over}/{n} traces over", *cells, style="bold"
-        )
+        table.row(f"mean of {n}", policy, turns, f"{over}/{n} traces over", *cells, style="bold")
     return table
 
 

@@ -12,6 +12,7 @@ from openprogram.importers._detect import FORMATS, detect_format, read_trace
 from openprogram.importers._driver import (
     ImportStats,
     ParsedTrace,
+    find_import,
     import_parsed,
     import_trace,
     parse_trace,
@@ -30,6 +31,7 @@ __all__ = [
     "ParsedTrace",
     "Reading",
     "detect_format",
+    "find_import",
     "import_parsed",
     "import_trace",
     "parse_trace",

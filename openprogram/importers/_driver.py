@@ -6,8 +6,12 @@ keep the graph's tool pairing valid: a result with no earlier call gets a synthe
 call right before it, and a call id reused while the first call is still pending gets a ``~N``
 suffix. Sub-agent side chains become hidden ``sidechain`` functions.
 
-Each import records the trace file's sha256 in the session's meta, in the same transaction as
-its appends, so importing the same file into the same session again is a no-op, not a copy.
+Each imported record is identified by its place in the trace and a hash chained over it and
+every record before it (seeded by the trace's own id). The session's meta keeps, in the same
+transaction as the appends, how many records of which trace it holds and the chain at that
+point. So importing a trace again adds nothing, importing it after it grew adds only the new
+records, and ``find_import`` tells which session of a store already holds a trace, whatever
+the file is called now or which flags the import got.
 """
 
 from __future__ import annotations
@@ -22,8 +26,8 @@ from typing import Any
 
 import msgspec
 
-from graph import ConversationGraph, GraphError, Tool
-from openprogram._errors import TraceFormatError
+from graph import ConversationGraph, GraphError, Store, Tool
+from openprogram._errors import SessionError, TraceFormatError
 from openprogram.importers._detect import detect_format, read_trace
 from openprogram.importers._model import Imported
 from openprogram.importers._reading import Reading
@@ -32,6 +36,7 @@ __all__ = [
     "IMPORTED_KEY",
     "ImportStats",
     "ParsedTrace",
+    "find_import",
     "import_parsed",
     "import_trace",
     "parse_trace",
@@ -40,7 +45,8 @@ __all__ = [
 _COMPACTION = {"compact_boundary": "boundary", "compact_summary": "summary"}
 
 IMPORTED_KEY = "imported_traces"
-"""Session meta key: sha256 of each trace file imported into the session → its name and format."""
+"""Session meta key: sha256 of each trace file imported into the session → its name, format,
+how many of its records the session holds (``records``) and the record chain there (``chain``)."""
 
 
 class ImportStats(msgspec.Struct, frozen=True, kw_only=True):
@@ -50,7 +56,9 @@ class ImportStats(msgspec.Struct, frozen=True, kw_only=True):
     ``tool_calls`` the calls requested, ``unanswered`` those still without a result,
     ``functions`` the side-chain function blocks, ``skipped`` malformed records dropped
     under ``skip_bad``, and ``warnings`` says what was repaired or ignored. When
-    ``already_imported`` is True the session held this very file already and nothing was added.
+    ``already_imported`` is True the session held every record of this trace already and
+    nothing was added; ``held`` counts the trace's records the session held before (a trace
+    that grew since its last import adds only the records after those).
     """
 
     session_id: str | None
@@ -62,17 +70,59 @@ class ImportStats(msgspec.Struct, frozen=True, kw_only=True):
     skipped: int
     warnings: list[str]
     already_imported: bool = False
+    held: int = 0
 
 
 @dataclass(frozen=True)
 class ParsedTrace:
-    """A whole trace read and checked, not yet in any graph: what ``import_parsed`` appends."""
+    """A whole trace read and checked, not yet in any graph: what ``import_parsed`` appends.
+
+    ``chain[i]`` identifies the first ``i`` records: a sha256 chained over each record's
+    content, seeded by the trace's format and own id (``chain[0]``)."""
 
     path: Path
     format: str
     digest: str
     records: list[Imported]
     reading: Reading
+    chain: list[str]
+
+    def held_by(self, meta: dict[str, Any]) -> int | None:
+        """How many of this trace's records a session with this meta holds (None: none of
+        this trace; the whole trace when its very file was imported before)."""
+        imported = meta.get(IMPORTED_KEY)
+        if not isinstance(imported, dict):
+            return None
+        if self.digest in imported:
+            return len(self.records)
+        held = [
+            entry["records"]
+            for entry in imported.values()
+            if isinstance(entry, dict)
+            and isinstance(entry.get("records"), int)
+            and 0 <= entry["records"] < len(self.chain)
+            and self.chain[entry["records"]] == entry.get("chain")
+        ]
+        return max(held, default=None)
+
+
+def _chain(source: str, records: list[Imported]) -> list[str]:
+    link = hashlib.sha256(source.encode()).hexdigest()
+    chain = [link]
+    for record in records:
+        link = hashlib.sha256(link.encode() + msgspec.json.encode(record)).hexdigest()
+        chain.append(link)
+    return chain
+
+
+def find_import(store: Store, parsed: ParsedTrace) -> tuple[str, int] | None:
+    """The session of ``store`` holding the most records of this trace, and how many."""
+    best: tuple[str, int] | None = None
+    for info in store.sessions():
+        held = parsed.held_by(store.session_meta(info.id))
+        if held is not None and (best is None or held > best[1]):
+            best = (info.id, held)
+    return best
 
 
 def parse_trace(
@@ -87,7 +137,9 @@ def parse_trace(
     name = format or detect_format(path)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     reading = read_trace(path, format=name, skip_bad=skip_bad)
-    return ParsedTrace(path, name, digest, list(reading), reading)
+    records = list(reading)
+    source = f"{name}:{reading.session_id or path.name}"
+    return ParsedTrace(path, name, digest, records, reading, _chain(source, records))
 
 
 def import_trace(
@@ -96,13 +148,21 @@ def import_trace(
     *,
     format: str | None = None,
     skip_bad: bool = False,
+    append: bool = False,
 ) -> ImportStats:
     """Import a trace file into ``graph``: ``parse_trace`` then ``import_parsed``."""
-    return import_parsed(parse_trace(path, format=format, skip_bad=skip_bad), graph)
+    parsed = parse_trace(path, format=format, skip_bad=skip_bad)
+    return import_parsed(parsed, graph, append=append)
 
 
-def import_parsed(parsed: ParsedTrace, graph: ConversationGraph) -> ImportStats:
-    """Append a parsed trace to ``graph`` in one transaction, unless this session has it already.
+def import_parsed(
+    parsed: ParsedTrace, graph: ConversationGraph, *, append: bool = False
+) -> ImportStats:
+    """Append a parsed trace to ``graph`` in one transaction: the records this session does
+    not hold yet (none when it holds the whole trace).
+
+    A session that holds another conversation is refused with ``SessionError`` unless
+    ``append`` is true: mixing two traces in one session is never silent.
 
     A record the graph refuses raises ``TraceFormatError``; the batch is rolled back, in the
     store and in ``graph`` alike, so nothing of the trace remains. Readers check records the
@@ -116,7 +176,14 @@ def import_parsed(parsed: ParsedTrace, graph: ConversationGraph) -> ImportStats:
         meta = graph.store.update_session_meta(graph.session, {})
         imported = meta.get(IMPORTED_KEY)
         imported = imported if isinstance(imported, dict) else {}
-        if parsed.digest in imported:
+        held = parsed.held_by(meta)
+        if held is None and len(graph) and not append:
+            raise SessionError(
+                f"session {graph.session} already holds another conversation; import "
+                f"{parsed.path.name} into a new session, or append it on purpose (--append)"
+            )
+        held = held or 0
+        if held == len(parsed.records) and (held or parsed.digest in imported):
             return ImportStats(
                 session_id=reading.session_id,
                 format=parsed.format,
@@ -127,15 +194,21 @@ def import_parsed(parsed: ParsedTrace, graph: ConversationGraph) -> ImportStats:
                 skipped=len(reading.skipped),
                 warnings=[],
                 already_imported=True,
+                held=held,
             )
         try:
-            loader.load(parsed.records)
+            loader.load(parsed.records[held:])
         except (GraphError, RecursionError) as error:
-            where = f"record {loader.records} (after parsing)"
+            where = f"record {held + loader.records} (after parsing)"
             raise TraceFormatError(
                 str(parsed.path), where, f"the graph refused it: {error}"
             ) from None
-        entry = {"file": parsed.path.name, "format": parsed.format}
+        entry = {
+            "file": parsed.path.name,
+            "format": parsed.format,
+            "records": len(parsed.records),
+            "chain": parsed.chain[-1],
+        }
         graph.store.update_session_meta(
             graph.session, {IMPORTED_KEY: {**imported, parsed.digest: entry}}
         )
@@ -148,6 +221,7 @@ def import_parsed(parsed: ParsedTrace, graph: ConversationGraph) -> ImportStats:
         functions=loader.functions,
         skipped=len(reading.skipped),
         warnings=[*reading.warnings, *loader.warnings],
+        held=held,
     )
 
 

@@ -11,7 +11,7 @@ import pytest
 from _runtime_helpers import refuse_appending
 
 from graph import ConversationGraph, Dialogue, Function, Tool
-from openprogram._errors import TraceFormatError
+from openprogram._errors import SessionError, TraceFormatError
 from openprogram.importers import ImportStats, import_trace
 from openprogram.importers._driver import IMPORTED_KEY
 
@@ -183,8 +183,9 @@ def test_the_same_trace_twice_into_one_session_is_imported_once(
     first = import_trace(path, graph)
     assert (first.messages, first.already_imported) == (2, False)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    entry = {"file": "chat.jsonl", "format": "openai"}
-    assert graph.store.session_meta("s") == {IMPORTED_KEY: {digest: entry}}
+    entry = {"file": "chat.jsonl", "format": "openai", "records": 2}
+    stored = graph.store.session_meta("s")[IMPORTED_KEY][digest]
+    assert {key: stored[key] for key in entry} == entry and len(stored["chain"]) == 64
 
     again = ConversationGraph.open(store_url, session="s")
     second = import_trace(path, again)
@@ -192,7 +193,9 @@ def test_the_same_trace_twice_into_one_session_is_imported_once(
     assert len(ConversationGraph.open(store_url, session="s")) == 2
 
     other = _jsonl(tmp_path / "other.jsonl", [{"role": "user", "content": "more"}])
-    third = import_trace(other, again)
+    with pytest.raises(SessionError, match="already holds another conversation"):
+        import_trace(other, again)
+    third = import_trace(other, again, append=True)
     assert (third.messages, third.already_imported) == (1, False)
     reread = ConversationGraph.open(store_url, session="s")
     assert [m["content"] for m in reread.to_openai()] == ["go", "ok", "more"]

@@ -315,7 +315,9 @@ def test_importers_fail_cleanly_or_import(
         path = Path(tmp) / file_name
         path.write_text(text, encoding="utf-8", errors="surrogatepass")
         try:
-            stats = import_trace(path, graph, format=format if named else None, skip_bad=skip_bad)
+            stats = import_trace(
+                path, graph, format=format if named else None, skip_bad=skip_bad, append=True
+            )
         except (TraceFormatError, UnknownFormat) as error:
             assert "\n" not in str(error)
             assert _state(graph) == before

@@ -1,0 +1,154 @@
+"""Export a whole session to JSON or GraphML, and load such an export back, losslessly.
+
+Both files hold the networkx view (node ids with kind, role or name, status, seq, and each
+node's text, for Gephi, yEd or a reader's eyes) and, as a graph attribute, the session's
+record log: every node as appended and every later event (tool results, finishes, forks,
+layers, rollbacks) in seq order, with the edges. Loading an export replays that log into a
+store, so the session comes back with the same ids, seqs, timestamps, payloads, meta and
+layers. The format is taken from the file's extension (``.json``, ``.graphml``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+import networkx as nx
+
+from ._errors import GraphError
+from ._nodes import Dialogue, Edge, Event, Function, Node, Tool
+from ._nx import to_networkx
+from ._state import GraphState
+from ._store import Store
+
+__all__ = ["EXPORT_FORMATS", "export_format", "export_session", "load_export"]
+
+EXPORT_FORMATS: dict[str, Literal["json", "graphml"]] = {".json": "json", ".graphml": "graphml"}
+"""File extension → export format."""
+_KEY = "openprogram"
+_VERSION = 1
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def export_format(path: str | Path) -> Literal["json", "graphml"]:
+    """The export format a file name asks for; ``GraphError`` for an unknown extension."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in EXPORT_FORMATS:
+        known = ", ".join(EXPORT_FORMATS)
+        raise GraphError(f"cannot tell the export format of {path}: use one of {known}")
+    return EXPORT_FORMATS[suffix]
+
+
+def _text(node: Node) -> str:
+    payload = node.payload
+    if isinstance(payload, Dialogue):
+        content = payload.content
+        return content if isinstance(content, str) else json.dumps(content, default=str)
+    if isinstance(payload, Tool):
+        return payload.arguments
+    assert isinstance(payload, Function)
+    return json.dumps(payload.input, default=str)
+
+
+def _log(state: GraphState, head: str | None, redact: Callable[[Any], Any]) -> dict[str, Any]:
+    records: list[dict[str, Any]] = []
+    for record in state.records:
+        if isinstance(record, Event):
+            records.append({"event": msgspec.to_builtins(record)})
+        else:
+            node, edges = record
+            records.append(
+                {"node": msgspec.to_builtins(node), "edges": msgspec.to_builtins(list(edges))}
+            )
+    return {"version": _VERSION, "session": state.session, "head": head, "records": redact(records)}
+
+
+def export_session(
+    state: GraphState,
+    path: str | Path,
+    *,
+    head: str | None = None,
+    format: Literal["json", "graphml"] | None = None,
+    redact: Callable[[Any], Any] | None = None,
+) -> None:
+    """Write the session to ``path`` as node-link JSON or GraphML (``format``, default from
+    the extension), complete enough for :func:`load_export`. ``redact`` maps the record log
+    (plain JSON values) before it is written, e.g. ``Redactor().value``."""
+    chosen = format or export_format(path)
+    clean = redact or (lambda value: value)
+    view = to_networkx(state)
+    for node_id in view:
+        view.nodes[node_id]["text"] = clean(_text(state.nodes[node_id]))
+    log = _log(state, head, clean)
+    if chosen == "json":
+        view.graph[_KEY] = log
+        data = nx.node_link_data(view, edges="edges")
+        Path(path).write_text(json.dumps(data, ensure_ascii=False, indent=1, default=str))
+        return
+    view.graph[_KEY] = json.dumps(log, ensure_ascii=True)  # escapes every control character
+    for node_id in view:
+        attrs = view.nodes[node_id]
+        attrs["text"] = _NOT_XML.sub("\ufffd", attrs["text"])
+        for key in ("name", "role"):
+            if isinstance(attrs.get(key), str):
+                attrs[key] = _NOT_XML.sub("\ufffd", attrs[key])
+    nx.write_graphml(view, str(path))
+
+
+def _read_log(path: Path) -> dict[str, Any]:
+    try:
+        if export_format(path) == "json":
+            log = json.loads(path.read_text(encoding="utf-8"))["graph"][_KEY]
+        else:
+            log = json.loads(nx.read_graphml(str(path)).graph[_KEY])
+    except (KeyError, TypeError, ValueError) as error:
+        raise GraphError(f"{path} is not an openprogram session export ({error})") from None
+    if not isinstance(log, dict) or log.get("version") != _VERSION:
+        raise GraphError(f"{path}: an export of version {_VERSION} expected")
+    return log
+
+
+def is_export(path: str | Path) -> bool:
+    """True when ``path`` is a session export this module can load."""
+    try:
+        _read_log(Path(path))
+    except (GraphError, OSError):
+        return False
+    return True
+
+
+def load_export(path: str | Path, store: Store, session: str | None = None) -> str:
+    """Load an export into ``store`` as ``session`` (default: the exported session's id);
+    returns the session id. Ids are kept, so a store that already holds them (the session
+    it came from, say) is refused with ``GraphError``, as is a session that is not empty."""
+    log = _read_log(Path(path))
+    name = session or str(log["session"])
+    records: list[Node | Event] = []
+    edges: list[Edge] = []
+    try:
+        for entry in log["records"]:
+            if "event" in entry:
+                event = msgspec.convert(entry["event"], Event)
+                records.append(msgspec.structs.replace(event, session=name))
+            else:
+                node = msgspec.convert(entry["node"], Node)
+                records.append(msgspec.structs.replace(node, session=name))
+                edges.extend(msgspec.convert(entry["edges"], list[Edge]))
+    except (msgspec.ValidationError, KeyError, TypeError) as error:
+        raise GraphError(f"{path}: a damaged record ({error})") from None
+    nodes = [record for record in records if isinstance(record, Node)]
+    if nodes and (holder := store.session_of(nodes[0].id)) is not None:
+        raise GraphError(
+            f"{store.url} already holds the nodes of this export (session {holder}); "
+            "load it into another database"
+        )
+    if store.ensure_session(name) and store.load(name).records:
+        raise GraphError(f"session {name!r} already holds nodes in {store.url}")
+    if records:
+        with store.transaction():
+            store.commit(name, records, edges, log.get("head"))
+    return name
