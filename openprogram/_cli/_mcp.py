@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from openprogram._cli._common import UsageError, common_options, open_store
+from rich.markup import escape
+
+from openprogram._cli._common import UsageError, common_options, errors, open_store
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
@@ -15,13 +17,33 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         raise UsageError(
             f"the MCP server needs the mcp SDK ({error.name}): pip install 'openprogram[mcp]'"
         ) from None
-    store = open_store(args, create=False)
-    history = HistoryServer(store, session=args.session, allow_write=args.allow_write)
-    server = build_server(history)
-    if args.http is None:
-        server.run("stdio")
+    follower = None
+    if args.follow:
+        from openprogram._follow import TraceFollower
+
+        store = open_store(args, create=True)
+        follower = TraceFollower(
+            store,
+            args.follow,
+            session=args.session,
+            on_error=lambda message: errors.print(f"[yellow]follow:[/] {escape(message)}"),
+        ).start()
+        if follower.session is None:
+            raise UsageError(f"--follow {args.follow}: {follower.error or 'no such file'}")
+        scope = follower.session if args.session else None
     else:
-        server.run("streamable-http", host="127.0.0.1", port=args.http)
+        store = open_store(args, create=False)
+        scope = args.session
+    history = HistoryServer(store, session=scope, allow_write=args.allow_write)
+    server = build_server(history)
+    try:
+        if args.http is None:
+            server.run("stdio")
+        else:
+            server.run("streamable-http", host="127.0.0.1", port=args.http)
+    finally:
+        if follower is not None:
+            follower.stop()
     return 0
 
 
@@ -45,5 +67,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--allow-write",
         action="store_true",
         help="also offer the rollback and compact tools (changes layers)",
+    )
+    mcp.add_argument(
+        "--follow",
+        metavar="PATH",
+        help="keep importing a growing Claude Code or Codex transcript into its session "
+        "(new records only; survives the file being rewritten or rotated)",
     )
     mcp.set_defaults(run=cmd_mcp)
