@@ -109,6 +109,18 @@ def utf8_length(text: str) -> int:
     )
 
 
+def _text_chars(parts: list[Any]) -> int:
+    """Characters of a content list's text parts: the limit on exact counting applies to
+    their total, so a long output split into many small parts is bounded like one string."""
+    total = 0
+    for part in parts:
+        if isinstance(part, str):
+            total += len(part)
+        elif isinstance(part, dict) and isinstance(part.get("text"), str):
+            total += len(part["text"])
+    return total
+
+
 def _compact_json(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
@@ -290,17 +302,22 @@ class TokenCounter:
     def _count_content(self, content: object) -> int:
         if not isinstance(content, list):
             return self._count_value(content)
+        bound = self.exact_limit is not None and _text_chars(content) > self.exact_limit
+        count = utf8_length if bound else self.count_text
         total = 0
         for part in content:
             if isinstance(part, dict):
                 kind = part.get("type")
                 if kind == "text" and isinstance(part.get("text"), str):
-                    total += self.count_text(part["text"])
+                    total += count(part["text"])
                     continue
                 if kind in _IMAGE_PARTS:
                     total += IMAGE_TOKENS
                     continue
-            total += self._count_value(part)
+            if bound:
+                total += utf8_length(part if isinstance(part, str) else _compact_json(part))
+            else:
+                total += self._count_value(part)
         return total
 
     def count_message(self, message: Mapping[str, Any]) -> int:

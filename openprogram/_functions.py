@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from graph import FunctionHandle
 from openprogram._current import FRAME, TOOL_NODE, current_frame, current_session
+from openprogram.tracing import span
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -45,13 +46,22 @@ def called(name: str, expose: str, input: Any) -> Iterator[FunctionHandle]:
     session.leases.take(handle.id)
     frame_token = FRAME.set(handle.frame)
     tool_token = TOOL_NODE.set(None)
+    attributes = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": name,
+        "gen_ai.agent.id": handle.id,
+        "gen_ai.conversation.id": session.id,
+        "openprogram.function.expose": expose,
+    }
     try:
-        yield handle
-    except BaseException as error:
-        graph.finish_function(handle, error=error)
-        raise
-    else:
-        graph.finish_function(handle, output=_plain(handle.output))
+        with span("invoke_agent", name, attributes):
+            try:
+                yield handle
+            except BaseException as error:
+                graph.finish_function(handle, error=error)
+                raise
+            else:
+                graph.finish_function(handle, output=_plain(handle.output))
     finally:
         TOOL_NODE.reset(tool_token)
         FRAME.reset(frame_token)

@@ -27,6 +27,7 @@ from openprogram._current import FRAME, MODEL, SESSION, TOOL_NODE
 from openprogram._errors import ModelError, OutputValidationError, StepLimitExceeded
 from openprogram._models import Model, ModelResponse
 from openprogram._tools import ToolSpec, arun_tool, as_spec, run_tool
+from openprogram.tracing import record_render, set_attributes, span, usage_attributes
 
 if TYPE_CHECKING:
     from openprogram._session import Session
@@ -77,7 +78,39 @@ class Call:
         engine = self.session.engine
         engine.set_tools(self.schemas)
         self.rendered_head = self.session.graph.head_of(self.frame)
-        return engine.render(head=self.rendered_head, frame=self.frame.function)
+        with span("render_context", None, self._conversation()) as current:
+            rendered = engine.render(head=self.rendered_head, frame=self.frame.function)
+            record_render(current, rendered)
+        return rendered
+
+    def _conversation(self) -> dict[str, Any]:
+        return {"gen_ai.conversation.id": self.session.id}
+
+    def _chat(self) -> Any:
+        """The span of one model call (``chat {model}``)."""
+        attributes = {
+            **self._conversation(),
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": self.model.name,
+        }
+        return span("chat", self.model.name, attributes)
+
+    def _traced(self, current: Any, response: ModelResponse) -> None:
+        set_attributes(
+            current,
+            {**usage_attributes(response.usage), "gen_ai.response.model": response.model or None},
+        )
+
+    def _tool_span(self, name: str, tool: Node) -> Any:
+        attributes = {
+            **self._conversation(),
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.type": "function",
+            "gen_ai.tool.call.id": tool.payload.call_id,  # type: ignore[union-attr]
+            "openprogram.node.id": tool.id,
+        }
+        return span("execute_tool", name, attributes)
 
     def _options(self, rendered: Rendered) -> dict[str, Any]:
         """The request's options; called as the prompt goes out, so it also leaves the
@@ -104,7 +137,11 @@ class Call:
         if not is_context_overflow(error):
             raise ModelError(f"model {self.model.name} failed: {error}") from error
         head = self.rendered_head = self.session.graph.head_of(self.frame)
-        return self.session.engine.recover(error, head=head, frame=self.frame.function)
+        with span("render_context", None, self._conversation()) as current:
+            set_attributes(current, {"openprogram.render.recovery": True})
+            rendered = self.session.engine.recover(error, head=head, frame=self.frame.function)
+            record_render(current, rendered)
+        return rendered
 
     def _record(self, response: ModelResponse) -> tuple[Node, list[tuple[str, str, Node]]]:
         engine = self.session.engine
@@ -206,9 +243,11 @@ class Call:
             rendered = self._render()
             while True:
                 try:
-                    response = self.model.complete(
-                        rendered.messages, self.schemas, **self._options(rendered)
-                    )
+                    with self._chat() as current:
+                        response = self.model.complete(
+                            rendered.messages, self.schemas, **self._options(rendered)
+                        )
+                        self._traced(current, response)
                     break
                 except Exception as error:
                     rendered = self._recover(error)
@@ -231,7 +270,8 @@ class Call:
                 return self._unknown(name), True
             tokens = self._bind(tool)
             try:
-                return run_tool(spec, arguments)
+                with self._tool_span(name, tool):
+                    return run_tool(spec, arguments)
             finally:
                 TOOL_NODE.reset(tokens[2])
                 FRAME.reset(tokens[1])
@@ -252,9 +292,11 @@ class Call:
             rendered = self._render()
             while True:
                 try:
-                    response = await self.model.acomplete(
-                        rendered.messages, self.schemas, **self._options(rendered)
-                    )
+                    with self._chat() as current:
+                        response = await self.model.acomplete(
+                            rendered.messages, self.schemas, **self._options(rendered)
+                        )
+                        self._traced(current, response)
                     break
                 except Exception as error:
                     rendered = self._recover(error)
@@ -274,4 +316,5 @@ class Call:
         if spec is None:
             return self._unknown(name), True
         self._bind(tool)  # this task's own context: siblings keep theirs
-        return await arun_tool(spec, arguments)
+        with self._tool_span(name, tool):
+            return await arun_tool(spec, arguments)

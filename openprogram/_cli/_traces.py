@@ -8,7 +8,9 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+import msgspec
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress
@@ -177,6 +179,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         POLICIES,
         BaselineUnavailable,
         MessageCounter,
+        Turn,
         format_table,
         load_trace,
         run_policy,
@@ -202,7 +205,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from context import LiteLLMSummarizer
 
         summarizer = LiteLLMSummarizer(args.summarizer)
+    judge = None
+    if args.behaviour:
+        from openprogram._models import resolve_model
+
+        judge = resolve_model(args.behaviour)
     rows = []
+    behaviour: list[Any] = []
     missing: dict[str, str] = {}
     with Progress(console=Console(stderr=True), transient=True) as progress:
         task = progress.add_task("bench", total=len(paths) * len(policies) * len(budgets))
@@ -213,6 +222,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                     if policy in missing:
                         progress.advance(task)
                         continue
+                    turns: list[Turn] = []
                     try:
                         row = run_policy(
                             trace,
@@ -222,20 +232,29 @@ def cmd_bench(args: argparse.Namespace) -> int:
                             anchored=args.anchored,
                             summarizer=summarizer,
                             overrides=overrides,
+                            on_turn=turns_into(turns) if judge else None,
                         )
                     except BaselineUnavailable as error:
                         missing[policy] = str(error)
                         row = None
                     if row is not None:
                         rows.append(row)
+                        if judge is not None:
+                            behaviour.append(
+                                _behaviour(judge, turns, trace.name, policy, budget, args)
+                            )
                     progress.advance(task)
     for policy, why in missing.items():
         errors.print(f"[yellow]skipped {policy}:[/] {escape(why)}")
     rows = with_cost_ratios(rows)
     if args.json:
         sys.stdout.write(to_jsonl(rows))
+        for found in behaviour:
+            sys.stdout.write(json.dumps({"behaviour": msgspec.to_builtins(found)}) + "\n")
     else:
         console.print(format_table(rows))
+        if behaviour:
+            console.print(_behaviour_table(behaviour, str(args.behaviour)))
     return 0
 
 
@@ -267,6 +286,50 @@ def _bench_losses(args: argparse.Namespace) -> int:
     return 0
 
 
+def turns_into(turns: list[Any]) -> Any:
+    """An ``on_turn`` that keeps each turn in ``turns``."""
+
+    def keep(turn: Any, _fired: list[str]) -> None:
+        turns.append(turn)
+
+    return keep
+
+
+def _behaviour(
+    judge: Any, turns: list[Any], trace: str, policy: str, budget: int, args: argparse.Namespace
+) -> Any:
+    from openprogram.bench._behaviour import check
+
+    return check(
+        turns, judge, trace=trace, policy=policy, budget=budget, samples=args.behaviour_turns
+    )
+
+
+def _behaviour_table(rows: list[Any], model: str) -> Grid:
+    table = Grid(f"next action, full history vs compacted prompt ({model})")
+    table.column("trace", key=True)
+    table.column("policy", key=True)
+    for column in ("budget", "turns", "agree", "full = real", "ours = real", "calls", "tokens in"):
+        table.column(column, "number")
+
+    def share(value: float | None) -> str:
+        return "–" if value is None else f"{value:.0%}"
+
+    for row in rows:
+        table.row(
+            row.trace,
+            row.policy,
+            f"{row.budget:,}",
+            f"{row.sampled}" + (f" ({row.failed} failed)" if row.failed else ""),
+            share(row.agreement),
+            share(row.full_vs_real),
+            share(row.compacted_vs_real),
+            f"{row.calls:,}",
+            f"{row.tokens_in:,}",
+        )
+    return table
+
+
 def _bench_scale(args: argparse.Namespace) -> int:
     from openprogram.bench._scale import extras, goals, measure, to_json
 
@@ -285,7 +348,7 @@ def _bench_scale(args: argparse.Namespace) -> int:
     table.column("goal")
     table.column("met", "id")
     for row in goals(figures):
-        value = f"{row.value:,.0f}" if row.unit == "nodes/s" else f"{row.value:,.2f}"
+        value = f"{row.value:,.0f}" if row.unit == "layers" else f"{row.value:,.2f}"
         table.row(row.step, f"{value} {row.unit}", row.goal, "yes" if row.met else "NO")
     console.print(table)
     for name, value in extras(figures):
@@ -400,5 +463,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--anchored",
         action="store_true",
         help="anchor token estimates on the usage the trace recorded, and report their error",
+    )
+    bench.add_argument(
+        "--behaviour",
+        metavar="MODEL",
+        help="also ask MODEL (a litellm name) for the agent's next action from the full "
+        "history and from each policy's prompt on sampled turns, and report how often they "
+        "agree (two calls per sampled turn, one with the whole history)",
+    )
+    bench.add_argument(
+        "--behaviour-turns",
+        type=int,
+        default=8,
+        metavar="N",
+        help="turns sampled per trace and policy for --behaviour (default 8)",
     )
     bench.set_defaults(run=cmd_bench)

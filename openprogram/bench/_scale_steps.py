@@ -102,6 +102,70 @@ def step_reopen(url: str, session: str) -> dict[str, Any]:
     }
 
 
+RAW_SCHEMA = (
+    "CREATE TABLE nodes (id TEXT PRIMARY KEY, session TEXT NOT NULL, seq INTEGER NOT NULL, "
+    "kind TEXT NOT NULL, at_us INTEGER NOT NULL, payload TEXT NOT NULL, meta TEXT NOT NULL)",
+    "CREATE INDEX nodes_by_seq ON nodes (session, seq)",
+    "CREATE TABLE edges (src TEXT, dst TEXT, type TEXT, session TEXT NOT NULL, "
+    "PRIMARY KEY (src, dst, type))",
+)
+
+
+def step_raw(path: str, nodes: int) -> dict[str, Any]:
+    """The same rows with plain ``sqlite3`` and ``msgspec``: one node row and one chain edge
+    per message, inserted in one transaction, then read back in order and decoded — the
+    floor a store on this machine cannot go under, measured in the same run."""
+    import sqlite3
+
+    import msgspec
+
+    todo = messages(nodes)
+    connection = sqlite3.connect(path, isolation_level=None)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("PRAGMA synchronous=NORMAL")
+    for statement in RAW_SCHEMA:
+        connection.execute(statement)
+    encode = msgspec.json.encode
+    started = time.perf_counter()
+    cpu = time.process_time()
+    rows = [
+        (f"n{i:012d}", "raw", i, "dialogue", 1_700_000_000_000_000 + i, encode(m).decode(), "{}")
+        for i, m in enumerate(todo, 1)
+    ]
+    edges = [(f"n{i:012d}", f"n{i - 1:012d}", "next", "raw") for i in range(2, len(todo) + 1)]
+    connection.execute("BEGIN")
+    connection.executemany("INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+    connection.executemany("INSERT INTO edges VALUES (?, ?, ?, ?)", edges)
+    connection.execute("COMMIT")
+    append_seconds = time.perf_counter() - started
+    append_cpu = time.process_time() - cpu
+    connection.close()
+    del rows, edges, todo
+    started = time.perf_counter()
+    cpu = time.process_time()
+    reader = sqlite3.connect(path)
+    decode = msgspec.json.decode
+    found = [
+        (row[0], row[1], decode(row[2]), decode(row[3]))
+        for row in reader.execute(
+            "SELECT id, seq, payload, meta FROM nodes WHERE session = ? ORDER BY seq", ("raw",)
+        )
+    ]
+    links = reader.execute("SELECT src, dst FROM edges WHERE session = ?", ("raw",)).fetchall()
+    read_seconds = time.perf_counter() - started
+    read_cpu = time.process_time() - cpu
+    reader.close()
+    return {
+        "append_seconds": append_seconds,
+        "append_cpu_seconds": append_cpu,
+        "read_seconds": read_seconds,
+        "read_cpu_seconds": read_cpu,
+        "nodes": len(found),
+        "edges": len(links),
+        **memory_mb(),
+    }
+
+
 def step_render(url: str, session: str, state_dir: str, cold: bool) -> dict[str, Any]:
     """``cold``: the first render ever (no tier state yet; it is persisted). Otherwise: a
     fresh engine's first render from the persisted state, then renders after one append."""
@@ -111,12 +175,17 @@ def step_render(url: str, session: str, state_dir: str, cold: bool) -> dict[str,
     g = ConversationGraph.open(url, session=session)
     policy = Policy()
     loaded = memory_mb()
+    layers_before = len(g.layers())
     started = time.perf_counter()
+    cpu = time.process_time()
     engine = ContextEngine(g, policy, budget=BUDGET, state_dir=Path(state_dir))
     rendered = engine.render()
     seconds = time.perf_counter() - started
+    cpu_seconds = time.process_time() - cpu
     result: dict[str, Any] = {
         "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
+        "layers_made": len(g.layers()) - layers_before,
         "tokens": rendered.tokens,
         "messages": len(rendered.messages),
         "loaded_rss_mb": loaded["rss_mb"],
@@ -142,6 +211,7 @@ def main(argv: list[str]) -> None:
         "reopen": lambda: step_reopen(args["url"], args["session"]),
         "cold": lambda: step_render(args["url"], args["session"], args["state_dir"], True),
         "render": lambda: step_render(args["url"], args["session"], args["state_dir"], False),
+        "raw": lambda: step_raw(args["raw_path"], args["nodes"]),
     }
     print(json.dumps(steps[step]()))
 

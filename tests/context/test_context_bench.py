@@ -76,3 +76,27 @@ def test_render_huge_output_with_a_fresh_engine(benchmark: Any, tmp_path: Path) 
 
     rendered = benchmark.pedantic(lambda e: e.render(), setup=fresh, rounds=3, iterations=1)
     assert rendered.messages == first.messages and rendered.fits
+
+
+@pytest.mark.parametrize("shape", ["one string", "6,400 parts"])
+def test_render_a_50mb_output(benchmark: Any, tmp_path: Path, shape: str) -> None:
+    """The same 50 MB renders in about the same time as one string and as 6,400 parts of
+    8,000 characters (the bound on exact counting is on the total, not on each part)."""
+    part = ("word " * 1_600)[:8_000]
+    parts = 64 if benchmark.disabled else 6_400
+    content: Any = (
+        part * parts if shape == "one string" else [{"type": "text", "text": part}] * parts
+    )
+
+    def fresh() -> tuple[tuple[ContextEngine], dict[str, Any]]:
+        g = ConversationGraph.memory()
+        g.append({"role": "user", "content": "read it"})
+        calls = [{"id": "c1", "type": "function", "function": {"name": "cat", "arguments": "{}"}}]
+        g.append({"role": "assistant", "content": None, "tool_calls": calls})
+        g.append({"role": "tool", "tool_call_id": "c1", "content": content})
+        engine = ContextEngine(g, Policy(state_dir=tmp_path / shape), budget=32_000)
+        engine.counter.count_text("warm the tokenizer")
+        return (engine,), {}
+
+    rendered = benchmark.pedantic(lambda e: e.render(), setup=fresh, rounds=3, iterations=1)
+    assert rendered.fits

@@ -80,3 +80,39 @@ def test_a_huge_output_reaches_a_summarizer_clipped(tmp_path: Path) -> None:
     assert len(clipped) < SUMMARY_TEXT_CHARS + 200
     assert clipped.startswith("a" * 1000) and "characters elided from node N1" in clipped
     assert os.path.sep not in clipped
+
+
+def _parts_session(parts: int, part_chars: int) -> ConversationGraph:
+    g = ConversationGraph.memory("parts")
+    g.append({"role": "user", "content": "Read the logs."})
+    g.append({"role": "assistant", "content": None, "tool_calls": [call("c1", "cat")]})
+    text = (LINE * (part_chars // len(LINE) + 1))[:part_chars]
+    content = [{"type": "text", "text": f"{i}:{text}"} for i in range(parts)]
+    g.append({"role": "tool", "tool_call_id": "c1", "content": content})
+    return g
+
+
+class _NoTokenizer:
+    def encode_ordinary(self, text: str) -> list[int]:
+        raise AssertionError(f"tokenized {len(text)} characters")
+
+
+def test_a_long_output_in_many_small_parts_is_bounded_like_one_string() -> None:
+    counter = TokenCounter(exact_limit=1_000)
+    parts = [{"type": "text", "text": "é" * 100 + "x" * 50} for _ in range(20)]
+    message = {"role": "tool", "tool_call_id": "c1", "content": parts}
+    counter._encoding, counter._loaded = _NoTokenizer(), True  # any tokenizer call fails
+    expected = sum(utf8_length(p["text"]) for p in parts)
+    assert counter.count_message(message) == 4 + expected
+    few = {"role": "tool", "tool_call_id": "c1", "content": parts[:5]}  # 750 characters
+    exact = TokenCounter(exact_limit=1_000)
+    assert exact.count_message(few) == 4 + sum(exact.count_text(p["text"]) for p in parts[:5])
+    assert exact.count_message(few) <= 4 + sum(utf8_length(p["text"]) for p in parts[:5])
+
+
+def test_a_many_part_output_renders_under_budget(tmp_path: Path) -> None:
+    g = _parts_session(parts=400, part_chars=8_000)  # 3.2 MB, each part under the limit
+    rendered = ContextEngine(g, Policy(state_dir=tmp_path / "state"), budget=32_000).render()
+    assert rendered.fits
+    exact = TokenCounter()
+    assert rendered.tokens >= exact.count_messages(rendered.messages)

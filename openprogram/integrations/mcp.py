@@ -1,0 +1,338 @@
+"""The history tools over the Model Context Protocol (``openprogram mcp``).
+
+A server built on the official ``mcp`` SDK (``openprogram[mcp]``) that lets any MCP client —
+Claude Code, an IDE, another agent — read a stored session the way our own runtime's model
+does: list sessions and layers, read offloaded outputs, snipped rounds, what a layer or a
+finished function hides, search the whole history, and see where the next prompt's tokens
+go. Resources give a session's rendered prompt and its compaction records.
+
+It is read-only towards the model: no tool changes a layer unless ``allow_write`` adds
+``rollback`` and ``compact``. ``session`` scopes the server to one session; a session
+outside it, an unknown id or an oversized request is an MCP error (``INVALID_PARAMS``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
+
+from context import ContextEngine, ContextError, Policy
+from graph import ConversationGraph, GraphError, SQLStore, Store
+from openprogram._history import READ_LIMIT, HistoryTools
+
+__all__ = ["MAX_QUERY_CHARS", "HistoryServer", "build_server"]
+
+MAX_QUERY_CHARS = 2_000
+"""A longer search query is refused as an oversized request."""
+MAX_RESULTS = 200
+
+
+class _Reader:
+    """What the history tools need of a session (its graph and engine), opened for reading:
+    nothing is marked, leased or migrated by looking."""
+
+    def __init__(self, store: Store, session: str, policy: Policy) -> None:
+        self.graph = ConversationGraph(store, session)
+        self.engine = ContextEngine(self.graph, policy)
+        self.id = session
+        self.history = HistoryTools(self)  # type: ignore[arg-type]
+
+
+class HistoryServer:
+    """The sessions of one database, served to MCP clients (see the module docstring)."""
+
+    def __init__(
+        self,
+        db: str | os.PathLike[str] | Store,
+        *,
+        session: str | None = None,
+        allow_write: bool = False,
+        policy: Policy | None = None,
+    ) -> None:
+        self.store = db if isinstance(db, Store) else SQLStore(db, create=False)
+        self.scope = session
+        self.allow_write = allow_write
+        self.policy = policy or Policy()
+        self._readers: dict[str, _Reader] = {}
+        self._lock = threading.RLock()
+        if session is not None and not self.store.has_session(session):
+            raise MCPError(INVALID_PARAMS, f"no session {session!r} in {self.store.url}")
+
+    # -- scoping ---------------------------------------------------------------------------
+    def reader(self, session: str | None) -> _Reader:
+        """The session a call names (the scoped one when it names none), caught up with what
+        its writers appended since the last call."""
+        name = session or self.scope
+        if name is None:
+            raise MCPError(INVALID_PARAMS, "name a session: list_sessions lists them")
+        if self.scope is not None and name != self.scope:
+            raise MCPError(
+                INVALID_PARAMS, f"session {name!r} is outside this server's scope ({self.scope!r})"
+            )
+        with self._lock:
+            reader = self._readers.get(name)
+            if reader is None:
+                if not self.store.has_session(name):
+                    raise MCPError(INVALID_PARAMS, f"no session {name!r}; list_sessions lists them")
+                reader = self._readers[name] = _Reader(self.store, name, self.policy)
+            else:
+                reader.graph.refresh()
+            return reader
+
+    def _history(self, session: str | None, call: Callable[[HistoryTools], str]) -> str:
+        reader = self.reader(session)
+        with self._lock:
+            try:
+                return call(reader.history)
+            except (ValueError, KeyError, ContextError, GraphError) as error:
+                raise MCPError(INVALID_PARAMS, " ".join(str(error).split())) from error
+
+    # -- tools -----------------------------------------------------------------------------
+    def list_sessions(self) -> str:
+        """The sessions this server reads: id, node count and creation time, as JSON."""
+        found = [
+            {"id": info.id, "nodes": info.nodes, "created": info.created}
+            for info in self.store.sessions()
+            if self.scope is None or info.id == self.scope
+        ]
+        return json.dumps(found)
+
+    def list_layers(self, session: str | None = None, active_only: bool = False) -> str:
+        """A session's layers (collapses, compactions), oldest first, as JSON lines.
+
+        Args:
+            session: the session id (optional when the server serves one session)
+            active_only: only the layers that still apply
+        """
+        reader = self.reader(session)
+        layers = reader.engine.layers(active=True if active_only else None)
+        lines = [
+            json.dumps(
+                {
+                    "id": info.id,
+                    "kind": info.kind,
+                    "active": info.active,
+                    "covers": len(info.covers),
+                    "first": info.covers[0] if info.covers else None,
+                    "last": info.covers[-1] if info.covers else None,
+                    "at": info.at.isoformat(),
+                }
+            )
+            for info in layers
+        ]
+        return "\n".join(lines) or "no layers"
+
+    def inspect_node(self, id: str, session: str | None = None) -> str:
+        """One node of the conversation graph: kind, status, content and links.
+
+        Args:
+            id: the node id (as placeholders and notes name it)
+            session: the session id (optional when the server serves one session)
+        """
+        return self._history(session, lambda tools: tools.inspect_node(id))
+
+    def read_output(
+        self, id: str, session: str | None = None, offset: int = 0, limit: int = READ_LIMIT
+    ) -> str:
+        """The full text of a node (an offloaded, reduced or cleared output, a function's
+        output, a message) from ``offset``, at most ``limit`` characters.
+
+        Args:
+            id: the node id a placeholder names
+            session: the session id (optional when the server serves one session)
+            offset: the first character to return
+            limit: how many characters to return at most
+        """
+        _check_page(offset, limit)
+        return self._history(session, lambda tools: tools.read_output(id, offset, limit))
+
+    def read_history(
+        self, first: str, last: str, session: str | None = None, offset: int = 0
+    ) -> str:
+        """Earlier rounds removed to fit the context, from node ``first`` to ``last``.
+
+        Args:
+            first: the first node id the removal note names
+            last: the last node id the removal note names
+            session: the session id (optional when the server serves one session)
+            offset: the first character to return
+        """
+        _check_page(offset, READ_LIMIT)
+        return self._history(session, lambda tools: tools.read_history(first, last, offset))
+
+    def expand_layer(self, id: str, session: str | None = None, offset: int = 0) -> str:
+        """The original messages under a collapse or compaction layer.
+
+        Args:
+            id: the layer id its summary names
+            session: the session id (optional when the server serves one session)
+            offset: the first character to return
+        """
+        _check_page(offset, READ_LIMIT)
+        return self._history(session, lambda tools: tools.expand_layer(id, offset))
+
+    def expand_function(
+        self, id: str, session: str | None = None, depth: int = 1, offset: int = 0
+    ) -> str:
+        """A finished function's internals, as they were seen inside it while it ran.
+
+        Args:
+            id: the function node id
+            session: the session id (optional when the server serves one session)
+            depth: 1 shows nested functions by input and output, 2 or more opens them
+            offset: the first character to return
+        """
+        _check_page(offset, READ_LIMIT)
+        if not 1 <= depth <= 32:
+            raise MCPError(INVALID_PARAMS, f"depth must be between 1 and 32, not {depth}")
+        return self._history(session, lambda tools: tools.expand_function(id, depth, offset))
+
+    def search_history(self, query: str, session: str | None = None, limit: int = 20) -> str:
+        """Search the whole session — collapsed, snipped and offloaded parts included — for
+        nodes whose text holds every word of ``query``; newest first.
+
+        Args:
+            query: words to find (case-insensitive)
+            session: the session id (optional when the server serves one session)
+            limit: how many matches to list at most
+        """
+        if len(query) > MAX_QUERY_CHARS:
+            raise MCPError(
+                INVALID_PARAMS, f"query of {len(query):,} characters (at most {MAX_QUERY_CHARS:,})"
+            )
+        if not 1 <= limit <= MAX_RESULTS:
+            raise MCPError(
+                INVALID_PARAMS, f"limit must be between 1 and {MAX_RESULTS}, not {limit}"
+            )
+        return self._history(session, lambda tools: tools.search_history(query, limit))
+
+    def context(self, session: str | None = None) -> str:
+        """Where the session's next prompt's tokens go (a preview: nothing is written), as JSON.
+
+        Args:
+            session: the session id (optional when the server serves one session)
+        """
+        reader = self.reader(session)
+        with self._lock:
+            rendered = reader.engine.preview()
+        counter = reader.engine.counter
+        parts: dict[str, int] = {}
+        for message in rendered.messages:
+            role = str(message.get("role"))
+            kind = "tool outputs" if role == "tool" else f"{role} messages"
+            parts[kind] = parts.get(kind, 0) + counter.count_message(message)
+        saved: dict[str, int] = {}
+        for action in rendered.actions:
+            saved[action.tier] = saved.get(action.tier, 0) + action.saved
+        return json.dumps(
+            {
+                "session": reader.id,
+                "budget": rendered.budget,
+                "tokens": rendered.tokens,
+                "messages": len(rendered.messages),
+                "parts": parts,
+                "saved_by_tier": {k: v for k, v in saved.items() if v > 0},
+            }
+        )
+
+    def rollback(self, layer: str, session: str | None = None) -> str:
+        """Roll back a layer (and the layers built on it): the originals show again.
+
+        Args:
+            layer: the layer id
+            session: the session id (optional when the server serves one session)
+        """
+        reader = self.reader(session)
+        with self._lock:
+            try:
+                done = reader.engine.rollback(layer, reason="rolled back over MCP")
+            except ContextError as error:
+                raise MCPError(INVALID_PARAMS, " ".join(str(error).split())) from error
+        return json.dumps({"rolled_back": [info.id for info in done]})
+
+    def compact(self, focus: str | None = None, session: str | None = None) -> str:
+        """Compact the session now: one summary layer over all but the newest rounds.
+
+        Args:
+            focus: what the summary should keep in particular
+            session: the session id (optional when the server serves one session)
+        """
+        reader = self.reader(session)
+        with self._lock:
+            try:
+                info = reader.engine.compact(focus)
+            except ContextError as error:
+                raise MCPError(INVALID_PARAMS, " ".join(str(error).split())) from error
+        return json.dumps({"layer": info.id, "covers": len(info.covers)})
+
+    # -- resources -------------------------------------------------------------------------
+    def prompt(self, session: str) -> str:
+        """A session's next prompt as it would be sent (messages in OpenAI format)."""
+        reader = self.reader(session)
+        with self._lock:
+            rendered = reader.engine.preview()
+        return json.dumps({"tokens": rendered.tokens, "messages": rendered.messages}, default=str)
+
+    def records(self, session: str) -> str:
+        """A session's compaction records, oldest first, as JSON lines."""
+        import msgspec
+
+        reader = self.reader(session)
+        return "\n".join(msgspec.json.encode(r).decode() for r in reader.engine.records())
+
+
+READ_TOOLS = (
+    "list_sessions",
+    "list_layers",
+    "read_output",
+    "read_history",
+    "expand_layer",
+    "expand_function",
+    "search_history",
+    "inspect_node",
+    "context",
+)
+WRITE_TOOLS = ("rollback", "compact")
+
+
+def _check_page(offset: int, limit: int) -> None:
+    if offset < 0:
+        raise MCPError(INVALID_PARAMS, f"offset must be 0 or more, not {offset}")
+    if not 1 <= limit <= READ_LIMIT:
+        raise MCPError(
+            INVALID_PARAMS, f"limit must be between 1 and {READ_LIMIT:,} characters, not {limit}"
+        )
+
+
+def build_server(history: HistoryServer) -> MCPServer[Any]:
+    """An ``MCPServer`` whose tools and resources are ``history``'s."""
+    server: MCPServer[Any] = MCPServer(
+        "openprogram",
+        instructions=(
+            "Read an agent's full history, including what context compaction put away: "
+            "placeholders and summaries in a prompt name the tool and the id to pass."
+        ),
+    )
+    names = READ_TOOLS + (WRITE_TOOLS if history.allow_write else ())
+    for name in names:
+        server.add_tool(getattr(history, name), name=name, structured_output=False)
+    server.resource(
+        "openprogram://sessions/{session}/prompt",
+        name="prompt",
+        description="the session's next prompt (a preview)",
+        mime_type="application/json",
+    )(history.prompt)
+    server.resource(
+        "openprogram://sessions/{session}/records",
+        name="records",
+        description="the session's compaction records (JSON lines)",
+        mime_type="application/x-ndjson",
+    )(history.records)
+    return server

@@ -1,0 +1,142 @@
+"""``bench --behaviour``: the next action a model takes from the full history and from the
+compacted prompt, compared on sampled over-budget turns (with a fake model that acts on
+the task only when the prompt still holds it)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from openprogram.bench import MessageCounter, Turn, load_trace, run_policy
+from openprogram.bench._behaviour import (
+    Action,
+    action_of,
+    agree,
+    check,
+    parse_action,
+    sample_turns,
+)
+from openprogram.testing import FunctionModel, ModelRequest, ModelResponse, Usage
+
+TASK = "Fix the crash in parse_header (ticket HDR-4471)."
+
+
+def _trace(tmp_path: Path, rounds: int = 30) -> Path:
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": TASK},
+    ]
+    for i in range(rounds):
+        path = f"src/app/module_{i}.py"
+        call = {"name": "read", "arguments": json.dumps({"path": path})}
+        messages.append(
+            {
+                "role": "assistant",
+                "content": f"Reading {path}.",
+                "tool_calls": [{"id": f"c{i}", "type": "function", "function": call}],
+            }
+        )
+        body = "".join(f"{path}:{n} def handler_{n}(): pass\n" for n in range(120))
+        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": body})
+    messages.append({"role": "assistant", "content": "Found it: parse_header reads past the end."})
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps(messages))
+    return trace
+
+
+def _agent(request: ModelRequest) -> ModelResponse:
+    """Reads the ticket's file while the prompt names the ticket; answers otherwise."""
+    text = request.messages[-1]["content"]
+    if "HDR-4471" in text:
+        reply = {"tool": "read", "arguments": {"path": "src/app/header.py"}, "answer": None}
+    else:
+        reply = {"tool": None, "arguments": {}, "answer": "What should I do?"}
+    message = {"role": "assistant", "content": f"```json\n{json.dumps(reply)}\n```"}
+    return ModelResponse(message, usage=Usage(input_tokens=len(text) // 4, output_tokens=20))
+
+
+def _turns(tmp_path: Path, policy: str, budget: int) -> tuple[str, list[Turn]]:
+    trace = load_trace(_trace(tmp_path))
+    turns: list[Turn] = []
+    run_policy(
+        trace,
+        policy,
+        budget,
+        MessageCounter(),
+        on_turn=lambda turn, _: turns.append(turn),
+        state_dir=tmp_path / "state",
+    )
+    return trace.name, turns
+
+
+def test_a_policy_that_keeps_the_task_agrees_with_the_full_history(tmp_path: Path) -> None:
+    name, turns = _turns(tmp_path, "claude-code", 3_000)
+    model = FunctionModel(_agent, name="fake-judge")
+    row = check(turns, model, trace=name, policy="claude-code", budget=3_000, samples=4)
+    assert row.sampled == 4 and row.failed == 0
+    assert row.calls == 8 == len(model.requests)
+    assert row.agreement == 1.0
+    assert row.tokens_in > 0 and row.tokens_out == 160
+    # the agent really read module files, not the ticket's: both disagree with the record
+    assert row.full_vs_real == row.compacted_vs_real == 0.0
+    asked = model.requests[0].messages
+    assert asked[0] == {"role": "system", "content": "You are a coding agent."}
+    assert asked[-1]["content"].endswith("or null}.")
+
+
+def test_a_policy_that_drops_the_task_disagrees(tmp_path: Path) -> None:
+    name, turns = _turns(tmp_path, "trim", 3_000)
+    row = check(turns, FunctionModel(_agent), trace=name, policy="trim", budget=3_000, samples=4)
+    assert row.sampled == 4
+    assert row.agreement == 0.0  # trim_messages cut the ticket from every sampled prompt
+
+
+def test_failures_are_counted_not_raised(tmp_path: Path) -> None:
+    name, turns = _turns(tmp_path, "claude-code", 3_000)
+
+    def overflow(request: ModelRequest) -> Any:
+        raise RuntimeError("context_length_exceeded")
+
+    row = check(turns, FunctionModel(overflow), trace=name, policy="x", budget=3_000, samples=3)
+    assert row.failed == 3 and row.agreement is None and row.calls == 6
+
+
+def test_actions_and_sampling() -> None:
+    call = {"name": "Read", "arguments": json.dumps({"file_path": "a.py", "limit": 20})}
+    assert action_of({"role": "assistant", "tool_calls": [{"function": call}]}) == Action(
+        "Read", "a.py"
+    )
+    assert action_of({"role": "assistant", "content": "done"}) == Action(None)
+    assert parse_action('{"tool": "Read", "arguments": {"file_path": "a.py"}}') == Action(
+        "Read", "a.py"
+    )
+    assert parse_action("no json here") == Action("?")
+    assert agree(Action("Read", "a.py"), Action("Read", ""))
+    assert not agree(Action("Read", "a.py"), Action("Read", "b.py"))
+    assert not agree(Action("?"), Action("?"))
+    turns = [Turn([], 0, tokens, {}, [], 0.0) for tokens in range(0, 100, 10)]
+    assert sample_turns(turns, 45, 2) == [6, 8]
+    assert sample_turns(turns, 45, 9) == [5, 6, 7, 8, 9]
+
+
+def test_bench_behaviour_through_the_command_line(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    import openprogram._models as models
+    from openprogram._cli import main
+
+    judge = FunctionModel(_agent, name="fake-judge")
+    monkeypatch.setattr(models, "resolve_model", lambda name: judge)
+    trace = _trace(tmp_path)
+    argv = ["bench", str(trace), "--budget", "3000", "--policies", "claude-code,trim"]
+    assert main([*argv, "--behaviour", "fake-judge", "--behaviour-turns", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "next action, full history vs compacted prompt (fake-judge)" in out
+    assert len(judge.requests) == 12  # 3 turns x 2 prompts x 2 policies
+    assert main([*argv, "--behaviour", "fake-judge", "--behaviour-turns", "2", "--json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    found = [line["behaviour"] for line in lines if "behaviour" in line]
+    assert [(row["policy"], row["sampled"]) for row in found] == [("claude-code", 2), ("trim", 2)]
+    assert found[0]["agreement"] == 1.0 and found[1]["agreement"] == 0.0
+    assert len(lines) == 4  # and the two bench rows
