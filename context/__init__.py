@@ -6,8 +6,11 @@ never changes a stored node. Collapses and compactions are layers: graph facts t
 be listed, expanded and rolled back.
 """
 
+from ._commit import SessionWriter
 from ._engine import ContextEngine, Rendered, render_context
 from ._errors import (
+    AlreadyRolledBack,
+    CommitConflict,
     ContextError,
     ContextOverflowError,
     OffloadError,
@@ -42,7 +45,7 @@ from ._summary import (
     anchors_from_dict,
     parse_summary,
 )
-from ._tier import Action, NoState, Tier, TierContext, TierState
+from ._tier import Action, NoState, OffloadFile, Tier, TierContext, TierState
 from ._tokens import TokenCache, TokenCounter, UsageAnchor, encoding_name_for
 from ._view import Item, Unit, View
 
@@ -52,7 +55,9 @@ __all__ = [
     "DEFAULT_COMPACTABLE",
     "TIERS",
     "Action",
+    "AlreadyRolledBack",
     "Anchors",
+    "CommitConflict",
     "CompactionRecord",
     "ContextEngine",
     "ContextError",
@@ -64,10 +69,12 @@ __all__ = [
     "ModelInfo",
     "NoState",
     "OffloadError",
+    "OffloadFile",
     "Policy",
     "PolicyError",
     "RecordError",
     "Rendered",
+    "SessionWriter",
     "StateDirError",
     "Summarizer",
     "SummaryError",

@@ -19,12 +19,23 @@ branch, a tool added under the span), a fork or a fork-off head: the layout walk
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
 
-from graph import Event, Finish, GraphState, Layer, Node, Rollback, Step, Tool, ToolResult
+from graph import (
+    Event,
+    Finish,
+    GraphState,
+    Layer,
+    LayerInfo,
+    Node,
+    Rollback,
+    Step,
+    Tool,
+    ToolResult,
+)
 
 from ._view import Unit, View
 
@@ -100,9 +111,11 @@ def capture(
     view: View,
     state: GraphState,
     category: Callable[[str], str | None],
+    pending: Mapping[str, LayerInfo] | None = None,
 ) -> Checkpoint | None:
     """A checkpoint of ``layout`` for the projected ``view``, or None when no layer hides
-    a span it could be trusted for."""
+    a span it could be trusted for; ``pending`` layers (the render's own, committed with
+    the checkpoint) count as stored."""
     if layout.head is None or layout.shape != () or layout.hidden is not None:
         return None
     shown = [u for u in view.units if u.layer is not None and u.count >= MIN_HIDDEN]
@@ -111,7 +124,7 @@ def capture(
     top = max(shown, key=lambda u: u.count)
     first, end = top.position, top.position + top.count
     raw, steps, built = layout.raw, layout.steps, layout.built
-    info = state.layers.get(top.layer or "")
+    info = state.layers.get(top.layer or "") or (pending or {}).get(top.layer or "")
     if info is None or not info.active or first < 1 or end >= len(raw):
         return None
     begin, stop = raw[first].start, raw[end - 1].end

@@ -9,6 +9,7 @@ projection is cached and extended like the layout, so its cost does not grow wit
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
@@ -24,11 +25,20 @@ LAYER_KINDS = ("collapse", "compact", "provider")
 
 
 class LayerBook:
-    """The layers a render may use: the graph's own, plus layers made by a preview render
-    (kept in memory only, so looking never writes)."""
+    """The layers a render may use: the graph's own, plus the layers renders decided on
+    that are not stored (yet): pending until the engine commits them, or kept in memory
+    for good on a read-only graph."""
 
-    def __init__(self, graph: GraphReader) -> None:
+    def __init__(
+        self,
+        graph: GraphReader,
+        refresh: Callable[[], None] | None = None,
+        session_of: Callable[[str], str | None] | None = None,
+    ) -> None:
         self.graph = graph
+        self.refresh = refresh
+        """Reads what other writers stored (a layer made elsewhere is found after it)."""
+        self.session_of = session_of
         self.overlay: dict[str, LayerInfo] = {}
 
     def active(self) -> list[LayerInfo]:
@@ -39,12 +49,14 @@ class LayerBook:
         info = self.overlay.get(layer_id)
         if info is not None:
             return info
-        try:
-            return self.graph.layer(layer_id)
-        except KeyError:
-            pass
-        store = getattr(self.graph, "store", None)
-        other = store.session_of(layer_id) if store is not None else None
+        for attempt in range(2):
+            try:
+                return self.graph.layer(layer_id)
+            except KeyError:
+                if attempt or self.refresh is None:
+                    break
+                self.refresh()
+        other = self.session_of(layer_id) if self.session_of is not None else None
         if other is not None and other != self.graph.session:
             raise UnknownLayer(
                 f"layer {layer_id!r} is not in session {self.graph.session!r}: "
@@ -54,10 +66,6 @@ class LayerBook:
             f"no layer {layer_id!r} in session {self.graph.session!r}; engine.layers() lists them"
         )
 
-    @property
-    def writable(self) -> bool:
-        return hasattr(self.graph, "add_layer")
-
     def add(
         self,
         kind: str,
@@ -65,19 +73,13 @@ class LayerBook:
         replacement: list[dict[str, Any]],
         meta: dict[str, Any],
         *,
-        preview: bool,
         layer_id: str | None = None,
     ) -> LayerInfo:
-        """Store a layer in the graph (or, for a preview or a read-only graph, in memory)."""
-        if not preview and self.writable:
-            info: LayerInfo = self.graph.add_layer(  # type: ignore[attr-defined]
-                kind, covers, replacement, meta=meta, layer_id=layer_id
-            )
-            return info
+        """A new layer, in memory until the engine commits the render that made it."""
         inside = set(covers)
         built = tuple(i.id for i in self.active() if set(i.covers) <= inside)
         layer = Layer(kind, tuple(covers), replacement, built, meta)
-        # as the store would give it back (keys sorted), so a preview shows what a render will
+        # as the store gives it back (keys sorted), so the prompt is what a reader will see
         stored = msgspec.json.encode(layer, order="deterministic")
         layer = msgspec.json.decode(stored, type=Layer)
         info = LayerInfo(
@@ -85,6 +87,15 @@ class LayerBook:
         )
         self.overlay[info.id] = info
         return info
+
+    def pending(self) -> list[LayerInfo]:
+        """The layers decided on and not stored, oldest first."""
+        return list(self.overlay.values())
+
+    def settle(self, layer_ids: Iterable[str]) -> None:
+        """Forget these in-memory layers: stored now, or dropped with their render."""
+        for layer_id in layer_ids:
+            self.overlay.pop(layer_id, None)
 
     def rollback(self, layer_id: str) -> list[LayerInfo]:
         """Roll back an in-memory layer (and those built on it)."""
@@ -217,12 +228,11 @@ def project(view: View, ctx: TierContext, layers: list[LayerInfo]) -> View:
         shown.append(layer_unit(info, units[start:end], ctx))
         position = cut = end
     shown.extend(units[position:])
-    if not ctx.preview:
-        prefix = len(shown) - (len(units) - cut)
-        last = units[cut - 1] if cut else None
-        cache["projected"] = _Projected(
-            key, cut, last, shown[:prefix], tuple(sorted(applied)), frozenset(idle)
-        )
+    prefix = len(shown) - (len(units) - cut)
+    last = units[cut - 1] if cut else None
+    cache["projected"] = _Projected(
+        key, cut, last, shown[:prefix], tuple(sorted(applied)), frozenset(idle)
+    )
     ctx.layer_key = tuple(sorted({*ctx.layer_key, *applied}))
     return view.replace(shown) if applied else view
 

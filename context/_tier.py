@@ -8,8 +8,10 @@ up to two plain functions with the one signature ``fn(view, ctx) -> view``:
 - ``compact`` runs when the prompt is over the tier's trigger (a share of the budget, from
   the ``Policy``) and may make a new decision, recording it with ``ctx.record``.
 
-A tier reads and writes only its own state (``ctx.state(MyState)``); the engine persists
-every tier's state after a render, so a restarted process renders the same prompt.
+A tier reads and writes only its own state (``ctx.state(MyState)``) and writes nothing
+else: it decides. New layers go to ``ctx.layers`` (pending), records to ``ctx.record``,
+files to ``ctx.files``; the engine commits them all after the render (``_commit``), or
+drops them for a preview, so a restarted process renders the same prompt.
 """
 
 from __future__ import annotations
@@ -63,6 +65,16 @@ class Tier(NamedTuple):
     early: bool = False
 
 
+class OffloadFile(NamedTuple):
+    """A file a render decided on: ``state_dir/parts…/name`` holding ``text`` (named by
+    the node whose output it is, so writing it again changes nothing)."""
+
+    node_id: str
+    parts: tuple[str, ...]
+    name: str
+    text: str
+
+
 class Action(msgspec.Struct, frozen=True):
     """What one tier did in one render (in memory, cheap)."""
 
@@ -95,8 +107,6 @@ class TierContext:
     tier: str = ""
     """The tier running now (set by the engine)."""
     frame: str | None = None
-    preview: bool = False
-    """A preview render writes nothing: no files, layers, records or state."""
     summarizer: Summarizer | None = None
     prefetch: Prefetcher | None = None
     """Summaries computed ahead of need (an LLM summarizer and ``proactive_share`` set)."""
@@ -112,6 +122,9 @@ class TierContext:
     actions: list[Action] = field(default_factory=list)
     records: list[CompactionRecord] = field(default_factory=list)
     edits: list[dict[str, Any]] = field(default_factory=list)
+    files: list[OffloadFile] = field(default_factory=list)
+    """Files this render decided to write (offloaded outputs): the commit writes them
+    before anything else, a preview never does. Tiers never write while they decide."""
     compactable: list[str] | None = None
     """Compactable tool nodes of the whole walk, oldest first, before any snip (set by the
     engine; microcompact's ``cleared_upto`` is an ordinal into this list)."""

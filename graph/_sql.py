@@ -137,6 +137,11 @@ class SQLStore(Store):
         with self._connection() as connection:
             return connection.execute(query).first() is not None
 
+    def lock_session(self, session: str) -> None:
+        query = select(SESSIONS.c.id).where(SESSIONS.c.id == session).with_for_update()
+        with self._connection() as connection:
+            connection.execute(query)
+
     def ensure_session(self, session: str) -> bool:
         query = select(SESSIONS.c.id).where(SESSIONS.c.id == session)
         with self._connection() as connection:

@@ -101,6 +101,11 @@ class Store:
         """Group several commits into one transaction (a no-op where it does not matter)."""
         yield
 
+    def lock_session(self, session: str) -> None:
+        """Hold the session's row until the enclosing ``transaction()`` ends, so writers
+        that check before they write (layers, rollbacks) take turns. The memory store's
+        transaction holds its lock already; so does SQLite's (``BEGIN IMMEDIATE``)."""
+
     def close(self) -> None:
         """Release connections."""
 

@@ -15,7 +15,7 @@ from context import (
     ContextEngine,
     OffloadError,
     TokenCounter,
-    _offload,
+    _persistence,
     offload_path,
     read_jsonl,
     records_path,
@@ -124,7 +124,7 @@ def test_offload_failure_keeps_the_output_inline(
     def disk_full(*args: Any) -> bool:
         raise OSError("disk full")
 
-    monkeypatch.setattr(_offload, "write_text_once", disk_full)
+    monkeypatch.setattr(_persistence, "write_text_once", disk_full)
     g = ConversationGraph.memory("s1")
     tool_id = big_graph(g)
     full = render_context(g, budget=1_000_000, policy=policy(tmp_path / "probe"))
@@ -269,8 +269,10 @@ def test_public_surface() -> None:
     assert sorted(context.__all__) == [
         "ANCHOR_TITLES",
         "Action",
+        "AlreadyRolledBack",
         "Anchors",
         "CONTEXT_MIGRATIONS",
+        "CommitConflict",
         "CompactionRecord",
         "ContextEngine",
         "ContextError",
@@ -283,10 +285,12 @@ def test_public_surface() -> None:
         "ModelInfo",
         "NoState",
         "OffloadError",
+        "OffloadFile",
         "Policy",
         "PolicyError",
         "RecordError",
         "Rendered",
+        "SessionWriter",
         "StateDirError",
         "Summarizer",
         "SummaryError",
