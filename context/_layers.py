@@ -109,8 +109,11 @@ class LayerBook:
         return [self.overlay[d] for d in reversed(doomed)]
 
 
-def layer_unit(info: LayerInfo, covered: list[Unit], ctx: TierContext) -> Unit:
-    """The unit a layer shows in place of ``covered``."""
+def layer_unit(
+    info: LayerInfo, covered: list[Unit], ctx: TierContext, position: int | None = None
+) -> Unit:
+    """The unit a layer shows in place of ``covered`` (at ``position``: where a coarse
+    layer's first unit not refined by a newer layer is)."""
     messages = info.layer.replacement or []
     items = tuple(
         ctx.item(message, info.id, f"layer:{index}") for index, message in enumerate(messages)
@@ -119,7 +122,7 @@ def layer_unit(info: LayerInfo, covered: list[Unit], ctx: TierContext) -> Unit:
     return Unit(
         items,
         "layer",
-        covered[0].position,
+        covered[0].position if position is None else position,
         pinned=bool(info.layer.meta.get("pinned")),
         node_ids=ids,
         count=sum(unit.count for unit in covered),
@@ -132,38 +135,18 @@ def _positions(units: list[Unit]) -> dict[str, int]:
     return {node: index for index, unit in enumerate(units) for node in unit.node_ids}
 
 
-class _Spans:
-    """Layers applied so far over the walk's units, by unit index: a span shows as one
-    unit, which a later (older) layer may cover whole but never in part."""
-
-    def __init__(self) -> None:
-        self.outer: dict[int, tuple[int, int]] = {}
-        self.applied: dict[int, tuple[int, LayerInfo]] = {}
-
-    def widen(self, start: int, end: int) -> tuple[int, int]:
-        first = self.outer.get(start)
-        last = self.outer.get(end - 1)
-        return (first[0] if first else start, last[1] if last else end)
-
-    def add(self, start: int, end: int, info: LayerInfo) -> None:
-        for index in range(start, end):
-            self.applied.pop(index, None)  # a span it covers whole shows inside it now
-            self.outer[index] = (start, end)
-        self.applied[start] = (end, info)
-
-
-def _find(
-    units: list[Unit], where: dict[str, int], spans: _Spans, covers: tuple[str, ...]
+def _span(
+    units: list[Unit], where: dict[str, int], covers: tuple[str, ...]
 ) -> tuple[int, int] | None:
-    """The index range of the units (an applied layer's span counting as one unit) that
-    exactly hold ``covers``, when they are adjacent; its cost is the layer's size, not the
-    walk's (``where`` maps node ids to unit indexes)."""
+    """The index range of the walk's units that exactly hold ``covers``, when they are
+    whole and adjacent; its cost is the layer's size, not the walk's (``where`` maps node
+    ids to unit indexes)."""
     if not covers:
         return None
     indexes = [where.get(node, -1) for node in covers]
     if -1 in indexes:
         return None
-    start, end = spans.widen(min(indexes), max(indexes) + 1)
+    start, end = min(indexes), max(indexes) + 1
     wanted = set(covers)
     seen: set[str] = set()
     for unit in units[start:end]:
@@ -171,6 +154,54 @@ def _find(
             return None
         seen.update(unit.node_ids)
     return (start, end) if seen == wanted else None
+
+
+class _Shown(NamedTuple):
+    info: LayerInfo
+    start: int
+    end: int
+
+
+def _visible(units: list[Unit], layers: list[LayerInfo]) -> tuple[list[_Shown], set[str]]:
+    """The layers a walk shows, and the node ids of those it cannot (``layers`` oldest
+    first). Newest first: a layer inside a newer one's span is hidden by it (the newer
+    builds on it); a newer layer inside an older one refines it, and both show; one that
+    overlaps a newer one in part (only possible across branches) does not apply."""
+    where = _positions(units)
+    shown: list[_Shown] = []
+    idle: set[str] = set()
+    for info in reversed(layers):
+        span = _span(units, where, info.covers)
+        if span is None:
+            idle.update(info.covers)
+            continue
+        start, end = span
+        hidden = False
+        for newer in shown:
+            if newer.start <= start and end <= newer.end:
+                hidden = True  # built on by a newer layer
+                break
+            if (
+                newer.start < end
+                and start < newer.end
+                and not (start <= newer.start and newer.end <= end)
+            ):
+                hidden = True  # overlaps a newer layer in part
+                idle.update(info.covers)
+                break
+        if not hidden:
+            shown.append(_Shown(info, start, end))
+    return shown, idle
+
+
+def _owners(shown: list[_Shown]) -> dict[int, _Shown]:
+    """The finest shown layer holding each covered unit index (a refinement wins over
+    the coarse layer it lies in)."""
+    owner: dict[int, _Shown] = {}
+    for layer in sorted(shown, key=lambda s: s.start - s.end):  # widest first
+        for index in range(layer.start, layer.end):
+            owner[index] = layer
+    return owner
 
 
 class _Projected(NamedTuple):
@@ -188,7 +219,8 @@ class _Projected(NamedTuple):
 
 def project(view: View, ctx: TierContext, layers: list[LayerInfo]) -> View:
     """Show every applicable layer's replacement instead of the units it covers (and add
-    the applied layers to ``ctx.layer_key``).
+    the applied layers to ``ctx.layer_key``). Where a newer layer refines part of an older
+    one, the finest shows there and the older one shows once, at its first unit left.
 
     Between renders the shown prefix is reused while the layers and the units it was made
     from are the same, so a render after an append projects only the new units.
@@ -205,36 +237,25 @@ def project(view: View, ctx: TierContext, layers: list[LayerInfo]) -> View:
             kept.applied if not ctx.layer_key else tuple(sorted({*ctx.layer_key, *kept.applied}))
         )
         return view.replace([*kept.shown, *units[kept.cut :]]) if kept.applied else view
-    where = _positions(units)
-    applied: list[str] = []
-    covered: set[str] = set()
-    spans = _Spans()
-    idle: set[str] = set()
-    for info in sorted(layers, key=lambda i: i.seq, reverse=True):
-        if covered.issuperset(info.covers):
-            continue
-        span = _find(units, where, spans, info.covers)
-        if span is None:
-            idle.update(info.covers)
-            continue
-        spans.add(*span, info)
-        covered.update(info.covers)
-        applied.append(info.id)
+    visible, idle = _visible(units, layers)
+    applied = [layer.info.id for layer in visible]
+    owner = _owners(visible)
+    cut = max((layer.end for layer in visible), default=0)
     shown: list[Unit] = []
-    cut = position = 0
-    for start in sorted(spans.applied):
-        end, info = spans.applied[start]
-        shown.extend(units[position:start])
-        shown.append(layer_unit(info, units[start:end], ctx))
-        position = cut = end
-    shown.extend(units[position:])
-    prefix = len(shown) - (len(units) - cut)
-    last = units[cut - 1] if cut else None
+    emitted: set[str] = set()
+    for index, unit in enumerate(units[:cut]):
+        layer = owner.get(index)
+        if layer is None:
+            shown.append(unit)
+        elif layer.info.id not in emitted:
+            emitted.add(layer.info.id)
+            covered = units[layer.start : layer.end]
+            shown.append(layer_unit(layer.info, covered, ctx, unit.position))
     cache["projected"] = _Projected(
-        key, cut, last, shown[:prefix], tuple(sorted(applied)), frozenset(idle)
+        key, cut, units[cut - 1] if cut else None, shown, tuple(sorted(applied)), frozenset(idle)
     )
     ctx.layer_key = tuple(sorted({*ctx.layer_key, *applied}))
-    return view.replace(shown) if applied else view
+    return view.replace([*shown, *units[cut:]]) if applied else view
 
 
 def show_layer(view: View, ctx: TierContext, info: LayerInfo, covered: list[Unit]) -> View:

@@ -33,9 +33,10 @@ KEYS_PER_QUERY = 500
 """Keys per ``IN`` list when side values are read by key (below SQLite's variable limit)."""
 
 _HOT_SQL = {
-    "bump": "UPDATE graph_sessions SET next_seq = next_seq + :count, head = :head "
+    "bump": "UPDATE graph_sessions SET next_seq = next_seq + :count, head = COALESCE(:head, head) "
     "WHERE id = :session RETURNING next_seq",
-    "settle": "UPDATE graph_sessions SET next_seq = :seq, head = :head WHERE id = :session",
+    "settle": "UPDATE graph_sessions SET next_seq = :seq, head = COALESCE(:head, head) "
+    "WHERE id = :session",
     "node": "INSERT INTO graph_nodes (id, session, seq, kind, at_us, payload, meta) "
     "VALUES (?, ?, ?, ?, ?, ?, ?)",
     "edge": "INSERT INTO graph_edges (src, dst, type, session) VALUES (?, ?, ?, ?)",

@@ -66,7 +66,8 @@ class Store:
         edges: Sequence[Edge],
         head: str | None,
     ) -> int:
-        """Store ``records`` with consecutive seqs (in list order); return the first seq."""
+        """Store ``records`` with consecutive seqs (in list order); return the first seq.
+        ``head`` becomes the session's head; None keeps the one it has."""
         raise NotImplementedError
 
     def load(self, session: str, after: int = 0) -> Loaded:
@@ -257,7 +258,8 @@ class MemoryStore(Store):
                     data["records"].append((stored, tuple(by_dst.get(stored.id, ()))))
                 else:
                     data["records"].append(stored)
-            data["head"] = head
+            if head is not None:  # None keeps the head (work on another branch)
+                data["head"] = head
             return int(first)
 
     def load(self, session: str, after: int = 0) -> Loaded:
