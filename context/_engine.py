@@ -304,6 +304,8 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
                     problems = self._commit(decision, rendered)
                 except Redo as redo:
                     self._forget(decision)
+                    if self.writer is not None:  # what the refused transaction read is
+                        self.writer.refresh()  # undone with it: read it again
                     if attempt:
                         raise CommitConflict(
                             f"a render of session {self.graph.session!r} still conflicts "

@@ -195,6 +195,7 @@ class LayerOperations:
             self._commit(decision)
         except Redo as conflict:
             self._forget(decision)
+            self.catch_up()
             cause = conflict.__cause__ or conflict
             raise CommitConflict(f"{what} refused: {conflict}") from cause
 

@@ -3,7 +3,7 @@ two children act at the same moment), does one thing and prints what happened.
 
     python _commit_child.py URL SESSION STATE_DIR rollback LAYER
     python _commit_child.py URL SESSION STATE_DIR layer NODE NODE …
-    python _commit_child.py URL SESSION STATE_DIR collapse FIRST LAST
+    python _commit_child.py URL SESSION STATE_DIR collapse FIRST LAST [BRANCH]
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ def main() -> None:
         elif action == "layer":
             graph.add_layer("collapse", args, [{"role": "user", "content": "elsewhere"}])
         else:
-            engine.collapse(args[0], args[1])
+            if len(args) > 2:
+                graph.checkout(args[2])
+            engine.collapse(args[0], args[1], head=graph.head)
     except (AlreadyRolledBack, CommitConflict, LayerConflict) as refused:
         print(f"refused {type(refused).__name__}", flush=True)
     else:

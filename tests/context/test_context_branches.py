@@ -49,8 +49,15 @@ def text(rendered: Any) -> str:
 # -- named branches ------------------------------------------------------------------------
 
 
-def test_main_moves_only_by_its_own_appends_and_checkout(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path}/op.db"
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/op.db"
+    found: str = request.getfixturevalue("pg_db_url")
+    return found
+
+
+def test_main_moves_only_by_its_own_appends_and_checkout(url: str) -> None:
     g = ConversationGraph(SQLStore(url), "s1")
     ids = session(g, 4)
     main_head = g.head

@@ -164,6 +164,10 @@ def rounds(g: ConversationGraph) -> list[list[str]]:
     return [ids[i : i + 3] for i in range(0, len(ids), 3)]
 
 
+def said(text: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": text}]
+
+
 def rollbacks(g: ConversationGraph) -> list[Event]:
     return [e for e in g.events() if isinstance(e.data, Rollback)]
 
@@ -171,7 +175,7 @@ def rollbacks(g: ConversationGraph) -> list[Event]:
 def test_a_double_rollback_is_refused(two: tuple[Any, Any], tmp_path: Path) -> None:
     one, other = two
     r = rounds(one)
-    layer = one.add_layer("collapse", [n for x in r[2:6] for n in x], "four rounds")
+    layer = one.add_layer("collapse", [n for x in r[2:6] for n in x], said("four rounds"))
     first, second = engine(one, tmp_path), engine(other, tmp_path)
     other.refresh()
     assert second.layer(layer.id).active  # both know it as active
@@ -189,9 +193,9 @@ def test_partly_overlapping_layers_from_two_writers_cannot_both_land(
     one, other = two
     r = rounds(one)
     other.refresh()
-    one.add_layer("collapse", [n for x in r[2:6] for n in x], "rounds 2-5")
+    one.add_layer("collapse", [n for x in r[2:6] for n in x], said("rounds 2-5"))
     with pytest.raises(LayerConflict, match="only in part"):
-        other.add_layer("collapse", [n for x in r[4:8] for n in x], "rounds 4-7")
+        other.add_layer("collapse", [n for x in r[4:8] for n in x], said("rounds 4-7"))
     other.refresh()
     assert len(other.layers()) == 1
 
@@ -203,7 +207,7 @@ def test_an_engine_sees_a_layer_another_writer_just_made(
     stale = engine(other, tmp_path)
     stale.render()
     r = rounds(one)
-    layer = one.add_layer("collapse", [n for x in r[2:6] for n in x], "elsewhere")
+    layer = one.add_layer("collapse", [n for x in r[2:6] for n in x], said("elsewhere"))
     assert len(stale.expand(layer.id)) == 12
     assert [i.id for i in stale.rollback(layer.id)] == [layer.id]
     one.refresh()
@@ -224,8 +228,12 @@ def test_a_render_whose_layer_conflicts_decides_again_from_what_was_stored(
     r = rounds(one)
     # another writer stores a layer between this engine's read and its commit
     monkeypatch.setattr(late, "catch_up", lambda: None)
-    elsewhere = one.add_layer("collapse", [n for x in r[3:7] for n in x], "elsewhere")
+    elsewhere = one.add_layer("collapse", [n for x in r[8:12] for n in x], said("elsewhere"))
+    forgotten: list[object] = []
+    forget = late._forget
+    monkeypatch.setattr(late, "_forget", lambda d: (forgotten.append(d), forget(d)))
     rendered = late.render()
+    assert len(forgotten) == 1  # refused once, then decided again from what was stored
     assert rendered.fits or rendered.tokens > 0
     other.refresh()
     active = [i for i in other.layers() if i.active]
@@ -343,7 +351,7 @@ def test_two_processes_rolling_back_one_layer_store_one_rollback(url: str, tmp_p
     g = ConversationGraph(SQLStore(url), "s1")
     session(g, 12)
     r = rounds(g)
-    layer = g.add_layer("collapse", [n for x in r[2:6] for n in x], "four rounds")
+    layer = g.add_layer("collapse", [n for x in r[2:6] for n in x], said("four rounds"))
     said = race(url, tmp_path, ["rollback", layer.id], ["rollback", layer.id])
     assert sorted(said) == ["ok", "refused AlreadyRolledBack"]
     g.refresh()
@@ -379,3 +387,40 @@ def test_two_processes_collapsing_overlapping_ranges_leave_nested_layers(
     assert "ok" in said and set(said) <= {"ok", "refused CommitConflict"}
     g.refresh()
     assert_nested([i for i in g.layers() if i.active])
+
+
+def test_two_processes_collapse_on_main_and_on_a_fork_at_once(url: str, tmp_path: Path) -> None:
+    # A layer on main made collapse on a fork fail ("overlaps layer … only in part").
+    g = ConversationGraph(SQLStore(url), "s1")
+    session(g, 12)
+    main = rounds(g)
+    g.create_branch("fork", at=main[5][1])
+    g.checkout("fork")
+    session(g, 6, first=100)
+    fork = rounds(g)[-6:]
+    said = race(
+        url,
+        tmp_path,
+        ["collapse", main[3][0], main[9][0]],
+        ["collapse", main[2][0], fork[2][0], "fork"],
+    )
+    assert said == ["ok", "ok"]
+    g.refresh()
+    layers = [i for i in g.layers() if i.active]
+    assert len(layers) == 2
+    assert set(layers[0].covers) & set(layers[1].covers)  # they share main's rounds 3-5
+
+
+def test_the_records_log_is_caught_up_from_the_database_on_open(tmp_path: Path) -> None:
+    from context import read_jsonl, records_path
+
+    g = ConversationGraph.memory("s1")
+    session(g, 30, words=200)
+    state = tmp_path / ".openprogram"
+    first = ContextEngine(g, Policy(state_dir=state), budget=3_000, clock=clock)
+    made = first.render().records
+    assert made
+    log = records_path(state, "s1")
+    log.unlink()  # a process died between its commit and its log line
+    ContextEngine(g, Policy(state_dir=state), budget=3_000, clock=clock)
+    assert [r.id for r in read_jsonl(log)] == [r.id for r in first.records()]
