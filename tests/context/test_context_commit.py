@@ -352,8 +352,8 @@ def test_two_processes_rolling_back_one_layer_store_one_rollback(url: str, tmp_p
     session(g, 12)
     r = rounds(g)
     layer = g.add_layer("collapse", [n for x in r[2:6] for n in x], said("four rounds"))
-    said = race(url, tmp_path, ["rollback", layer.id], ["rollback", layer.id])
-    assert sorted(said) == ["ok", "refused AlreadyRolledBack"]
+    outcome = race(url, tmp_path, ["rollback", layer.id], ["rollback", layer.id])
+    assert sorted(outcome) == ["ok", "refused AlreadyRolledBack"]
     g.refresh()
     assert len(rollbacks(g)) == 1
     records = engine(g, tmp_path).records()
