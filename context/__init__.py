@@ -45,7 +45,17 @@ from ._summary import (
     anchors_from_dict,
     parse_summary,
 )
-from ._tier import Action, NoState, OffloadFile, Tier, TierContext, TierState
+from ._tier import (
+    Action,
+    NoState,
+    OffloadFile,
+    RenderInputs,
+    Tier,
+    TierContext,
+    TierDecisions,
+    TierServices,
+    TierState,
+)
 from ._tokens import TokenCache, TokenCounter, UsageAnchor, encoding_name_for
 from ._view import Item, Unit, View
 
@@ -73,6 +83,7 @@ __all__ = [
     "Policy",
     "PolicyError",
     "RecordError",
+    "RenderInputs",
     "Rendered",
     "SessionWriter",
     "StateDirError",
@@ -82,6 +93,8 @@ __all__ = [
     "SummaryResult",
     "Tier",
     "TierContext",
+    "TierDecisions",
+    "TierServices",
     "TierState",
     "TokenCache",
     "TokenCounter",

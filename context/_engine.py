@@ -36,7 +36,7 @@ from ._recover import Recovery
 from ._registry import resolve_tiers
 from ._storage import ContextStorage
 from ._summary import default_summarizer
-from ._tier import OffloadFile, Tier, TierContext, TierFn
+from ._tier import RenderInputs, Tier, TierContext, TierDecisions, TierFn, TierServices
 from ._tokens import TokenCache, TokenCounter, UsageAnchor
 from ._view import Item, RawUnit, Unit, View
 
@@ -237,21 +237,19 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
         state = self._frame(frame)
         budget = max(1, self.anchor.inverse(int(self.budget * self.squeeze)))
         ctx = TierContext(
-            self.graph,
-            self.policy,
+            RenderInputs(self.graph, self.policy, self.clock(), frame, self.budget),
+            TierServices(
+                self.counter,
+                self.cache,
+                self.summarizer,
+                None if preview else self.prefetch,
+                self.book,
+                self._memo,
+                self._summaries,
+            ),
             budget,
-            self.counter,
-            self.cache,
-            self.clock(),
             states=copy.deepcopy(state.states) if preview else state.states,
             scratch={} if preview else state.scratch,
-            frame=frame,
-            summarizer=self.summarizer,
-            prefetch=None if preview else self.prefetch,
-            layers=self.book,
-            memo=self._memo,
-            summaries=self._summaries,
-            nominal_budget=self.budget,
         )
         if head is None and frame is None:
             head = self.graph.default_head()
@@ -351,13 +349,11 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
         clock and recovery state) finds nothing to do and shows the same bytes. (A tier
         that made a layer and left the prompt over its trigger, as summarize_half does,
         made another on each repeat though nothing was appended.)"""
-        records: list[CompactionRecord] = []
-        actions: list[Any] = []
-        files: list[OffloadFile] = []
+        decisions = TierDecisions()
         for _ in range(MAX_PASSES):
             known = len(self.book.overlay)
             ctx, view, state = self.context(head, frame, preview=preview)
-            ctx.records, ctx.actions, ctx.files = records, actions, files
+            ctx.decisions = decisions
             view = self._cascade(view, ctx)
             if not preview and frame is None and self.storage is not None:
                 self._checkpoint(state, view, ctx)  # layers this render made may hide a span
