@@ -2,8 +2,10 @@
 
 Layers are graph facts (``graph.Layer``): the covered nodes stay untouched and a rollback
 brings them back exactly. A layer applies on every branch whose walk holds all the nodes it
-covers as whole, adjacent units; a newer layer that builds on older ones hides them. The
-projection is cached and extended like the layout, so its cost does not grow with history.
+covers as whole, adjacent units. A newer layer that holds older ones hides them (it builds
+on them); a newer layer inside an older one refines it: the finest layer shows there, and
+the older one once, at its first unit no refinement holds. The projection is cached and
+extended like the layout, so its cost does not grow with history.
 """
 
 from __future__ import annotations

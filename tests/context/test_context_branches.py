@@ -276,3 +276,21 @@ def test_layers_over_random_forks_refinements_and_rollbacks(steps: list[Any]) ->
                     event("a rollback restored the prompt before its layer")
                     assert e.preview(head=head).messages == previous
             check(w, e)
+
+
+def test_a_fresh_engine_renders_a_refined_checkpointed_span_the_same(tmp_path: Path) -> None:
+    # A span this long is checkpointed: a fresh engine stands placeholders in for its units,
+    # and the refinement inside it must show over them exactly as over the built units.
+    g = ConversationGraph.memory("s1")
+    session(g, 300, words=2)
+    r = round_ids(g)
+    running = engine(g, tmp_path)
+    g.add_layer("compact", [n for x in r[1:290] for n in x], said("COARSE"))
+    running.render()
+    assert running._frames[None].checkpoint is not None
+    g.add_layer("collapse", [n for x in r[100:110] for n in x], said("FINE"))
+    refined = running.render()
+    shown = [m["content"] for m in refined.messages]
+    assert shown.count("COARSE") == 1 and shown.count("FINE") == 1
+    fresh = engine(g, tmp_path)
+    assert fresh.render().messages == refined.messages
