@@ -13,8 +13,9 @@ active, the record it was taken at is still there (a truncated graph has another
 record since is a node of the walk after the span, a result or finish of one, or a layer or
 rollback event (a layer on this walk nests with the span's layer: one inside it refines it
 and shows over the placeholders from its replacement; rolling back the span's layer or one
-it builds on makes it inactive; a render that would still show a placeholder walks again). A node elsewhere (another
-branch, a tool added under the span), a fork or a fork-off head: the layout walks in full.
+it builds on makes it inactive; a render that would still show a placeholder walks again).
+A node elsewhere (another branch, a tool added under the span), a fork or a fork-off head:
+the layout walks in full.
 """
 
 from __future__ import annotations
