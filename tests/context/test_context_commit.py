@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -318,8 +318,11 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return found
 
 
-def race(url: str, state: Path, *actions: list[str]) -> list[str]:
-    """Start one child per action, let them all act at once, return what each said."""
+def race(
+    url: str, state: Path, *actions: list[str], between: Callable[[], object] | None = None
+) -> list[str]:
+    """Start one child per action, let them all act at once, return what each said
+    (``between`` runs once every child has opened the session, before they act)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     children = [
         subprocess.Popen(
@@ -335,6 +338,8 @@ def race(url: str, state: Path, *actions: list[str]) -> list[str]:
     for child in children:
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "ready"
+    if between is not None:
+        between()
     for child in children:
         assert child.stdin is not None
         child.stdin.write("go\n")
@@ -424,3 +429,20 @@ def test_the_records_log_is_caught_up_from_the_database_on_open(tmp_path: Path) 
     log.unlink()  # a process died between its commit and its log line
     ContextEngine(g, Policy(state_dir=state), budget=3_000, clock=clock)
     assert [r.id for r in read_jsonl(log)] == [r.id for r in first.records()]
+
+
+def test_a_stale_process_rolls_back_a_layer_made_after_it_opened(url: str, tmp_path: Path) -> None:
+    # engine.rollback raised UnknownLayer for a layer another process had just made.
+    g = ConversationGraph(SQLStore(url), "s1")
+    session(g, 12)
+    r = rounds(g)
+    covers = [n for x in r[2:6] for n in x]
+    outcome = race(
+        url,
+        tmp_path,
+        ["rollback", "LAYER-MADE-LATER"],
+        between=lambda: g.add_layer("collapse", covers, said("x"), layer_id="LAYER-MADE-LATER"),
+    )
+    assert outcome == ["ok"]
+    g.refresh()
+    assert not g.layer("LAYER-MADE-LATER").active
