@@ -337,9 +337,10 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
             return rendered
 
     def catch_up(self) -> None:
-        """Read what other writers stored (appends, layers, rollbacks) before acting."""
-        if self.writer is not None:
-            self.writer.refresh()
+        """Read what other writers stored (appends, layers, rollbacks) before acting (a
+        reader of a live session too: reading changes nothing stored)."""
+        if self.book.refresh is not None:
+            self.book.refresh()
 
     def _decide(self, head: str | None, frame: str | None, *, preview: bool) -> Decision:
         """The pure step: the prompt and the decisions it rests on, nothing written.
