@@ -6,8 +6,11 @@ never changes a stored node. Collapses and compactions are layers: graph facts t
 be listed, expanded and rolled back.
 """
 
+from ._commit import SessionWriter
 from ._engine import ContextEngine, Rendered, render_context
 from ._errors import (
+    AlreadyRolledBack,
+    CommitConflict,
     ContextError,
     ContextOverflowError,
     ForeignStateFolder,
@@ -50,7 +53,17 @@ from ._summary import (
     anchors_from_dict,
     parse_summary,
 )
-from ._tier import Action, NoState, Tier, TierContext, TierState
+from ._tier import (
+    Action,
+    NoState,
+    OffloadFile,
+    RenderInputs,
+    Tier,
+    TierContext,
+    TierDecisions,
+    TierServices,
+    TierState,
+)
 from ._tokens import TokenCache, TokenCounter, UsageAnchor, encoding_name_for
 from ._view import Item, Unit, View
 
@@ -61,7 +74,9 @@ __all__ = [
     "POLICY_SCHEMA",
     "TIERS",
     "Action",
+    "AlreadyRolledBack",
     "Anchors",
+    "CommitConflict",
     "CompactionRecord",
     "ContextEngine",
     "ContextError",
@@ -74,12 +89,15 @@ __all__ = [
     "ModelInfo",
     "NoState",
     "OffloadError",
+    "OffloadFile",
     "Policy",
     "PolicyError",
     "RecordError",
     "Removal",
+    "RenderInputs",
     "RenderReceipt",
     "Rendered",
+    "SessionWriter",
     "StateDirError",
     "StateFolder",
     "Summarizer",
@@ -88,6 +106,8 @@ __all__ = [
     "SummaryResult",
     "Tier",
     "TierContext",
+    "TierDecisions",
+    "TierServices",
     "TierState",
     "TokenCache",
     "TokenCounter",

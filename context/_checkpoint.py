@@ -11,20 +11,33 @@ under the layer, which the projection hides again exactly as before.
 The checkpoint is only trusted when nothing could have changed under it: the layer is still
 active, the record it was taken at is still there (a truncated graph has another), and every
 record since is a node of the walk after the span, a result or finish of one, or a layer or
-rollback event (the graph keeps layers nested, so none can cut into the span, and rolling
-back the span's layer or one it builds on makes it inactive). A node elsewhere (another
-branch, a tool added under the span), a fork or a fork-off head: the layout walks in full.
+rollback event (a layer on this walk nests with the span's layer: one inside it refines it
+and shows over the placeholders from its replacement; rolling back the span's layer or one
+it builds on makes it inactive; a render that would still show a placeholder walks again).
+A node elsewhere (another branch, a tool added under the span), a fork or a fork-off head:
+the layout walks in full.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
 
-from graph import Event, Finish, GraphState, Layer, Node, Rollback, Step, Tool, ToolResult
+from graph import (
+    Event,
+    Finish,
+    GraphState,
+    Layer,
+    LayerInfo,
+    Node,
+    Rollback,
+    Step,
+    Tool,
+    ToolResult,
+)
 
 from ._view import Unit, View
 
@@ -100,9 +113,11 @@ def capture(
     view: View,
     state: GraphState,
     category: Callable[[str], str | None],
+    pending: Mapping[str, LayerInfo] | None = None,
 ) -> Checkpoint | None:
     """A checkpoint of ``layout`` for the projected ``view``, or None when no layer hides
-    a span it could be trusted for."""
+    a span it could be trusted for; ``pending`` layers (the render's own, committed with
+    the checkpoint) count as stored."""
     if layout.head is None or layout.shape != () or layout.hidden is not None:
         return None
     shown = [u for u in view.units if u.layer is not None and u.count >= MIN_HIDDEN]
@@ -111,7 +126,7 @@ def capture(
     top = max(shown, key=lambda u: u.count)
     first, end = top.position, top.position + top.count
     raw, steps, built = layout.raw, layout.steps, layout.built
-    info = state.layers.get(top.layer or "")
+    info = state.layers.get(top.layer or "") or (pending or {}).get(top.layer or "")
     if info is None or not info.active or first < 1 or end >= len(raw):
         return None
     begin, stop = raw[first].start, raw[end - 1].end

@@ -66,16 +66,31 @@ def segments(
     found: list[list[Unit]] = []
     run: list[Unit] = []
     for unit in [*units[:limit], None]:
+        if run and unit is not None and not follows(run[-1], unit):
+            found.extend(_cut(run, size, least))  # a gap (snipped units): a layer must
+            run = []  # cover units adjacent in the walk, or it never applies again
         if unit is not None and collapsible(unit) and declined.isdisjoint(unit.node_ids):
             run.append(unit)
             continue
-        while len(run) >= size:
-            found.append(run[:size])
-            run = run[size:]
-        if len(run) >= least:
-            found.append(run)
+        found.extend(_cut(run, size, least))
         run = []
     return found
+
+
+def _cut(run: list[Unit], size: int, least: int) -> list[list[Unit]]:
+    found: list[list[Unit]] = []
+    while len(run) >= size:
+        found.append(run[:size])
+        run = run[size:]
+    if len(run) >= least:
+        found.append(run)
+    return found
+
+
+def follows(before: Unit, unit: Unit) -> bool:
+    """Whether ``unit`` comes right after ``before`` in the walk (nothing between them was
+    dropped from the view)."""
+    return unit.position == before.position + before.count
 
 
 def summary_cap(ctx: TierContext, covered: list[Unit]) -> int:
@@ -186,7 +201,7 @@ def ahead(view: View, ctx: TierContext) -> View:
     """From ``proactive_share`` of the budget, start the next segments' summaries on the
     prefetcher's worker (nothing changes in the view: they are used only when needed)."""
     share = ctx.policy.proactive_share
-    if ctx.prefetch is None or ctx.preview or share is None or view.tokens <= share * ctx.budget:
+    if ctx.prefetch is None or share is None or view.tokens <= share * ctx.budget:
         return view
     needed = view.tokens - ctx.target
     for segment in _candidates(view, ctx):

@@ -20,7 +20,7 @@ import msgspec
 
 from graph import LayerInfo, text_of
 
-from ._collapse import first_node, grown, inspectable, pays
+from ._collapse import first_node, follows, grown, inspectable, pays
 from ._errors import ContextError
 from ._summarizing import (
     make_layer,
@@ -97,6 +97,8 @@ def span_to_compact(
             if run:
                 break
             continue
+        if run and not follows(run[-1], unit):
+            break  # snipped units between: a layer covers units adjacent in the walk
         run.append(unit)
     if share < 1.0:
         run = run[: max(1, int(len(run) * share))] if len(run) > 1 else []

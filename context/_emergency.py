@@ -8,6 +8,7 @@ note; the longest remaining texts are cut in the middle with a marker; last, com
 
 from __future__ import annotations
 
+import hashlib
 import time
 
 import msgspec
@@ -16,10 +17,17 @@ from graph import text_of
 
 from ._reduce import middle_truncate
 from ._snip import exempt, insert_note, note_unit
-from ._tier import Tier, TierContext
+from ._tier import Tier, TierContext, TierState
 from ._view import Item, Unit, View
 
 _MIN_CHARS = 64
+
+
+class EmergencyState(TierState):
+    """The last emergency cut, by digest: emergency decides afresh on every render (it
+    keeps nothing), and the same cut of the same prompt is not a new decision to record."""
+
+    last: str = ""
 
 
 def _stub(unit: Unit, ctx: TierContext) -> Unit:
@@ -80,8 +88,17 @@ def emergency(view: View, ctx: TierContext) -> View:
             steps.append(f"dropped {len(layers)} compaction(s)")
     if view is not before:
         ctx.act("emergency", "; ".join(steps), before, view)
-        ctx.record("emergency", before, view, started=started, details={"steps": steps})
+        state = ctx.state(EmergencyState)
+        digest = _digest(steps, view)
+        if digest != state.last:
+            state.last = digest
+            ctx.record("emergency", before, view, started=started, details={"steps": steps})
     return view
+
+
+def _digest(steps: list[str], view: View) -> str:
+    shown = [(u.kind, u.node_ids, tuple(i.variant for i in u.items)) for u in view.units]
+    return hashlib.sha256(msgspec.json.encode([steps, shown])).hexdigest()[:20]
 
 
 def _drop(view: View, dropped: list[Unit], ctx: TierContext) -> View:
@@ -127,4 +144,4 @@ def _cut_longest(view: View, ctx: TierContext) -> View:
     )
 
 
-TIER = Tier("emergency", compact=emergency)
+TIER = Tier("emergency", compact=emergency, state=EmergencyState)

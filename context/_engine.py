@@ -21,9 +21,10 @@ from typing import Any
 
 import msgspec
 
-from graph import GraphReader, Node, Store
+from graph import ConversationGraph, GraphReader, Node
 
-from ._errors import PolicyError
+from ._commit import Decision, Redo, SessionWriter
+from ._errors import CommitConflict, PolicyError
 from ._folder import StateFolder, state_folder
 from ._integrity import provider_roles, repair_tool_pairs, tool_pair_problems, unique_call_ids
 from ._layers import LayerBook, project
@@ -37,10 +38,12 @@ from ._recover import Recovery
 from ._registry import resolve_tiers
 from ._storage import ContextStorage
 from ._summary import default_summarizer
-from ._tier import Tier, TierContext, TierFn
+from ._tier import RenderInputs, Tier, TierContext, TierDecisions, TierFn, TierServices
 from ._tokens import TokenCache, TokenCounter, UsageAnchor
 from ._view import Item, RawUnit, Unit, View
 
+MAX_PASSES = 8
+"""Times a render is made at most while each one still makes a layer (see ``_decide``)."""
 EXACT_COUNT_CHARS = 200_000
 """Longer texts are counted by an upper bound, not tokenized (see ``TokenCounter``)."""
 
@@ -110,6 +113,7 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
         tiers: Sequence[Tier | str] | None = None,
         state_dir: StateFolder | str | os.PathLike[str] | None = None,
         state_key: str | None = None,
+        read_only: bool = False,
     ) -> None:
         self.graph = graph
         self.policy = policy or Policy()
@@ -133,10 +137,26 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
         self.anchor = UsageAnchor()
         self.last: Rendered | None = None
         self.render_ms = 0.0
-        self.book = LayerBook(graph)
-        self.lock: threading.RLock = getattr(graph, "_lock", None) or threading.RLock()
+        self.writer: SessionWriter | None = (
+            graph if isinstance(graph, ConversationGraph) and not read_only else None
+        )
+        """What the engine writes through; None for a reader (a past seq, ``read_only``),
+        whose decisions stay in memory and which never writes or migrates anything."""
+        live = graph if isinstance(graph, ConversationGraph) else None
+        self.book = LayerBook(
+            graph,
+            refresh=None if live is None else live.refresh,
+            session_of=None if live is None else live.store.session_of,
+        )
+        self.lock: threading.RLock = live._lock if live is not None else threading.RLock()
         """Held by every render and layer operation: the graph's own lock when it has one,
         so a render never sees a half-applied append from another thread."""
+        self.fences: list[Callable[[], None]] = []
+        """Called inside every commit's transaction, under the session's lock: one that
+        raises refuses the commit (a writer whose lease was taken is fenced off)."""
+        self.commit_hooks: list[Callable[[Rendered], None]] = []
+        """Called inside a render's transaction with what it rendered: the render
+        receipt is written here, atomically with the decisions it was rendered under."""
         self.squeeze = 1.0
         """Share of the budget a render may use; ``recover`` lowers it after an overflow."""
         self.failures = 0
@@ -144,13 +164,18 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
         self._memo: dict[tuple[str, str], Item] = {}
         self._summaries: dict[tuple[object, ...], Any] = {}
         self._records: list[CompactionRecord] = []
+        self._owed: list[str] = []
         self._tool_tokens = self.counter.count_tools(self.tools)
-        store: Store | None = getattr(graph, "store", None)
+        store = live.store if live is not None else None
         self.folder = (
             state_dir if isinstance(state_dir, StateFolder) else state_folder(store, state_dir)
         )
         """The database's state folder (offloaded outputs, the records log)."""
-        self.storage = ContextStorage(store, graph.session, self.folder) if store else None
+        self.storage = (
+            None
+            if store is None
+            else ContextStorage(store, graph.session, self.folder, migrate=self.writer is not None)
+        )
         if state_key is None:
             state_key = f"e{self.storage.epoch() if self.storage is not None else 0}"
         self._state_key = state_key
@@ -218,27 +243,24 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
         self, head: str | None = None, frame: str | None = None, *, preview: bool = False
     ) -> tuple[TierContext, View, _Frame]:
         """The context and the unprocessed view of a render (layers shown), for the tier
-        functions that the engine's other entry points (collapse, compact) call."""
+        functions that the engine's other entry points (collapse, compact) call. A
+        ``preview`` context decides on copies of the sticky state."""
         state = self._frame(frame)
         budget = max(1, self.anchor.inverse(int(self.budget * self.squeeze)))
         ctx = TierContext(
-            self.graph,
-            self.policy,
+            RenderInputs(self.graph, self.policy, self.clock(), frame, self.budget, self.folder),
+            TierServices(
+                self.counter,
+                self.cache,
+                self.summarizer,
+                None if preview else self.prefetch,
+                self.book,
+                self._memo,
+                self._summaries,
+            ),
             budget,
-            self.counter,
-            self.cache,
-            self.clock(),
             states=copy.deepcopy(state.states) if preview else state.states,
             scratch={} if preview else state.scratch,
-            frame=frame,
-            preview=preview,
-            summarizer=self.summarizer,
-            prefetch=self.prefetch,
-            layers=self.book,
-            memo=self._memo,
-            summaries=self._summaries,
-            nominal_budget=self.budget,
-            folder=self.folder,
         )
         if head is None and frame is None:
             head = self.graph.default_head()
@@ -266,53 +288,112 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
     ) -> Rendered:
         """The prompt for the next LLM call from ``head`` (inside ``frame`` if given).
 
-        ``preview=True`` renders the same prompt but persists nothing — no tier state,
-        records, layers, offload files or token counts — so looking at a session never
-        changes what the running agent will send.
+        A render computes, then commits: the offload files it decided on are written, then
+        its layers, tier state and records in one transaction (checked under the session's
+        lock against what other processes stored; on a conflict it decides once more from
+        there), and only then is the prompt returned. ``preview=True`` is :meth:`preview`.
         """
-        with self.lock:
-            return self._render(head, frame, preview)
-
-    def _render(self, head: str | None, frame: str | None, preview: bool) -> Rendered:
-        started = time.perf_counter()
         if preview:
+            return self.preview(head, frame)
+        with self.lock:
+            started = time.perf_counter()
+            self.catch_up()
+            owed: list[str] = []
+            for attempt in range(2):
+                decision = self._decide(head, frame, preview=False)
+                if owed:  # files the first commit could not write (its step one): said first
+                    error = "; ".join(owed)
+                    ctx, view = decision.ctx, decision.view
+                    ctx.act("offload", f"{len(owed)} file(s) not written", view, view, error=error)
+                    ctx.record("offload", view, view, started=time.perf_counter(), error=error)
+                    ctx.actions.insert(0, ctx.actions.pop())
+                    ctx.records.insert(0, ctx.records.pop())
+                rendered = self._rendered(decision)
+                try:
+                    problems = self._commit(decision, rendered)
+                except Redo as redo:
+                    self._forget(decision)
+                    if self.writer is not None:  # what the refused transaction read is
+                        self.writer.refresh()  # undone with it: read it again
+                    if attempt:
+                        raise CommitConflict(
+                            f"a render of session {self.graph.session!r} still conflicts "
+                            f"after deciding again: {redo}"
+                        ) from redo.__cause__ or redo
+                    self._redo(decision, redo)
+                    owed = list(redo.problems)
+                    continue
+                for problem in problems:
+                    decision.ctx.act(
+                        "records", problem, decision.view, decision.view, error=problem
+                    )
+                self.last = rendered
+                self.render_ms = (time.perf_counter() - started) * 1000
+                return rendered
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def preview(self, head: str | None = None, frame: str | None = None) -> Rendered:
+        """The next prompt, computed and not committed: no tier state, records, layers,
+        offload files or token counts are written, so looking at a session never changes
+        what the running agent will send."""
+        with self.lock:
+            started = time.perf_counter()
             overlay = dict(self.book.overlay)
             unsaved = self.cache.dirty()
-        ctx, view, state = self.context(head, frame, preview=preview)
-        view = self._cascade(view, ctx)
-        if not preview and frame is None and self.storage is not None:
-            self._checkpoint(state, view, ctx)  # layers this render made may hide a span
-        messages, tokens = self._finish(view, ctx)
-        if tokens > ctx.budget >= view.tokens:
-            # Integrity added a turn (a provider's role rules): make room for it too.
-            budget = ctx.budget
-            ctx.budget = budget - (tokens - view.tokens)
-            view = self._compact_pass(view, ctx)
-            ctx.budget = budget
-            messages, tokens = self._finish(view, ctx)
-        problems = [] if preview else self._persist(ctx, state, frame)
-        for problem in problems:
-            ctx.act("records", problem, view, view, error=problem)
-        if preview:
+            decision = self._decide(head, frame, preview=True)
             self.book.overlay = overlay
             self.cache.restore_dirty(unsaved)
-        rendered = Rendered(
-            messages=messages,
-            tokens=tokens,
+            rendered = self._rendered(decision, preview=True)
+            self.render_ms = (time.perf_counter() - started) * 1000
+            return rendered
+
+    def catch_up(self) -> None:
+        """Read what other writers stored (appends, layers, rollbacks) before acting (a
+        reader of a live session too: reading changes nothing stored)."""
+        if self.book.refresh is not None:
+            self.book.refresh()
+
+    def _decide(self, head: str | None, frame: str | None, *, preview: bool) -> Decision:
+        """The pure step: the prompt and the decisions it rests on, nothing written.
+
+        A render that made a layer is made again over the new layer, as the next render
+        would be, until one makes none: so the next render over the same graph (same
+        clock and recovery state) finds nothing to do and shows the same bytes. (A tier
+        that made a layer and left the prompt over its trigger, as summarize_half does,
+        made another on each repeat though nothing was appended.)"""
+        decisions = TierDecisions()
+        for _ in range(MAX_PASSES):
+            known = len(self.book.overlay)
+            ctx, view, state = self.context(head, frame, preview=preview)
+            ctx.decisions = decisions
+            view = self._cascade(view, ctx)
+            if not preview and frame is None and self.storage is not None:
+                self._checkpoint(state, view, ctx)  # layers this render made may hide a span
+            messages, tokens = self._finish(view, ctx)
+            if tokens > ctx.budget >= view.tokens:
+                # Integrity added a turn (a provider's role rules): make room for it too.
+                budget = ctx.budget
+                ctx.budget = budget - (tokens - view.tokens)
+                view = self._compact_pass(view, ctx)
+                ctx.budget = budget
+                messages, tokens = self._finish(view, ctx)
+            if len(self.book.overlay) == known:
+                break
+        return Decision(ctx, view, state, frame, messages, tokens)
+
+    def _rendered(self, decision: Decision, *, preview: bool = False) -> Rendered:
+        ctx, view = decision.ctx, decision.view
+        for problem in decision.problems:
+            ctx.act(ctx.tier or "render", problem, view, view, error=problem)
+        return Rendered(
+            messages=decision.messages,
+            tokens=decision.tokens,
             budget=self.budget,
             actions=ctx.actions,
             records=ctx.records,
             context_management={"edits": ctx.edits} if ctx.edits else None,
             preview=preview,
         )
-        if not preview:
-            self.last = rendered
-        self.render_ms = (time.perf_counter() - started) * 1000
-        return rendered
-
-    def preview(self, head: str | None = None, frame: str | None = None) -> Rendered:
-        """``render(..., preview=True)``: the next prompt, with nothing written anywhere."""
-        return self.render(head, frame, preview=True)
 
     def _cascade(self, view: View, ctx: TierContext) -> View:
         return self._compact_pass(self.prepare(view, ctx), ctx)

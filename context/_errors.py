@@ -16,6 +16,8 @@ system prompt when the caller asked for strictness, an unknown model).
     ├── RecordError          a records file or table that cannot be read or written
     │   └── PartialAppend    an append that stopped partway (says how many lines made it)
     ├── UnknownLayer         a layer (or node) id that is not in this session
+    ├── AlreadyRolledBack    a layer rolled back already (here or by another process)
+    ├── CommitConflict       decisions another writer's layers refuse, even decided again
     ├── SummaryError         a summarizer reply that cannot be used (tiers fall back)
     └── ContextOverflowError the provider keeps refusing the prompt; recovery gave up
 """
@@ -72,6 +74,17 @@ class UnknownLayer(ContextError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else "unknown layer"
+
+
+class AlreadyRolledBack(ContextError):
+    """Rolling back a layer that is rolled back already, by this process or another: the
+    second rollback is refused, so a session never holds two for one layer."""
+
+
+class CommitConflict(ContextError):
+    """A render's (or a manual operation's) new layer overlaps, in part, a layer another
+    writer stored first on the same branch; deciding again from what it stored did not
+    help either."""
 
 
 class SummaryError(ContextError):

@@ -2,13 +2,16 @@
 
 Layers are graph facts (``graph.Layer``): the covered nodes stay untouched and a rollback
 brings them back exactly. A layer applies on every branch whose walk holds all the nodes it
-covers as whole, adjacent units; a newer layer that builds on older ones hides them. The
-projection is cached and extended like the layout, so its cost does not grow with history.
+covers as whole, adjacent units. A newer layer that holds older ones hides them (it builds
+on them); a newer layer inside an older one refines it: the finest layer shows there, and
+the older one once, at its first unit no refinement holds. The projection is cached and
+extended like the layout, so its cost does not grow with history.
 """
 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
@@ -24,11 +27,20 @@ LAYER_KINDS = ("collapse", "compact", "provider")
 
 
 class LayerBook:
-    """The layers a render may use: the graph's own, plus layers made by a preview render
-    (kept in memory only, so looking never writes)."""
+    """The layers a render may use: the graph's own, plus the layers renders decided on
+    that are not stored (yet): pending until the engine commits them, or kept in memory
+    for good on a read-only graph."""
 
-    def __init__(self, graph: GraphReader) -> None:
+    def __init__(
+        self,
+        graph: GraphReader,
+        refresh: Callable[[], None] | None = None,
+        session_of: Callable[[str], str | None] | None = None,
+    ) -> None:
         self.graph = graph
+        self.refresh = refresh
+        """Reads what other writers stored (a layer made elsewhere is found after it)."""
+        self.session_of = session_of
         self.overlay: dict[str, LayerInfo] = {}
 
     def active(self) -> list[LayerInfo]:
@@ -39,12 +51,14 @@ class LayerBook:
         info = self.overlay.get(layer_id)
         if info is not None:
             return info
-        try:
-            return self.graph.layer(layer_id)
-        except KeyError:
-            pass
-        store = getattr(self.graph, "store", None)
-        other = store.session_of(layer_id) if store is not None else None
+        for attempt in range(2):
+            try:
+                return self.graph.layer(layer_id)
+            except KeyError:
+                if attempt or self.refresh is None:
+                    break
+                self.refresh()
+        other = self.session_of(layer_id) if self.session_of is not None else None
         if other is not None and other != self.graph.session:
             raise UnknownLayer(
                 f"layer {layer_id!r} is not in session {self.graph.session!r}: "
@@ -54,10 +68,6 @@ class LayerBook:
             f"no layer {layer_id!r} in session {self.graph.session!r}; engine.layers() lists them"
         )
 
-    @property
-    def writable(self) -> bool:
-        return hasattr(self.graph, "add_layer")
-
     def add(
         self,
         kind: str,
@@ -65,19 +75,13 @@ class LayerBook:
         replacement: list[dict[str, Any]],
         meta: dict[str, Any],
         *,
-        preview: bool,
         layer_id: str | None = None,
     ) -> LayerInfo:
-        """Store a layer in the graph (or, for a preview or a read-only graph, in memory)."""
-        if not preview and self.writable:
-            info: LayerInfo = self.graph.add_layer(  # type: ignore[attr-defined]
-                kind, covers, replacement, meta=meta, layer_id=layer_id
-            )
-            return info
+        """A new layer, in memory until the engine commits the render that made it."""
         inside = set(covers)
         built = tuple(i.id for i in self.active() if set(i.covers) <= inside)
         layer = Layer(kind, tuple(covers), replacement, built, meta)
-        # as the store would give it back (keys sorted), so a preview shows what a render will
+        # as the store gives it back (keys sorted), so the prompt is what a reader will see
         stored = msgspec.json.encode(layer, order="deterministic")
         layer = msgspec.json.decode(stored, type=Layer)
         info = LayerInfo(
@@ -85,6 +89,15 @@ class LayerBook:
         )
         self.overlay[info.id] = info
         return info
+
+    def pending(self) -> list[LayerInfo]:
+        """The layers decided on and not stored, oldest first."""
+        return list(self.overlay.values())
+
+    def settle(self, layer_ids: Iterable[str]) -> None:
+        """Forget these in-memory layers: stored now, or dropped with their render."""
+        for layer_id in layer_ids:
+            self.overlay.pop(layer_id, None)
 
     def rollback(self, layer_id: str) -> list[LayerInfo]:
         """Roll back an in-memory layer (and those built on it)."""
@@ -98,8 +111,11 @@ class LayerBook:
         return [self.overlay[d] for d in reversed(doomed)]
 
 
-def layer_unit(info: LayerInfo, covered: list[Unit], ctx: TierContext) -> Unit:
-    """The unit a layer shows in place of ``covered``."""
+def layer_unit(
+    info: LayerInfo, covered: list[Unit], ctx: TierContext, position: int | None = None
+) -> Unit:
+    """The unit a layer shows in place of ``covered`` (at ``position``: where a coarse
+    layer's first unit not refined by a newer layer is)."""
     messages = info.layer.replacement or []
     items = tuple(
         ctx.item(message, info.id, f"layer:{index}") for index, message in enumerate(messages)
@@ -108,7 +124,7 @@ def layer_unit(info: LayerInfo, covered: list[Unit], ctx: TierContext) -> Unit:
     return Unit(
         items,
         "layer",
-        covered[0].position,
+        covered[0].position if position is None else position,
         pinned=bool(info.layer.meta.get("pinned")),
         node_ids=ids,
         count=sum(unit.count for unit in covered),
@@ -121,38 +137,18 @@ def _positions(units: list[Unit]) -> dict[str, int]:
     return {node: index for index, unit in enumerate(units) for node in unit.node_ids}
 
 
-class _Spans:
-    """Layers applied so far over the walk's units, by unit index: a span shows as one
-    unit, which a later (older) layer may cover whole but never in part."""
-
-    def __init__(self) -> None:
-        self.outer: dict[int, tuple[int, int]] = {}
-        self.applied: dict[int, tuple[int, LayerInfo]] = {}
-
-    def widen(self, start: int, end: int) -> tuple[int, int]:
-        first = self.outer.get(start)
-        last = self.outer.get(end - 1)
-        return (first[0] if first else start, last[1] if last else end)
-
-    def add(self, start: int, end: int, info: LayerInfo) -> None:
-        for index in range(start, end):
-            self.applied.pop(index, None)  # a span it covers whole shows inside it now
-            self.outer[index] = (start, end)
-        self.applied[start] = (end, info)
-
-
-def _find(
-    units: list[Unit], where: dict[str, int], spans: _Spans, covers: tuple[str, ...]
+def _span(
+    units: list[Unit], where: dict[str, int], covers: tuple[str, ...]
 ) -> tuple[int, int] | None:
-    """The index range of the units (an applied layer's span counting as one unit) that
-    exactly hold ``covers``, when they are adjacent; its cost is the layer's size, not the
-    walk's (``where`` maps node ids to unit indexes)."""
+    """The index range of the walk's units that exactly hold ``covers``, when they are
+    whole and adjacent; its cost is the layer's size, not the walk's (``where`` maps node
+    ids to unit indexes)."""
     if not covers:
         return None
     indexes = [where.get(node, -1) for node in covers]
     if -1 in indexes:
         return None
-    start, end = spans.widen(min(indexes), max(indexes) + 1)
+    start, end = min(indexes), max(indexes) + 1
     wanted = set(covers)
     seen: set[str] = set()
     for unit in units[start:end]:
@@ -160,6 +156,54 @@ def _find(
             return None
         seen.update(unit.node_ids)
     return (start, end) if seen == wanted else None
+
+
+class _Shown(NamedTuple):
+    info: LayerInfo
+    start: int
+    end: int
+
+
+def _visible(units: list[Unit], layers: list[LayerInfo]) -> tuple[list[_Shown], set[str]]:
+    """The layers a walk shows, and the node ids of those it cannot (``layers`` oldest
+    first). Newest first: a layer inside a newer one's span is hidden by it (the newer
+    builds on it); a newer layer inside an older one refines it, and both show; one that
+    overlaps a newer one in part (only possible across branches) does not apply."""
+    where = _positions(units)
+    shown: list[_Shown] = []
+    idle: set[str] = set()
+    for info in reversed(layers):
+        span = _span(units, where, info.covers)
+        if span is None:
+            idle.update(info.covers)
+            continue
+        start, end = span
+        hidden = False
+        for newer in shown:
+            if newer.start <= start and end <= newer.end:
+                hidden = True  # built on by a newer layer
+                break
+            if (
+                newer.start < end
+                and start < newer.end
+                and not (start <= newer.start and newer.end <= end)
+            ):
+                hidden = True  # overlaps a newer layer in part
+                idle.update(info.covers)
+                break
+        if not hidden:
+            shown.append(_Shown(info, start, end))
+    return shown, idle
+
+
+def _owners(shown: list[_Shown]) -> dict[int, _Shown]:
+    """The finest shown layer holding each covered unit index (a refinement wins over
+    the coarse layer it lies in)."""
+    owner: dict[int, _Shown] = {}
+    for layer in sorted(shown, key=lambda s: s.start - s.end):  # widest first
+        for index in range(layer.start, layer.end):
+            owner[index] = layer
+    return owner
 
 
 class _Projected(NamedTuple):
@@ -177,7 +221,8 @@ class _Projected(NamedTuple):
 
 def project(view: View, ctx: TierContext, layers: list[LayerInfo]) -> View:
     """Show every applicable layer's replacement instead of the units it covers (and add
-    the applied layers to ``ctx.layer_key``).
+    the applied layers to ``ctx.layer_key``). Where a newer layer refines part of an older
+    one, the finest shows there and the older one shows once, at its first unit left.
 
     Between renders the shown prefix is reused while the layers and the units it was made
     from are the same, so a render after an append projects only the new units.
@@ -194,37 +239,25 @@ def project(view: View, ctx: TierContext, layers: list[LayerInfo]) -> View:
             kept.applied if not ctx.layer_key else tuple(sorted({*ctx.layer_key, *kept.applied}))
         )
         return view.replace([*kept.shown, *units[kept.cut :]]) if kept.applied else view
-    where = _positions(units)
-    applied: list[str] = []
-    covered: set[str] = set()
-    spans = _Spans()
-    idle: set[str] = set()
-    for info in sorted(layers, key=lambda i: i.seq, reverse=True):
-        if covered.issuperset(info.covers):
-            continue
-        span = _find(units, where, spans, info.covers)
-        if span is None:
-            idle.update(info.covers)
-            continue
-        spans.add(*span, info)
-        covered.update(info.covers)
-        applied.append(info.id)
+    visible, idle = _visible(units, layers)
+    applied = [layer.info.id for layer in visible]
+    owner = _owners(visible)
+    cut = max((layer.end for layer in visible), default=0)
     shown: list[Unit] = []
-    cut = position = 0
-    for start in sorted(spans.applied):
-        end, info = spans.applied[start]
-        shown.extend(units[position:start])
-        shown.append(layer_unit(info, units[start:end], ctx))
-        position = cut = end
-    shown.extend(units[position:])
-    if not ctx.preview:
-        prefix = len(shown) - (len(units) - cut)
-        last = units[cut - 1] if cut else None
-        cache["projected"] = _Projected(
-            key, cut, last, shown[:prefix], tuple(sorted(applied)), frozenset(idle)
-        )
+    emitted: set[str] = set()
+    for index, unit in enumerate(units[:cut]):
+        layer = owner.get(index)
+        if layer is None:
+            shown.append(unit)
+        elif layer.info.id not in emitted:
+            emitted.add(layer.info.id)
+            covered = units[layer.start : layer.end]
+            shown.append(layer_unit(layer.info, covered, ctx, unit.position))
+    cache["projected"] = _Projected(
+        key, cut, units[cut - 1] if cut else None, shown, tuple(sorted(applied)), frozenset(idle)
+    )
     ctx.layer_key = tuple(sorted({*ctx.layer_key, *applied}))
-    return view.replace(shown) if applied else view
+    return view.replace([*shown, *units[cut:]]) if applied else view
 
 
 def show_layer(view: View, ctx: TierContext, info: LayerInfo, covered: list[Unit]) -> View:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from graph import (
@@ -15,6 +17,7 @@ from graph import (
     LayerError,
     LayerInfo,
     LayerNotFound,
+    LayerRolledBack,
     Step,
     inside,
     new_id,
@@ -22,8 +25,9 @@ from graph import (
 )
 
 from ._collapse import collapse_segment
+from ._commit import Decision, Redo
 from ._compact import compact_now
-from ._errors import ContextError, UnknownLayer
+from ._errors import AlreadyRolledBack, CommitConflict, ContextError, UnknownLayer
 from ._locking import locked
 from ._provider import provider_layer
 from ._records import CompactionRecord
@@ -31,8 +35,10 @@ from ._tier import TierContext
 from ._view import Unit, View
 
 if TYPE_CHECKING:
+    from ._commit import SessionWriter
     from ._engine import Rendered
     from ._persistence import _Frame
+    from ._storage import ContextStorage
 
 
 class LayerOperations:
@@ -46,6 +52,7 @@ class LayerOperations:
         graph: GraphReader
         book: LayerBook
         lock: threading.RLock
+        clock: Callable[[], datetime]
 
         def context(
             self, head: str | None = None, frame: str | None = None, *, preview: bool = False
@@ -55,7 +62,17 @@ class LayerOperations:
 
         def prepare(self, view: View, ctx: TierContext) -> View: ...
 
-        def _persist(self, ctx: TierContext, frame: _Frame, key: str | None) -> list[str]: ...
+        def _commit(self, decision: Decision, rendered: Any = None) -> list[str]: ...
+
+        def _forget(self, decision: Decision) -> None: ...
+
+        def _notify(self, records: list[CompactionRecord]) -> None: ...
+
+        def catch_up(self) -> None: ...
+
+        writer: SessionWriter | None
+        storage: ContextStorage | None
+        _records: list[CompactionRecord]
 
     def layers(self, *, active: bool | None = None) -> list[LayerInfo]:
         """This session's layers (collapses, compactions), oldest first."""
@@ -77,6 +94,7 @@ class LayerOperations:
     ) -> LayerInfo:
         """Collapse the rounds from the one holding ``from_node`` to the one holding
         ``to_node`` into one summary layer, whatever the budget (nested layers allowed)."""
+        self.catch_up()
         ctx, view, state = self.context(head, frame)
         units = list(view.units)
         first, last = _index_of(units, from_node), _index_of(units, to_node)
@@ -95,12 +113,8 @@ class LayerOperations:
                     f"cannot collapse {what} ({where}); pick rounds or finished functions"
                 )
         ctx.tier = "collapse"
-        try:
-            _, error = collapse_segment(view, ctx, covered, reason="manual", force=True)
-        except LayerError as refused:  # e.g. a layer the range only partly holds
-            raise ContextError(f"collapse refused: {refused}") from refused
-        finally:
-            self._persist(ctx, state, frame)
+        after, error = collapse_segment(view, ctx, covered, reason="manual", force=True)
+        self._settle(Decision(ctx, after, state, frame, [], 0), "collapse")
         if error is not None:
             raise ContextError(f"collapse failed: {error}")
         return self.book.get(str(ctx.records[-1].details["layer"]))
@@ -110,15 +124,16 @@ class LayerOperations:
         self, focus: str | None = None, *, head: str | None = None, frame: str | None = None
     ) -> LayerInfo:
         """``/compact [focus]``: one compaction of all but the newest rounds, now."""
+        self.catch_up()
         ctx, view, state = self.context(head, frame)
         view = self.prepare(view, ctx)
         try:
-            _, info = compact_now(view, ctx, focus)
-        except LayerError as refused:
-            raise ContextError(f"compaction refused: {refused}") from refused
-        finally:
-            self._persist(ctx, state, frame)
-        return info
+            after, info = compact_now(view, ctx, focus)
+        except ContextError:
+            self._settle(Decision(ctx, view, state, frame, [], 0), "compaction")
+            raise
+        self._settle(Decision(ctx, after, state, frame, [], 0), "compaction")
+        return self.graph.layer(info.id) if self.writer is not None else info
 
     @locked
     def provider_compaction(
@@ -131,52 +146,66 @@ class LayerOperations:
     ) -> LayerInfo | None:
         """Keep what a provider's own compaction returned (``items``) as a layer over the
         units of the prompt rendered from ``head`` — the prompt it compacted."""
+        self.catch_up()
         ctx, view, state = self.context(head, frame)
         ctx.tier = "provider"
-        _, info = provider_layer(ctx, view, items, provider)
-        self._persist(ctx, state, frame)
-        return info
+        after, info = provider_layer(ctx, view, items, provider)
+        self._settle(Decision(ctx, after, state, frame, [], 0), "provider compaction")
+        if info is None or self.writer is None:
+            return info
+        return self.graph.layer(info.id)
 
     @locked
     def rollback(self, layer_id: str, reason: str | None = None) -> list[LayerInfo]:
         """Roll back a layer and every layer built on it; the covered messages show again,
         exactly as before the layer was made."""
+        self.catch_up()
         info = self.book.get(layer_id)
         started = time.perf_counter()
         before = self.preview().tokens  # what the rollback costs the next prompt, recorded
         if layer_id in self.book.overlay:
             done = self.book.rollback(layer_id)
-        else:
-            writer: Any = self.graph
-            if not hasattr(writer, "rollback_layer"):
-                raise ContextError(f"this graph is read-only; layer {layer_id} cannot roll back")
-            try:
-                done = writer.rollback_layer(layer_id, reason)
-            except LayerNotFound as error:
-                raise UnknownLayer(str(error)) from error
-            except LayerError as error:
-                raise ContextError(str(error)) from error
-        after = self.preview().tokens
-        ctx, _, state = self.context()
-        ctx.records.append(
-            CompactionRecord(
-                id=new_id(),
-                session=self.graph.session,
-                timestamp=ctx.now.isoformat(),
-                tier="rollback",
-                tokens_before=before,
-                tokens_after=after,
-                ratio=round(after / before, 4) if before else 1.0,
-                messages_before=0,
-                messages_after=0,
-                summarized=0,
-                preserved=len(info.covers),
-                duration_ms=round((time.perf_counter() - started) * 1000, 3),
-                details={"layers": [i.id for i in done], "reason": reason, "kind": info.kind},
+            after = self.preview().tokens
+            record = _rollback_record(
+                self.graph.session, self.clock(), info, done, reason, started, before, after
             )
-        )
-        self._persist(ctx, state, None)
+            self._records.append(record)
+            self._notify([record])
+            return done
+        writer, storage = self.writer, self.storage
+        if writer is None:
+            raise ContextError(f"this graph is read-only; layer {layer_id} cannot roll back")
+        try:
+            with writer.batch():
+                done = writer.rollback_layer(layer_id, reason)
+                after = self.preview().tokens  # the rollback shows in this transaction
+                record = _rollback_record(
+                    self.graph.session, self.clock(), info, done, reason, started, before, after
+                )
+                if storage is not None:
+                    storage.write_records([record], self.graph.last_seq)
+        except LayerRolledBack as error:
+            raise AlreadyRolledBack(str(error)) from error
+        except LayerNotFound as error:
+            raise UnknownLayer(str(error)) from error
+        except LayerError as error:
+            raise ContextError(str(error)) from error
+        if storage is not None:
+            storage.written()
+            storage.log_records([record])
+        self._notify([record])
         return done
+
+    def _settle(self, decision: Decision, what: str) -> None:
+        """Commit what a manual operation decided; a conflict with another writer's layer
+        is refused with :class:`CommitConflict` (a person asked for this one layer)."""
+        try:
+            self._commit(decision)
+        except Redo as conflict:
+            self._forget(decision)
+            self.catch_up()
+            cause = conflict.__cause__ or conflict
+            raise CommitConflict(f"{what} refused: {conflict}") from cause
 
     @locked
     def expand(self, layer_or_node: str, *, depth: int = 1) -> list[dict[str, Any]]:
@@ -189,6 +218,33 @@ class LayerOperations:
                 raise ContextError(str(error)) from error
         info = self.book.get(layer_or_node)
         return steps_to_messages(_covered_steps(self, info))
+
+
+def _rollback_record(
+    session: str,
+    now: datetime,
+    info: LayerInfo,
+    done: list[LayerInfo],
+    reason: str | None,
+    started: float,
+    before: int,
+    after: int,
+) -> CompactionRecord:
+    return CompactionRecord(
+        id=new_id(),
+        session=session,
+        timestamp=now.isoformat(),
+        tier="rollback",
+        tokens_before=before,
+        tokens_after=after,
+        ratio=round(after / before, 4) if before else 1.0,
+        messages_before=0,
+        messages_after=0,
+        summarized=0,
+        preserved=len(info.covers),
+        duration_ms=round((time.perf_counter() - started) * 1000, 3),
+        details={"layers": [i.id for i in done], "reason": reason, "kind": info.kind},
+    )
 
 
 def _index_of(units: list[Unit], node_id: str) -> int:

@@ -5,7 +5,8 @@ The file (``tool_results/<session>/<node>.txt`` in the database's state folder, 
 with file tools; the output always stays in the store, readable by node id from any host
 (``read_output``). Writing is idempotent, never follows a symlink out of the state folder
 (``_files``) and fails open: a write error leaves the output inline (budget reduction still
-shortens it) and is recorded. A preview render writes nothing and shows the same preview.
+shortens it) and is recorded. The tier only decides (``ctx.files``); the engine's commit
+writes the file before the prompt goes out, and a preview writes nothing.
 
 An output is never tokenized whole here: the placeholder is what is sent and counted. Nor
 is it copied whole: the file is written a megabyte at a time, and a file of the right size
@@ -15,6 +16,7 @@ render costs a ``stat`` and the preview's slices, not the output's size.
 
 from __future__ import annotations
 
+import stat
 import time
 from pathlib import Path
 
@@ -23,10 +25,10 @@ import msgspec
 from graph import is_safe_id, text_of
 
 from ._errors import OffloadError
-from ._files import write_text_once
 from ._redaction import output_redactor
 from ._reduce import middle_truncate
-from ._tier import Tier, TierContext, TierState
+from ._tier import OffloadFile, Tier, TierContext, TierState
+from ._tokens import utf8_length
 from ._view import Item, View, map_items
 
 
@@ -50,6 +52,24 @@ def offload_name(session: str, node_id: str) -> str:
         if not is_safe_id(value):  # one segment of [A-Za-z0-9_.-], never "..", "/" or NUL
             raise OffloadError(f"{label} id {value!r} cannot name a file in the state folder")
     return f"tool_results/{session}/{node_id}.txt"
+
+
+def _current(path: Path, text: str) -> bool:
+    """Whether the file is there with the output's size (it is named by the node, whose
+    output never changes): then nothing needs writing."""
+    try:
+        found = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISREG(found.st_mode) and found.st_size == utf8_length(text)
+
+
+def mark_failed(states: dict[str, TierState], node_id: str) -> None:
+    """The commit could not write a node's file: keep that output inline from now on."""
+    state = states.get("offload")
+    if not isinstance(state, OffloadState):
+        state = states["offload"] = OffloadState()
+    state.failed.add(node_id)
 
 
 def placeholder(text: str, node_id: str, path: Path | str, head: int, tail: int) -> str:
@@ -80,27 +100,26 @@ def _offload(
         if only is not None and node_id not in only:
             return item
         done = ctx.memoized(node_id, "offloaded")
-        if done is not None and (ctx.preview or node_id in ctx.cache_of()):
+        if done is not None and node_id in ctx.cache_of():
             return done
         text = text_of(item.message.get("content"))
         budget = ctx.nominal_budget or ctx.budget
         if node_id in state.failed or not policy.offloads(len(text), item.tokens, budget):
             return item
-        path = offload_name(ctx.session, node_id)
-        if not ctx.preview:
-            try:
-                if ctx.folder is None:
-                    raise OffloadError("this render has no state folder to offload to")
-                folder = ctx.folder.claim()
-                parts = ["tool_results", ctx.session]
-                filed = text if redactor is None else redactor.redact(text)
-                if write_text_once(folder, parts, f"{node_id}.txt", filed):
-                    written.append({"node": node_id, "path": path, "chars": len(text)})
-            except (OSError, OffloadError) as error:
-                state.failed.add(node_id)
-                errors.append(f"node {node_id}: {error}")
-                return item
-            ctx.cache_of()[node_id] = True
+        try:
+            path = offload_name(ctx.session, node_id)
+            if ctx.folder is None:
+                raise OffloadError("this render has no state folder to offload to")
+        except OffloadError as error:
+            state.failed.add(node_id)
+            errors.append(f"node {node_id}: {error}")
+            return item
+        filed = text if redactor is None else redactor.redact(text)
+        if not _current(ctx.folder.path / path, filed):
+            parts = ("tool_results", ctx.session)
+            ctx.files.append(OffloadFile(node_id, parts, f"{node_id}.txt", filed))
+            written.append({"node": node_id, "path": path, "chars": len(text)})
+        ctx.cache_of()[node_id] = True
         content = placeholder(text, node_id, path, *policy.offload_preview)
         return ctx.item({**item.message, "content": content}, node_id, "offloaded", item.tool_name)
 

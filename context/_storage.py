@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +26,14 @@ from graph import GraphError, Migration, Store
 from ._errors import ContextError, PartialAppend, RecordError
 from ._folder import StateFolder, state_folder
 from ._receipt import RenderReceipt, decode_receipt, encode_receipt
-from ._records import CompactionRecord, append_jsonl, decode_record, encode_record
+from ._records import (
+    CompactionRecord,
+    append_jsonl,
+    decode_record,
+    encode_record,
+    read_jsonl,
+    records_path,
+)
 
 RECORDS = "context.records"
 STATE = "context.state"
@@ -74,20 +82,28 @@ CONTEXT_MIGRATIONS: tuple[Migration, ...] = (
 
 
 class ContextStorage:
-    """A session's context data in its graph store, with fail-open, retried record writes."""
+    """A session's context data in its graph store, with fail-open, retried record writes.
+
+    The database holds the records; the JSONL file is a log copied from it after each
+    commit and caught up on open (``catch_up_log``), so the database is the one source.
+    A reader (``migrate=False``) never changes the database's schema.
+    """
 
     def __init__(
         self,
         store: Store,
         session: str,
         state_dir: StateFolder | str | os.PathLike[str] | None = None,
+        *,
+        migrate: bool = True,
     ) -> None:
         self.store = store
         self.session = session
         self.folder = (
             state_dir if isinstance(state_dir, StateFolder) else state_folder(store, state_dir)
         )
-        store.migrate(CONTEXT_MIGRATIONS)
+        if migrate:
+            store.migrate(CONTEXT_MIGRATIONS)
         self._unsaved: list[tuple[CompactionRecord, int]] = []
         self._unlogged: list[CompactionRecord] = []
 
@@ -104,7 +120,7 @@ class ContextStorage:
 
     # -- tier state ---------------------------------------------------------------------
     def load_state(self, key: str) -> str | None:
-        return self.store.get_values(self.session, STATE).get(key)
+        return self.store.get_values(self.session, STATE, [key]).get(key)
 
     def save_state(self, key: str, value: str) -> None:
         self.store.put_values(self.session, STATE, {key: value})
@@ -172,35 +188,69 @@ class ContextStorage:
         return value if isinstance(value, list) else None
 
     # -- records ------------------------------------------------------------------------
-    def save_records(self, records: list[CompactionRecord], seq: int) -> list[str]:
-        """Write records to the database and the JSONL log, each independently; what fails
-        is kept for the next call. Returns what went wrong, in words (empty when all ok)."""
-        self._unsaved.extend((record, seq) for record in records)
+    def write_records(self, records: list[CompactionRecord], seq: int) -> None:
+        """Append records (and any whose earlier write failed) to the database; raises
+        what the store raises, inside the caller's transaction."""
+        pending = [*self._unsaved, *((record, seq) for record in records)]
+        by_seq: dict[int, list[CompactionRecord]] = {}
+        for record, at in pending:
+            by_seq.setdefault(at, []).append(record)
+        for at, group in by_seq.items():
+            entries = [(r.id, encode_record(r).decode()) for r in group]
+            self.store.append_log(self.session, RECORDS, entries, at)
+
+    def written(self) -> None:
+        """The transaction holding ``write_records`` committed: nothing is owed to it."""
+        self._unsaved.clear()
+
+    def owe(self, records: list[CompactionRecord], seq: int) -> None:
+        """Records whose transaction failed: written with the next commit."""
+        known = {record.id for record, _ in self._unsaved}
+        self._unsaved.extend((r, seq) for r in records if r.id not in known)
+
+    def log_records(self, records: list[CompactionRecord]) -> list[str]:
+        """Copy committed records to the JSONL log (fail-open: what fails is kept for the
+        next call); returns what went wrong, in words."""
         self._unlogged.extend(records)
+        if not self._unlogged:
+            return []
+        try:
+            append_jsonl(self.folder.claim(), self.session, self._unlogged)
+        except PartialAppend as error:
+            del self._unlogged[: error.written]  # those made it whole: never twice
+            return [f"{len(self._unlogged)} record(s) not in the JSONL log: {error}"]
+        except (ContextError, OSError) as error:
+            return [f"{len(self._unlogged)} record(s) not in the JSONL log: {error}"]
+        self._unlogged.clear()
+        return []
+
+    def catch_up_log(self) -> list[str]:
+        """Append to the JSONL log the database's records it lacks (a process that died
+        between its commit and its log line, another host's records)."""
+        try:
+            stored = self.read_records()
+            path = records_path(self.state_dir, self.session)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # damaged lines: said on read
+                logged = {record.id for record in read_jsonl(path)}
+        except (GraphError, ContextError, OSError):
+            return []  # the next commit's log write says what is wrong with the file
+        missing = [record for record in stored if record.id not in logged]
+        return self.log_records(missing) if missing else []
+
+    def save_records(self, records: list[CompactionRecord], seq: int) -> list[str]:
+        """Write records to the database, then to the JSONL log, each fail-open; what fails
+        is kept for the next call. Returns what went wrong, in words (empty when all ok)."""
         problems: list[str] = []
-        if self._unsaved:
-            by_seq: dict[int, list[CompactionRecord]] = {}
-            for record, at in self._unsaved:
-                by_seq.setdefault(at, []).append(record)
-            try:
-                for at, group in by_seq.items():
-                    entries = [(r.id, encode_record(r).decode()) for r in group]
-                    self.store.append_log(self.session, RECORDS, entries, at)
-            except (GraphError, OSError) as error:
-                problems.append(f"{len(self._unsaved)} record(s) not in the database: {error}")
-            else:
-                self._unsaved.clear()
-        if self._unlogged:
-            try:
-                append_jsonl(self.folder.claim(), self.session, self._unlogged)
-            except PartialAppend as error:
-                del self._unlogged[: error.written]  # those made it whole: never twice
-                problems.append(f"{len(self._unlogged)} record(s) not in the JSONL log: {error}")
-            except (ContextError, OSError) as error:
-                problems.append(f"{len(self._unlogged)} record(s) not in the JSONL log: {error}")
-            else:
-                self._unlogged.clear()
-        return problems
+        try:
+            with self.store.transaction():
+                self.write_records(records, seq)
+        except (GraphError, OSError) as error:
+            self.owe(records, seq)
+            problems.append(f"{len(self._unsaved)} record(s) not in the database: {error}")
+        else:
+            self.written()
+        return problems + self.log_records(records)
 
     @property
     def pending(self) -> int:

@@ -224,12 +224,13 @@ def make_layer(
     meta: dict[str, Any],
     layer_id: str,
 ) -> tuple[View, LayerInfo]:
-    """Store the layer (or keep it in memory for a preview) and show it in ``view``;
-    ``result`` is our summarizer's (None when the replacement came from elsewhere)."""
+    """Decide on a layer (pending until the engine commits the render) and show it in
+    ``view``; ``result`` is our summarizer's (None when the replacement came from
+    elsewhere)."""
     assert ctx.layers is not None
     covers = [n for unit in covered for n in unit.node_ids]
     full_meta = meta if result is None else {**meta, "summary": summary_meta(result)}
-    info = ctx.layers.add(kind, covers, messages, full_meta, preview=ctx.preview, layer_id=layer_id)
+    info = ctx.layers.add(kind, covers, messages, full_meta, layer_id=layer_id)
     return show_layer(view, ctx, info, covered), info
 
 

@@ -8,8 +8,10 @@ up to two plain functions with the one signature ``fn(view, ctx) -> view``:
 - ``compact`` runs when the prompt is over the tier's trigger (a share of the budget, from
   the ``Policy``) and may make a new decision, recording it with ``ctx.record``.
 
-A tier reads and writes only its own state (``ctx.state(MyState)``); the engine persists
-every tier's state after a render, so a restarted process renders the same prompt.
+A tier reads and writes only its own state (``ctx.state(MyState)``) and writes nothing
+else: it decides. New layers go to ``ctx.layers`` (pending), records to ``ctx.record``,
+files to ``ctx.files``; the engine commits them all after the render (``_commit``), or
+drops them for a preview, so a restarted process renders the same prompt.
 """
 
 from __future__ import annotations
@@ -64,6 +66,16 @@ class Tier(NamedTuple):
     early: bool = False
 
 
+class OffloadFile(NamedTuple):
+    """A file a render decided on: ``state_dir/parts…/name`` holding ``text`` (named by
+    the node whose output it is, so writing it again changes nothing)."""
+
+    node_id: str
+    parts: tuple[str, ...]
+    name: str
+    text: str
+
+
 class Action(msgspec.Struct, frozen=True):
     """What one tier did in one render (in memory, cheap)."""
 
@@ -79,29 +91,67 @@ class Action(msgspec.Struct, frozen=True):
         return self.tokens_before - self.tokens_after
 
 
-@dataclass
-class TierContext:
-    """Everything a tier may read or report during one render."""
+@dataclass(frozen=True)
+class RenderInputs:
+    """What one render is computed from; fixed while it runs."""
 
     graph: GraphReader
     policy: Policy
-    budget: int
+    now: datetime
+    frame: str | None = None
+    nominal_budget: int = 0
+    """The engine's budget before the usage anchor and overflow recovery adjust it: what
+    sticky per-output decisions (offload) are measured against, so they never flip."""
+    folder: StateFolder | None = None
+    """The database's state folder, where the commit writes offloaded outputs."""
+
+
+@dataclass(frozen=True)
+class TierServices:
+    """What tiers call on: shared by an engine's renders, never a decision."""
+
     counter: TokenCounter
     cache: TokenCache
-    now: datetime
+    summarizer: Summarizer | None = None
+    prefetch: Prefetcher | None = None
+    """Summaries computed ahead of need (an LLM summarizer and ``proactive_share`` set)."""
+    layers: LayerBook | None = None
+    memo: dict[tuple[str, str], Item] = field(default_factory=dict)
+    """Items by (node id, variant): a node's rendering in a variant never changes."""
+    summaries: dict[tuple[object, ...], Any] = field(default_factory=dict)
+    """Summaries this engine was given, by request: the same question is asked once."""
+
+
+@dataclass
+class TierDecisions:
+    """What a render decided besides its layers (which wait in ``TierServices.layers``) and
+    tier state: the commit writes them, a preview drops them."""
+
+    actions: list[Action] = field(default_factory=list)
+    records: list[CompactionRecord] = field(default_factory=list)
+    edits: list[dict[str, Any]] = field(default_factory=list)
+    files: list[OffloadFile] = field(default_factory=list)
+    """Files to write (offloaded outputs): the commit writes them before anything else.
+    Tiers never write while they decide."""
+
+
+@dataclass
+class TierContext:
+    """Everything a tier may read or report during one render: its frozen ``inputs``, the
+    ``services`` it calls on, the ``decisions`` it reports, and the walk it works on. The
+    fields of the three parts read as attributes of the context too (``ctx.policy``)."""
+
+    inputs: RenderInputs
+    services: TierServices
+    budget: int
+    """The budget this pass shrinks to (the engine lowers it for an integrity turn)."""
+    decisions: TierDecisions = field(default_factory=TierDecisions)
     states: dict[str, TierState] = field(default_factory=dict)
     """This frame's sticky state, by tier name."""
     scratch: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Per-tier caches kept between renders of this frame (never persisted)."""
     tier: str = ""
     """The tier running now (set by the engine)."""
-    frame: str | None = None
-    preview: bool = False
-    """A preview render writes nothing: no files, layers, records or state."""
-    summarizer: Summarizer | None = None
-    prefetch: Prefetcher | None = None
-    """Summaries computed ahead of need (an LLM summarizer and ``proactive_share`` set)."""
-    layers: LayerBook | None = None
     units: list[Unit] = field(default_factory=list)
     """The walk's units before any tier (positions index into it)."""
     first_changed: int = 0
@@ -110,24 +160,81 @@ class TierContext:
     """Full walks the layout has made (a fork, another frame): caches of units reset then."""
     layer_key: tuple[str, ...] = ()
     """The layers applied to this render's view (caches keyed on the view use it)."""
-    actions: list[Action] = field(default_factory=list)
-    records: list[CompactionRecord] = field(default_factory=list)
-    edits: list[dict[str, Any]] = field(default_factory=list)
     compactable: list[str] | None = None
     """Compactable tool nodes of the whole walk, oldest first, before any snip (set by the
     engine; microcompact's ``cleared_upto`` is an ordinal into this list)."""
     kept_tools: list[str] = field(default_factory=list)
     """Names of the walk's non-compactable tools (a context edit excludes them)."""
-    summaries: dict[tuple[object, ...], Any] = field(default_factory=dict)
-    """Summaries this engine was given, by request: the same question is asked once."""
-    memo: dict[tuple[str, str], Item] = field(default_factory=dict)
-    """Items by (node id, variant): a node's rendering in a variant never changes."""
     started: float = field(default_factory=time.perf_counter)
-    nominal_budget: int = 0
-    """The engine's budget before the usage anchor and overflow recovery adjust it: what
-    sticky per-output decisions (offload) are measured against, so they never flip."""
-    folder: StateFolder | None = None
-    """The database's state folder, where offloaded outputs go (claimed on first write)."""
+
+    # -- the parts' fields, as tiers read them ------------------------------------------
+    @property
+    def graph(self) -> GraphReader:
+        return self.inputs.graph
+
+    @property
+    def policy(self) -> Policy:
+        return self.inputs.policy
+
+    @property
+    def now(self) -> datetime:
+        return self.inputs.now
+
+    @property
+    def frame(self) -> str | None:
+        return self.inputs.frame
+
+    @property
+    def nominal_budget(self) -> int:
+        return self.inputs.nominal_budget
+
+    @property
+    def folder(self) -> StateFolder | None:
+        return self.inputs.folder
+
+    @property
+    def counter(self) -> TokenCounter:
+        return self.services.counter
+
+    @property
+    def cache(self) -> TokenCache:
+        return self.services.cache
+
+    @property
+    def summarizer(self) -> Summarizer | None:
+        return self.services.summarizer
+
+    @property
+    def prefetch(self) -> Prefetcher | None:
+        return self.services.prefetch
+
+    @property
+    def layers(self) -> LayerBook | None:
+        return self.services.layers
+
+    @property
+    def memo(self) -> dict[tuple[str, str], Item]:
+        return self.services.memo
+
+    @property
+    def summaries(self) -> dict[tuple[object, ...], Any]:
+        return self.services.summaries
+
+    @property
+    def actions(self) -> list[Action]:
+        return self.decisions.actions
+
+    @property
+    def records(self) -> list[CompactionRecord]:
+        return self.decisions.records
+
+    @property
+    def edits(self) -> list[dict[str, Any]]:
+        return self.decisions.edits
+
+    @property
+    def files(self) -> list[OffloadFile]:
+        return self.decisions.files
 
     @property
     def session(self) -> str:

@@ -15,7 +15,9 @@ fix the input; a rejected write never changes what is stored.
     ├── CrossSessionError     forking from (or linking to) a node of another session
     ├── CycleError            an edge that would close a cycle
     ├── LayerError            a layer that cannot be made or rolled back
-    │   └── LayerNotFound     a layer id that is not in this session
+    │   ├── LayerNotFound     a layer id that is not in this session
+    │   ├── LayerConflict     a new layer that overlaps an active one in part on one branch
+    │   └── LayerRolledBack   rolling back a layer that was already rolled back
     └── StoreError            the database refused, or its schema is unusable
         └── MigrationError    a schema migration failed or is unknown
 """
@@ -87,6 +89,19 @@ class LayerNotFound(LayerError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class LayerConflict(LayerError):
+    """A new layer that overlaps an active layer's nodes only in part, where one walk could
+    show both (checked under the session's lock, so two processes cannot both store one)."""
+
+
+class LayerRolledBack(LayerError):
+    """A layer that was already rolled back (by this process or another) is rolled back."""
+
+    def __init__(self, layer_id: str, seq: int | None) -> None:
+        self.layer_id = layer_id
+        super().__init__(f"layer {layer_id} was already rolled back (seq {seq})")
 
 
 class StoreError(GraphError):

@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from ._branches import MAIN, BranchWriter
 from ._codec import (
     check_depth,
     decode_any,
@@ -43,7 +44,7 @@ from ._store import Loaded, MemoryStore, Store
 _ULID = re.compile(r"(?<![0-9A-Za-z])[0-9A-Z]{26}(?![0-9A-Za-z])")
 
 
-class ConversationGraph(FunctionWriter, LayerWriter):
+class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
     """A session's conversation as a graph of dialogue, function and tool nodes.
 
     >>> g = ConversationGraph.memory()
@@ -67,6 +68,7 @@ class ConversationGraph(FunctionWriter, LayerWriter):
         store.ensure_session(session)
         self._heads: dict[str | None, str | None] = {None: None}
         self._frames: list[str] = []
+        self._branch_name = MAIN
         self.repairs: list[str] = []
         """What loading had to leave out of a damaged session (empty when it is sound)."""
         self._load()
@@ -183,6 +185,10 @@ class ConversationGraph(FunctionWriter, LayerWriter):
     def default_head(self) -> str | None:
         return self.head
 
+    def _unposition(self) -> None:
+        """No head: the next append starts a new root."""
+        self._heads, self._frames = {None: None}, []
+
     def _position(self, node_id: str) -> None:
         """Make ``node_id`` the head, in the frame that holds it."""
         node = self._state.nodes[node_id]
@@ -205,7 +211,11 @@ class ConversationGraph(FunctionWriter, LayerWriter):
     ) -> list[Any]:
         if self.redactor is not None:
             records = [self.redactor.value(record) for record in records]
-        first = self.store.commit(self.session, records, edges, head)
+        if self._branch_name == MAIN:
+            first = self.store.commit(self.session, records, edges, head)
+        else:
+            with self.store.transaction():
+                first = self.store.commit(self.session, records, edges, self._store_head(head))
         if first > self._state.last_seq + 1:
             self._catch_up(before=first)
         stored = [msgspec.structs.replace(r, seq=first + i) for i, r in enumerate(records)]

@@ -8,10 +8,18 @@ collapsed segments and compactions). Making one and rolling one back are events,
 from __future__ import annotations
 
 import threading
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from ._codec import normalize_event, normalize_meta, normalize_time
-from ._errors import InvalidMessage, LayerError, LayerNotFound, NodeNotFound
+from ._errors import (
+    InvalidMessage,
+    LayerConflict,
+    LayerError,
+    LayerNotFound,
+    LayerRolledBack,
+    NodeNotFound,
+)
 from ._ids import is_safe_id, new_id
 from ._nodes import Edge, Event, Layer, LayerInfo, Node, Rollback
 from ._reader import GraphReader
@@ -31,6 +39,8 @@ class LayerWriter(GraphReader):
 
         def refresh(self) -> None: ...
 
+        def batch(self) -> AbstractContextManager[None]: ...
+
         def _commit(
             self, records: list[Node | Event], edges: list[Edge], head: str | None
         ) -> list[Any]: ...
@@ -48,8 +58,11 @@ class LayerWriter(GraphReader):
     ) -> LayerInfo:
         """Record a layer over ``covers`` (a sequenced fact; no node changes).
 
-        Active layers wholly inside ``covers`` are built on (added to ``builds_on``); one
-        that overlaps ``covers`` only in part is refused, so layers always nest.
+        Active layers wholly inside ``covers`` are built on (added to ``builds_on``); a
+        layer inside an active one refines it (shown in its place there). One that overlaps
+        an active layer only in part, where one branch's walk could hold both, is refused
+        with :class:`LayerConflict`; layers of two forks never block each other. The check
+        runs under the session's lock after reading what other processes stored.
 
         >>> from graph import ConversationGraph
         >>> g = ConversationGraph.memory()
@@ -70,36 +83,16 @@ class LayerWriter(GraphReader):
         meta_value = normalize_meta(meta)
         if layer_id is not None and not is_safe_id(layer_id):
             raise InvalidMessage("layer_id", f"{layer_id!r} is not a safe id ([A-Za-z0-9_.-])")
-        with self._lock:
+        with self._lock, self.batch():
+            self.lock()
             if layer_id is not None and (
                 layer_id in self._state.layers or layer_id in self._state.nodes
             ):
                 raise LayerError(f"id {layer_id!r} is already used in session {self.session!r}")
             missing = [n for n in covered if n not in self._state.nodes]
             if missing:
-                self.refresh()
-                missing = [n for n in covered if n not in self._state.nodes]
-            if missing:
                 raise NodeNotFound(missing[0], self.session)
-            inside = set(covered)
-            built = list(dict.fromkeys(builds_on))
-            for layer_id in built:
-                info = self.layer(layer_id)
-                if not info.active:
-                    raise LayerError(f"layer {layer_id} was rolled back; it cannot be built on")
-                if not set(info.covers) <= inside:
-                    raise LayerError(f"layer {layer_id} covers nodes outside the new layer")
-            for info in self._state.layers.values():
-                if not info.active or info.id in built:
-                    continue
-                overlap = inside.intersection(info.covers)
-                if overlap and overlap == set(info.covers):
-                    built.append(info.id)
-                elif overlap:
-                    raise LayerError(
-                        f"the new layer overlaps layer {info.id} only in part "
-                        f"(node {sorted(overlap)[0]}); layers must nest"
-                    )
+            built = self._nesting(covered, builds_on)
             data = Layer(
                 kind=kind,
                 covers=covered,
@@ -117,20 +110,50 @@ class LayerWriter(GraphReader):
             self._commit([event], [], self.head)
             return self._state.layers[event.node_id]
 
+    def lock(self) -> None:
+        """Inside a ``batch()``: hold the session's row and read what other writers stored
+        first, so what is checked next is checked against every process's layers."""
+        self.store.lock_session(self.session)
+        self.refresh()
+
+    def _nesting(self, covered: tuple[str, ...], builds_on: Any) -> list[str]:
+        """The active layers a new layer over ``covered`` builds on (those wholly inside
+        it); raises :class:`LayerConflict` for one it overlaps only in part where one walk
+        could show both. A layer wholly containing ``covered`` is refined, not built on."""
+        inside = set(covered)
+        built = list(dict.fromkeys(builds_on))
+        for built_id in built:
+            info = self.layer(built_id)
+            if not info.active:
+                raise LayerError(f"layer {built_id} was rolled back; it cannot be built on")
+            if not set(info.covers) <= inside:
+                raise LayerError(f"layer {built_id} covers nodes outside the new layer")
+        for info in self._state.layers.values():
+            if not info.active or info.id in built:
+                continue
+            overlap = inside.intersection(info.covers)
+            if not overlap or overlap == inside:  # apart, or a refinement of ``info``
+                continue
+            if overlap == set(info.covers):
+                built.append(info.id)
+            elif self._state.one_walk(inside.union(info.covers)):
+                raise LayerConflict(
+                    f"the new layer overlaps layer {info.id} only in part "
+                    f"(node {sorted(overlap)[0]}); layers on one branch must nest"
+                )
+        return built
+
     def rollback_layer(self, layer_id: str, reason: str | None = None) -> list[LayerInfo]:
         """Roll back a layer and every active layer built on it (those first); returns them
         as they are now. The covered nodes show through again wherever they are visible."""
-        with self._lock:
-            if layer_id not in self._state.layers:
-                self.refresh()
+        with self._lock, self.batch():
+            self.lock()
             if layer_id not in self._state.layers:
                 other = self.store.session_of(layer_id)
                 raise LayerNotFound(layer_id, self.session, other)
             info = self._state.layers[layer_id]
             if not info.active:
-                raise LayerError(
-                    f"layer {layer_id} was already rolled back (seq {info.rolled_back})"
-                )
+                raise LayerRolledBack(layer_id, info.rolled_back)
             doomed = [layer_id]
             for candidate in self._state.layers.values():
                 if candidate.active and any(b in doomed for b in candidate.builds_on):

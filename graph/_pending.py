@@ -55,7 +55,8 @@ class Pending:
             return None
         first = held.last + 1
         held.last += count
-        held.head = head
+        if head is not None:  # None keeps the session's head (work on another branch)
+            held.head = head
         held.dirty = True
         return first
 

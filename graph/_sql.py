@@ -34,9 +34,10 @@ KEYS_PER_QUERY = 500
 """Keys per ``IN`` list when side values are read by key (below SQLite's variable limit)."""
 
 _HOT_SQL = {
-    "bump": "UPDATE graph_sessions SET next_seq = next_seq + :count, head = :head "
+    "bump": "UPDATE graph_sessions SET next_seq = next_seq + :count, head = COALESCE(:head, head) "
     "WHERE id = :session RETURNING next_seq",
-    "settle": "UPDATE graph_sessions SET next_seq = :seq, head = :head WHERE id = :session",
+    "settle": "UPDATE graph_sessions SET next_seq = :seq, head = COALESCE(:head, head) "
+    "WHERE id = :session",
     "node": "INSERT INTO graph_nodes (id, session, seq, kind, at_us, payload, meta) "
     "VALUES (?, ?, ?, ?, ?, ?, ?)",
     "edge": "INSERT INTO graph_edges (src, dst, type, session) VALUES (?, ?, ?, ?)",
@@ -137,6 +138,11 @@ class SQLStore(Store):
         query = select(SESSIONS.c.id).where(SESSIONS.c.id == session)
         with self._connection() as connection:
             return connection.execute(query).first() is not None
+
+    def lock_session(self, session: str) -> None:
+        query = select(SESSIONS.c.id).where(SESSIONS.c.id == session).with_for_update()
+        with self._connection() as connection:
+            connection.execute(query)
 
     def ensure_session(self, session: str) -> bool:
         query = select(SESSIONS.c.id).where(SESSIONS.c.id == session)

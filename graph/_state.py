@@ -231,6 +231,22 @@ class GraphState:
                 return child
         return function_id
 
+    def one_walk(self, node_ids: Iterable[str]) -> bool:
+        """Whether one branch's walk can hold all of ``node_ids``: their top-level chain
+        nodes (a tool counts as its requester, a nested node as its outermost function)
+        all lie on the chain of the newest of them. Nodes of two forks never do."""
+        tops = {self._top(node_id) for node_id in node_ids}
+        if len(tops) < 2:
+            return True
+        newest = max(tops, key=lambda node_id: self.nodes[node_id].seq)
+        return tops <= set(self.chain(newest))
+
+    def _top(self, node_id: str) -> str:
+        node_id = self.requested_by.get(node_id, node_id)
+        while node_id in self.caller:
+            node_id = self.caller[node_id]
+        return node_id
+
     def tips(self) -> list[str]:
         """Chain nodes with no chain successor in their own frame: the branch heads."""
         result = []

@@ -76,7 +76,8 @@ class Store:
         edges: Sequence[Edge],
         head: str | None,
     ) -> int:
-        """Store ``records`` with consecutive seqs (in list order); return the first seq."""
+        """Store ``records`` with consecutive seqs (in list order); return the first seq.
+        ``head`` becomes the session's head; None keeps the one it has."""
         raise NotImplementedError
 
     def load(self, session: str, after: int = 0) -> Loaded:
@@ -110,6 +111,11 @@ class Store:
     def transaction(self) -> Iterator[None]:
         """Group several commits into one transaction (a no-op where it does not matter)."""
         yield
+
+    def lock_session(self, session: str) -> None:
+        """Hold the session's row until the enclosing ``transaction()`` ends, so writers
+        that check before they write (layers, rollbacks) take turns. The memory store's
+        transaction holds its lock already; so does SQLite's (``BEGIN IMMEDIATE``)."""
 
     def close(self) -> None:
         """Release connections."""
@@ -270,7 +276,8 @@ class MemoryStore(Store):
                     data["records"].append((stored, tuple(by_dst.get(stored.id, ()))))
                 else:
                     data["records"].append(stored)
-            data["head"] = head
+            if head is not None:  # None keeps the head (work on another branch)
+                data["head"] = head
             return int(first)
 
     def load(self, session: str, after: int = 0) -> Loaded:

@@ -15,7 +15,7 @@ from context import (
     ContextEngine,
     OffloadError,
     TokenCounter,
-    _offload,
+    _persistence,
     offload_path,
     read_jsonl,
     records_path,
@@ -125,7 +125,7 @@ def test_offload_failure_keeps_the_output_inline(
     def disk_full(*args: Any) -> bool:
         raise OSError("disk full")
 
-    monkeypatch.setattr(_offload, "write_text_once", disk_full)
+    monkeypatch.setattr(_persistence, "write_text_once", disk_full)
     g = ConversationGraph.memory("s1")
     tool_id = big_graph(g)
     full = ContextEngine(g, policy(tmp_path), budget=1_000_000).preview()
@@ -270,8 +270,10 @@ def test_public_surface() -> None:
     assert sorted(context.__all__) == [
         "ANCHOR_TITLES",
         "Action",
+        "AlreadyRolledBack",
         "Anchors",
         "CONTEXT_MIGRATIONS",
+        "CommitConflict",
         "CompactionRecord",
         "ContextEngine",
         "ContextError",
@@ -291,7 +293,13 @@ def test_public_surface() -> None:
         "RecordError",
         "Removal",
         "RenderReceipt",
+        "OffloadFile",
+        "Policy",
+        "PolicyError",
+        "RecordError",
+        "RenderInputs",
         "Rendered",
+        "SessionWriter",
         "StateDirError",
         "StateFolder",
         "Summarizer",
@@ -301,6 +309,8 @@ def test_public_surface() -> None:
         "TIERS",
         "Tier",
         "TierContext",
+        "TierDecisions",
+        "TierServices",
         "TierState",
         "TokenCache",
         "TokenCounter",
