@@ -365,6 +365,27 @@ class SQLStore(Store):
                 )
             )
 
+    def renew_lease(
+        self,
+        session: str,
+        function_id: str,
+        owner: str,
+        expires_us: int,
+        *,
+        previous: str | None = None,
+    ) -> bool:
+        statement = (
+            update(LEASES)
+            .where(
+                LEASES.c.session == session,
+                LEASES.c.function_id == function_id,
+                LEASES.c.owner == (owner if previous is None else previous),
+            )
+            .values(owner=owner, expires_us=expires_us)
+        )
+        with self._connection() as connection:
+            return bool(connection.execute(statement).rowcount)
+
     def drop_lease(self, session: str, function_id: str) -> None:
         with self._connection() as connection:
             connection.execute(

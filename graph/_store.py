@@ -135,6 +135,20 @@ class Store:
         """Take or renew the lease on a running function."""
         raise NotImplementedError
 
+    def renew_lease(
+        self,
+        session: str,
+        function_id: str,
+        owner: str,
+        expires_us: int,
+        *,
+        previous: str | None = None,
+    ) -> bool:
+        """Set the lease's owner and expiry only where it is held by ``previous`` (by
+        ``owner`` itself when None): a heartbeat that never takes back a lease another
+        process claimed, and a claim that loses to a renewal. True when it was set."""
+        raise NotImplementedError
+
     def drop_lease(self, session: str, function_id: str) -> None:
         raise NotImplementedError
 
@@ -224,6 +238,25 @@ class MemoryStore(Store):
     def put_lease(self, session: str, function_id: str, owner: str, expires_us: int) -> None:
         with self._lock:
             self._side(session, "values", "\0leases")[function_id] = (owner, expires_us)
+
+    def renew_lease(
+        self,
+        session: str,
+        function_id: str,
+        owner: str,
+        expires_us: int,
+        *,
+        previous: str | None = None,
+    ) -> bool:
+        with self._lock:
+            if session not in self._sessions:
+                return False
+            leases = self._side(session, "values", "\0leases")
+            found = leases.get(function_id)
+            if found is None or found[0] != (owner if previous is None else previous):
+                return False
+            leases[function_id] = (owner, expires_us)
+            return True
 
     def drop_lease(self, session: str, function_id: str) -> None:
         with self._lock:

@@ -11,6 +11,7 @@ from openprogram._current import current_frame, current_session
 from openprogram._errors import (
     BaselineUnavailable,
     BenchError,
+    LeaseLost,
     ModelError,
     NoSession,
     OpenProgramError,
@@ -34,6 +35,7 @@ __all__ = [
     "BenchError",
     "HistoryTools",
     "ImportStats",
+    "LeaseLost",
     "LiteLLMModel",
     "Model",
     "ModelError",
