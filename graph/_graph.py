@@ -55,19 +55,26 @@ class ConversationGraph(FunctionWriter, LayerWriter):
     ['user', 'assistant', 'assistant', 'tool']
     """
 
-    def __init__(self, store: Store, session: str, *, redactor: Redactor | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        session: str,
+        *,
+        redactor: Redactor | None = None,
+        repair: bool = False,
+    ) -> None:
         if not is_safe_id(session):
             raise InvalidMessage("session", f"{session!r} is not a safe id ([A-Za-z0-9_.-])")
         self.store = store
         self.redactor = redactor
         """When set, every appended message is redacted before it is stored."""
         self._lock = threading.RLock()
-        self._state = GraphState(session)
-        store.ensure_session(session)
+        self._state = GraphState(session)  # the store creates the session with its first write
         self._heads: dict[str | None, str | None] = {None: None}
         self._frames: list[str] = []
         self.repairs: list[str] = []
         """What loading had to leave out of a damaged session (empty when it is sound)."""
+        self._repair = repair
         self._load()
 
     # -- construction -------------------------------------------------------------------
@@ -85,12 +92,15 @@ class ConversationGraph(FunctionWriter, LayerWriter):
         session: str | None = None,
         *,
         redactor: Redactor | None = None,
+        repair: bool = False,
     ) -> ConversationGraph:
         """Open (or create) a session in a database: a SQLite path, a URL, or the default.
 
-        ``session=None`` creates a new session with a generated id.
+        ``session=None`` creates a new session with a generated id. A damaged row is a
+        ``StoreError`` naming session, seq and table; ``repair=True`` loads everything
+        readable instead and lists what it left out in ``repairs``.
         """
-        return cls(SQLStore(url_or_path), session or new_id(), redactor=redactor)
+        return cls(SQLStore(url_or_path), session or new_id(), redactor=redactor, repair=repair)
 
     def _load(self) -> None:
         loaded = self._catch_up()
@@ -103,7 +113,11 @@ class ConversationGraph(FunctionWriter, LayerWriter):
         The index always holds exactly the records with ``seq <= last_seq``: a commit that
         finds other writers' records between ours and ``last_seq`` loads them first.
         """
-        loaded = self.store.load(self.session, after=self._state.last_seq)
+        loaded = self.store.load(
+            self.session,
+            after=self._state.last_seq,
+            skipped=self.repairs if self._repair else None,
+        )
         with paused():
             for record in loaded.records:
                 seq = record.seq if isinstance(record, Event) else record[0].seq
@@ -304,7 +318,7 @@ class ConversationGraph(FunctionWriter, LayerWriter):
         target = store if store is not None else MemoryStore()
         name = session or self.session
         with self._lock:
-            if target.ensure_session(name) and target.load(name).records:
+            if target.load(name).records:
                 raise GraphError(f"session {name!r} already holds nodes in {target.url}")
             records: list[Node | Event] = []
             edges: list[Edge] = []
@@ -345,7 +359,7 @@ class ConversationGraph(FunctionWriter, LayerWriter):
                 edges.extend(
                     Edge(ids[e.src], ids[node.id], e.type) for e in node_edges if e.src in ids
                 )
-            if store.ensure_session(session) and store.load(session).records:
+            if store.load(session).records:
                 raise GraphError(f"session {session!r} already holds nodes in {store.url}")
             if records:
                 with store.transaction():

@@ -1,7 +1,7 @@
 """The ``openprogram`` command line.
 
 Commands: demo, run, import, replay, bench, sessions, show, context, records, collapses,
-compact, rollback, expand, fork, copy, export, delete, gc. Exit codes: 0 ok, 1 error,
+compact, rollback, expand, fork, copy, export, delete, gc, check. Exit codes: 0 ok, 1 error,
 2 usage. Errors are one line; ``--debug`` shows the traceback.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from rich.markup import escape
 
-from openprogram._cli import _layers, _programs, _sessions, _traces
+from openprogram._cli import _check, _layers, _programs, _sessions, _traces
 from openprogram._cli._common import UsageError, errors
 
 __all__ = ["main", "parser", "run"]
@@ -25,7 +25,7 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--state-dir", help="offloaded outputs and record logs (.openprogram)")
     top.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (_programs, _traces, _sessions, _layers):
+    for module in (_programs, _traces, _sessions, _layers, _check):
         module.register(sub)
     return top
 

@@ -54,16 +54,17 @@ def state_dir(args: argparse.Namespace) -> Path:
     return Path(getattr(args, "state_dir", None) or ".openprogram")
 
 
-def open_store(args: argparse.Namespace, *, create: bool) -> Store:
-    """The database named by ``--db``; reading commands refuse one that does not exist."""
-    return SQLStore(getattr(args, "db", None), create=create)
+def open_store(args: argparse.Namespace, *, create: bool, read_only: bool = False) -> Store:
+    """The database named by ``--db``; reading commands refuse one that does not exist,
+    and ``read_only`` ones open it so that nothing is written or migrated."""
+    return SQLStore(getattr(args, "db", None), create=create, read_only=read_only)
 
 
 def existing_session(
-    args: argparse.Namespace, session: str, *, create: bool = False
+    args: argparse.Namespace, session: str, *, create: bool = False, read_only: bool = False
 ) -> ConversationGraph:
     """A session that must exist (reading never creates one)."""
-    store = open_store(args, create=create)
+    store = open_store(args, create=create, read_only=read_only)
     if not store.has_session(session):
         raise SessionError(
             f"no session {session!r} in {store.url}; `openprogram sessions` lists them"

@@ -32,7 +32,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_collapses(args: argparse.Namespace) -> int:
-    graph = existing_session(args, args.session)
+    graph = existing_session(args, args.session, read_only=True)
     engine = engine_for(args, graph)
     layers = engine.layers()
     saved = layer_savings(engine, layers)

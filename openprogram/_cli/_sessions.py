@@ -42,7 +42,7 @@ def _plain(value: Any) -> Any:
 
 def cmd_sessions(args: argparse.Namespace) -> int:
     try:
-        store = open_store(args, create=False)
+        store = open_store(args, create=False, read_only=True)
     except StoreError as error:
         if not str(error).startswith("no database at"):
             raise
@@ -50,7 +50,12 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         return 0
     infos = store.sessions()
     if args.json:
-        print_json([{"id": i.id, "created": i.created, "nodes": i.nodes} for i in infos])
+        print_json(
+            [
+                {"id": i.id, "created": i.created, "nodes": i.nodes, "empty": not i.nodes}
+                for i in infos
+            ]
+        )
         return 0
     from rich.table import Table
 
@@ -61,13 +66,19 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         import datetime
 
         when = datetime.datetime.fromtimestamp(info.created, datetime.UTC)
-        table.add_row(info.id, str(info.nodes), when.strftime("%Y-%m-%d %H:%M:%S"))
+        nodes = str(info.nodes) if info.nodes else "0 (empty)"
+        table.add_row(info.id, nodes, when.strftime("%Y-%m-%d %H:%M:%S"))
     console.print(table)
+    if any(not info.nodes for info in infos):
+        console.print(
+            "an empty session is what an interrupted copy or import of an older version "
+            "left; `openprogram delete ID` removes it"
+        )
     return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    graph = existing_session(args, args.session)
+    graph = existing_session(args, args.session, read_only=True)
     if args.node:
         node = graph.get(args.node)
         data = {
@@ -120,7 +131,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_context(args: argparse.Namespace) -> int:
     """The next prompt's tokens by part and what each tier saved (a preview: nothing is
     written, so looking never changes what the agent will send)."""
-    graph = existing_session(args, args.session)
+    graph = existing_session(args, args.session, read_only=True)
     engine = engine_for(args, graph)
     rendered = engine.preview()
     policy = engine.policy
@@ -155,7 +166,7 @@ def cmd_records(args: argparse.Namespace) -> int:
         with warnings_shown():
             records = list(read_jsonl(path))
     else:
-        graph = existing_session(args, args.session)
+        graph = existing_session(args, args.session, read_only=True)
         records = ContextStorage(graph.store, graph.session, state_dir(args)).read_records()
     if args.json:
         print_json([_plain(r) for r in records])
@@ -165,7 +176,7 @@ def cmd_records(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    graph = existing_session(args, args.session)
+    graph = existing_session(args, args.session, read_only=True)
     out = Path(args.out)
     if args.format == "graphml":
         export_graphml(graph.state, out)
@@ -201,6 +212,11 @@ def cmd_copy(args: argparse.Namespace) -> int:
     target = open_target(args.to)
     name = args.as_session or graph.session
     if target.has_session(name):
+        if not target.load(name).records:
+            raise SessionError(
+                f"session {name!r} exists in {target.url} but is empty (an interrupted copy "
+                f"of an older version); `openprogram delete {name}` removes it"
+            )
         raise SessionError(f"session {name!r} already exists in {target.url}; pick --as NAME")
     if target.url == graph.store.url and name == graph.session:
         raise UsageError("copying a session onto itself; give --to another database or --as")
