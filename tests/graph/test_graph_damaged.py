@@ -8,11 +8,12 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+import sqlalchemy
 
 from graph import ConversationGraph, SQLStore, StoreError, dispose_engines
 
 
-def _session(db: Path, count: int = 6, size: int = 10) -> list[str]:
+def _session(db: Path | str, count: int = 6, size: int = 10) -> list[str]:
     graph = ConversationGraph.open(db, "s")
     ids = [
         graph.append({"role": "user", "content": f"row-{i:04d}-" + "x" * size}).id
@@ -23,11 +24,18 @@ def _session(db: Path, count: int = 6, size: int = 10) -> list[str]:
     return ids
 
 
-def _sql(db: Path, statement: str) -> None:
-    connection = sqlite3.connect(db)
-    connection.execute(statement)
-    connection.commit()
-    connection.close()
+def _sql(db: Path | str, statement: str) -> None:
+    """Damage the database behind the store's back (any store: SQLite or PostgreSQL)."""
+    if isinstance(db, Path):
+        connection = sqlite3.connect(db)
+        connection.execute(statement)
+        connection.commit()
+        connection.close()
+        return
+    engine = sqlalchemy.create_engine(SQLStore(db).url)
+    with engine.begin() as connection:
+        connection.exec_driver_sql(statement)
+    engine.dispose()
 
 
 @pytest.mark.parametrize(
@@ -38,8 +46,8 @@ def _sql(db: Path, statement: str) -> None:
         ("UPDATE graph_nodes SET payload = '\"text\"' WHERE seq = 2", "graph_nodes", 2),
     ],
 )
-def test_a_row_that_does_not_decode(tmp_path: Path, statement: str, table: str, seq: int) -> None:
-    db = tmp_path / "op.db"
+def test_a_row_that_does_not_decode(store_url: str, statement: str, table: str, seq: int) -> None:
+    db = store_url
     ids = _session(db)
     _sql(db, statement)
     with pytest.raises(StoreError) as caught:
@@ -56,8 +64,8 @@ def test_a_row_that_does_not_decode(tmp_path: Path, statement: str, table: str, 
     dispose_engines()
 
 
-def test_an_event_that_does_not_decode(tmp_path: Path) -> None:
-    db = tmp_path / "op.db"
+def test_an_event_that_does_not_decode(store_url: str) -> None:
+    db = store_url
     graph = ConversationGraph.open(db, "s")
     graph.append({"role": "user", "content": "q"})
     call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
@@ -73,8 +81,8 @@ def test_an_event_that_does_not_decode(tmp_path: Path) -> None:
     dispose_engines()
 
 
-def test_session_meta_that_does_not_decode(tmp_path: Path) -> None:
-    db = tmp_path / "op.db"
+def test_session_meta_that_does_not_decode(store_url: str) -> None:
+    db = store_url
     _session(db)
     _sql(db, "UPDATE graph_sessions SET meta = '{\"a\": ' WHERE id = 's'")
     with pytest.raises(StoreError, match=r"session 's', table graph_sessions"):

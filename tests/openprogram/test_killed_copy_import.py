@@ -66,15 +66,15 @@ def _trace(tmp_path: Path, count: int = 20) -> Path:
     return path
 
 
-def _source(db: Path) -> None:
+def _source(db: Path | str) -> None:
     graph = ConversationGraph.open(db, "src")
     for index in range(10):
         graph.append({"role": "user", "content": f"q{index}"})
     graph.close()
 
 
-def test_a_killed_copy_leaves_no_session(tmp_path: Path) -> None:
-    db = tmp_path / "op.db"
+def test_a_killed_copy_leaves_no_session(store_url: str, tmp_path: Path) -> None:
+    db = store_url
     _source(db)
     _killed(["--db", str(db), "copy", "src", "--to", str(db), "--as", "s"], tmp_path)
     assert [info.id for info in SQLStore(db).sessions()] == ["src"]
@@ -85,8 +85,8 @@ def test_a_killed_copy_leaves_no_session(tmp_path: Path) -> None:
     dispose_engines()
 
 
-def test_a_killed_import_leaves_no_session(tmp_path: Path) -> None:
-    db = tmp_path / "op.db"
+def test_a_killed_import_leaves_no_session(store_url: str, tmp_path: Path) -> None:
+    db = store_url
     trace = _trace(tmp_path)
     _killed(["--db", str(db), "import", str(trace), "--session", "t"], tmp_path)
     assert SQLStore(db).sessions() == []

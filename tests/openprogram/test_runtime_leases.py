@@ -47,12 +47,12 @@ def _now_us() -> int:
     return time.time_ns() // 1000
 
 
-def test_a_stopped_owner_keeps_its_work(tmp_path: Path) -> None:
-    db = tmp_path / "op.db"
+def test_a_stopped_owner_keeps_its_work(store_url: str, tmp_path: Path) -> None:
+    db = store_url
     state = tmp_path / "state"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(db), str(state), str(TTL)],
+        [sys.executable, "-c", CHILD, db, str(state), str(TTL)],
         env=env,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
