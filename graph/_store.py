@@ -352,7 +352,11 @@ class MemoryStore(Store):
     def delete_session(self, session: str) -> None:
         with self._lock:
             data = self._sessions.pop(session, None)
-            self._side_data.pop(session, None)
+            side = self._side_data.pop(session, {})
+            for kind, namespaces in side.items():
+                for namespace, found in namespaces.items():
+                    for journal in self._journals:
+                        journal.setdefault((session, kind, namespace), found.copy())
             for record in data["records"] if data else ():
                 if not isinstance(record, Event):
                     self._owners.pop(record[0].id, None)

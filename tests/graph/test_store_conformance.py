@@ -4,6 +4,7 @@ leaves the store exactly as it was, never half written."""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,8 @@ from typing import Any
 import msgspec
 import pytest
 from _db_faults import failing
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import graph
 from graph import ConversationGraph, Edge, Event, MemoryStore, Node, SQLStore, Store, StoreError
@@ -347,3 +350,94 @@ def test_each_statement_of_a_delete_failing_leaves_nothing(store: Store) -> None
     _prepare(store)
     assert _fails_in_turn(store, lambda: store.delete_session("s")) >= 1
     assert store.sessions() == [] and store.get_values("s", "ns") == {}
+
+
+# -- property: the memory store and SQLite agree on any sequence of writes -----------------
+_SESSIONS = st.sampled_from(["s", "t"])
+_WRITE = st.one_of(
+    st.tuples(st.just("commit"), _SESSIONS, st.integers(1, 3)),
+    st.tuples(st.just("values"), _SESSIONS, st.sampled_from(["a", "b"]), st.text(max_size=3)),
+    st.tuples(st.just("log"), _SESSIONS, st.sampled_from(["a", "b", "c"]), st.integers(0, 9)),
+    st.tuples(st.just("meta"), _SESSIONS, st.sampled_from(["a", "b"]), st.integers(0, 9)),
+    st.tuples(st.just("lease"), _SESSIONS, st.sampled_from(["f", "g"]), st.sampled_from("xy")),
+    st.tuples(st.just("renew"), _SESSIONS, st.sampled_from(["f", "g"]), st.sampled_from("xy")),
+    st.tuples(st.just("drop"), _SESSIONS, st.sampled_from(["f", "g"])),
+    st.tuples(st.just("delete"), _SESSIONS),
+)
+_STEP = st.one_of(
+    _WRITE,
+    st.tuples(st.just("abort"), st.lists(_WRITE, min_size=1, max_size=4)),
+    st.tuples(st.just("batch"), st.lists(_WRITE, min_size=1, max_size=4)),
+)
+
+
+class _Applier:
+    """Applies generated writes; node records are made once per step and shared, so both
+    stores get the very same ids."""
+
+    def __init__(self) -> None:
+        self.made: dict[Any, list[Record]] = {}
+
+    def records(self, key: Any, session: str, count: int) -> list[Record]:
+        if key not in self.made:
+            g = ConversationGraph.memory(session)
+            for index in range(count):
+                g.append({"role": "user", "content": f"{key}-{index}"})
+            self.made[key] = [r[0] for r in g.state.records if not isinstance(r, Event)]
+        return [msgspec.structs.replace(r, session=session) for r in self.made[key]]
+
+    def write(self, store: Store, key: Any, step: tuple[Any, ...]) -> None:
+        kind, session = step[0], step[1]
+        if kind == "commit":
+            records = self.records(key, session, step[2])
+            store.commit(session, records, [], _id(records[-1]))
+        elif kind == "values":
+            store.put_values(session, "ns", {step[2]: step[3]})
+        elif kind == "log":
+            store.append_log(session, "log", [(step[2], f"body {step[3]}")], step[3])
+        elif kind == "meta":
+            store.update_session_meta(session, {step[2]: step[3]})
+        elif kind == "lease":
+            store.put_lease(session, step[2], step[3], 10)
+        elif kind == "renew":
+            store.renew_lease(session, step[2], step[3], 20)
+        elif kind == "drop":
+            store.drop_lease(session, step[2])
+        else:
+            store.delete_session(session)
+
+    def step(self, store: Store, key: int, step: tuple[Any, ...]) -> None:
+        if step[0] not in ("abort", "batch"):
+            self.write(store, key, step)
+            return
+        try:
+            with store.transaction():
+                for offset, write in enumerate(step[1]):
+                    self.write(store, (key, offset), write)
+                if step[0] == "abort":
+                    raise _Abort
+        except _Abort:
+            pass
+
+
+class _Abort(Exception):
+    pass
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(steps=st.lists(_STEP, max_size=12))
+def test_memory_and_sqlite_agree(tmp_path: Path, steps: list[tuple[Any, ...]]) -> None:
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))
+    memory, sqlite = MemoryStore(), SQLStore(folder / "op.db")
+    applier = _Applier()
+    try:
+        for key, step in enumerate(steps, start=1):
+            for store in (memory, sqlite):
+                applier.step(store, key, step)
+            assert _snapshot(memory) == _snapshot(sqlite), step
+    finally:
+        graph.dispose_engines()
