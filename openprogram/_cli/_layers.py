@@ -72,7 +72,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
 
 def cmd_expand(args: argparse.Namespace) -> int:
     """What a layer or a finished function hides, found by id in whichever session."""
-    store = open_store(args, create=False)
+    store = open_store(args, create=False, read_only=True)
     session = store.session_of(args.id)
     if session is None:
         raise UnknownLayer(f"no layer or node {args.id!r} in {store.url}")

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from graph import SQLStore, StoreError, dispose_engines
+from context import ContextEngine, Policy
+from graph import ConversationGraph, SQLStore, StoreError, dispose_engines
 from openprogram._cli import main
 
 READERS = [
@@ -61,6 +62,24 @@ def test_readers_write_nothing(tmp_path: Path) -> None:
     assert main(["--db", str(db), "export", "s", str(out), "--format", "openai"]) == 0
     dispose_engines()
     assert _migrations(db) == applied
+    assert db.read_bytes() == before
+
+
+def test_expand_reads_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = _imported(tmp_path)
+    graph = ConversationGraph.open(db, "s")
+    first = graph.append({"role": "user", "content": "and the tests?"})
+    last = graph.append({"role": "assistant", "content": "one file"})
+    graph.append({"role": "user", "content": "thanks"})
+    engine = ContextEngine(graph, Policy(state_dir=tmp_path / "state"), budget=100_000)
+    layer = engine.collapse(first.id, last.id)
+    engine.close()
+    dispose_engines()
+    before = db.read_bytes()
+    capsys.readouterr()
+    assert main(["--db", str(db), "expand", layer.id]) == 0
+    assert "one file" in capsys.readouterr().out
+    dispose_engines()
     assert db.read_bytes() == before
 
 
