@@ -165,3 +165,25 @@ def test_check_lease_inside_a_transaction(tmp_path: Path) -> None:
         with pytest.raises(LeaseLost, match="held by me"):
             check_lease(store, "s", "you", ["f"])
     check_lease(store, "s", "you", [])
+
+
+def test_a_function_whose_lease_was_taken_ends_with_lease_lost(
+    tmp_path: Path,
+) -> None:
+    session = Session(tmp_path / "op.db", "s", state_dir=tmp_path / "state")
+
+    @openprogram.function
+    def job() -> None:
+        (function_id,) = session.store.leases("s")
+        assert session.store.renew_lease(
+            "s", function_id, "far:1:1:cc", 1, previous=session.leases.owner
+        )
+        other = Session(session.store, "s", state_dir=tmp_path / "state", lease_ttl=0.01)
+        assert other.interrupted == [function_id]  # expired on another host, grace and all
+        session.graph.append({"role": "user", "content": "late"}, frame=openprogram.current_frame())
+
+    with session, pytest.raises(LeaseLost, match="held by nobody"):
+        job()  # it never finishes work another process marked interrupted
+    (function,) = [n for n in session.graph.nodes() if n.kind == "function"]
+    assert function.status == "interrupted"  # what the other process decided stands
+    session.close()
