@@ -184,6 +184,10 @@ class SQLStore(Store):
         self, session: str, records: Sequence[Record], edges: Sequence[Edge], head: str | None
     ) -> int:
         current: Connection | None = getattr(self._local, "connection", None)
+        if current is None and self._guards:  # the guards read in the commit's transaction
+            with self.transaction():
+                return self.commit(session, records, edges, head)
+        self._guard(session, records, edges)
         if current is None:
             with self._connection() as connection:
                 first = self._reserve(connection, session, len(records), head)

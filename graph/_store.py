@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -46,10 +46,27 @@ class SessionInfo(NamedTuple):
     nodes: int
 
 
+WriteGuard = Callable[[str, Sequence["Record"], Sequence[Edge]], None]
+"""Called with (session, records, edges) inside a commit's transaction, before anything is
+written; raising refuses the commit (the runtime fences writes under a lost lease)."""
+
+
 class Store:
     """The interface every store implements."""
 
     url: str = "memory:"
+    _guards: tuple[WriteGuard, ...] = ()
+
+    def add_write_guard(self, guard: WriteGuard) -> None:
+        """Run ``guard`` in every later commit's transaction, before it writes."""
+        self._guards = (*self._guards, guard)
+
+    def remove_write_guard(self, guard: WriteGuard) -> None:
+        self._guards = tuple(g for g in self._guards if g != guard)
+
+    def _guard(self, session: str, records: Sequence[Record], edges: Sequence[Edge]) -> None:
+        for guard in self._guards:
+            guard(session, records, edges)
 
     def ensure_session(self, session: str) -> bool:
         """Create the session if missing; True when it already existed.
@@ -296,6 +313,7 @@ class MemoryStore(Store):
         self, session: str, records: Sequence[Record], edges: Sequence[Edge], head: str | None
     ) -> int:
         with self._lock:
+            self._guard(session, records, edges)
             ids = [r.id for r in records if isinstance(r, Node)]
             taken = next((i for i in ids if i in self._owners), None)
             if taken is None and len(set(ids)) < len(ids):

@@ -25,11 +25,16 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from contextvars import ContextVar
 from typing import NamedTuple
 
-from graph import ConversationGraph, Store
+from graph import ConversationGraph, Edge, Event, Node, Store
 from openprogram._errors import LeaseLost
+
+_RECLAIMING: ContextVar[bool] = ContextVar("openprogram_reclaiming", default=False)
+"""Set while ``mark_interrupted`` finishes a dead owner's functions: the one write into a
+function another keeper (of this process, on a shared store object) may still hold."""
 
 DEFAULT_TTL = 60.0
 """Seconds a lease lasts without a heartbeat (the heartbeat renews every third of it)."""
@@ -116,6 +121,22 @@ class LeaseKeeper:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        store.add_write_guard(self._fence)
+
+    def _fence(self, session: str, records: Sequence[Node | Event], edges: Sequence[Edge]) -> None:
+        """The store's write guard: a commit that writes inside a function this process
+        leased (a node it calls, an event on it) lands only while the lease is still ours,
+        checked in the commit's own transaction."""
+        if session != self.session or _RECLAIMING.get():
+            return
+        with self._lock:
+            mine = self._held | self.lost
+        if not mine:
+            return
+        touched = {e.src for e in edges if e.type == "caller" and e.src in mine}
+        touched.update(r.node_id for r in records if isinstance(r, Event) and r.node_id in mine)
+        if touched:
+            self.check(touched)
 
     def take(self, function_id: str) -> None:
         self.store.put_lease(self.session, function_id, self.owner, self._expiry())
@@ -151,6 +172,7 @@ class LeaseKeeper:
             raise
 
     def close(self) -> None:
+        self.store.remove_write_guard(self._fence)
         self._wake.set()
         thread = self._thread
         if thread is not None:
@@ -228,7 +250,11 @@ def mark_interrupted(graph: ConversationGraph, keeper: LeaseKeeper) -> list[str]
             if idle < keeper.ttl * 1_000_000:
                 continue
             why = "no process holds it and nothing happened in it for a lease's lifetime"
-        graph.finish_function(function_id, status="interrupted", error=f"interrupted: {why}")
+        token = _RECLAIMING.set(True)
+        try:
+            graph.finish_function(function_id, status="interrupted", error=f"interrupted: {why}")
+        finally:
+            _RECLAIMING.reset(token)
         keeper.store.drop_lease(graph.session, function_id)
         marked.append(function_id)
     return marked

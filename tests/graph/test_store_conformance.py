@@ -299,6 +299,32 @@ def test_a_refused_record_fails_its_whole_batch(store: Store) -> None:
     assert _snapshot(store) == before
 
 
+def test_a_write_guard_runs_inside_the_commit_transaction(store: Store) -> None:
+    _prepare(store)
+    before = _snapshot(store)
+    seen: list[dict[str, tuple[str, int]]] = []
+
+    def guard(session: str, records: Any, edges: Any) -> None:
+        seen.append(store.leases(session))
+        if session == "t":
+            raise StoreError("refused by the guard")
+
+    store.add_write_guard(guard)
+    records, edges, head = _history("t")
+    with pytest.raises(StoreError, match="refused by the guard"):
+        store.commit("t", records, edges, head)
+    assert _snapshot(store) == before
+    with pytest.raises(StoreError, match="refused by the guard"), store.transaction():
+        store.put_lease("s", "g", "me", 1)
+        store.commit("s", _history("s")[0][:1], [], None)  # the guard reads the new lease
+        store.commit("t", records, edges, head)
+    assert seen[-2] == {"old": ("you", 5), "g": ("me", 1)}
+    assert _snapshot(store) == before
+    store.remove_write_guard(guard)
+    store.commit("t", records, edges, head)
+    assert store.has_session("t")
+
+
 # -- faults: each statement fails in turn --------------------------------------------------
 def _fails_in_turn(store: Store, write: Callable[[], None]) -> int:
     """Run ``write`` with its 1st, 2nd, … statement failing: after each failure the store

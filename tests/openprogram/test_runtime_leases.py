@@ -137,14 +137,12 @@ def test_an_owner_whose_lease_was_taken_gets_lease_lost(tmp_path: Path) -> None:
     @openprogram.function
     def job() -> None:
         (function_id,) = session.store.leases("s")
-        # another host decided this process was gone and interrupted its function
-        other = LeaseKeeper(session.store, "s")
-        other.owner = "far:1:1:cc"
+        # another host decided this process was gone (its lease, expired, is reclaimed)
         assert session.store.renew_lease(
-            "s", function_id, other.owner, 1, previous=session.leases.owner
+            "s", function_id, "far:1:1:cc", 1, previous=session.leases.owner
         )
-        session.graph.finish_function(function_id, status="interrupted", error="taken")
-        session.store.drop_lease("s", function_id)
+        other = Session(session.store, "s", state_dir=tmp_path / "state", lease_ttl=0.01)
+        assert other.interrupted == [function_id]
         with pytest.raises(LeaseLost, match="lost the lease on function"):
             session.llm("more work")
         seen.append(LeaseLost())
@@ -167,7 +165,7 @@ def test_check_lease_inside_a_transaction(tmp_path: Path) -> None:
     check_lease(store, "s", "you", [])
 
 
-def test_a_function_whose_lease_was_taken_ends_with_lease_lost(
+def test_a_write_into_a_function_whose_lease_was_taken_is_lease_lost(
     tmp_path: Path,
 ) -> None:
     session = Session(tmp_path / "op.db", "s", state_dir=tmp_path / "state")
@@ -183,7 +181,9 @@ def test_a_function_whose_lease_was_taken_ends_with_lease_lost(
         session.graph.append({"role": "user", "content": "late"}, frame=openprogram.current_frame())
 
     with session, pytest.raises(LeaseLost, match="held by nobody"):
-        job()  # it never finishes work another process marked interrupted
+        job()  # the store refused the append: it is fenced in the commit's transaction
+    session.graph.refresh()
     (function,) = [n for n in session.graph.nodes() if n.kind == "function"]
     assert function.status == "interrupted"  # what the other process decided stands
+    assert session.graph.children(function.id) == []  # and the late write is not stored
     session.close()
