@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, inspect
 from sqlalchemy.exc import SQLAlchemyError
 
 from ._errors import StoreError
@@ -60,21 +60,65 @@ def _sqlite_begin(connection: Connection) -> None:
     connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def engine_for(url: str) -> Engine:
-    """One migrated engine per URL and process."""
+def _sqlite_read_only(dbapi_connection: Any, _record: Any) -> None:
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def _sqlite_begin_reading(connection: Connection) -> None:
+    connection.exec_driver_sql("BEGIN")
+
+
+def read_only_url(url: str) -> str:
+    """The URL SQLAlchemy opens for reading only: a SQLite file through SQLite's own
+    ``mode=ro`` (no write can happen, whatever the file's permissions or the user); other
+    databases as they are (their transactions are made read-only per connection)."""
+    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+        return f"sqlite:///file:{url[len('sqlite:///') :]}?mode=ro&uri=true"
+    return url
+
+
+def engine_for(url: str, *, read_only: bool = False) -> Engine:
+    """One migrated engine per URL and process; ``read_only``: one that never writes, so
+    it runs no migration (a reader of an older database says what it predates instead)."""
+    key = f"{url}#read-only" if read_only else url
     with _ENGINES_LOCK:
-        engine = _ENGINES.get(url)
+        engine = _ENGINES.get(key)
         if engine is not None:
             return engine
         try:
             if url.startswith("sqlite"):
-                engine = create_engine(url, connect_args={"check_same_thread": False})
-                event.listen(engine, "connect", _sqlite_pragmas)
-                event.listen(engine, "begin", _sqlite_begin)
+                engine = create_engine(
+                    read_only_url(url) if read_only else url,
+                    connect_args={"check_same_thread": False},
+                )
+                event.listen(engine, "connect", _sqlite_read_only if read_only else _sqlite_pragmas)
+                event.listen(engine, "begin", _sqlite_begin_reading if read_only else _sqlite_begin)
+            elif read_only:
+                engine = create_engine(
+                    url, pool_pre_ping=True, execution_options={"postgresql_readonly": True}
+                )
             else:
                 engine = create_engine(url, pool_pre_ping=True)
         except SQLAlchemyError as error:
             raise StoreError(f"cannot open database {url}: {error}") from error
+        if read_only:
+            try:
+                ours = inspect(engine).has_table("graph_sessions")
+            except SQLAlchemyError as error:
+                engine.dispose()
+                text = " ".join(str(getattr(error, "orig", None) or error).split())
+                raise StoreError(f"cannot open database {url}: {text}") from error
+            if not ours:
+                engine.dispose()
+                raise StoreError(
+                    f"cannot open database {url}: it has no graph tables (it predates "
+                    "migration graph_0001_initial, or is not an openprogram database)"
+                )
+            _ENGINES[key] = engine
+            return engine
         try:
             migrate(engine)
         except BaseException as error:
@@ -82,7 +126,7 @@ def engine_for(url: str) -> Engine:
             if isinstance(error, SQLAlchemyError):
                 raise StoreError(f"cannot open database {url}: {error}") from error
             raise
-        _ENGINES[url] = engine
+        _ENGINES[key] = engine
         return engine
 
 

@@ -56,7 +56,14 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
     ['user', 'assistant', 'assistant', 'tool']
     """
 
-    def __init__(self, store: Store, session: str, *, redactor: Redactor | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        session: str,
+        *,
+        redactor: Redactor | None = None,
+        repair: bool = False,
+    ) -> None:
         if not is_safe_id(session):
             raise InvalidMessage("session", f"{session!r} is not a safe id ([A-Za-z0-9_.-])")
         self.store = store
@@ -64,13 +71,13 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
         """When set, every record is redacted before it is stored: message payloads and
         meta, tool results, function inputs, outputs and errors, layers."""
         self._lock = threading.RLock()
-        self._state = GraphState(session)
-        store.ensure_session(session)
+        self._state = GraphState(session)  # the store creates the session with its first write
         self._heads: dict[str | None, str | None] = {None: None}
         self._frames: list[str] = []
         self._branch_name = MAIN
         self.repairs: list[str] = []
         """What loading had to leave out of a damaged session (empty when it is sound)."""
+        self._repair = repair
         self._load()
 
     # -- construction -------------------------------------------------------------------
@@ -88,12 +95,15 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
         session: str | None = None,
         *,
         redactor: Redactor | None = None,
+        repair: bool = False,
     ) -> ConversationGraph:
         """Open (or create) a session in a database: a SQLite path, a URL, or the default.
 
-        ``session=None`` creates a new session with a generated id.
+        ``session=None`` creates a new session with a generated id. A damaged row is a
+        ``StoreError`` naming session, seq and table; ``repair=True`` loads everything
+        readable instead and lists what it left out in ``repairs``.
         """
-        return cls(SQLStore(url_or_path), session or new_id(), redactor=redactor)
+        return cls(SQLStore(url_or_path), session or new_id(), redactor=redactor, repair=repair)
 
     def _load(self) -> None:
         loaded = self._catch_up()
@@ -106,7 +116,11 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
         The index always holds exactly the records with ``seq <= last_seq``: a commit that
         finds other writers' records between ours and ``last_seq`` loads them first.
         """
-        loaded = self.store.load(self.session, after=self._state.last_seq)
+        loaded = self.store.load(
+            self.session,
+            after=self._state.last_seq,
+            skipped=self.repairs if self._repair else None,
+        )
         with paused():
             for record in loaded.records:
                 seq = record.seq if isinstance(record, Event) else record[0].seq
@@ -211,11 +225,14 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
     ) -> list[Any]:
         if self.redactor is not None:
             records = [self.redactor.value(record) for record in records]
+        fresh = self._state.last_seq == 0  # a session this graph never saw written may be new
         if self._branch_name == MAIN:
-            first = self.store.commit(self.session, records, edges, head)
+            first = self.store.commit(self.session, records, edges, head, create=fresh)
         else:
             with self.store.transaction():
-                first = self.store.commit(self.session, records, edges, self._store_head(head))
+                first = self.store.commit(
+                    self.session, records, edges, self._store_head(head), create=fresh
+                )
         if first > self._state.last_seq + 1:
             self._catch_up(before=first)
         stored = [msgspec.structs.replace(r, seq=first + i) for i, r in enumerate(records)]
@@ -315,7 +332,7 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
         target = store if store is not None else MemoryStore()
         name = session or self.session
         with self._lock:
-            if target.ensure_session(name) and target.load(name).records:
+            if target.load(name).records:
                 raise GraphError(f"session {name!r} already holds nodes in {target.url}")
             records: list[Node | Event] = []
             edges: list[Edge] = []
@@ -356,7 +373,7 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
                 edges.extend(
                     Edge(ids[e.src], ids[node.id], e.type) for e in node_edges if e.src in ids
                 )
-            if store.ensure_session(session) and store.load(session).records:
+            if store.load(session).records:
                 raise GraphError(f"session {session!r} already holds nodes in {store.url}")
             if records:
                 with store.transaction():

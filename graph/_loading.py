@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from ._codec import decode_any, decode_event, decode_payload, from_micros
+from ._errors import StoreError
 from ._nodes import EDGE_TYPES, Edge, Event, EventData, Layer, Node
 
 Record = tuple[Node, tuple[Edge, ...]] | Event
@@ -41,11 +42,15 @@ def records_of(
     edge_rows: Iterable[Sequence[Any]],
     node_rows: Iterable[Sequence[Any]],
     event_rows: Iterable[Sequence[Any]],
+    skipped: list[str] | None = None,
 ) -> list[Record]:
     """Records from driver rows: nodes ``(id, seq, at_us, payload, meta)`` with the edges
     ``(src, dst, type)`` pointing at them, and events ``(seq, node_id, at_us, data)``;
     nodes and events each come in seq order and may be streamed (only the decoded records
     are kept, never every row's text at once).
+
+    A row that does not decode is a :class:`StoreError` naming the session, seq and table;
+    with a ``skipped`` list, it is left out and described there instead (a repair).
 
     An edge's, an event's and a layer's ids are the nodes' own string objects (one copy of
     each id in memory, not three or more).
@@ -62,15 +67,19 @@ def records_of(
         nodes: list[Record] = []
         no_edges: tuple[Edge, ...] = ()
         for node_id, seq, at_us, payload, meta in node_rows:
+            try:
+                node = Node(
+                    node_id,
+                    session,
+                    seq,
+                    from_micros(at_us),
+                    decode_payload(payload),
+                    {} if meta == "{}" else _meta(meta),
+                )
+            except (msgspec.DecodeError, TypeError, ValueError, OverflowError) as error:
+                _undecodable(skipped, session, seq, "graph_nodes", f"node {node_id}", error)
+                continue
             ids[node_id] = node_id
-            node = Node(
-                node_id,
-                session,
-                seq,
-                from_micros(at_us),
-                decode_payload(payload),
-                {} if meta == "{}" else decode_any(meta),
-            )
             pointing = by_dst.pop(node_id, None)
             edges = (
                 tuple(Edge(ids.get(s, s), node_id, _EDGE_TYPES.get(k, k)) for s, k in pointing)
@@ -78,15 +87,42 @@ def records_of(
                 else no_edges
             )
             nodes.append((node, edges))
-        events = [
-            Event(session, seq, ids.get(node_id, node_id), from_micros(at_us), _shared(data, ids))
-            for seq, node_id, at_us, data in event_rows
-        ]
+        events: list[Record] = []
+        for seq, node_id, at_us, data in event_rows:
+            try:
+                event = Event(
+                    session, seq, ids.get(node_id, node_id), from_micros(at_us), _shared(data, ids)
+                )
+            except (msgspec.DecodeError, TypeError, ValueError, OverflowError) as error:
+                _undecodable(skipped, session, seq, "graph_events", f"event on {node_id}", error)
+                continue
+            events.append(event)
         if not events:
             return nodes
         nodes.extend(events)
         nodes.sort(key=_seq)  # two sorted runs: one linear merge
         return nodes
+
+
+def _meta(text: str) -> dict[str, Any]:
+    value = decode_any(text)
+    if not isinstance(value, dict):
+        raise ValueError(f"meta is a {type(value).__name__}, not an object")
+    return value
+
+
+def _undecodable(
+    skipped: list[str] | None, session: str, seq: Any, table: str, what: str, error: Exception
+) -> None:
+    problem = f"session {session!r}, seq {seq}, table {table}: {what} does not decode ({error})"
+    if skipped is None:
+        raise StoreError(
+            f"damaged row: {problem}; ConversationGraph.open(..., repair=True) or "
+            "`openprogram check` loads the rest"
+        )
+    note = f"skipped {problem}"
+    if note not in skipped:  # a refresh reads an unreadable tail again
+        skipped.append(note)
 
 
 def _shared(text: str, ids: dict[str, str]) -> EventData:

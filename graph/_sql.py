@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 from sqlalchemy import Connection, delete, func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -61,10 +62,19 @@ class SQLStore(Store):
     """A store over SQLAlchemy: SQLite (WAL) or PostgreSQL, with the same code."""
 
     def __init__(
-        self, url_or_path: str | os.PathLike[str] | None = None, *, create: bool = True
+        self,
+        url_or_path: str | os.PathLike[str] | None = None,
+        *,
+        create: bool = True,
+        read_only: bool = False,
     ) -> None:
-        self.url = normalize_url(url_or_path, create=create)
-        self.engine = engine_for(self.url)
+        """``read_only``: open for reading only (SQLite's ``mode=ro``, a read-only
+        transaction on PostgreSQL). Nothing is migrated or created, so a reader works on a
+        database it may not write; a table the database predates is a one-line
+        ``StoreError`` saying so, and a write is refused by the database."""
+        self.read_only = read_only
+        self.url = normalize_url(url_or_path, create=create and not read_only)
+        self.engine = engine_for(self.url, read_only=read_only)
         self._local = threading.local()
         self._upserts: dict[str, Any] = {}
 
@@ -72,14 +82,17 @@ class SQLStore(Store):
     def _connection(self) -> Iterator[Connection]:
         current: Connection | None = getattr(self._local, "connection", None)
         if current is not None:
-            self._flush(current)  # whatever runs next sees every buffered append
-            yield current
+            try:
+                self._flush(current)  # whatever runs next sees every buffered append
+                yield current
+            except SQLAlchemyError as error:  # inside a transaction too: a StoreError
+                raise _store_error(self.url, error) from error
             return
         try:
             with self.engine.begin() as connection:
                 yield connection
         except SQLAlchemyError as error:
-            raise StoreError(f"database error on {self.url}: {error}") from error
+            raise _store_error(self.url, error) from error
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -95,14 +108,16 @@ class SQLStore(Store):
                 self._flush(current)
                 savepoint = current.begin_nested()
             except SQLAlchemyError as error:
-                raise StoreError(f"database error on {self.url}: {error}") from error
+                raise _store_error(self.url, error) from error
             try:
                 yield
                 self._flush(current)
-            except BaseException:
+            except BaseException as error:
                 pending.forget()
                 if savepoint.is_active:
                     savepoint.rollback()
+                if isinstance(error, SQLAlchemyError):
+                    raise _store_error(self.url, error) from error
                 raise
             else:
                 savepoint.commit()
@@ -145,22 +160,18 @@ class SQLStore(Store):
             connection.execute(query)
 
     def ensure_session(self, session: str) -> bool:
-        query = select(SESSIONS.c.id).where(SESSIONS.c.id == session)
+        """Create the session row if missing (inside ``transaction()``: in that transaction,
+        so it commits or rolls back with the data written there); True when it existed."""
         with self._connection() as connection:
-            if connection.execute(query).first():
-                return True
-        created = time.time_ns() // 1000
-        try:
-            with self._connection() as connection:
-                connection.execute(
-                    SESSIONS.insert().values(id=session, created_us=created, next_seq=0, meta="{}")
-                )
-        except StoreError:
-            with self._connection() as connection:
-                if connection.execute(query).first():
-                    return True
-            raise
-        return False
+            return self._create(connection, session)
+
+    def _create(self, connection: Connection, session: str) -> bool:
+        query = select(SESSIONS.c.id).where(SESSIONS.c.id == session)
+        if connection.execute(query).first():
+            return True
+        row = {"id": session, "created_us": time.time_ns() // 1000, "next_seq": 0, "meta": "{}"}
+        insert = _upsert_for(self)(SESSIONS).values(row).on_conflict_do_nothing()
+        return not connection.execute(insert).rowcount
 
     def database_id(self) -> str | None:
         query = select(DATABASE.c.value).where(DATABASE.c.key == "id")
@@ -185,12 +196,22 @@ class SQLStore(Store):
         return cached
 
     def commit(
-        self, session: str, records: Sequence[Record], edges: Sequence[Edge], head: str | None
+        self,
+        session: str,
+        records: Sequence[Record],
+        edges: Sequence[Edge],
+        head: str | None,
+        *,
+        create: bool = True,
     ) -> int:
         current: Connection | None = getattr(self._local, "connection", None)
+        if current is None and self._guards:  # the guards read in the commit's transaction
+            with self.transaction():
+                return self.commit(session, records, edges, head, create=create)
+        self._guard(session, records, edges)
         if current is None:
             with self._connection() as connection:
-                first = self._reserve(connection, session, len(records), head)
+                first = self._reserve(connection, session, len(records), head, create)
                 nodes: list[Row] = []
                 edge_rows: list[Row] = []
                 events: list[Row] = []
@@ -202,7 +223,7 @@ class SQLStore(Store):
         taken = pending.take(session, len(records), head)
         if taken is None:
             self._flush(current)
-            taken = self._reserve(current, session, len(records), head)
+            taken = self._reserve(current, session, len(records), head, create)
             pending.hold(session, taken + len(records) - 1, head)
         pending.add(session, taken, records, edges)
         if pending.size >= FLUSH_ROWS:
@@ -219,43 +240,86 @@ class SQLStore(Store):
             return
         insert_rows(connection, self._statement(connection, name), rows)
 
-    def _reserve(self, connection: Connection, session: str, count: int, head: str | None) -> int:
+    def _reserve(
+        self,
+        connection: Connection,
+        session: str,
+        count: int,
+        head: str | None,
+        create: bool = True,
+    ) -> int:
         """Take ``count`` seqs from the session row (locking it); return the first."""
-        last = connection.exec_driver_sql(
-            self._statement(connection, "bump"),
-            {"count": count, "head": head, "session": session},
-        ).scalar_one_or_none()
+        bump = self._statement(connection, "bump")
+        key = {"count": count, "head": head, "session": session}
+        last = connection.exec_driver_sql(bump, key).scalar()
         if last is None:
-            raise StoreError(
-                f"session {session!r} is not in {self.url} (deleted by another process?); "
-                "nothing was appended"
-            )
+            if not create:
+                raise StoreError(
+                    f"session {session!r} is not in {self.url} (deleted by another process?); "
+                    "nothing was appended"
+                )
+            self._create(connection, session)  # a session's first write creates it
+            last = connection.exec_driver_sql(bump, key).scalar_one()
         return int(last) - count + 1
 
-    def load(self, session: str, after: int = 0) -> Loaded:
+    def load(self, session: str, after: int = 0, *, skipped: list[str] | None = None) -> Loaded:
         """The records with ``after < seq <= last``, ``last`` being the session's counter as
         read first; when there are none, that one small query is all it costs, so polling
         for news is cheap. The bound matters on PostgreSQL: each statement sees its own
         snapshot (read committed), so without it a commit landing between the node and the
         event queries could show a later event and hide an earlier node, which a reader then
         skipped for good. Every seq up to the counter is committed (the counter's row lock
-        orders commits by seq)."""
+        orders commits by seq).
+
+        A damaged row is a :class:`StoreError` naming session, seq and table; with a
+        ``skipped`` list, what can be read is loaded (row by row where the database itself
+        fails to read a range) and what cannot is described there."""
         key: dict[str, Any] = {"session": session, "after": after}
-        with self._connection() as connection:
-            found = connection.exec_driver_sql(self._statement(connection, "since"), key).first()
-            if found is None:
-                return Loaded([], None)
-            last, head = int(found[0]), found[1]
-            if last <= after:
-                return Loaded([], head)
-            key["last"] = last
-            records = records_of(
-                session,
-                self._rows(connection, "edges_after" if after else "edges", key),
-                self._rows(connection, "nodes", key),
-                self._rows(connection, "events", key),
-            )
+        last, head = after, None
+        try:
+            with self._connection() as connection:
+                since = self._statement(connection, "since")
+                found = connection.exec_driver_sql(since, key).first()
+                if found is None:
+                    return Loaded([], None)
+                last, head = int(found[0]), found[1]
+                if last <= after:
+                    return Loaded([], head)
+                key["last"] = last
+                records = records_of(
+                    session,
+                    self._rows(connection, "edges_after" if after else "edges", key),
+                    self._rows(connection, "nodes", key),
+                    self._rows(connection, "events", key),
+                    skipped,
+                )
+        except _Unreadable:
+            if skipped is None or getattr(self._local, "connection", None) is not None:
+                raise
+            records = self._load_row_by_row(session, after, last, skipped)
         return Loaded(records, head)
+
+    def _load_row_by_row(
+        self, session: str, after: int, last: int, skipped: list[str]
+    ) -> list[Any]:
+        """A repair's read of a range the database fails to scan: one seq at a time, each
+        in its own transaction, so one unreadable page costs only the rows on it."""
+        records: list[Any] = []
+        for seq in range(after + 1, last + 1):
+            key: dict[str, Any] = {"session": session, "after": seq - 1, "last": seq}
+            try:
+                with self._connection() as connection:
+                    nodes = list(self._rows(connection, "nodes", key))
+                    events = list(self._rows(connection, "events", key))
+                    edges = list(self._rows(connection, "edges_after", key)) if nodes else []
+            except StoreError as error:
+                problem = error.problem if isinstance(error, _Unreadable) else str(error)
+                note = f"skipped session {session!r}, seq {seq}: {problem}"
+                if note not in skipped:  # a refresh reads an unreadable tail again
+                    skipped.append(note)
+                continue
+            records.extend(records_of(session, edges, nodes, events, skipped))
+        return records
 
     def _rows(self, connection: Connection, name: str, key: dict[str, Any]) -> Iterator[Any]:
         """Plain driver tuples, a chunk at a time (SQLAlchemy's row objects cost more than
@@ -263,17 +327,30 @@ class SQLStore(Store):
 
         On PostgreSQL a plain cursor holds its whole result client-side, so the events
         (tool outputs, layers: most of a session's text, 40 MB of peak at 100k nodes) come
-        through a server-side cursor; the nodes' many small rows do not need one."""
+        through a server-side cursor; the nodes' many small rows do not need one.
+
+        The database failing to read (a damaged file) is an ``_Unreadable`` StoreError that
+        names the table and session, not the driver's own error."""
         sql = self._statement(connection, name)
-        if name == "events" and is_psycopg(connection):
-            yield from streamed(connection, sql, key)
-            return
-        plain = connection.exec_driver_sql(sql, key).cursor
-        while plain is not None:
-            found = plain.fetchmany(_CHUNK)
-            if not found:
-                break
-            yield from found
+        dbapi: Any = connection.dialect.loaded_dbapi
+        try:
+            if name == "events" and is_psycopg(connection):
+                yield from streamed(connection, sql, key)
+                return
+            plain = connection.exec_driver_sql(sql, key).cursor
+            while plain is not None:
+                found = plain.fetchmany(_CHUNK)
+                if not found:
+                    break
+                yield from found
+        except (dbapi.Error, SQLAlchemyError) as error:
+            table = _TABLES[name]
+            where = f"seqs {key['after'] + 1} to {key['last']}"
+            raise _Unreadable(
+                f"table {table} of session {key['session']!r} ({where})",
+                f"{' '.join(str(error).split())}",
+                self.url,
+            ) from error
 
     def session_of(self, node_id: str) -> str | None:
         """The session holding a node (or a layer) with this id."""
@@ -313,6 +390,10 @@ class SQLStore(Store):
 
     # -- side data ------------------------------------------------------------------------
     def migrate(self, migrations: Sequence[Migration]) -> None:
+        """Apply missing migrations; a read-only store applies none (what it reads of a
+        table an older database lacks is a ``StoreError`` naming that table)."""
+        if self.read_only:
+            return
         try:
             migrate(self.engine, migrations)
         except SQLAlchemyError as error:
@@ -390,6 +471,27 @@ class SQLStore(Store):
                 )
             )
 
+    def renew_lease(
+        self,
+        session: str,
+        function_id: str,
+        owner: str,
+        expires_us: int,
+        *,
+        previous: str | None = None,
+    ) -> bool:
+        statement = (
+            update(LEASES)
+            .where(
+                LEASES.c.session == session,
+                LEASES.c.function_id == function_id,
+                LEASES.c.owner == (owner if previous is None else previous),
+            )
+            .values(owner=owner, expires_us=expires_us)
+        )
+        with self._connection() as connection:
+            return bool(connection.execute(statement).rowcount)
+
     def drop_lease(self, session: str, function_id: str) -> None:
         with self._connection() as connection:
             connection.execute(
@@ -416,11 +518,15 @@ class SQLStore(Store):
 
     def session_meta(self, session: str) -> dict[str, Any]:
         with self._connection() as connection:
-            return self._meta(connection, session, lock=False)
+            try:
+                return self._meta(connection, session, lock=False)
+            except _NoSession:
+                return {}
 
     def update_session_meta(self, session: str, values: Mapping[str, Any]) -> dict[str, Any]:
         changes = normalize_meta(dict(values) if isinstance(values, Mapping) else values, "values")
         with self._connection() as connection:
+            self._create(connection, session)
             meta = {**self._meta(connection, session, lock=True), **changes}
             connection.execute(
                 update(SESSIONS).where(SESSIONS.c.id == session).values(meta=encode(meta))
@@ -433,9 +539,69 @@ class SQLStore(Store):
         query = select(SESSIONS.c.meta).where(SESSIONS.c.id == session)
         text = connection.execute(query.with_for_update() if lock else query).scalar()
         if text is None:
-            raise StoreError(f"no session {session!r} in {self.url}")
-        value = decode_any(text)
+            raise _NoSession(f"no session {session!r} in {self.url}")
+        try:
+            value = decode_any(text)
+        except msgspec.DecodeError as error:
+            raise StoreError(
+                f"damaged row: session {session!r}, table graph_sessions: its meta does not "
+                f"decode ({error})"
+            ) from None
         return value if isinstance(value, dict) else {}
+
+
+_PREDATES = {
+    "graph_sessions": "graph_0001_initial",
+    "graph_nodes": "graph_0001_initial",
+    "graph_edges": "graph_0001_initial",
+    "graph_events": "graph_0001_initial",
+    "graph_values": "graph_0002_side_tables",
+    "graph_logs": "graph_0002_side_tables",
+    "graph_leases": "graph_0003_leases",
+}
+_MISSING_TABLE = re.compile(r'no such table: (\w+)|relation "(\w+)" does not exist')
+_READ_ONLY = re.compile(r"readonly database|read-only transaction", re.IGNORECASE)
+
+
+def _store_error(url: str, error: SQLAlchemyError) -> StoreError:
+    """One line that says what is wrong: a table the database predates, a write to a
+    database opened read-only, or the driver's words."""
+    text = " ".join(str(getattr(error, "orig", None) or error).split())
+    missing = _MISSING_TABLE.search(text)
+    if missing:
+        table = missing.group(1) or missing.group(2)
+        migration = _PREDATES.get(table)
+        since = f" (made by migration {migration})" if migration else ""
+        return StoreError(
+            f"this database ({url}) predates the {table} table{since}; "
+            "open it once for writing to migrate it"
+        )
+    if _READ_ONLY.search(text):
+        return StoreError(f"{url} is open read-only; this command would write to it ({text})")
+    return StoreError(f"database error on {url}: {text}")
+
+
+class _NoSession(StoreError):
+    pass
+
+
+class _Unreadable(StoreError):
+    """The database failed to read rows (a damaged file or page)."""
+
+    def __init__(self, where: str, problem: str, url: str) -> None:
+        self.problem = f"{where}: the database cannot read it ({problem})"
+        super().__init__(
+            f"damaged database {url}: {self.problem}; ConversationGraph.open(..., repair=True) "
+            "or `openprogram check` loads the rest"
+        )
+
+
+_TABLES = {
+    "nodes": "graph_nodes",
+    "events": "graph_events",
+    "edges": "graph_edges",
+    "edges_after": "graph_edges",
+}
 
 
 def _lease_rows(rows: Any) -> dict[str, tuple[str, int]]:

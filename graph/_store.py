@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,13 +51,34 @@ class SessionInfo(NamedTuple):
     nodes: int
 
 
+WriteGuard = Callable[[str, Sequence["Record"], Sequence[Edge]], None]
+"""Called with (session, records, edges) inside a commit's transaction, before anything is
+written; raising refuses the commit (the runtime fences writes under a lost lease)."""
+
+
 class Store:
     """The interface every store implements."""
 
     url: str = "memory:"
+    _guards: tuple[WriteGuard, ...] = ()
+
+    def add_write_guard(self, guard: WriteGuard) -> None:
+        """Run ``guard`` in every later commit's transaction, before it writes."""
+        self._guards = (*self._guards, guard)
+
+    def remove_write_guard(self, guard: WriteGuard) -> None:
+        self._guards = tuple(g for g in self._guards if g != guard)
+
+    def _guard(self, session: str, records: Sequence[Record], edges: Sequence[Edge]) -> None:
+        for guard in self._guards:
+            guard(session, records, edges)
 
     def ensure_session(self, session: str) -> bool:
-        """Create the session if missing; True when it already existed."""
+        """Create the session if missing; True when it already existed.
+
+        Writing needs no call to this first: ``commit`` and ``update_session_meta`` create
+        a missing session in their own transaction, so a write that fails (or a process
+        killed before it commits) leaves no empty session behind."""
         raise NotImplementedError
 
     def database_id(self) -> str | None:
@@ -75,12 +96,19 @@ class Store:
         records: Sequence[Record],
         edges: Sequence[Edge],
         head: str | None,
+        *,
+        create: bool = True,
     ) -> int:
         """Store ``records`` with consecutive seqs (in list order); return the first seq.
-        ``head`` becomes the session's head; None keeps the one it has."""
+        ``head`` becomes the session's head; None keeps the one it has. A session's first
+        write creates it, in the same transaction; with ``create`` false a missing session
+        (deleted by another process) is a ``StoreError`` and nothing is written."""
         raise NotImplementedError
 
-    def load(self, session: str, after: int = 0) -> Loaded:
+    def load(self, session: str, after: int = 0, *, skipped: list[str] | None = None) -> Loaded:
+        """The records with a seq above ``after``, and the last head. A row that cannot be
+        read is a ``StoreError`` naming session, seq and table; given a ``skipped`` list,
+        the readable rest is loaded and each unreadable row described there."""
         raise NotImplementedError
 
     def session_of(self, node_id: str) -> str | None:
@@ -93,10 +121,8 @@ class Store:
         raise NotImplementedError
 
     def session_meta(self, session: str) -> dict[str, Any]:
-        """The session's own metadata, a JSON object (``{}`` until something is recorded).
-
-        Raises ``StoreError`` when the session does not exist.
-        """
+        """The session's own metadata, a JSON object (``{}`` until something is recorded,
+        and for a session that does not exist)."""
         raise NotImplementedError
 
     def update_session_meta(self, session: str, values: Mapping[str, Any]) -> dict[str, Any]:
@@ -151,6 +177,20 @@ class Store:
         """Take or renew the lease on a running function."""
         raise NotImplementedError
 
+    def renew_lease(
+        self,
+        session: str,
+        function_id: str,
+        owner: str,
+        expires_us: int,
+        *,
+        previous: str | None = None,
+    ) -> bool:
+        """Set the lease's owner and expiry only where it is held by ``previous`` (by
+        ``owner`` itself when None): a heartbeat that never takes back a lease another
+        process claimed, and a claim that loses to a renewal. True when it was set."""
+        raise NotImplementedError
+
     def drop_lease(self, session: str, function_id: str) -> None:
         raise NotImplementedError
 
@@ -168,6 +208,12 @@ class MemoryStore(Store):
 
     def __init__(self) -> None:
         self._sessions: dict[str, dict[str, Any]] = {}
+        self._side_data: dict[str, dict[str, Any]] = {}
+        """Side values, logs and leases by session (they do not make a session exist)."""
+        self._owners: dict[str, str] = {}
+        """Node id → its session: ids are unique in a store, as a database's key makes them."""
+        self._journals: list[dict[tuple[str, str, str], Any]] = []
+        """Per open transaction: each side container as it was before the block changed it."""
         self._lock = threading.RLock()
         self._id = str(uuid.uuid4())
 
@@ -184,6 +230,8 @@ class MemoryStore(Store):
                 name: (data, data["seq"], data["head"], len(data["records"]), data["meta"])
                 for name, data in self._sessions.items()
             }
+            journal: dict[tuple[str, str, str], Any] = {}
+            self._journals.append(journal)
             try:
                 yield
             except BaseException:
@@ -192,7 +240,17 @@ class MemoryStore(Store):
                     data["seq"], data["head"], data["meta"] = seq, head, meta
                     del data["records"][length:]
                     self._sessions[name] = data
+                for (session, kind, namespace), before in journal.items():
+                    self._side_data.setdefault(session, {}).setdefault(kind, {})[namespace] = before
+                self._owners = {
+                    r[0].id: name
+                    for name, data in self._sessions.items()
+                    for r in data["records"]
+                    if not isinstance(r, Event)
+                }
                 raise
+            finally:
+                self._journals.pop()
 
     def ensure_session(self, session: str) -> bool:
         with self._lock:
@@ -203,18 +261,22 @@ class MemoryStore(Store):
             )
             return existed
 
-    def _side(self, session: str, kind: str, namespace: str) -> Any:
-        data = self._sessions.get(session)
-        if data is None:
-            raise StoreError(f"no session {session!r} in this memory store")
-        return data.setdefault(kind, {}).setdefault(namespace, {} if kind == "values" else [])
+    def _side(self, session: str, kind: str, namespace: str, *, writing: bool = False) -> Any:
+        """A side container; reading one that was never written gives an empty one (and
+        stores nothing), writing first notes it in every open transaction's journal."""
+        if not writing:
+            found = self._side_data.get(session, {}).get(kind, {}).get(namespace)
+            return found if found is not None else ({} if kind == "values" else [])
+        data = self._side_data.setdefault(session, {})
+        found = data.setdefault(kind, {}).setdefault(namespace, {} if kind == "values" else [])
+        for journal in self._journals:
+            journal.setdefault((session, kind, namespace), found.copy())
+        return found
 
     def get_values(
         self, session: str, namespace: str, keys: Collection[str] | None = None
     ) -> dict[str, str]:
         with self._lock:
-            if session not in self._sessions:
-                return {}
             values: dict[str, str] = self._side(session, "values", namespace)
             if keys is None:
                 return dict(values)
@@ -222,13 +284,13 @@ class MemoryStore(Store):
 
     def put_values(self, session: str, namespace: str, values: Mapping[str, str]) -> None:
         with self._lock:
-            self._side(session, "values", namespace).update(values)
+            self._side(session, "values", namespace, writing=True).update(values)
 
     def append_log(
         self, session: str, namespace: str, entries: Sequence[tuple[str, str]], seq: int
     ) -> None:
         with self._lock:
-            log: list[LogEntry] = self._side(session, "logs", namespace)
+            log: list[LogEntry] = self._side(session, "logs", namespace, writing=True)
             known = {entry.key for entry in log}
             for key, body in entries:
                 if key not in known:
@@ -237,34 +299,64 @@ class MemoryStore(Store):
 
     def read_log(self, session: str, namespace: str) -> list[LogEntry]:
         with self._lock:
-            if session not in self._sessions:
-                return []
             return list(self._side(session, "logs", namespace))
 
     def put_lease(self, session: str, function_id: str, owner: str, expires_us: int) -> None:
         with self._lock:
-            self._side(session, "values", "\0leases")[function_id] = (owner, expires_us)
+            self._side(session, "values", "\0leases", writing=True)[function_id] = (
+                owner,
+                expires_us,
+            )
+
+    def renew_lease(
+        self,
+        session: str,
+        function_id: str,
+        owner: str,
+        expires_us: int,
+        *,
+        previous: str | None = None,
+    ) -> bool:
+        with self._lock:
+            leases = self._side(session, "values", "\0leases", writing=True)
+            found = leases.get(function_id)
+            if found is None or found[0] != (owner if previous is None else previous):
+                return False
+            leases[function_id] = (owner, expires_us)
+            return True
 
     def drop_lease(self, session: str, function_id: str) -> None:
         with self._lock:
-            if session in self._sessions:
-                self._side(session, "values", "\0leases").pop(function_id, None)
+            self._side(session, "values", "\0leases", writing=True).pop(function_id, None)
 
     def leases(self, session: str) -> dict[str, tuple[str, int]]:
         with self._lock:
-            if session not in self._sessions:
-                return {}
             return dict(self._side(session, "values", "\0leases"))
 
     def commit(
-        self, session: str, records: Sequence[Record], edges: Sequence[Edge], head: str | None
+        self,
+        session: str,
+        records: Sequence[Record],
+        edges: Sequence[Edge],
+        head: str | None,
+        *,
+        create: bool = True,
     ) -> int:
         with self._lock:
-            data = self._sessions.get(session)
-            if data is None:
+            if session not in self._sessions and not create:
                 raise StoreError(
                     f"session {session!r} is not in {self.url} (deleted?); nothing was appended"
                 )
+            self._guard(session, records, edges)
+            ids = [r.id for r in records if isinstance(r, Node)]
+            taken = next((i for i in ids if i in self._owners), None)
+            if taken is None and len(set(ids)) < len(ids):
+                taken = next(i for i in ids if ids.count(i) > 1)
+            if taken is not None:
+                raise StoreError(f"node id {taken} is taken already in this memory store")
+            self.ensure_session(session)
+            self._owners.update(dict.fromkeys(ids, session))
+            data = self._sessions[session]
             first = data["seq"] + 1
             data["seq"] += len(records)
             by_dst: dict[str, list[Edge]] = {}
@@ -280,7 +372,7 @@ class MemoryStore(Store):
                 data["head"] = head
             return int(first)
 
-    def load(self, session: str, after: int = 0) -> Loaded:
+    def load(self, session: str, after: int = 0, *, skipped: list[str] | None = None) -> Loaded:
         with self._lock:
             data = self._sessions.get(session)
             if data is None:
@@ -292,6 +384,8 @@ class MemoryStore(Store):
 
     def session_of(self, node_id: str) -> str | None:
         with self._lock:
+            if node_id in self._owners:
+                return self._owners[node_id]
             for name, data in self._sessions.items():
                 for record in data["records"]:
                     found = record.node_id if isinstance(record, Event) else record[0].id
@@ -312,21 +406,25 @@ class MemoryStore(Store):
 
     def delete_session(self, session: str) -> None:
         with self._lock:
-            self._sessions.pop(session, None)
+            data = self._sessions.pop(session, None)
+            side = self._side_data.pop(session, {})
+            for kind, namespaces in side.items():
+                for namespace, found in namespaces.items():
+                    for journal in self._journals:
+                        journal.setdefault((session, kind, namespace), found.copy())
+            for record in data["records"] if data else ():
+                if not isinstance(record, Event):
+                    self._owners.pop(record[0].id, None)
 
     def session_meta(self, session: str) -> dict[str, Any]:
         with self._lock:
-            return dict(self._data(session)["meta"])
+            data = self._sessions.get(session)
+            return {} if data is None else dict(data["meta"])
 
     def update_session_meta(self, session: str, values: Mapping[str, Any]) -> dict[str, Any]:
         changes = normalize_meta(dict(values) if isinstance(values, Mapping) else values, "values")
         with self._lock:
-            data = self._data(session)
+            self.ensure_session(session)
+            data = self._sessions[session]
             data["meta"] = {**data["meta"], **changes}
             return dict(data["meta"])
-
-    def _data(self, session: str) -> dict[str, Any]:
-        data = self._sessions.get(session)
-        if data is None:
-            raise StoreError(f"no session {session!r}")
-        return data

@@ -12,6 +12,7 @@ from openprogram._current import current_frame, current_session
 from openprogram._errors import (
     BaselineUnavailable,
     BenchError,
+    LeaseLost,
     ModelError,
     NoSession,
     OpenProgramError,
@@ -37,6 +38,7 @@ __all__ = [
     "BenchError",
     "HistoryTools",
     "ImportStats",
+    "LeaseLost",
     "LiteLLMModel",
     "Model",
     "ModelError",

@@ -9,7 +9,8 @@ engine gives up after repeated context-overflow errors; everything else is here:
     ├── BenchError           bench inputs that cannot be measured (a zero budget, a bad policy)
     ├── BaselineUnavailable  a baseline whose optional dependency is not installed
     ├── SessionError         a session that does not exist or cannot be used
-    │   └── NoSession        agentic code run outside any session
+    │   ├── NoSession        agentic code run outside any session
+    │   └── LeaseLost        another process took the lease of a function this one runs
     ├── ModelError           no model configured, or the provider failed (not an overflow)
     ├── StepLimitExceeded    an LLM call used up its steps without a final answer
     ├── OutputValidationError  a structured answer still invalid after one repair turn
@@ -51,6 +52,12 @@ class SessionError(OpenProgramError):
 
 class NoSession(SessionError):
     """Agentic code (``@function``, ``llm``) run outside any session."""
+
+
+class LeaseLost(SessionError):
+    """Another process decided this one was gone and took the lease of a function it runs
+    (and may have marked it ``interrupted``); raised at this process's next write there,
+    instead of writing into work that is no longer its own."""
 
 
 class ModelError(OpenProgramError):

@@ -58,9 +58,11 @@ def called(name: str, expose: str, input: Any) -> Iterator[FunctionHandle]:
             try:
                 yield handle
             except BaseException as error:
+                session.leases.check([handle.id])  # LeaseLost, not another's work finished
                 graph.finish_function(handle, error=error)
                 raise
             else:
+                session.leases.check([handle.id])
                 graph.finish_function(handle, output=_plain(handle.output))
     finally:
         TOOL_NODE.reset(tool_token)

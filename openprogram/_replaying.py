@@ -116,8 +116,8 @@ def replay(
     from openprogram.bench import load_trace
 
     folder = Path(state_dir) if state_dir is not None else Path(tempfile.mkdtemp(prefix="replay-"))
-    chosen = policy or Policy.claude_code(state_dir=folder)
-    session = Session(db, policy=chosen, budget=budget, history_tools=False)
+    chosen = policy or Policy.claude_code()
+    session = Session(db, policy=chosen, budget=budget, history_tools=False, state_dir=folder)
     path = Path(trace)
     loaded = load_trace(path, format=format, graph=session.graph, seed=f"import:{session.id}")
     engine = session.engine

@@ -439,6 +439,8 @@ class Session:
             max_steps=max_steps or self.max_steps,
             history_tools=self.history_tools,
         )
+        if where.function is not None:  # fenced: never write into work another process took
+            self.leases.check([where.function, *self.graph.state.ancestry(where.function)])
         if prompt is not None:
             self.graph.append({"role": "user", "content": prompt}, frame=where)
         return call

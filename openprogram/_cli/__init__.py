@@ -12,7 +12,16 @@ from collections.abc import Sequence
 
 from rich.markup import escape
 
-from openprogram._cli import _configure, _layers, _mcp, _programs, _scrub, _sessions, _traces
+from openprogram._cli import (
+    _check,
+    _configure,
+    _layers,
+    _mcp,
+    _programs,
+    _scrub,
+    _sessions,
+    _traces,
+)
 from openprogram._cli._common import UsageError, errors
 
 __all__ = ["main", "parser", "run"]
@@ -52,7 +61,7 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--state-dir", help="offloaded outputs and record logs (.openprogram)")
     top.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (_programs, _traces, _sessions, _configure, _layers, _scrub, _mcp):
+    for module in (_programs, _traces, _sessions, _configure, _layers, _scrub, _check, _mcp):
         module.register(sub)
     _fill_help(top)
     return top

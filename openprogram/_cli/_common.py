@@ -64,10 +64,11 @@ def folder_of(args: argparse.Namespace, store: Store) -> StateFolder:
     return state_folder(store, state_dir(args))
 
 
-def open_store(args: argparse.Namespace, *, create: bool) -> Store:
-    """The database named by ``--db``; reading commands refuse one that does not exist, and
-    a folder that does not exist is never created behind the user's back (only the default
-    ``.openprogram`` folder is)."""
+def open_store(args: argparse.Namespace, *, create: bool, read_only: bool = False) -> Store:
+    """The database named by ``--db``; reading commands refuse one that does not exist and
+    (``read_only``) open it so that nothing is written or migrated, and a folder that does
+    not exist is never created behind the user's back (only the default ``.openprogram``
+    folder is)."""
     url = getattr(args, "db", None)
     if url:
         path = _sqlite_path(str(url))
@@ -77,7 +78,7 @@ def open_store(args: argparse.Namespace, *, create: bool) -> Store:
             )
         if path is not None and create and not path.parent.is_dir():
             raise UsageError(f"--db {url}: there is no folder {path.parent}; create it first")
-    return SQLStore(url, create=create)
+    return SQLStore(url, create=create, read_only=read_only)
 
 
 def _sqlite_path(url: str) -> Path | None:
@@ -100,10 +101,10 @@ def encoding(name: str) -> str:
 
 
 def existing_session(
-    args: argparse.Namespace, session: str, *, create: bool = False
+    args: argparse.Namespace, session: str, *, create: bool = False, read_only: bool = False
 ) -> ConversationGraph:
     """A session that must exist (reading never creates one)."""
-    store = open_store(args, create=create)
+    store = open_store(args, create=create, read_only=read_only)
     if not store.has_session(session):
         raise SessionError(
             f"no session {session!r} in {store.url}; `openprogram sessions` lists them"

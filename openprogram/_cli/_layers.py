@@ -32,7 +32,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_collapses(args: argparse.Namespace) -> int:
-    graph = existing_session(args, args.session)
+    graph = existing_session(args, args.session, read_only=True)
     engine = engine_for(args, graph)
     layers = engine.layers()
     saved = layer_savings(engine, layers)
@@ -78,7 +78,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
 
 def cmd_expand(args: argparse.Namespace) -> int:
     """What a layer or a finished function hides, found by id in whichever session."""
-    store = open_store(args, create=False)
+    store = open_store(args, create=False, read_only=True)
     session = store.session_of(args.id)
     if session is None:
         raise UnknownLayer(

@@ -49,7 +49,7 @@ def _plain(value: Any) -> Any:
 
 def cmd_sessions(args: argparse.Namespace) -> int:
     try:
-        store = open_store(args, create=False)
+        store = open_store(args, create=False, read_only=True)
     except StoreError as error:
         if not str(error).startswith("no database at"):
             raise
@@ -58,7 +58,15 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     infos = store.sessions()
     if args.json:
         print_json(
-            [{"id": i.id, "created": i.created.isoformat(), "nodes": i.nodes} for i in infos]
+            [
+                {
+                    "id": i.id,
+                    "created": i.created.isoformat(),
+                    "nodes": i.nodes,
+                    "empty": not i.nodes,
+                }
+                for i in infos
+            ]
         )
         return 0
     from openprogram._tables import Grid
@@ -68,13 +76,19 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     table.column("nodes", "number")
     table.column("created (UTC)", "id")
     for info in infos:
-        table.row(info.id, f"{info.nodes:,}", info.created.strftime("%Y-%m-%d %H:%M:%S"))
+        nodes = f"{info.nodes:,}" if info.nodes else "0 (empty)"
+        table.row(info.id, nodes, info.created.strftime("%Y-%m-%d %H:%M:%S"))
     console.print(table)
+    if any(not info.nodes for info in infos):
+        console.print(
+            "an empty session is what an interrupted copy or import of an older version "
+            "left; `openprogram delete ID` removes it"
+        )
     return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    graph = existing_session(args, args.session)
+    graph = existing_session(args, args.session, read_only=True)
     if args.node:
         node = graph.get(args.node)
         data = {
@@ -138,7 +152,7 @@ def cmd_context(args: argparse.Namespace) -> int:
     tools and effective budget) and the next one's size, under the session's stored
     configuration. ``--policy``/``--model``/``--budget`` make it a what-if preview of the
     next prompt instead, marked as such. Nothing is written either way."""
-    graph = existing_session(args, args.session)
+    graph = existing_session(args, args.session, read_only=True)
     engine = engine_for(args, graph)
     asked = what_if(args)
     receipt = None if asked or engine.storage is None else engine.storage.last_receipt()
@@ -223,7 +237,7 @@ def cmd_records(args: argparse.Namespace) -> int:
         with warnings_shown():
             records = list(read_jsonl(path))
     else:
-        graph = existing_session(args, args.session)
+        graph = existing_session(args, args.session, read_only=True)
         records = ContextStorage(
             graph.store, graph.session, folder_of(args, graph.store)
         ).read_records()
@@ -247,7 +261,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     ``openprogram import`` loads back) or the OpenAI messages of its main branch."""
     from graph import export_format, export_session
 
-    graph = existing_session(args, args.session)
+    graph = existing_session(args, args.session, read_only=True)
     out = Path(args.out)
     if not out.parent.is_dir():
         raise UsageError(f"no folder {out.parent} for {out}")
@@ -285,6 +299,11 @@ def cmd_copy(args: argparse.Namespace) -> int:
     target = open_target(args.to)
     name = args.as_session or graph.session
     if target.has_session(name):
+        if not target.load(name).records:
+            raise SessionError(
+                f"session {name!r} exists in {target.url} but is empty (an interrupted copy "
+                f"of an older version); `openprogram delete {name}` removes it"
+            )
         raise SessionError(f"session {name!r} already exists in {target.url}; pick --as NAME")
     if target.url == graph.store.url and name == graph.session:
         raise UsageError("copying a session onto itself; give --to another database or --as")

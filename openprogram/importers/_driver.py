@@ -3,8 +3,9 @@
 The whole trace is parsed before the first append (``parse_trace``), so a malformed file raises
 before it has changed the graph, or before a caller has even created a session for it. Repairs
 keep the graph's tool pairing valid: a result with no earlier call gets a synthetic ``unknown``
-call right before it, and a call id reused while the first call is still pending gets a ``~N``
-suffix. Sub-agent side chains become hidden ``sidechain`` functions.
+call right before it, and a call id used a second time (by a call, or by a result that arrives
+again after its call was answered) gets a ``~N`` suffix, so no two calls share an id.
+Sub-agent side chains become hidden ``sidechain`` functions.
 
 Each imported record is identified by its place in the trace and a hash chained over it and
 every record before it (seeded by the trace's own id). The session's meta keeps, in the same
@@ -293,14 +294,25 @@ class _Loader:
             return queue.popleft()
         if trace_id in self.graph.state.pending:
             return trace_id  # a call made before this import started
-        self._warn(f"tool result {trace_id!r} answers no earlier call; added a synthetic call")
+        graph_id, n = trace_id, 1
+        while graph_id in self.used:  # never an id a call of this session already has
+            n += 1
+            graph_id = f"{trace_id}~{n}"
+        self.used.add(graph_id)
+        if graph_id == trace_id:
+            self._warn(f"tool result {trace_id!r} answers no earlier call; added a synthetic call")
+        else:
+            self._warn(
+                f"tool result {trace_id!r} arrived again after its call was answered; kept "
+                f"as the result of a synthetic call {graph_id!r}"
+            )
         function = {"name": "unknown", "arguments": "{}"}
-        synthetic = {"id": trace_id, "type": "function", "function": function}
+        synthetic = {"id": graph_id, "type": "function", "function": function}
         repair = {"role": "assistant", "content": "", "tool_calls": [synthetic]}
         self.graph.append(repair, at=record.at, meta={"synthetic": "orphan_tool_result"})
         self.messages += 1
         self.tool_calls += 1
-        return trace_id
+        return graph_id
 
     def _warn(self, note: str) -> None:
         self.warnings.append(note)

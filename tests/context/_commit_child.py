@@ -18,7 +18,7 @@ from graph import ConversationGraph, LayerConflict, SQLStore
 def main() -> None:
     url, session, state_dir, action, *args = sys.argv[1:]
     graph = ConversationGraph(SQLStore(url), session)
-    engine = ContextEngine(graph, Policy(state_dir=Path(state_dir)), budget=100_000)
+    engine = ContextEngine(graph, Policy(), budget=100_000, state_dir=Path(state_dir))
     print("ready", flush=True)
     if sys.stdin.readline().strip() != "go":
         return

@@ -94,7 +94,7 @@ def test_render_a_50mb_output(benchmark: Any, tmp_path: Path, shape: str) -> Non
         calls = [{"id": "c1", "type": "function", "function": {"name": "cat", "arguments": "{}"}}]
         g.append({"role": "assistant", "content": None, "tool_calls": calls})
         g.append({"role": "tool", "tool_call_id": "c1", "content": content})
-        engine = ContextEngine(g, Policy(state_dir=tmp_path / shape), budget=32_000)
+        engine = ContextEngine(g, Policy(), budget=32_000, state_dir=tmp_path / shape)
         engine.counter.count_text("warm the tokenizer")
         return (engine,), {}
 

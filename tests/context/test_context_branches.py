@@ -28,7 +28,7 @@ from graph import ConversationGraph, GraphError, LayerConflict, LayerInfo, Memor
 
 def engine(g: ConversationGraph, folder: Path, **overrides: Any) -> ContextEngine:
     return ContextEngine(
-        g, Policy(state_dir=folder / ".openprogram", **overrides), budget=1_000_000, clock=clock
+        g, Policy(**overrides), budget=1_000_000, clock=clock, state_dir=folder / ".openprogram"
     )
 
 
@@ -223,7 +223,7 @@ def test_layers_over_random_forks_refinements_and_rollbacks(steps: list[Any]) ->
         session(g, 6)
         w.rounds = 6
         e = ContextEngine(
-            g, Policy(state_dir=Path(folder)), budget=1_000_000, clock=clock, tiers=[]
+            g, Policy(), budget=1_000_000, clock=clock, tiers=[], state_dir=Path(folder)
         )
         before: dict[str, tuple[str, int, list[Any]]] = {}
         for kind, a, b in steps:

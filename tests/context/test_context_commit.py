@@ -73,9 +73,9 @@ def stored(g: ConversationGraph, e: ContextEngine) -> tuple[int, int, bytes]:
 
 
 PRESETS = {
-    "default": lambda folder: Policy(state_dir=folder),
-    "claude-code": lambda folder: Policy.claude_code(state_dir=folder),
-    "progressive": lambda folder: Policy.progressive(state_dir=folder),
+    "default": lambda: Policy(),
+    "claude-code": lambda: Policy.claude_code(),
+    "progressive": lambda: Policy.progressive(),
 }
 
 
@@ -91,7 +91,11 @@ def test_a_second_render_of_an_unchanged_graph_is_the_same_and_adds_nothing(
     with tempfile.TemporaryDirectory() as folder, Builder(plan).build() as built:
         g = built.g
         engine = ContextEngine(
-            g, PRESETS[preset](Path(folder) / ".openprogram"), budget=budget, clock=clock
+            g,
+            PRESETS[preset](),
+            budget=budget,
+            clock=clock,
+            state_dir=Path(folder) / ".openprogram",
         )
         first = engine.render()
         before = stored(g, engine)
@@ -118,7 +122,7 @@ def test_a_real_trace_at_8k_renders_twice_the_same_without_new_layers(tmp_path: 
     trace = load_trace(_trace("sympy__sympy-13091.traj.json"))
     with seeded_ids("repeat"):
         engine = ContextEngine(
-            trace.graph.clone(), Policy.progressive(state_dir=tmp_path), budget=8_000
+            trace.graph.clone(), Policy.progressive(), budget=8_000, state_dir=tmp_path
         )
         for _, node in trace.turns:
             head = trace.graph.predecessor(node.id)
@@ -154,7 +158,7 @@ def two(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Any, A
 
 def engine(g: ConversationGraph, tmp_path: Path, **overrides: Any) -> ContextEngine:
     return ContextEngine(
-        g, Policy(state_dir=tmp_path / ".openprogram", **overrides), budget=100_000, clock=clock
+        g, Policy(**overrides), budget=100_000, clock=clock, state_dir=tmp_path / ".openprogram"
     )
 
 
@@ -221,9 +225,10 @@ def test_a_render_whose_layer_conflicts_decides_again_from_what_was_stored(
     policy = {"cascade": ("collapse",), "always": (), "collapse_keep_recent": 4}
     late = ContextEngine(
         other,
-        Policy(state_dir=tmp_path / ".openprogram", **policy),
+        Policy(**policy),
         budget=1_200,
         clock=clock,
+        state_dir=tmp_path / ".openprogram",
     )
     r = rounds(one)
     # another writer stores a layer between this engine's read and its commit
@@ -282,7 +287,7 @@ def test_a_fence_refuses_the_commit_and_a_hook_runs_inside_it(
 def test_a_preview_decides_without_committing(tmp_path: Path) -> None:
     g = ConversationGraph.memory("s1")
     session(g, 30, words=200)
-    e = ContextEngine(g, Policy(state_dir=tmp_path / "state"), budget=3_000, clock=clock)
+    e = ContextEngine(g, Policy(), budget=3_000, clock=clock, state_dir=tmp_path / "state")
     with seeded_ids("preview"):
         looked = e.preview()
     assert looked.preview and looked.records
@@ -299,11 +304,11 @@ def test_a_read_only_engine_never_migrates(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/op.db"
     g = ConversationGraph(SQLStore(url), "s1")
     session(g, 3)
-    reader = ContextEngine(g, Policy(state_dir=tmp_path / "s"), budget=100_000, read_only=True)
+    reader = ContextEngine(g, Policy(), budget=100_000, read_only=True, state_dir=tmp_path / "s")
     reader.render()
     assert "context_0003_side_tables" not in applied_migrations(engine_for(url))
     assert reader.writer is None
-    ContextEngine(g, Policy(state_dir=tmp_path / "s"), budget=100_000).render()
+    ContextEngine(g, Policy(), budget=100_000, state_dir=tmp_path / "s").render()
     assert "context_0003_side_tables" in applied_migrations(engine_for(url))
 
 
@@ -422,12 +427,12 @@ def test_the_records_log_is_caught_up_from_the_database_on_open(tmp_path: Path) 
     g = ConversationGraph.memory("s1")
     session(g, 30, words=200)
     state = tmp_path / ".openprogram"
-    first = ContextEngine(g, Policy(state_dir=state), budget=3_000, clock=clock)
+    first = ContextEngine(g, Policy(), budget=3_000, clock=clock, state_dir=state)
     made = first.render().records
     assert made
     log = records_path(state, "s1")
     log.unlink()  # a process died between its commit and its log line
-    ContextEngine(g, Policy(state_dir=state), budget=3_000, clock=clock)
+    ContextEngine(g, Policy(), budget=3_000, clock=clock, state_dir=state)
     assert [r.id for r in read_jsonl(log)] == [r.id for r in first.records()]
 
 

@@ -112,7 +112,7 @@ def test_a_long_output_in_many_small_parts_is_bounded_like_one_string() -> None:
 
 def test_a_many_part_output_renders_under_budget(tmp_path: Path) -> None:
     g = _parts_session(parts=400, part_chars=8_000)  # 3.2 MB, each part under the limit
-    rendered = ContextEngine(g, Policy(state_dir=tmp_path / "state"), budget=32_000).render()
+    rendered = ContextEngine(g, Policy(), budget=32_000, state_dir=tmp_path / "state").render()
     assert rendered.fits
     exact = TokenCounter()
     assert rendered.tokens >= exact.count_messages(rendered.messages)

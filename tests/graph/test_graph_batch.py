@@ -112,8 +112,6 @@ def test_rows_the_database_refuses_fail_their_whole_batch(fresh: ConversationGra
     """Batched rows go out in bulk (COPY on PostgreSQL): a refused one (here a node id
     stored twice) fails the block as a StoreError and nothing of it is kept."""
     g = fresh
-    if isinstance(g.store, MemoryStore):
-        pytest.skip("no database constraints")
     kept = g.append({"role": "user", "content": "kept"})
     before = graph_state(g)
     store = g.store

@@ -93,6 +93,7 @@ def test_refresh_reads_only_the_new_nodes_edges(url: str) -> None:
 def test_a_batch_sends_rows_in_bulk_not_per_append(url: str) -> None:
     g = ConversationGraph.open(url, session="s")
     assert isinstance(g.store, SQLStore)
+    g.store.ensure_session("s")  # (a session's first write also creates its row)
     statements = Statements(g.store.engine)
     try:
         with statements, g.batch():

@@ -235,6 +235,8 @@ def test_sessions_listing_and_delete(url: str) -> None:
     one.append({"role": "user", "content": "x"})
     one.append({"role": "assistant", "content": None, "tool_calls": [call("t")]})
     two = ConversationGraph.open(url, session="two")
+    assert [s.id for s in two.store.sessions()] == ["one"]  # opening alone writes nothing
+    assert not two.store.ensure_session("two")
     listed = {s.id: s for s in two.store.sessions()}
     assert set(listed) == {"one", "two"}
     assert (listed["one"].nodes, listed["two"].nodes) == (3, 0)
@@ -275,11 +277,10 @@ def _session_meta_round_trip(store: graph.Store) -> None:
     }
     assert store.session_meta("m") == {"a": None, "b": [1, "two"], "c": 3.5}
     assert store.session_meta("other") == {}
-    with pytest.raises(StoreError, match="no session 'missing'"):
-        store.session_meta("missing")
-    with pytest.raises(StoreError, match="no session 'missing'"):
-        store.update_session_meta("missing", {"a": 1})
-    assert not store.has_session("missing")
+    assert store.session_meta("missing") == {} and not store.has_session("missing")
+    # a write creates the session (in its own transaction), as an append does
+    assert store.update_session_meta("missing", {"a": 1}) == {"a": 1}
+    assert store.has_session("missing") and store.session_meta("missing") == {"a": 1}
 
 
 def test_session_meta_is_read_and_updated_per_session(url: str) -> None:
@@ -323,7 +324,8 @@ def test_memory_store_sessions() -> None:
     assert store.session_of(a.nodes()[0].id) == "a"
     with pytest.raises(graph.CrossSessionError):
         b.fork(a.nodes()[0].id)
-    assert sorted((s.id, s.nodes) for s in store.sessions()) == [("a", 1), ("b", 0)]
+    assert sorted((s.id, s.nodes) for s in store.sessions()) == [("a", 1)]  # b wrote nothing
+    b.append({"role": "user", "content": "y"})
     store.delete_session("a")
     assert [s.id for s in store.sessions()] == ["b"]
 

@@ -221,7 +221,7 @@ def _rich_session(db: str, state: Path) -> ConversationGraph:
     with g.function("research", input={"q": "export"}) as fn:
         g.append({"role": "assistant", "content": "route() scans every handler"})
         fn.output = {"answer": "route() is O(n)"}
-    engine = ContextEngine(g, Policy(state_dir=state), budget=100_000)
+    engine = ContextEngine(g, Policy(), budget=100_000, state_dir=state)
     engine.collapse(assistants[0], assistants[2])
     undone = engine.collapse(assistants[4], assistants[6])
     engine.rollback(undone.id, reason="look again")
@@ -478,7 +478,7 @@ def test_session_and_layer_times_are_one_type(tmp_path: Path) -> None:
     from context import ContextEngine, Policy
 
     graph = _rich_session(str(tmp_path / "a.db"), tmp_path / "state")
-    engine = ContextEngine(graph, Policy(state_dir=tmp_path / "state"))
+    engine = ContextEngine(graph, Policy(), state_dir=tmp_path / "state")
     (info,) = graph.store.sessions()
     assert type(info.created) is type(engine.layers()[0].at)
 

@@ -13,6 +13,7 @@ SURFACES = {
         "HISTORY_TOOLS",
         "HistoryTools",
         "ImportStats",
+        "LeaseLost",
         "LiteLLMModel",
         "Model",
         "ModelError",
