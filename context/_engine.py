@@ -38,7 +38,15 @@ from ._recover import Recovery
 from ._registry import resolve_tiers
 from ._storage import ContextStorage
 from ._summary import default_summarizer
-from ._tier import RenderInputs, Tier, TierContext, TierDecisions, TierFn, TierServices
+from ._tier import (
+    RenderInputs,
+    Tier,
+    TierContext,
+    TierDecisions,
+    TierFn,
+    TierServices,
+    TierState,
+)
 from ._tokens import TokenCache, TokenCounter, UsageAnchor
 from ._view import Item, RawUnit, Unit, View
 
@@ -240,11 +248,17 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
         return [u for i, u in enumerate(units) if i not in drop]
 
     def context(
-        self, head: str | None = None, frame: str | None = None, *, preview: bool = False
+        self,
+        head: str | None = None,
+        frame: str | None = None,
+        *,
+        preview: bool = False,
+        carried: tuple[dict[str, TierState], dict[str, dict[str, Any]]] | None = None,
     ) -> tuple[TierContext, View, _Frame]:
         """The context and the unprocessed view of a render (layers shown), for the tier
         functions that the engine's other entry points (collapse, compact) call. A
-        ``preview`` context decides on copies of the sticky state."""
+        ``preview`` context decides on copies of the sticky state (``carried``: the copies
+        an earlier pass of the same preview changed, so its passes go on as a render's)."""
         state = self._frame(frame)
         budget = max(1, self.anchor.inverse(int(self.budget * self.squeeze)))
         ctx = TierContext(
@@ -259,8 +273,10 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
                 self._summaries,
             ),
             budget,
-            states=copy.deepcopy(state.states) if preview else state.states,
-            scratch={} if preview else state.scratch,
+            states=state.states
+            if not preview
+            else (carried[0] if carried is not None else copy.deepcopy(state.states)),
+            scratch=state.scratch if not preview else (carried[1] if carried is not None else {}),
         )
         if head is None and frame is None:
             head = self.graph.default_head()
@@ -278,7 +294,7 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
             not u.items and u.kind != "layer" for u in view.units
         ):  # the checkpoint's layer did not hide its span: never show a placeholder
             state.layout = Layout()
-            return self.context(head, frame, preview=preview)
+            return self.context(head, frame, preview=preview, carried=carried)
         if not preview and frame is None and self.storage is not None:
             self._checkpoint(state, view, ctx)
         return ctx, view, state
@@ -362,9 +378,12 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
         that made a layer and left the prompt over its trigger, as summarize_half does,
         made another on each repeat though nothing was appended.)"""
         decisions = TierDecisions()
+        carried = None
         for _ in range(MAX_PASSES):
             known = len(self.book.overlay)
-            ctx, view, state = self.context(head, frame, preview=preview)
+            ctx, view, state = self.context(head, frame, preview=preview, carried=carried)
+            if preview:
+                carried = (ctx.states, ctx.scratch)
             ctx.decisions = decisions
             view = self._cascade(view, ctx)
             if not preview and frame is None and self.storage is not None:

@@ -140,7 +140,10 @@ def engine_for(args: argparse.Namespace, graph: ConversationGraph) -> ContextEng
     if budget is None and config is not None:
         budget = config.budget
     key = "what-if" if what_if(args) else None
-    engine = ContextEngine(graph, policy, budget=budget, state_dir=folder, state_key=key)
+    reading = bool(getattr(graph.store, "read_only", False))  # decides, never writes
+    engine = ContextEngine(
+        graph, policy, budget=budget, state_dir=folder, state_key=key, read_only=reading
+    )
     if engine.storage is not None:
         engine.set_tools(engine.storage.last_tools())
     return engine

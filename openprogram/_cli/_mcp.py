@@ -32,7 +32,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             raise UsageError(f"--follow {args.follow}: {follower.error or 'no such file'}")
         scope = follower.session if args.session else None
     else:
-        store = open_store(args, create=False)
+        store = open_store(args, create=False, read_only=not args.allow_write)
         scope = args.session
     history = HistoryServer(store, session=scope, allow_write=args.allow_write)
     server = build_server(history)

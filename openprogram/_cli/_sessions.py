@@ -132,9 +132,12 @@ def cmd_show(args: argparse.Namespace) -> int:
         )
         return 0
     title = f"session [bold]{graph.session}[/] ({len(graph)} nodes, {graph.store.url})"
-    records = ContextStorage(
-        graph.store, graph.session, folder_of(args, graph.store)
-    ).read_records()
+    try:
+        storage = ContextStorage(graph.store, graph.session, folder_of(args, graph.store))
+        records = storage.read_records()
+    except StoreError as error:  # a database older than the records: the tree without them
+        errors.print(f"[yellow]warning:[/] no compaction records shown: {escape(str(error))}")
+        records = []
     fired = fired_by_frame(graph, records)
     console.print(session_tree(graph, title=title, fired=fired))
     console.print(

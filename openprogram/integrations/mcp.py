@@ -35,14 +35,28 @@ MAX_RESULTS = 200
 
 
 class _Reader:
-    """What the history tools need of a session (its graph and engine), opened for reading:
-    nothing is marked, leased or migrated by looking."""
+    """What the history tools need of a session (its graph and engine, configured as the
+    session stored it), opened for reading: nothing is marked, leased or migrated by
+    looking."""
 
-    def __init__(self, store: Store, session: str, policy: Policy) -> None:
+    def __init__(self, store: Store, session: str, policy: Policy | None) -> None:
+        from openprogram._config import load_config
+
         self.graph = ConversationGraph(store, session)
-        self.engine = ContextEngine(self.graph, policy)
+        config = load_config(store, session)
+        budget = None
+        if policy is None and config is not None:
+            policy, budget = config.make_policy(), config.budget
+        reading = bool(getattr(store, "read_only", False))
+        self.engine = ContextEngine(self.graph, policy, budget=budget, read_only=reading)
+        if self.engine.storage is not None:
+            self.engine.set_tools(self.engine.storage.last_tools())
         self.id = session
         self.history = HistoryTools(self)  # type: ignore[arg-type]
+
+    @property
+    def policy(self) -> Policy:
+        return self.engine.policy
 
 
 class HistoryServer:
@@ -59,7 +73,8 @@ class HistoryServer:
         self.store = db if isinstance(db, Store) else SQLStore(db, create=False)
         self.scope = session
         self.allow_write = allow_write
-        self.policy = policy or Policy()
+        self.policy = policy
+        """None: each session's own stored configuration."""
         self._readers: dict[str, _Reader] = {}
         self._lock = threading.RLock()
         if session is not None and not self.store.has_session(session):
@@ -98,7 +113,7 @@ class HistoryServer:
     def list_sessions(self) -> str:
         """The sessions this server reads: id, node count and creation time, as JSON."""
         found = [
-            {"id": info.id, "nodes": info.nodes, "created": info.created}
+            {"id": info.id, "nodes": info.nodes, "created": info.created.isoformat()}
             for info in self.store.sessions()
             if self.scope is None or info.id == self.scope
         ]

@@ -486,8 +486,8 @@ def test_session_and_layer_times_are_one_type(tmp_path: Path) -> None:
 def test_a_second_demo_beside_the_first_gets_its_own_ids(tmp_path: Path) -> None:
     from openprogram._demo import run_demo
 
-    state = tmp_path / "state"
+    state = tmp_path / "state"  # a state folder serves one database, so: the same one
     first = run_demo(tmp_path / "a.db", state_dir=state).session
-    second = run_demo(tmp_path / "b.db", state_dir=state).session  # another db, same folder
+    second = run_demo(tmp_path / "a.db", state_dir=state).session
     assert first.id != second.id
     assert not {n.id for n in first.graph.nodes()} & {n.id for n in second.graph.nodes()}

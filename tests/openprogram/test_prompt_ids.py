@@ -129,8 +129,7 @@ def test_the_research_agent_s_prompts(tmp_path: Path) -> None:
 )
 def test_replayed_traces_prompts(path: Path, budget: int, where: float, tmp_path: Path) -> None:
     store = MemoryStore()
-    session = Session(store, policy=Policy.claude_code(), budget=budget,
-                      state_dir=tmp_path / path.stem)  # fmt: skip
+    session = Session(store, policy=Policy.claude_code(), budget=budget)
     with seeded_ids(f"ids:{path.name}"):
         import_trace(path, session.graph)
         assistants = [n.id for n in session.graph.nodes() if n.role == "assistant"]
