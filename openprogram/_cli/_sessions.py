@@ -128,6 +128,7 @@ def cmd_show(args: argparse.Namespace) -> int:
                     for i in graph.layers()
                 ],
                 "repairs": graph.repairs,
+                "branches": graph.branches_by_name(),
             }
         )
         return 0
@@ -140,6 +141,10 @@ def cmd_show(args: argparse.Namespace) -> int:
         records = []
     fired = fired_by_frame(graph, records)
     console.print(session_tree(graph, title=title, fired=fired))
+    branches = graph.branches_by_name()
+    if len(branches) > 1:
+        heads = ", ".join(f"{name} at {head}" for name, head in branches.items())
+        console.print(f"branches: {heads}")
     console.print(
         f"[dim]show {graph.session} NODE shows one node; tiers under a function are the "
         f"compactions of its own prompts ({len(records)} records: openprogram records "
@@ -289,9 +294,50 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
+    """A new named branch at a node; the session's main head stays where it is."""
     graph = existing_session(args, args.session)
-    graph.fork(args.node)
-    console.print(f"session {graph.session}: the next append starts a branch at {args.node}")
+    if args.node not in graph:
+        raise SessionError(
+            f"no node {args.node!r} in session {graph.session}; `openprogram show "
+            f"{graph.session}` prints node ids"
+        )
+    branches = graph.branches_by_name()
+    name = args.name or next(f"fork-{n}" for n in range(1, len(branches) + 2)
+                             if f"fork-{n}" not in branches)  # fmt: skip
+    graph.create_branch(name, at=args.node)
+    console.print(
+        f"session {graph.session}: branch {name} starts at {args.node}; main stays at "
+        f"{branches['main']} (`openprogram checkout {graph.session} {name}` moves the session "
+        "to the branch)"
+    )
+    return 0
+
+
+def cmd_checkout(args: argparse.Namespace) -> int:
+    """Move the session's main head to a branch's head or a node, keeping where it was as a
+    branch of its own, so a checkout can always be undone."""
+    graph = existing_session(args, args.session)
+    branches = graph.branches_by_name()
+    target = branches.get(args.target) if args.target != "main" else branches["main"]
+    if target is None:
+        if args.target not in graph:
+            known = ", ".join(branches)
+            raise SessionError(
+                f"{args.target!r} is neither a branch ({known}) nor a node of session "
+                f"{graph.session}"
+            )
+        target = args.target
+    before = branches["main"]
+    kept = ""
+    others = [head for name, head in branches.items() if name != "main"]
+    if before is not None and before != target and before not in others:
+        name = next(f"main-{n}" for n in range(1, len(branches) + 2)
+                    if f"main-{n}" not in branches)  # fmt: skip
+        graph.create_branch(name, at=before)
+        kept = f"; where it was is kept as branch {name}"
+    if target != before:
+        graph.fork(target)
+    console.print(f"session {graph.session}: main is now at {target}{kept}")
     return 0
 
 
@@ -387,10 +433,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     delete.add_argument("session")
     delete.set_defaults(run=cmd_delete)
-    fork = sub.add_parser("fork", parents=[common], help="start a branch of a session at a node")
-    fork.add_argument("session")
-    fork.add_argument("node")
+    fork = sub.add_parser(
+        "fork",
+        parents=[common],
+        help="start a named branch of a session at a node (the session's head stays)",
+    )
+    fork.add_argument("session", help="the session")
+    fork.add_argument("node", help="the node the branch starts after")
+    fork.add_argument("--name", help="the branch's name (default fork-1, fork-2, …)")
     fork.set_defaults(run=cmd_fork)
+    checkout = sub.add_parser(
+        "checkout",
+        parents=[common],
+        help="move a session's head to a branch or a node (where it was is kept as a branch)",
+    )
+    checkout.add_argument("session", help="the session")
+    checkout.add_argument("target", help="a branch name (see `show`) or a node id")
+    checkout.set_defaults(run=cmd_checkout)
     copy = sub.add_parser(
         "copy", parents=[common], help="copy a session (or one branch) to another database"
     )
