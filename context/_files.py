@@ -101,19 +101,6 @@ def _replace(folder: int, name: str, chunks: Iterable[bytes]) -> None:
         raise
 
 
-def write_atomic(state_dir: Path, parts: Sequence[str], name: str, data: bytes) -> bool:
-    """Write ``data`` to ``state_dir/parts…/name`` unless it already holds exactly that;
-    True when written now. The file is replaced by a rename, never written through."""
-    if not is_safe_id(name):
-        raise StateDirError(f"{name!r} cannot name a file under {state_dir}")
-    with verified_folder(state_dir, parts) as folder:
-        existing = _existing(folder, name)
-        if existing is not None and existing.st_size == len(data) and _read(folder, name) == data:
-            return False
-        _replace(folder, name, (data,))
-        return True
-
-
 def write_text_once(state_dir: Path, parts: Sequence[str], name: str, text: str) -> bool:
     """Write ``text`` (UTF-8) to ``state_dir/parts…/name`` unless a regular file of its
     size is there already: for files named by what they hold (an offloaded output, by node

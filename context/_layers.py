@@ -17,11 +17,11 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from graph import GraphReader, Layer, LayerInfo, Node, new_id
+from graph import GraphReader, Layer, LayerInfo, new_id
 
 from ._errors import UnknownLayer
 from ._tier import TierContext
-from ._view import Item, Unit, View
+from ._view import Unit, View
 
 LAYER_KINDS = ("collapse", "compact", "provider")
 
@@ -283,13 +283,3 @@ def _reusable(kept: _Projected, key: tuple[object, ...], units: list[Unit], firs
     if kept.cut and units[kept.cut - 1] is not kept.last:
         return False
     return not any(node in kept.idle for unit in units[kept.cut :] for node in unit.node_ids)
-
-
-def covered_nodes(info: LayerInfo, graph: GraphReader) -> list[Node]:
-    """The original nodes under a layer, in walk order."""
-    return [graph.get(node_id) for node_id in info.covers if node_id in graph]
-
-
-def item_text(item: Item) -> str:
-    content = item.message.get("content")
-    return content if isinstance(content, str) else str(content or "")

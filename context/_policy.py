@@ -316,11 +316,6 @@ class Policy(BaseModel):
         return cls(**_with_model(values, model))
 
     @classmethod
-    def for_model(cls, model: str, **overrides: Any) -> Policy:
-        """The default preset for ``model`` (kept for callers of the first version)."""
-        return cls(model=model, **overrides)
-
-    @classmethod
     def named(cls, name: str, model: str | None = None, **overrides: Any) -> Policy:
         """A preset by name: ``claude-code`` or ``progressive``."""
         presets = {"claude-code": cls.claude_code, "progressive": cls.progressive}

@@ -272,7 +272,3 @@ def record_layer(
 
 def new_layer_id() -> str:
     return new_id()
-
-
-def item_tokens(items: list[Item]) -> int:
-    return sum(item.tokens for item in items)

@@ -25,12 +25,6 @@ def stored_fields(message: Mapping[str, Any]) -> dict[str, Any]:
     return {key: message[key] for key in STORED if key in message}
 
 
-class ParsedCall(msgspec.Struct, frozen=True):
-    """One entry of an assistant's ``tool_calls``."""
-
-    tool: Tool
-
-
 class ParsedDialogue(msgspec.Struct, frozen=True):
     """A system/user/assistant message: the dialogue payload and its requested calls."""
 

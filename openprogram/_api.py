@@ -7,11 +7,46 @@ the session's top level. Both need a session bound (``with session:`` or ``sessi
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from openprogram._current import current_frame, current_session
 from openprogram._models import Model
 from openprogram._tools import ToolSpec
+
+T = TypeVar("T")
+Tools = Sequence[ToolSpec | Callable[..., Any]]
+
+
+@overload
+def llm(
+    prompt: str | None = None,
+    *,
+    tools: Tools = (),
+    output_type: type[T],
+    model: Model | str | None = None,
+    max_steps: int | None = None,
+) -> T: ...
+
+
+@overload
+def llm(
+    prompt: str | None = None,
+    *,
+    tools: Tools = (),
+    model: Model | str | None = None,
+    max_steps: int | None = None,
+) -> str: ...
+
+
+@overload
+def llm(
+    prompt: str | None = None,
+    *,
+    tools: Tools = (),
+    output_type: Any,
+    model: Model | str | None = None,
+    max_steps: int | None = None,
+) -> Any: ...
 
 
 def llm(
@@ -22,7 +57,8 @@ def llm(
     model: Model | str | None = None,
     max_steps: int | None = None,
 ) -> Any:
-    """Ask the model in the current frame; see :meth:`openprogram.Session.llm`."""
+    """Ask the model in the current frame; see :meth:`openprogram.Session.llm`. Typed: the
+    answer is a ``str``, or an instance of ``output_type`` when that is a class."""
     return current_session().llm(
         prompt,
         tools=tools,
@@ -31,6 +67,38 @@ def llm(
         max_steps=max_steps,
         frame=current_frame(),
     )
+
+
+@overload
+async def allm(
+    prompt: str | None = None,
+    *,
+    tools: Tools = (),
+    output_type: type[T],
+    model: Model | str | None = None,
+    max_steps: int | None = None,
+) -> T: ...
+
+
+@overload
+async def allm(
+    prompt: str | None = None,
+    *,
+    tools: Tools = (),
+    model: Model | str | None = None,
+    max_steps: int | None = None,
+) -> str: ...
+
+
+@overload
+async def allm(
+    prompt: str | None = None,
+    *,
+    tools: Tools = (),
+    output_type: Any,
+    model: Model | str | None = None,
+    max_steps: int | None = None,
+) -> Any: ...
 
 
 async def allm(

@@ -160,7 +160,7 @@ def test_anthropic_render_never_has_consecutive_users(tmp_path: Path) -> None:
         for i in range(12):
             g.append({"role": "user", "content": f"nudge {i}"})
             tool_round(g, [("Bash", "data " * 150)], prefix=f"r{i}")
-        pol = Policy.for_model("claude-sonnet-4-5")
+        pol = Policy(model="claude-sonnet-4-5")
         assert pol.merge_roles
         for budget in (200, 600, 1_500, 100_000):
             for frame in (None, fn.id):

@@ -18,7 +18,7 @@ import pytest
 from _faults import EVERY_CALL, Point, each_fault, large, snapshot
 
 from context import ContextError, collect_garbage, read_jsonl, records_path
-from context._files import append_lines, write_atomic, write_text_once
+from context._files import append_lines, write_text_once
 from context._removal import remove_under
 from graph import ConversationGraph, MemoryStore
 
@@ -110,10 +110,6 @@ OPERATIONS: dict[str, tuple[Callable[[Scene], object], list[str]]] = {
     "offload-write": (
         lambda s: write_text_once(s.state, ["tool_results", "s1"], "N.txt", TEXT),
         ["tool_results", "tool_results/s1", "tool_results/s1/N.txt"],
-    ),
-    "atomic-write": (
-        lambda s: write_atomic(s.state, ["tool_results", "s1"], "A.txt", TEXT.encode()),
-        ["tool_results", "tool_results/s1", "tool_results/s1/A.txt"],
     ),
     "records-append": (
         lambda s: append_lines(s.state, ["records"], "s1.jsonl", [b'{"a": 1}', b'{"b": 2}']),

@@ -231,7 +231,7 @@ def test_anthropic_cache_edits_pass_through_with_the_messages_unchanged(tmp_path
         return ModelResponse(parts=[TextPart("all checks ran")])
 
     def run(budget: int) -> OpenProgramCapability:
-        policy = Policy.for_model("claude-sonnet-4-5")
+        policy = Policy(model="claude-sonnet-4-5")
         session = Session(
             tmp_path / f"{budget}.db",
             budget=budget,
