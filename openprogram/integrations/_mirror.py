@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from context import Rendered
 from graph import Node, Tool, dialogue_message, tool_call, tool_result_message
+from openprogram.tracing import record_render, span
 
 if TYPE_CHECKING:
     from openprogram._session import Session
@@ -250,7 +251,9 @@ class Mirror:
             engine = self.session.engine
             if tools:
                 engine.set_tools(list(tools))
-            self.last = engine.render(head=self.head)
+            with span("render_context", None, {"gen_ai.conversation.id": self.session.id}) as on:
+                self.last = engine.render(head=self.head)
+                record_render(on, self.last)
             return self._pair(self.last, entries)
 
     def _pair(self, rendered: Rendered, entries: Sequence[Entry]) -> list[Paired]:

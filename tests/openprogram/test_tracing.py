@@ -203,3 +203,24 @@ def test_the_environment_variable_switches_tracing_on(monkeypatch: pytest.Monkey
     monkeypatch.setattr(tracing, "_state", None)
     monkeypatch.setenv(tracing.ENV, "0")
     assert not tracing.enabled()
+
+
+def test_an_adapter_s_renders_are_traced(exporter: InMemorySpanExporter, tmp_path: Path) -> None:
+    from openprogram.integrations import Entry, Mirror
+
+    session = Session(tmp_path / "a.db", budget=2_000)
+    mirror = Mirror(session, "test")
+    entries = [
+        Entry({"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " * 150})
+        for i in range(12)
+    ]
+    mirror.render(entries)
+    renders = [s for s in exporter.get_finished_spans() if s.name == "render_context"]
+    assert len(renders) == 1
+    attributes = renders[0].attributes or {}
+    assert attributes["gen_ai.conversation.id"] == session.id
+    tokens, before = (
+        attributes["openprogram.render.tokens"],
+        attributes["openprogram.render.tokens_before"],
+    )
+    assert tokens <= 2_000 < before
