@@ -138,6 +138,11 @@ class LeaseKeeper:
         if touched:
             self.check(touched)
 
+    def mine(self) -> set[str]:
+        """The functions this process leased (held now, or taken from it since)."""
+        with self._lock:
+            return self._held | self.lost
+
     def take(self, function_id: str) -> None:
         self.store.put_lease(self.session, function_id, self.owner, self._expiry())
         with self._lock:

@@ -224,6 +224,8 @@ class Session:
             config.budget,
             state_dir=self.folder,
         )
+        # A render's layers and tier state land only while this process holds its leases.
+        engine.fences.append(lambda: self.leases.check(self.leases.mine()))
         if tools is None:  # a reopening renders with the tools of the last prompt sent
             tools = engine.storage.last_tools() if engine.storage is not None else ()
         engine.set_tools(tools)

@@ -187,3 +187,23 @@ def test_a_write_into_a_function_whose_lease_was_taken_is_lease_lost(
     assert function.status == "interrupted"  # what the other process decided stands
     assert session.graph.children(function.id) == []  # and the late write is not stored
     session.close()
+
+
+def test_a_render_whose_lease_was_taken_commits_nothing(tmp_path: Path) -> None:
+    session = Session(tmp_path / "op.db", "s", state_dir=tmp_path / "state")
+    stored: dict[str, object] = {}
+
+    @openprogram.function
+    def job() -> None:
+        (function_id,) = session.store.leases("s")
+        stored.update(session.store.get_values("s", "context.state"))
+        assert session.store.renew_lease(
+            "s", function_id, "far:1:1:cc", 1, previous=session.leases.owner
+        )
+        Session(session.store, "s", state_dir=tmp_path / "state", lease_ttl=0.01)
+        session.engine.render(frame=function_id)  # its commit is fenced like an append
+
+    with session, pytest.raises(LeaseLost, match="held by nobody"):
+        job()
+    assert session.store.get_values("s", "context.state") == stored  # no tier state landed
+    session.close()
