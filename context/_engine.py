@@ -163,6 +163,8 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
         """Called inside every commit's transaction, under the session's lock: one that
         raises refuses the commit (a writer whose lease was taken is fenced off)."""
         self.commit_hooks: list[Callable[[Rendered], None]] = []
+        self.rendering: tuple[str | None, str | None] = (None, None)
+        """The head and frame of the render being committed (what a hook's receipt names)."""
         """Called inside a render's transaction with what it rendered: the render
         receipt is written here, atomically with the decisions it was rendered under."""
         self.squeeze = 1.0
@@ -314,6 +316,7 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
         with self.lock:
             started = time.perf_counter()
             self.catch_up()
+            self.rendering = (head, frame)
             owed: list[str] = []
             for attempt in range(2):
                 decision = self._decide(head, frame, preview=False)

@@ -113,9 +113,7 @@ class Call:
         return span("execute_tool", name, attributes)
 
     def _options(self, rendered: Rendered) -> dict[str, Any]:
-        """The request's options; called as the prompt goes out, so it also leaves the
-        session's render receipt of what is sent."""
-        self.session._receipt(rendered, self.rendered_head, self.frame.function)
+        """The request's options (the render's commit left its receipt)."""
         options: dict[str, Any] = {}
         if rendered.context_management:
             options["context_management"] = rendered.context_management

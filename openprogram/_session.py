@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -226,6 +227,7 @@ class Session:
         )
         # A render's layers and tier state land only while this process holds its leases.
         engine.fences.append(lambda: self.leases.check(self.leases.mine()))
+        engine.commit_hooks.append(partial(self._receipt, engine))  # in the render's transaction
         if tools is None:  # a reopening renders with the tools of the last prompt sent
             tools = engine.storage.last_tools() if engine.storage is not None else ()
         engine.set_tools(tools)
@@ -300,11 +302,12 @@ class Session:
             self.engine = self._engine(old.tools)
             old.close()
 
-    def _receipt(self, rendered: Rendered, head: str | None, frame: str | None) -> None:
-        """Keep what this LLM call is sent (fail-open: the call matters more)."""
-        engine = self.engine
+    def _receipt(self, engine: ContextEngine, rendered: Rendered) -> None:
+        """Keep what a render decided to send, in its commit's transaction: a receipt lands
+        with the layers and tier state it was rendered under, or not at all."""
         if engine.storage is None:
             return
+        head, frame = engine.rendering
         from datetime import UTC, datetime
 
         receipt = RenderReceipt(
@@ -323,8 +326,7 @@ class Session:
             at=datetime.now(UTC).isoformat(timespec="milliseconds"),
             anchor=engine.anchor.state(),
         )
-        with contextlib.suppress(Exception):
-            engine.storage.save_receipt(receipt, engine.tools)
+        engine.storage.save_receipt(receipt, engine.tools)
 
     def receipt(self) -> RenderReceipt | None:
         """The last prompt this session sent, as a receipt (None: none sent yet)."""

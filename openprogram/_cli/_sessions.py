@@ -87,6 +87,14 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     return 0
 
 
+def _branches(graph: ConversationGraph) -> dict[str, str | None]:
+    """The session's named branches (only main on a database older than named branches)."""
+    try:
+        return graph.branches_by_name()
+    except StoreError:
+        return {"main": graph.head}
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     graph = existing_session(args, args.session, read_only=True)
     if args.node:
@@ -128,7 +136,7 @@ def cmd_show(args: argparse.Namespace) -> int:
                     for i in graph.layers()
                 ],
                 "repairs": graph.repairs,
-                "branches": graph.branches_by_name(),
+                "branches": _branches(graph),
             }
         )
         return 0
@@ -141,7 +149,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         records = []
     fired = fired_by_frame(graph, records)
     console.print(session_tree(graph, title=title, fired=fired))
-    branches = graph.branches_by_name()
+    branches = _branches(graph)
     if len(branches) > 1:
         heads = ", ".join(f"{name} at {head}" for name, head in branches.items())
         console.print(f"branches: {heads}")

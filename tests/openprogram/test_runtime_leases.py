@@ -206,4 +206,8 @@ def test_a_render_whose_lease_was_taken_commits_nothing(tmp_path: Path) -> None:
     with session, pytest.raises(LeaseLost, match="held by nobody"):
         job()
     assert session.store.get_values("s", "context.state") == stored  # no tier state landed
+    assert session.receipt() is None  # nor its receipt: one transaction
+    rendered = session.engine.render()  # a render that commits leaves its receipt with it
+    receipt = session.receipt()
+    assert receipt is not None and receipt.tokens == rendered.tokens
     session.close()
