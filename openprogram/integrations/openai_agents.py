@@ -134,12 +134,17 @@ class OpenProgramSession:
         with self._lock:
             store, session = self.session.store, self.session.id
             keys = [_item_key(item) for item in items]
-            new = {
-                k: json.dumps(i) for k, i in zip(keys, items, strict=True) if k not in self._items
-            }
+            new = {k: i for k, i in zip(keys, items, strict=True) if k not in self._items}
             if new:
-                store.put_values(session, ITEMS, new)
-                self._items.update((k, json.loads(v)) for k, v in new.items())
+                # A redacting session stores items redacted too; this process keeps the
+                # exact ones the SDK wrote (another process reads them redacted).
+                redactor = self.session.graph.redactor
+                store.put_values(
+                    session,
+                    ITEMS,
+                    {k: json.dumps(redactor.value(i) if redactor else i) for k, i in new.items()},
+                )
+                self._items.update((k, json.loads(json.dumps(i))) for k, i in new.items())
             store.put_values(session, LIVE, {self.session_id: json.dumps(keys)})
             self._keys = keys
             self.mirror.sync(to_entries(items))

@@ -248,3 +248,21 @@ def test_an_item_added_while_a_compaction_runs_is_kept(tmp_path: Path) -> None:
     assert any(str(item.get("content")).startswith(summaries) for item in rendered)
     assert asyncio.run(memory.get_items()) == [*items, late]
     assert session.graph.get(memory.mirror.head or "").payload.content == late["content"]  # type: ignore[union-attr]
+
+
+def test_a_redacting_session_stores_the_sdks_items_redacted(tmp_path: Path) -> None:
+    key = "sk-proj-" + "Q7" * 24
+    items: list[Any] = [
+        {"role": "user", "content": f"deploy with OPENAI_API_KEY={key}"},
+        {"role": "assistant", "content": "done"},
+    ]
+    session = Session(tmp_path / "r.db", "r", redact=True, state_dir=tmp_path / "state")
+    memory = OpenProgramSession(session)
+    asyncio.run(memory.add_items(items))
+    assert asyncio.run(memory.get_items()) == items  # exact in the process that wrote them
+    session.close()
+    stored = b"".join(p.read_bytes() for p in tmp_path.glob("r.db*"))
+    assert key.encode() not in stored  # neither in the nodes nor in the stored items
+    again = OpenProgramSession(Session(tmp_path / "r.db", "r"))
+    assert key not in json.dumps(asyncio.run(again.get_items()))
+    assert "[REDACTED" in json.dumps(asyncio.run(again.get_items()))
