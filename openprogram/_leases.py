@@ -118,6 +118,9 @@ class LeaseKeeper:
         self.lost: set[str] = set()
         """Functions whose lease another process took (their next write raises LeaseLost)."""
         self._held: set[str] = set()
+        self._inside: dict[str, str] = {}
+        """Nodes this process made inside a leased function → that function: an event on
+        one (a tool's result) is work inside the function too."""
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -131,10 +134,18 @@ class LeaseKeeper:
             return
         with self._lock:
             mine = self._held | self.lost
-        if not mine:
-            return
-        touched = {e.src for e in edges if e.type == "caller" and e.src in mine}
-        touched.update(r.node_id for r in records if isinstance(r, Event) and r.node_id in mine)
+            if not mine:
+                return
+            touched = {e.src for e in edges if e.type == "caller" and e.src in mine}
+            self._inside.update(
+                (e.dst, e.src) for e in edges if e.type == "caller" and e.src in mine
+            )
+            for record in records:
+                if isinstance(record, Event):
+                    owner = record.node_id if record.node_id in mine else None
+                    owner = owner or self._inside.get(record.node_id)
+                    if owner is not None:
+                        touched.add(owner)
         if touched:
             self.check(touched)
 
@@ -158,6 +169,8 @@ class LeaseKeeper:
     def release(self, function_id: str) -> None:
         with self._lock:
             self._held.discard(function_id)
+            for node_id in [n for n, f in self._inside.items() if f == function_id]:
+                del self._inside[node_id]
             lost = function_id in self.lost
             self.lost.discard(function_id)
         if not lost:  # a lease another process took is theirs to drop

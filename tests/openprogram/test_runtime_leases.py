@@ -211,3 +211,30 @@ def test_a_render_whose_lease_was_taken_commits_nothing(tmp_path: Path) -> None:
     receipt = session.receipt()
     assert receipt is not None and receipt.tokens == rendered.tokens
     session.close()
+
+
+def test_a_tool_result_inside_a_function_whose_lease_was_taken_is_lease_lost(
+    tmp_path: Path,
+) -> None:
+    session = Session(tmp_path / "op.db", "s", state_dir=tmp_path / "state")
+
+    @openprogram.function
+    def job() -> None:
+        frame = openprogram.current_frame()
+        call = {"id": "c1", "type": "function", "function": {"name": "run", "arguments": "{}"}}
+        session.graph.append(
+            {"role": "assistant", "content": None, "tool_calls": [call]}, frame=frame
+        )
+        (function_id,) = session.store.leases("s")
+        assert session.store.renew_lease(
+            "s", function_id, "far:1:1:cc", 1, previous=session.leases.owner
+        )
+        Session(session.store, "s", state_dir=tmp_path / "state", lease_ttl=0.01)
+        session.graph.append({"role": "tool", "tool_call_id": "c1", "content": "late"}, frame=frame)
+
+    with session, pytest.raises(LeaseLost, match="held by nobody"):
+        job()
+    session.graph.refresh()
+    (tool,) = [n for n in session.graph.nodes() if n.kind == "tool"]
+    assert tool.result is None  # the late result is not stored
+    session.close()
