@@ -90,6 +90,11 @@ case): a pattern whose hints are all absent is not run, which changes nothing bu
 text holds no secret, and a substring search is far cheaper than a regex scan)."""
 
 
+_SHORTEST = 7
+"""No default pattern matches in a shorter text (the shortest, a URL password, needs
+``://a:b@``): the many short strings of a record (keys, names, small values) are passed."""
+
+
 class Redactor:
     """Replaces secrets in text (and in messages, recursively) with a marker.
 
@@ -105,6 +110,7 @@ class Redactor:
         self.defaults = defaults
         chosen = {**(DEFAULT_PATTERNS if defaults else {}), **self.extra}
         self.patterns = {kind: re.compile(pattern) for kind, pattern in chosen.items()}
+        self._only_defaults = all(DEFAULT_PATTERNS.get(k) == p for k, p in chosen.items())
 
     @property
     def setting(self) -> bool | dict[str, Any]:
@@ -129,6 +135,8 @@ class Redactor:
         return f"Redactor({self.extra!r}, defaults={self.defaults})"
 
     def redact(self, text: str) -> str:
+        if len(text) < _SHORTEST and self._only_defaults:
+            return text
         lowered: str | None = None
         for kind, pattern in self.patterns.items():
             hints = _HINTS.get(kind) if pattern.pattern == DEFAULT_PATTERNS.get(kind) else None

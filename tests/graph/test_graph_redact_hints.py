@@ -64,3 +64,10 @@ def test_every_default_pattern_has_hints() -> None:
     assert set(_HINTS) == set(DEFAULT_PATTERNS)
     custom = Redactor({"openai-key": r"ZZ-[0-9]+"})  # a custom pattern under a default name
     assert custom.redact("id ZZ-42") == "id [REDACTED:openai-key]"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=6) | st.sampled_from([f[:6] for f in FRAGMENTS]))
+def test_no_default_pattern_matches_a_text_shorter_than_seven(text: str) -> None:
+    assert plain(text) == text == Redactor().redact(text)
+    assert Redactor({"x": "a"}).redact("a") == "[REDACTED:x]"  # custom patterns still run
