@@ -118,19 +118,42 @@ def _path(path: str, label: Any) -> str:
 _CONTAINERS = (Mapping, list, tuple, msgspec.Struct)
 
 
+_PLAIN = (dict, list, tuple)
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def check_depth(value: Any, field: str) -> None:
     """Refuse nesting deeper than :data:`MAX_DEPTH` (iteratively: any depth is safe here).
 
-    Only containers are visited, so a message of long strings costs next to nothing.
+    Only containers are visited, so a message of long strings costs next to nothing; the
+    path of an item is spelled out only for the error (a trail of labels until then).
     """
-    todo = [(value, field, 0)]
+    todo: list[tuple[Any, Any, int]] = [(value, None, 0)]
     while todo:
-        item, path, depth = todo.pop()
+        item, trail, depth = todo.pop()
         if depth > MAX_DEPTH:
-            raise InvalidMessage(path, f"nested deeper than {MAX_DEPTH} levels")
-        for label, child in _items(item):
-            if isinstance(child, _CONTAINERS):
-                todo.append((child, _path(path, label), depth + 1))
+            raise InvalidMessage(
+                _trail_path(field, trail), f"nested deeper than {MAX_DEPTH} levels"
+            )
+        kind = type(item)
+        pairs = (
+            item.items() if kind is dict else enumerate(item) if kind in _PLAIN else _items(item)
+        )
+        for label, child in pairs:
+            kind = type(child)
+            if kind in _PLAIN or (kind not in _SCALARS and isinstance(child, _CONTAINERS)):
+                todo.append((child, (trail, label), depth + 1))
+
+
+def _trail_path(field: str, trail: Any) -> str:
+    labels = []
+    while trail is not None:
+        trail, label = trail
+        labels.append(label)
+    path = field
+    for label in reversed(labels):
+        path = _path(path, label)
+    return path
 
 
 def find_unstorable(value: Any, field: str) -> tuple[str, str] | None:
