@@ -12,13 +12,14 @@ map are read only when a configuration is made: at creation, or through an expli
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
 import msgspec
 
-from context import ContextStorage, Policy, PolicyError, StateFolder
-from graph import Redactor, Store, StoreError, redactor_from
+from context import ContextEngine, ContextStorage, Policy, PolicyError, StateFolder
+from graph import ConversationGraph, Redactor, Store, StoreError, redactor_from
 
 CONFIG_KEY = "openprogram.config"
 CONFIG_SCHEMA = 1
@@ -94,6 +95,36 @@ def load_config(store: Store, session: str) -> SessionConfig | None:
             f"{config.schema}; this one reads {CONFIG_SCHEMA})"
         )
     return config
+
+
+def stored_engine(
+    graph: ConversationGraph,
+    *,
+    policy: Policy | None = None,
+    budget: int | None = None,
+    state_dir: StateFolder | str | os.PathLike[str] | None = None,
+    state_key: str | None = None,
+) -> ContextEngine:
+    """An engine configured as the session stored it (its policy, and its budget unless
+    ``budget`` is given; ``policy`` replaces the stored one), with the tools of the last
+    prompt it sent: what a reader renders to see what the agent sends. On a read-only
+    store it decides and never writes."""
+    config = load_config(graph.store, graph.session)
+    if policy is None and config is not None:
+        policy = config.make_policy()
+    if budget is None and config is not None:
+        budget = config.budget
+    engine = ContextEngine(
+        graph,
+        policy,
+        budget=budget,
+        state_dir=state_dir,
+        state_key=state_key,
+        read_only=bool(getattr(graph.store, "read_only", False)),
+    )
+    if engine.storage is not None:
+        engine.set_tools(engine.storage.last_tools())
+    return engine
 
 
 def save_config(store: Store, session: str, config: SessionConfig) -> None:

@@ -27,7 +27,7 @@ from openprogram._current import FRAME, MODEL, SESSION, TOOL_NODE
 from openprogram._errors import ModelError, OutputValidationError, StepLimitExceeded
 from openprogram._models import Model, ModelResponse
 from openprogram._tools import ToolSpec, arun_tool, as_spec, run_tool
-from openprogram.tracing import record_render, set_attributes, span, usage_attributes
+from openprogram.tracing import set_attributes, span, traced_render, usage_attributes
 
 if TYPE_CHECKING:
     from openprogram._session import Session
@@ -78,9 +78,10 @@ class Call:
         engine = self.session.engine
         engine.set_tools(self.schemas)
         self.rendered_head = self.session.graph.head_of(self.frame)
-        with span("render_context", None, self._conversation()) as current:
-            rendered = engine.render(head=self.rendered_head, frame=self.frame.function)
-            record_render(current, rendered)
+        head, frame = self.rendered_head, self.frame.function
+        rendered: Rendered = traced_render(
+            lambda: engine.render(head=head, frame=frame), self.session.id
+        )
         return rendered
 
     def _conversation(self) -> dict[str, Any]:
@@ -135,10 +136,10 @@ class Call:
         if not is_context_overflow(error):
             raise ModelError(f"model {self.model.name} failed: {error}") from error
         head = self.rendered_head = self.session.graph.head_of(self.frame)
-        with span("render_context", None, self._conversation()) as current:
-            set_attributes(current, {"openprogram.render.recovery": True})
-            rendered = self.session.engine.recover(error, head=head, frame=self.frame.function)
-            record_render(current, rendered)
+        engine, frame = self.session.engine, self.frame.function
+        rendered: Rendered = traced_render(
+            lambda: engine.recover(error, head=head, frame=frame), self.session.id, recovery=True
+        )
         return rendered
 
     def _record(self, response: ModelResponse) -> tuple[Node, list[tuple[str, str, Node]]]:

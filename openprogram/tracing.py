@@ -23,7 +23,7 @@ False
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -137,6 +137,17 @@ def record_render(current: Any, rendered: Any) -> None:
         current.add_event(
             "openprogram.compaction", {k: v for k, v in event.items() if v is not None}
         )
+
+
+def traced_render(render: Callable[[], Any], conversation: str, *, recovery: bool = False) -> Any:
+    """Run ``render`` (a render of session ``conversation``) in a ``render_context`` span
+    that says what it did; just ``render()`` while tracing is off."""
+    with span("render_context", None, {"gen_ai.conversation.id": conversation}) as current:
+        if recovery:
+            set_attributes(current, {"openprogram.render.recovery": True})
+        rendered = render()
+        record_render(current, rendered)
+    return rendered
 
 
 def usage_attributes(usage: Any) -> dict[str, Any]:

@@ -130,23 +130,17 @@ def engine_for(args: argparse.Namespace, graph: ConversationGraph) -> ContextEng
     """An engine configured as the session is: its stored policy and budget, and the tools
     of the last prompt it sent. ``--policy``/``--model``/``--budget`` make it a what-if:
     configured as they say, with sticky state of its own (starting afresh)."""
-    from openprogram._config import load_config
+    from openprogram._config import load_config, stored_engine
 
-    folder = folder_of(args, graph.store)
-    config = load_config(graph.store, graph.session)
     named = getattr(args, "policy", None) or getattr(args, "model", None)
-    policy = policy_from(args) if named or config is None else config.make_policy()
-    budget = getattr(args, "budget", None)
-    if budget is None and config is not None:
-        budget = config.budget
-    key = "what-if" if what_if(args) else None
-    reading = bool(getattr(graph.store, "read_only", False))  # decides, never writes
-    engine = ContextEngine(
-        graph, policy, budget=budget, state_dir=folder, state_key=key, read_only=reading
+    unset = load_config(graph.store, graph.session) is None
+    return stored_engine(
+        graph,
+        policy=policy_from(args) if named or unset else None,
+        budget=getattr(args, "budget", None),
+        state_dir=folder_of(args, graph.store),
+        state_key="what-if" if what_if(args) else None,
     )
-    if engine.storage is not None:
-        engine.set_tools(engine.storage.last_tools())
-    return engine
 
 
 def print_json(value: Any) -> None:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from context import Rendered
 from graph import Node, Tool, dialogue_message, tool_call, tool_result_message
-from openprogram.tracing import record_render, span
+from openprogram.tracing import traced_render
 
 if TYPE_CHECKING:
     from openprogram._session import Session
@@ -251,9 +251,8 @@ class Mirror:
             engine = self.session.engine
             if tools:
                 engine.set_tools(list(tools))
-            with span("render_context", None, {"gen_ai.conversation.id": self.session.id}) as on:
-                self.last = engine.render(head=self.head)
-                record_render(on, self.last)
+            head = self.head
+            self.last = traced_render(lambda: engine.render(head=head), self.session.id)
             return self._pair(self.last, entries)
 
     def _pair(self, rendered: Rendered, entries: Sequence[Entry]) -> list[Paired]:

@@ -23,7 +23,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from context import ContextEngine, ContextError, Policy
+from context import ContextError, Policy
 from graph import ConversationGraph, GraphError, SQLStore, Store
 from openprogram._history import READ_LIMIT, HistoryTools
 
@@ -40,17 +40,11 @@ class _Reader:
     looking."""
 
     def __init__(self, store: Store, session: str, policy: Policy | None) -> None:
-        from openprogram._config import load_config
+        from openprogram._config import stored_engine
 
         self.graph = ConversationGraph(store, session)
-        config = load_config(store, session)
-        budget = None
-        if policy is None and config is not None:
-            policy, budget = config.make_policy(), config.budget
-        reading = bool(getattr(store, "read_only", False))
-        self.engine = ContextEngine(self.graph, policy, budget=budget, read_only=reading)
-        if self.engine.storage is not None:
-            self.engine.set_tools(self.engine.storage.last_tools())
+        budget = None if policy is None else policy.budget  # a given policy brings its own
+        self.engine = stored_engine(self.graph, policy=policy, budget=budget)
         self.id = session
         self.history = HistoryTools(self)  # type: ignore[arg-type]
 
