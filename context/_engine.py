@@ -196,6 +196,11 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
         made here, not looked for in the store (see ``TokenCache.unstored``)."""
         self._load()
 
+    @property
+    def tool_tokens(self) -> int:
+        """Tokens of the tool schemas every prompt goes out with (counted once per set)."""
+        return self._tool_tokens
+
     def set_tools(self, tools: Sequence[dict[str, Any]]) -> None:
         """The tool schemas the next prompts go out with (counted in every render)."""
         if list(tools) != self.tools:

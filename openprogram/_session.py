@@ -317,7 +317,7 @@ class Session:
             head=head,
             frame=frame,
             tools_digest=tools_digest(engine.tools),
-            tool_tokens=engine.counter.count_tools(engine.tools),
+            tool_tokens=engine.tool_tokens,
             budget=max(1, int(engine.budget * engine.squeeze)),
             configured_budget=engine.budget,
             tokens=rendered.tokens,
