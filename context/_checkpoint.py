@@ -197,9 +197,15 @@ def placeholders(saved: Checkpoint, covers: Sequence[str]) -> list[Unit] | None:
     return units
 
 
-def trusted(saved: Checkpoint, state: GraphState, head: str) -> bool:
-    """Whether nothing the checkpoint relies on changed (cheap checks, no walk)."""
-    info = state.layers.get(saved.layer)
+def trusted(
+    saved: Checkpoint,
+    state: GraphState,
+    head: str,
+    pending: Mapping[str, LayerInfo] | None = None,
+) -> bool:
+    """Whether nothing the checkpoint relies on changed (cheap checks, no walk); its layer
+    may be ``pending`` (decided by this render, committed with it)."""
+    info = state.layers.get(saved.layer) or (pending or {}).get(saved.layer)
     if info is None or not info.active:
         return False
     record = _record_at(state, saved.seq)

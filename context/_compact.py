@@ -22,6 +22,7 @@ from graph import LayerInfo, text_of
 
 from ._collapse import first_node, follows, grown, inspectable, pays
 from ._errors import ContextError
+from ._policy import Policy
 from ._summarizing import (
     make_layer,
     new_layer_id,
@@ -33,6 +34,7 @@ from ._summarizing import (
     span,
     summarize,
 )
+from ._summary import SummaryResult
 from ._tier import Tier, TierContext, TierState
 from ._view import Unit, View
 
@@ -140,6 +142,31 @@ def _recent_users(covered: list[Unit], ctx: TierContext) -> list[dict[str, Any]]
     return list(reversed(chosen))
 
 
+def compaction_text(
+    layer_id: str,
+    rounds: int,
+    where: str,
+    result: SummaryResult,
+    policy: Policy,
+    *,
+    offloaded: list[str],
+    inspect: list[str],
+) -> str:
+    """The text of a compaction layer: what it covers and how to read it back, the summary,
+    the offloaded outputs it covers and the functions worth inspecting."""
+    parts = [
+        f"[Context Compaction] {rounds} earlier round(s) ({where}) are summarized "
+        f'below to fit the context window. expand_layer("{layer_id}") returns the original '
+        "messages; inspect_node with a node id reads any one of them.",
+        result.text(identifiers=policy.identifier_tokens > 0),
+    ]
+    if offloaded:
+        parts += ["## Offloaded References", *offloaded]
+    if inspect:
+        parts += ["## Nodes to inspect", *inspect]
+    return "\n".join(parts)
+
+
 def compact_span(
     view: View, ctx: TierContext, covered: list[Unit], *, focus: str | None, reason: str
 ) -> tuple[View, LayerInfo | None, str | None]:
@@ -175,19 +202,15 @@ def compact_span(
         return view, None, error
     layer_id = new_layer_id()
     rounds = sum(unit.count for unit in covered)
-    parts = [
-        f"[Context Compaction] {rounds} earlier round(s) ({span(covered)}) are summarized "
-        f'below to fit the context window. expand_layer("{layer_id}") returns the original '
-        "messages; inspect_node with a node id reads any one of them.",
-        result.text(identifiers=policy.identifier_tokens > 0),
-    ]
-    offloaded = _offloaded(covered)
-    if offloaded:
-        parts += ["## Offloaded References", *offloaded]
-    inspect = inspectable(covered)
-    if inspect:
-        parts += ["## Nodes to inspect", *inspect]
-    text = "\n".join(parts)
+    text = compaction_text(
+        layer_id,
+        rounds,
+        span(covered),
+        result,
+        policy,
+        offloaded=_offloaded(covered),
+        inspect=inspectable(covered),
+    )
     messages = [*_recent_users(fresh, ctx), {"role": "user", "content": text}]
     tokens = ctx.counter.count_messages(messages)
     declined = _declined(ctx, covered, fresh, tokens) if reason == "budget" else None

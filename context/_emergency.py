@@ -44,7 +44,8 @@ def _stub(unit: Unit, ctx: TierContext) -> Unit:
 def _cut(item: Item, keep_chars: int, ctx: TierContext) -> Item:
     text = text_of(item.message.get("content"))
     head = keep_chars * 3 // 5
-    cut = middle_truncate(text, head, keep_chars - head, item.node_id)
+    layer = item.variant.startswith("layer:")  # its banner says how to read it back
+    cut = middle_truncate(text, head, keep_chars - head, None if layer else item.node_id)
     message = {**item.message, "content": cut}
     if item.message.get("tool_calls"):
         message["tool_calls"] = item.message["tool_calls"]

@@ -12,6 +12,7 @@ renders the same prompt.
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import threading
 import time
@@ -23,6 +24,8 @@ import msgspec
 
 from graph import ConversationGraph, GraphReader, Node
 
+from ._backlog import compact_backlog
+from ._backlog_chain import chain_backlog
 from ._commit import Decision, Redo, SessionWriter
 from ._errors import CommitConflict, PolicyError
 from ._folder import StateFolder, state_folder
@@ -261,6 +264,7 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
         *,
         preview: bool = False,
         carried: tuple[dict[str, TierState], dict[str, dict[str, Any]]] | None = None,
+        decisions: TierDecisions | None = None,
     ) -> tuple[TierContext, View, _Frame]:
         """The context and the unprocessed view of a render (layers shown), for the tier
         functions that the engine's other entry points (collapse, compact) call. A
@@ -285,10 +289,19 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
             else (carried[0] if carried is not None else copy.deepcopy(state.states)),
             scratch=state.scratch if not preview else (carried[1] if carried is not None else {}),
         )
+        if decisions is not None:
+            ctx.decisions = decisions
         if head is None and frame is None:
             head = self.graph.default_head()
-        state.layout.update(self.graph.state, head, frame, state.restore)
+        first = decisions is not None and self._first_render(state, frame)
+        saved = state.restore
+        if first:  # a long history's backlog, planned on the chain before any walk
+            saved = chain_backlog(self.graph.state, head, ctx) or saved
+        state.layout.update(self.graph.state, head, frame, saved, self.book.overlay)
         state.restore = None
+        if first and not self.book.overlay:  # ...or, when it could not be, on the full walk
+            build = functools.partial(self._build, ctx=ctx)
+            compact_backlog(state.layout, ctx, build, self._prefetch, self.graph.state)
         self._prefetch(state.layout.unbuilt())
         walked = state.layout.units(lambda raw, at: self._build(raw, at, ctx))
         units = self._cap_callers(walked, frame)
@@ -301,10 +314,19 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
             not u.items and u.kind != "layer" for u in view.units
         ):  # the checkpoint's layer did not hide its span: never show a placeholder
             state.layout = Layout()
-            return self.context(head, frame, preview=preview, carried=carried)
+            return self.context(head, frame, preview=preview, carried=carried, decisions=decisions)
         if not preview and frame is None and self.storage is not None:
             self._checkpoint(state, view, ctx)
         return ctx, view, state
+
+    def _first_render(self, state: _Frame, frame: str | None) -> bool:
+        """Whether this render meets a history with nothing decided on it yet: a fresh walk
+        of the top frame, no tier state stored, no layer in the session (see ``_backlog``)."""
+        if frame is not None or state.saved or state.restore is not None:
+            return False
+        if state.layout.head is not None or "compact" not in self.tier_names:
+            return False
+        return not self.book.overlay and not self.graph.state.layers
 
     def render(
         self, head: str | None = None, frame: str | None = None, *, preview: bool = False
@@ -366,6 +388,7 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
             unsaved = self.cache.dirty()
             decision = self._decide(head, frame, preview=True)
             self.book.overlay = overlay
+            self._unhide(decision.frame)
             self.cache.restore_dirty(unsaved)
             rendered = self._rendered(decision, preview=True)
             self.render_ms = (time.perf_counter() - started) * 1000
@@ -389,10 +412,11 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
         carried = None
         for _ in range(MAX_PASSES):
             known = len(self.book.overlay)
-            ctx, view, state = self.context(head, frame, preview=preview, carried=carried)
+            ctx, view, state = self.context(
+                head, frame, preview=preview, carried=carried, decisions=decisions
+            )
             if preview:
                 carried = (ctx.states, ctx.scratch)
-            ctx.decisions = decisions
             view = self._cascade(view, ctx)
             if not preview and frame is None and self.storage is not None:
                 self._checkpoint(state, view, ctx)  # layers this render made may hide a span

@@ -10,12 +10,13 @@ state can still change; anything else (a fork, another frame) walks again in ful
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from graph import (
     Dialogue,
     GraphState,
+    LayerInfo,
     Node,
     Step,
     dialogue_message,
@@ -209,9 +210,11 @@ class Layout:
         head: str | None,
         frame: str | None,
         saved: Checkpoint | None = None,
+        pending: Mapping[str, LayerInfo] | None = None,
     ) -> None:
         """Bring the layout to ``head``: extend when possible, else start from ``saved`` (a
-        checkpoint) when it can be trusted, else walk in full."""
+        checkpoint) when it can be trusted, else walk in full. A layer in ``pending`` (not
+        committed yet) counts as stored for the span it hides."""
         if frame is not None and head is None:
             head = state.frame_head(frame)
         shape = self._shape(state, head)
@@ -219,12 +222,12 @@ class Layout:
         undone = state.rollbacks != self.rollbacks_seen
         self.rollbacks_seen = state.rollbacks
         if self.hidden is not None:
-            info = state.layers.get(self.hidden.layer)
+            info = state.layers.get(self.hidden.layer) or (pending or {}).get(self.hidden.layer)
             undone = undone or info is None or not info.active
         if self.head is not None and head is not None and shape == self.shape and not undone:
             tail = visible_since(state, head, self.head)
         restorable = tail is None and frame is None and saved is not None and head is not None
-        if restorable and self._restore(state, head, saved):  # type: ignore[arg-type]
+        if restorable and self._restore(state, head, saved, pending):  # type: ignore[arg-type]
             self.head, self.shape = head, shape
             return
         if tail is None:
@@ -245,10 +248,16 @@ class Layout:
                 self._extend(tail)
         self.head, self.shape = head, shape
 
-    def _restore(self, state: GraphState, head: str, saved: Checkpoint) -> bool:
+    def _restore(
+        self,
+        state: GraphState,
+        head: str,
+        saved: Checkpoint,
+        pending: Mapping[str, LayerInfo] | None = None,
+    ) -> bool:
         """Walk only around the checkpoint's span; False (nothing changed) when it cannot
         be trusted."""
-        if not trusted(saved, state, head):
+        if not trusted(saved, state, head, pending):
             return False
         first, end = saved.units
         begin, stop = saved.steps
@@ -258,7 +267,8 @@ class Layout:
             return False
         if newer_outside(saved, state, rest):
             return False
-        hidden = placeholders(saved, state.layers[saved.layer].covers)
+        info = state.layers.get(saved.layer) or (pending or {})[saved.layer]
+        hidden = placeholders(saved, info.covers)
         grouper = Grouper()
         for index, step in enumerate(prefix):
             grouper.feed(index, step)
@@ -286,6 +296,13 @@ class Layout:
         self._tools_valid = 0
         self.hidden, self._state = saved, state
         return True
+
+    def hide(self, saved: Checkpoint, hidden: list[Unit], state: GraphState) -> None:
+        """Stand ``hidden`` (placeholders) in for the walked units under ``saved``'s span, as
+        a restored checkpoint does: they are never built (a first render's backlog)."""
+        first, end = saved.units
+        self.built[first:end] = hidden
+        self.hidden, self._state = saved, state
 
     def _refresh(self, state: GraphState) -> None:
         stale = sorted({i for n, i in self.watch.items() if state.nodes[n] is not self._node(i, n)})

@@ -203,9 +203,18 @@ class EngineStorage:
         commit (what the stored state says)."""
         frame = decision.frame
         self.book.settle([info.id for info in self.book.pending()])
+        self._unhide(frame)
         frame.states = self._states(frame.saved)
         frame.scratch = {}
         frame.captured = ()
+
+    def _unhide(self, frame: _Frame) -> None:
+        """A layout whose hidden span stands under a layer that was never stored (a
+        preview's, a refused commit's) starts afresh: the next render decides it again."""
+        hidden = frame.layout.hidden
+        known = hidden is None or hidden.layer in self.graph.state.layers
+        if not known and hidden is not None and hidden.layer not in self.book.overlay:
+            frame.layout = Layout()
 
     def _redo(self, decision: Decision, redo: Redo) -> None:
         """Before deciding again: outputs whose file could not be written stay inline."""

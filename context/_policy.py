@@ -201,6 +201,14 @@ class Policy(BaseModel):
     compact_user_tokens: Count = Field(default=4_000, ge=0)
     """Recent user messages kept verbatim in a compaction, newest first, within this."""
     compact_summary_tokens: Count = Field(default=3_000, gt=0)
+    backlog_budgets: float | None = Field(default=4.0, gt=0)
+    """A first render (no tier state, no layers) of a history estimated at more than this many
+    budgets makes one compaction of everything before the newest rounds, in a few bounded
+    summary requests, instead of deciding every tier over the whole history (``_backlog``).
+    None: the cascade works through it."""
+    backlog_request_tokens: Count = Field(default=4_000, gt=0)
+    """What each of a backlog's summary requests reads at most (estimated tokens): a sample
+    of its part of the history, newest first, long texts clipped to their ends."""
     redact_summaries: bool = True
     """What goes to a summarizer has secrets (keys, tokens, private keys) redacted first."""
     redact_patterns: dict[str, str] = Field(default_factory=dict)

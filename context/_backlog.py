@@ -1,0 +1,471 @@
+"""The first render of a long history: one compaction of its backlog, not a cascade over it.
+
+A session imported from a trace, or resumed from a database another program wrote, meets
+its first render with no tier state. The cascade would tokenize every node, decide every
+tier over the whole history and make a collapse per segment: 3,300 summaries for 100k nodes,
+each one a summarizer call. Instead, that render keeps the newest rounds that fit the
+compaction's share of the low-water mark, counted exactly, and makes one compaction layer
+of everything between the pinned prefix and them, before any unit under it is built: those
+units stand as placeholders, as under a layout checkpoint, and the checkpoint is saved with
+the render, so a fresh engine never walks the span again. From then on the cascade works as
+usual: the next auto-compaction merges the layer incrementally, and rolling it back gives
+the history back to the other tiers (the backlog is never made again for a session that
+has layers).
+
+The summary is bounded whatever the history's size: the span is cut into at most
+``MAX_REQUESTS`` chunks, each read as a sample of at most ``backlog_request_tokens`` (the
+newest units of the chunk first, then an even stride over the rest, long texts clipped),
+and each request builds on the previous summary as an incremental compaction does. An LLM
+summarizer gets a few bounded calls, never one huge one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
+
+import msgspec
+
+from graph import Event, GraphState, LayerInfo, Node, Step, text_of
+
+from ._checkpoint import Checkpoint, placeholders
+from ._compact import compaction_text
+from ._layout import Layout
+from ._reduce import middle_truncate
+from ._summarizing import new_layer_id, request_for, summarize, summary_meta
+from ._summary import SummaryResult
+from ._tier import TierContext
+from ._view import Item, RawUnit, Unit, View
+
+MIN_UNITS = 256
+"""A shorter walk goes through the cascade as usual (its first render is cheap anyway)."""
+MAX_REQUESTS = 8
+"""Summary requests a backlog takes at most (each bounded, each building on the last)."""
+_TEXT_CHARS = 2_000
+_OUTPUT_HEAD, _OUTPUT_TAIL = 600, 200
+_ARGUMENT_CHARS = 2_000
+_INSPECT = 8
+
+Build = Callable[[RawUnit, int], Unit]
+Prefetch = Callable[[Iterable[RawUnit]], None]
+
+
+def estimate(unit: RawUnit) -> tuple[int, int]:
+    """Cheap token estimates of a raw unit (characters / 4, no tokenizer): as it is, and as
+    a summary request reads it (long texts clipped). Enough to tell a history many budgets
+    long from one that is not, and to cut and sample it."""
+    chars = clipped = 0
+    for message, _ in unit.entries:
+        whole, short = _message_chars(message)
+        chars += whole
+        clipped += short
+    overhead = 4 * len(unit.entries)
+    return chars // 4 + overhead, clipped // 4 + overhead
+
+
+def _message_chars(message: dict[str, Any]) -> tuple[int, int]:
+    content = message.get("content")
+    length = len(content) if isinstance(content, str) else len(text_of(content)) if content else 0
+    limit = _OUTPUT_HEAD + _OUTPUT_TAIL if message.get("role") == "tool" else _TEXT_CHARS
+    whole, short = length, min(length, limit + 100)
+    for call in message.get("tool_calls") or ():
+        arguments = len(str((call.get("function") or {}).get("arguments") or "")) + 16
+        whole += arguments
+        short += min(arguments, _ARGUMENT_CHARS)
+    return whole, short
+
+
+class Span(NamedTuple):
+    """What a backlog covers, however it was found: its rounds' estimates (whole, and as
+    a request reads them), each round as a raw unit on demand (only sampled ones are made),
+    the node ids, its user messages newest first, and its functions worth inspecting."""
+
+    sizes: list[int]
+    digest: list[int]
+    round: Callable[[int], RawUnit]
+    covers: tuple[str, ...]
+    users: Iterable[tuple[dict[str, Any], Node | None]]
+    inspect: list[str]
+
+
+def backlog_layer(ctx: TierContext, span: Span, started: float) -> LayerInfo | None:
+    """Summarize ``span`` in bounded requests and decide its compaction layer (pending until
+    the render commits); None, recorded, when the summarizer failed or it would not pay."""
+    policy = ctx.policy
+    assert ctx.layers is not None
+    ctx.tier = "compact"
+    result, asked, error = _summary(ctx, span)
+    estimated = sum(span.sizes)
+    if result is None:
+        before = View((), estimated)
+        ctx.act("compact", f"could not summarize the backlog: {error}", before, before, error=error)
+        ctx.record("compact", before, before, started=started, error=error)
+        return None
+    layer_id = new_layer_id()
+    rounds, covers = len(span.sizes), span.covers
+    text = compaction_text(
+        layer_id,
+        rounds,
+        f"nodes {covers[0]} … {covers[-1]}",
+        result,
+        policy,
+        offloaded=[],
+        inspect=span.inspect,
+    )
+    messages = [*_recent_users(span.users, ctx), {"role": "user", "content": text}]
+    tokens = ctx.counter.count_messages(messages)
+    if tokens >= estimated * (1 - policy.payoff_share):
+        return None
+    meta = {
+        "reason": "backlog",
+        "rounds": rounds,
+        "focus": None,
+        "pinned": True,
+        "summary_key": "",
+        "summary": summary_meta(result),
+        "requests": len(asked),
+    }
+    ctx.cache.unstored.add(layer_id)  # a new layer: no count of it is stored anywhere
+    info = ctx.layers.add("compact", list(covers), messages, meta, layer_id=layer_id)
+    before, after = View((), estimated), View((), tokens)
+    what = f"compacted the backlog of {rounds} round(s) into layer {info.id}"
+    ctx.act("compact", what, before, after)
+    record = ctx.record(
+        "compact",
+        before,
+        after,
+        started=started,
+        summarized=len(covers),
+        summary=text,
+        anchors=result.anchors.as_dict(),
+        details={
+            "layer": info.id,
+            "reason": "backlog",
+            "incremental": False,
+            "estimated": True,
+            "requests": asked,
+            "summarizer": {
+                "name": result.summarizer,
+                "tokens_in": sum(a["tokens_in"] for a in asked),
+                "tokens_out": sum(a["tokens_out"] for a in asked),
+                "ms": round(sum(a["ms"] for a in asked), 3),
+            },
+        },
+    )
+    ctx.records[-1] = msgspec.structs.replace(
+        record, messages_before=len(covers), messages_after=len(messages)
+    )
+    return info
+
+
+def compact_backlog(
+    layout: Layout, ctx: TierContext, build: Build, prefetch: Prefetch, state: GraphState
+) -> bool:
+    """After a full walk (a history :func:`~context._backlog_chain.chain_backlog` could not
+    plan from the chain: functions in it, say): make the backlog's layer and stand
+    placeholders in for the units it covers; False (nothing changed) when the walk is short,
+    fits, or the span cannot be hidden. ``prefetch`` reads the stored counts of the units
+    about to be built in one go."""
+    started = time.perf_counter()
+    policy = ctx.policy
+    raw = layout.raw
+    if policy.backlog_budgets is None or len(raw) < MIN_UNITS or ctx.layers is None:
+        return False
+    estimates = [estimate(unit) for unit in raw]
+    sizes = [whole for whole, _ in estimates]
+    if sum(sizes) <= policy.backlog_budgets * ctx.budget:
+        return False
+    end = _tail(layout, ctx, build, prefetch, sizes)
+    first = end
+    while first > 0 and _hideable(layout, raw[first - 1]):
+        first -= 1
+    if end - first < MIN_UNITS // 2:
+        return False
+    units = raw[first:end]
+    ids = [_ids(unit) for unit in units]
+    covers = tuple(n for unit_ids in ids for n in unit_ids)
+    if not _bounded(layout, state, first, end, covers):
+        return False
+    ctx.units = [build(raw[i], i) for i in range(first) if raw[i].pinned]  # task, system
+    span = Span(
+        sizes[first:end],
+        [short for _, short in estimates[first:end]],
+        units.__getitem__,
+        covers,
+        (
+            entry
+            for unit in reversed(units)
+            if unit.kind == "round"
+            for entry in reversed(unit.entries)
+        ),
+        _inspectable(units),
+    )
+    info = backlog_layer(ctx, span, started)
+    if info is None:
+        return False
+    saved = _checkpoint(layout, state, info.id, first, end, ids)
+    hidden = placeholders(saved, covers)
+    if hidden is None:  # pragma: no cover - the sizes are taken from the same units
+        raise AssertionError("backlog placeholders do not match the layer's nodes")
+    layout.hide(saved, hidden, state)
+    return True
+
+
+def _ids(unit: RawUnit) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(node.id for _, node in unit.entries if node is not None))
+
+
+def _tail(
+    layout: Layout, ctx: TierContext, build: Build, prefetch: Prefetch, sizes: list[int]
+) -> int:
+    """Where the kept newest units start: what auto-compact would keep, counted exactly
+    (the only units this render tokenizes besides the pinned ones)."""
+    policy, raw = ctx.policy, layout.raw
+    count = len(raw)
+    room = int(ctx.target * policy.compact_keep_share)
+    likely, start = 0, count
+    while start > 0 and likely <= 2 * room:
+        start -= 1
+        likely += sizes[start]
+    prefetch(raw[max(0, start - policy.compact_keep_rounds) :])
+    if policy.compact_keep_messages is not None:
+        kept = messages = 0
+        for unit in reversed(raw):
+            if messages >= policy.compact_keep_messages:
+                break
+            kept += 1
+            messages += len(unit.entries)
+        return count - kept
+    keep = min(count, max(1, policy.compact_keep_rounds))
+    used = sum(_built(layout, build, i).tokens for i in range(count - keep, count))
+    for index in range(count - keep - 1, -1, -1):
+        if raw[index].pinned:
+            break
+        tokens = _built(layout, build, index).tokens
+        if used + tokens > room:
+            break
+        used += tokens
+        keep += 1
+    return count - keep
+
+
+def _built(layout: Layout, build: Build, index: int) -> Unit:
+    unit = layout.built[index]
+    if unit is None:
+        unit = layout.built[index] = build(layout.raw[index], index)
+    return unit
+
+
+def _hideable(layout: Layout, unit: RawUnit) -> bool:
+    """A unit a checkpoint can stand a placeholder in for: a whole, finished round or call
+    at the top level, nothing in it still pending."""
+    if unit.kind not in ("round", "call") or unit.pinned or unit.running:
+        return False
+    steps: list[Step] = layout.steps[unit.start : unit.end]
+    if any(step.depth or step.running or step.view == "enter" for step in steps):
+        return False
+    return not layout.watch or not any(node_id in layout.watch for node_id in _ids(unit))
+
+
+def _bounded(
+    layout: Layout, state: GraphState, first: int, end: int, covers: tuple[str, ...]
+) -> bool:
+    """Whether the span's edges are where a checkpoint can cut the walk."""
+    raw, steps = layout.raw, layout.steps
+    if first < 1 or end >= len(raw):
+        return False
+    begin, stop = raw[first].start, raw[end - 1].end
+    if raw[first - 1].end != begin or raw[end].start != stop:
+        return False
+    for step in (steps[begin], steps[stop]):
+        if step.depth or step.view not in ("message", "call"):
+            return False
+    inside = set(covers)
+    tools = state.tools
+    return not any(t not in inside for n in inside for t in tools.get(n, ()))
+
+
+def _checkpoint(
+    layout: Layout,
+    state: GraphState,
+    layer: str,
+    first: int,
+    end: int,
+    ids: list[tuple[str, ...]],
+) -> Checkpoint:
+    raw, steps = layout.raw, layout.steps
+    begin, stop = raw[first].start, raw[end - 1].end
+    sizes: list[tuple[str, int, int]] = []
+    for unit, unit_ids in zip(raw[first:end], ids, strict=True):
+        size = len(unit_ids)
+        if sizes and sizes[-1][:2] == (unit.kind, size):
+            sizes[-1] = (unit.kind, size, sizes[-1][2] + 1)
+        else:
+            sizes.append((unit.kind, size, 1))
+    records = state.records
+    last = records[-1] if records else None
+    record = "" if last is None else last.node_id if isinstance(last, Event) else last[0].id
+    return Checkpoint(
+        layer=layer,
+        units=(first, end),
+        steps=(begin, stop),
+        before=state.prev[steps[begin].node.id],
+        last=state.prev[steps[stop].node.id],
+        after=steps[stop].node.id,
+        seq=state.last_seq,
+        record=record,
+        sizes=sizes,
+    )
+
+
+def _chunks(sizes: list[int], bound: int) -> list[range]:
+    """At most ``MAX_REQUESTS`` adjacent parts of about equal estimated size."""
+    total = sum(sizes)
+    count = max(1, min(MAX_REQUESTS, -(-total // max(1, bound)), len(sizes)))
+    found: list[range] = []
+    start, acc, cut = 0, 0, total / count
+    for index, size in enumerate(sizes):
+        acc += size
+        if acc >= cut * (len(found) + 1) and len(found) < count - 1:
+            found.append(range(start, index + 1))
+            start = index + 1
+    found.append(range(start, len(sizes)))
+    return [part for part in found if len(part)]
+
+
+def _sample(part: range, sizes: list[int], bound: int) -> list[int]:
+    """Which units of a chunk its request reads: all when they fit; else the newest within
+    half the bound, then an even stride over the older ones within the rest."""
+    if sum(sizes[i] for i in part) <= bound:
+        return list(part)
+    chosen: list[int] = []
+    room = bound // 2
+    index = part.stop - 1
+    while index >= part.start and sizes[index] <= room:
+        room -= sizes[index]
+        chosen.append(index)
+        index -= 1
+    older = range(part.start, index + 1)
+    if older:
+        left = bound - bound // 2 + room
+        mean = max(1, sum(sizes[i] for i in older) // len(older))
+        step = max(1, -(-len(older) * mean // max(1, left)))
+        for at in older[::step]:
+            if sizes[at] <= left:
+                left -= sizes[at]
+                chosen.append(at)
+    return sorted(chosen)
+
+
+def _summary(
+    ctx: TierContext, span: Span
+) -> tuple[SummaryResult | None, list[dict[str, Any]], str | None]:
+    """The backlog's summary: one bounded request per chunk, each over the last result."""
+    policy = ctx.policy
+    bound = policy.backlog_request_tokens
+    previous: SummaryResult | None = None
+    asked: list[dict[str, Any]] = []
+    max_tokens = min(policy.compact_summary_tokens, max(100, ctx.target // 3))
+    for part in _chunks(span.sizes, bound):
+        units = [_request_unit(_clip(span.round(i)), i) for i in _sample(part, span.digest, bound)]
+        request = request_for(ctx, "compact", units, max_tokens=max_tokens, previous=previous)
+        result, error, ms = summarize(ctx, request)
+        if result is None:
+            return None, asked, error
+        asked.append(
+            {
+                "units": len(units),
+                "of": len(part),
+                "tokens_in": result.tokens_in,
+                "tokens_out": result.tokens_out,
+                "ms": round(ms, 3),
+            }
+        )
+        previous = result
+    return previous, asked, None
+
+
+def _clip(unit: RawUnit) -> RawUnit:
+    """The unit with long texts cut to their ends (what a summary of a backlog reads)."""
+    entries = []
+    for message, node in unit.entries:
+        content = message.get("content")
+        node_id = node.id if node is not None else None
+        if isinstance(content, str):
+            head, tail = (
+                (_OUTPUT_HEAD, _OUTPUT_TAIL)
+                if message.get("role") == "tool"
+                else (_TEXT_CHARS * 3 // 4, _TEXT_CHARS // 4)
+            )
+            if len(content) > head + tail:
+                message = {**message, "content": middle_truncate(content, head, tail, node_id)}
+        calls = message.get("tool_calls")
+        if calls:
+            message = {**message, "tool_calls": [_short_call(c) for c in calls]}
+        entries.append((message, node))
+    return msgspec.structs.replace(unit, entries=tuple(entries))
+
+
+def _short_call(call: dict[str, Any]) -> dict[str, Any]:
+    arguments = str(call["function"].get("arguments") or "")
+    if len(arguments) <= _ARGUMENT_CHARS:
+        return call
+    short = arguments[: _ARGUMENT_CHARS - 40] + f" … ({len(arguments):,} characters)"
+    return {**call, "function": {**call["function"], "arguments": short}}
+
+
+def _request_unit(unit: RawUnit, position: int) -> Unit:
+    """A unit for a summary request, its counts estimated (a summarizer reads the text)."""
+    items = tuple(
+        Item(
+            message,
+            _message_chars(message)[0] // 4 + 4,
+            node.id if node is not None else None,
+            _tool_name(node),
+        )
+        for message, node in unit.entries
+    )
+    return Unit(items, unit.kind, position, node_ids=_ids(unit))
+
+
+def _tool_name(node: Node | None) -> str | None:
+    if node is None or node.kind != "tool":
+        return None
+    name: str | None = node.payload.name
+    return name
+
+
+def _recent_users(
+    users: Iterable[tuple[dict[str, Any], Node | None]], ctx: TierContext
+) -> list[dict[str, Any]]:
+    """The newest user messages of the span (``users``: its messages, newest first),
+    verbatim, within ``compact_user_tokens`` (counted exactly: only these are tokenized)."""
+    room = ctx.policy.compact_user_tokens
+    candidates, likely = [], 0
+    for message, node in users:
+        if message.get("role") != "user":
+            continue
+        if likely > 2 * room:
+            break
+        likely += _message_chars(message)[0] // 4 + 4
+        candidates.append((message, node))
+    ctx.cache.prefetch(f"{node.id}:full" for _, node in candidates if node is not None)
+    chosen: list[dict[str, Any]] = []
+    for message, node in candidates:
+        tokens = ctx.item(message, node.id if node is not None else None, "full").tokens
+        if tokens > room:
+            break
+        room -= tokens
+        chosen.append(message)
+    return list(reversed(chosen))
+
+
+def _inspectable(span: Iterable[RawUnit]) -> list[str]:
+    calls = [unit for unit in span if unit.kind == "call" and unit.entries]
+    lines = []
+    for unit in calls[-_INSPECT:]:
+        message = unit.entries[0][0]
+        name = message["tool_calls"][0]["function"]["name"]
+        lines.append(f'- function {name}: expand_function("{_ids(unit)[0]}")')
+    return lines

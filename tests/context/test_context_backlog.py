@@ -1,0 +1,249 @@
+"""The first render of a long history makes one compaction of its backlog, in a few bounded
+summary requests, and tokenizes only what it keeps; later renders and fresh engines go on
+from it as from any compaction."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _layer_helpers import Counting, clock, encode
+from hypothesis import given
+from hypothesis import strategies as st
+
+from context import (
+    ContextEngine,
+    HeuristicSummarizer,
+    Policy,
+    SummaryRequest,
+    SummaryResult,
+    TokenCounter,
+)
+from context._backlog import MAX_REQUESTS, _chunks, _sample
+from graph import ConversationGraph
+
+BUDGET = 16_000
+ROUNDS = 600
+
+
+def history(g: ConversationGraph, rounds: int = ROUNDS, first: int = 0) -> None:
+    """A coding agent's session: a user turn, a tool call, its output (~250 tokens)."""
+    if first == 0:
+        g.append({"role": "system", "content": "You are a careful coding agent."})
+        g.append({"role": "user", "content": "Make the test suite pass."})
+    for turn in range(first, first + rounds):
+        g.append({"role": "user", "content": f"step {turn}: run the tests"})
+        call = {"name": "bash", "arguments": json.dumps({"cmd": f"pytest tests/t{turn}.py"})}
+        g.append(
+            {
+                "role": "assistant",
+                "content": f"Running the tests of module {turn}.",
+                "tool_calls": [{"id": f"c{turn}", "type": "function", "function": call}],
+            }
+        )
+        output = "".join(f"{turn}:{line} src/app/module_{line % 7}.py ok\n" for line in range(30))
+        g.append({"role": "tool", "tool_call_id": f"c{turn}", "content": output})
+
+
+class Recording(HeuristicSummarizer):
+    """The heuristic summarizer, keeping every request it was asked."""
+
+    __slots__ = ("requests",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests: list[SummaryRequest] = []
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        self.requests.append(request)
+        return super().summarize(request)
+
+
+@pytest.fixture
+def graph(tmp_path: Path) -> Iterator[ConversationGraph]:
+    g = ConversationGraph.open(tmp_path / "op.db", session="s1")
+    history(g)
+    try:
+        yield g
+    finally:
+        g.close()
+
+
+def engine(g: ConversationGraph, summarizer: Any = None, **policy: Any) -> ContextEngine:
+    return ContextEngine(g, Policy(**policy), summarizer, budget=BUDGET, clock=clock)
+
+
+def backlog_layers(g: ConversationGraph) -> list[Any]:
+    return [i for i in g.layers() if i.active and i.layer.meta.get("reason") == "backlog"]
+
+
+def test_the_first_render_makes_one_compaction_in_a_few_bounded_requests(
+    graph: ConversationGraph,
+) -> None:
+    summarizer = Recording()
+    rendered = engine(graph, summarizer).render()
+    assert rendered.fits
+    [layer] = graph.layers()
+    assert layer.kind == "compact" and layer.layer.meta["reason"] == "backlog"
+    assert 1 < len(summarizer.requests) <= MAX_REQUESTS
+    bound = Policy().backlog_request_tokens
+    counter = TokenCounter()
+    for request in summarizer.requests:  # bounded by an estimate: never a huge call
+        estimated = sum(item.tokens for unit in request.units for item in unit.items)
+        assert estimated <= bound * 1.1
+        assert counter.count_messages(request.messages) <= 2 * bound
+    assert summarizer.requests[1].previous is not None  # each builds on the last
+    covered = set(layer.covers)
+    assert sum(len(r.units) for r in summarizer.requests) < len(covered) // 3  # sampled
+    last = graph.get(graph.default_head())
+    assert last.id not in covered
+    newest = f"{ROUNDS - 1}:29 src/app/module_1.py ok\n"
+    assert rendered.messages[-1]["content"].endswith(newest)  # the newest output kept whole
+    assert rendered.messages[0]["role"] == "system"
+    assert "[Context Compaction]" in json.dumps(rendered.messages)
+    [record] = [r for r in rendered.records if r.tier == "compact"]
+    assert record.details["reason"] == "backlog"
+    assert len(record.details["requests"]) == len(summarizer.requests)
+
+
+def test_only_what_the_prompt_shows_is_tokenized(graph: ConversationGraph) -> None:
+    e = engine(graph)
+    e.render()
+    [layer] = graph.layers()
+    outputs = {n for n in layer.covers if graph.get(n).kind == "tool"}
+    counted = {key.partition(":")[0] for key, _ in e.cache.items()}
+    assert len(outputs) > 300
+    assert len(outputs & counted) <= 1  # the round just before the kept ones was weighed
+
+
+def test_a_fresh_engine_and_the_next_turns_go_on_from_the_compaction(
+    graph: ConversationGraph,
+) -> None:
+    first = engine(graph)
+    rendered = first.render()
+    fresh = engine(graph)
+    assert encode(fresh.render()) == encode(rendered)
+    assert fresh._frames[None].layout.hidden is not None  # started from the checkpoint
+    assert len(graph.layers()) == 1
+    history(graph, 1, first=ROUNDS)
+    after = first.render()
+    assert after.messages[: len(rendered.messages)] == rendered.messages  # an append only
+    assert len(graph.layers()) == 1
+
+
+def test_a_preview_decides_it_and_keeps_nothing(graph: ConversationGraph) -> None:
+    e = engine(graph)
+    previewed = e.preview()
+    assert not graph.layers(active=False) and not graph.layers()
+    rendered = e.render()
+    [layer] = graph.layers()
+    made = previewed.records[0].details["layer"]
+    assert json.dumps(rendered.messages).replace(layer.id, "L") == json.dumps(
+        previewed.messages
+    ).replace(made, "L")  # the same prompt but for the new layer's id
+    assert abs(rendered.tokens - previewed.tokens) <= 4
+
+
+def test_rolling_it_back_gives_the_history_to_the_cascade(graph: ConversationGraph) -> None:
+    e = engine(graph, Counting())
+    e.render()
+    [layer] = graph.layers()
+    e.rollback(layer.id)
+    rendered = e.render()
+    assert rendered.fits
+    assert not backlog_layers(graph)  # never made again once the session has layers
+
+
+def test_a_failing_summarizer_leaves_the_history_to_the_cascade(
+    graph: ConversationGraph,
+) -> None:
+    class Down:
+        name = "down"
+
+        def summarize(self, request: SummaryRequest) -> SummaryResult:
+            raise RuntimeError("summarizer backend is down")
+
+    rendered = engine(graph, Down()).render()
+    assert rendered.fits
+    assert not backlog_layers(graph)
+    assert any(r.error and "backend is down" in r.error for r in rendered.records)
+
+
+def test_a_history_that_fits_a_few_budgets_goes_through_the_cascade(tmp_path: Path) -> None:
+    g = ConversationGraph.open(tmp_path / "short.db", session="s1")
+    history(g, 60)
+    engine(g).render()
+    assert not backlog_layers(g)
+    long = ConversationGraph.open(tmp_path / "long.db", session="s1")
+    history(long)
+    engine(long, backlog_budgets=None).render()
+    assert not backlog_layers(long)
+    g.close()
+    long.close()
+
+
+def test_a_cascade_without_compaction_never_makes_one(graph: ConversationGraph) -> None:
+    cascade = ("offload", "budget_reduction", "microcompact", "collapse", "snip", "emergency")
+    engine(graph, cascade=cascade).render()
+    assert not backlog_layers(graph)
+
+
+@given(st.lists(st.integers(1, 5_000), min_size=1, max_size=400), st.integers(100, 20_000))
+def test_chunks_cover_the_span_in_order_within_the_request_count(
+    sizes: list[int], bound: int
+) -> None:
+    parts = _chunks(sizes, bound)
+    assert 1 <= len(parts) <= MAX_REQUESTS
+    assert [i for part in parts for i in part] == list(range(len(sizes)))
+
+
+@given(st.lists(st.integers(1, 5_000), min_size=1, max_size=400), st.integers(100, 20_000))
+def test_a_sample_stays_within_its_bound_and_keeps_the_newest_that_fits(
+    sizes: list[int], bound: int
+) -> None:
+    part = range(len(sizes))
+    chosen = _sample(part, sizes, bound)
+    assert chosen == sorted(set(chosen)) and all(i in part for i in chosen)
+    assert sum(sizes[i] for i in chosen) <= max(bound, sum(sizes)) and (
+        sum(sizes) <= bound or sum(sizes[i] for i in chosen) <= bound
+    )
+    if sizes[-1] <= bound // 2:
+        assert chosen[-1] == len(sizes) - 1
+
+
+def test_a_history_with_functions_is_compacted_from_the_full_walk(tmp_path: Path) -> None:
+    """A function in the span: the chain is not a plain run of rounds, so the backlog is
+    found on the full walk instead, with the same result: one layer, the newest kept."""
+    g = ConversationGraph.open(tmp_path / "fn.db", session="s1")
+    history(g, 20)
+    with g.function("lookup", expose="io") as fn:
+        g.append({"role": "assistant", "content": "looking it up"})
+        fn.output = "found it"
+    history(g, ROUNDS, first=20)
+    e = engine(g)
+    rendered = e.render()
+    assert rendered.fits
+    [layer] = backlog_layers(g)
+    assert fn.id in layer.covers
+    assert "expand_function" in layer.layer.replacement[-1]["content"]
+    assert encode(engine(g).render()) == encode(rendered)
+    g.close()
+
+
+def test_an_emergency_cut_of_a_compaction_never_points_read_output_at_the_layer(
+    tmp_path: Path,
+) -> None:
+    """Regression: a pinned compaction text cut to fit said ``read_output("<layer id>")``,
+    which fails (a layer is not a node); its own banner says ``expand_layer``."""
+    g = ConversationGraph.open(tmp_path / "cut.db", session="s1")
+    history(g, 30)
+    layer = engine(g).compact()
+    tight = ContextEngine(g, Policy(), budget=1_200, clock=clock)
+    rendered = tight.render()
+    text = json.dumps(rendered.messages)
+    assert any(a.tier == "emergency" for a in rendered.actions)
+    assert layer.id in text and f'read_output(\\"{layer.id}\\")' not in text
+    g.close()
