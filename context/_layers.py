@@ -79,7 +79,12 @@ class LayerBook:
     ) -> LayerInfo:
         """A new layer, in memory until the engine commits the render that made it."""
         inside = set(covers)
-        built = tuple(i.id for i in self.active() if set(i.covers) <= inside)
+        built = tuple(
+            i.id
+            for i in self.active()  # the ends first: most layers are nowhere near
+            if not i.covers or (i.covers[0] in inside and i.covers[-1] in inside)
+            if inside.issuperset(i.covers)
+        )
         layer = Layer(kind, tuple(covers), replacement, built, meta)
         # as the store gives it back (keys sorted), so the prompt is what a reader will see
         stored = msgspec.json.encode(layer, order="deterministic")
