@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _fake_provider import FakeProvider
 from _layer_helpers import Counting, clock, encode
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from context import (
     ContextEngine,
     HeuristicSummarizer,
+    LiteLLMSummarizer,
     Policy,
     SummaryRequest,
     SummaryResult,
@@ -26,6 +28,20 @@ from context._backlog import MAX_REQUESTS, _chunks, _sample
 from graph import ConversationGraph
 
 BUDGET = 16_000
+REPLY = """\
+## Anchors
+### User Intent
+- Make the test suite pass
+### Execution Progress
+- ran the tests of every module; parse_header fails on empty lines
+### Key Decisions
+- fix parse_header rather than the tests
+### Tried Solutions
+- N/A
+### Next Steps
+- patch src/app/parse.py
+## Summary
+The suite was run module by module."""
 ROUNDS = 600
 
 
@@ -247,3 +263,27 @@ def test_an_emergency_cut_of_a_compaction_never_points_read_output_at_the_layer(
     assert any(a.tier == "emergency" for a in rendered.actions)
     assert layer.id in text and f'read_output(\\"{layer.id}\\")' not in text
     g.close()
+
+
+def test_an_llm_summarizer_gets_a_few_bounded_calls_on_the_wire(
+    graph: ConversationGraph, fake_provider: FakeProvider
+) -> None:
+    """The backlog of 600 rounds (~150k tokens) with a real LLM summarizer over HTTP: at
+    most ``MAX_REQUESTS`` calls, each a bounded prompt, never one huge call."""
+    for _ in range(MAX_REQUESTS):
+        fake_provider.reply(REPLY, prompt_tokens=3_000, completion_tokens=200)
+    summarizer = LiteLLMSummarizer(
+        "openai/fake-summarizer", api_base=fake_provider.base_url, api_key="x", max_retries=0
+    )
+    rendered = engine(graph, summarizer).render()
+    assert rendered.fits
+    [layer] = backlog_layers(graph)
+    calls = fake_provider.requests
+    assert 1 < len(calls) <= MAX_REQUESTS
+    counter = TokenCounter()
+    bound = Policy().backlog_request_tokens
+    for call in calls:
+        assert counter.count_messages(call.body["messages"]) <= 2 * bound + 2_000
+    assert "parse_header" in layer.layer.replacement[-1]["content"]
+    [record] = [r for r in rendered.records if r.tier == "compact"]
+    assert record.details["summarizer"]["tokens_in"] == 3_000 * len(calls)
