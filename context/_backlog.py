@@ -30,7 +30,7 @@ import msgspec
 from graph import Event, GraphState, LayerInfo, Node, Step, text_of
 
 from ._checkpoint import Checkpoint, placeholders
-from ._compact import compaction_text
+from ._compact import compaction_text, kept_by_messages
 from ._layout import Layout
 from ._reduce import middle_truncate
 from ._summarizing import new_layer_id, request_for, summarize, summary_meta
@@ -230,13 +230,8 @@ def _tail(
         likely += sizes[start]
     prefetch(raw[max(0, start - policy.compact_keep_rounds) :])
     if policy.compact_keep_messages is not None:
-        kept = messages = 0
-        for unit in reversed(raw):
-            if messages >= policy.compact_keep_messages:
-                break
-            kept += 1
-            messages += len(unit.entries)
-        return count - kept
+        sizes_newest = (len(unit.entries) for unit in reversed(raw))
+        return count - kept_by_messages(sizes_newest, policy.compact_keep_messages)
     keep = min(count, max(1, policy.compact_keep_rounds))
     used = sum(_built(layout, build, i).tokens for i in range(count - keep, count))
     for index in range(count - keep - 1, -1, -1):

@@ -14,6 +14,7 @@ pinned and never summarized.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -50,17 +51,24 @@ class CompactState(TierState):
     declined: dict[str, int] = msgspec.field(default_factory=dict)
 
 
+def kept_by_messages(sizes: Iterable[int], limit: int) -> int:
+    """How many units, newest first (``sizes``: their message counts), make up the newest
+    ``limit`` messages (the last one may go past it)."""
+    kept = messages = 0
+    for size in sizes:
+        if messages >= limit:
+            break
+        kept += 1
+        messages += size
+    return kept
+
+
 def _keep_count(units: list[Unit], ctx: TierContext, *, manual: bool = False) -> int:
     """How many of the newest units stay as they are (by hand: just the newest rounds)."""
     policy = ctx.policy
     if policy.compact_keep_messages is not None:
-        kept = messages = 0
-        for unit in reversed(units):
-            if messages >= policy.compact_keep_messages:
-                break
-            kept += 1
-            messages += len(unit.items)
-        return kept
+        newest = (len(unit.items) for unit in reversed(units))
+        return kept_by_messages(newest, policy.compact_keep_messages)
     keep = min(len(units), max(1, policy.compact_keep_rounds))
     if manual:
         return keep
