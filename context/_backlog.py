@@ -4,10 +4,12 @@ A session imported from a trace, or resumed from a database another program wrot
 its first render with no tier state. The cascade would tokenize every node, decide every
 tier over the whole history and make a collapse per segment: 3,300 summaries for 100k nodes,
 each one a summarizer call. Instead, that render keeps the newest rounds that fit the
-compaction's share of the low-water mark, counted exactly, and makes one compaction layer
-of everything between the pinned prefix and them, before any unit under it is built: those
-units stand as placeholders, as under a layout checkpoint, and the checkpoint is saved with
-the render, so a fresh engine never walks the span again. From then on the cascade works as
+compaction's share of the low-water mark and makes one compaction layer of everything
+between the pinned prefix and them, before any unit under it is built: those units stand as
+placeholders, as under a layout checkpoint, and the checkpoint is saved with the render, so
+a fresh engine never walks the span again. The span is found on the bare conversation chain
+(:mod:`context._backlog_chain`) or, when that cannot plan it, on the full walk
+(:mod:`context._backlog_walk`); this module makes the layer. From then on the cascade works as
 usual: the next auto-compaction merges the layer incrementally, and rolling it back gives
 the history back to the other tiers (the backlog is never made again for a session that
 has layers).
@@ -21,17 +23,14 @@ summarizer gets a few bounded calls, never one huge one.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 import msgspec
 
-from graph import Event, GraphState, LayerInfo, Node, Step, text_of
+from graph import LayerInfo, Node, text_of
 
-from ._checkpoint import Checkpoint, placeholders
-from ._compact import compaction_text, kept_by_messages
-from ._layout import Layout
+from ._compact import compaction_text
 from ._reduce import middle_truncate
 from ._summarizing import new_layer_id, request_for, summarize, summary_meta
 from ._summary import SummaryResult
@@ -45,10 +44,6 @@ MAX_REQUESTS = 8
 _TEXT_CHARS = 2_000
 _OUTPUT_HEAD, _OUTPUT_TAIL = 600, 200
 _ARGUMENT_CHARS = 2_000
-_INSPECT = 8
-
-Build = Callable[[RawUnit, int], Unit]
-Prefetch = Callable[[Iterable[RawUnit]], None]
 
 
 def estimate(unit: RawUnit) -> tuple[int, int]:
@@ -159,161 +154,6 @@ def backlog_layer(ctx: TierContext, span: Span, started: float) -> LayerInfo | N
     return info
 
 
-def compact_backlog(
-    layout: Layout, ctx: TierContext, build: Build, prefetch: Prefetch, state: GraphState
-) -> bool:
-    """After a full walk (a history :func:`~context._backlog_chain.chain_backlog` could not
-    plan from the chain: functions in it, say): make the backlog's layer and stand
-    placeholders in for the units it covers; False (nothing changed) when the walk is short,
-    fits, or the span cannot be hidden. ``prefetch`` reads the stored counts of the units
-    about to be built in one go."""
-    started = time.perf_counter()
-    policy = ctx.policy
-    raw = layout.raw
-    if policy.backlog_budgets is None or len(raw) < MIN_UNITS or ctx.layers is None:
-        return False
-    estimates = [estimate(unit) for unit in raw]
-    sizes = [whole for whole, _ in estimates]
-    if sum(sizes) <= policy.backlog_budgets * ctx.budget:
-        return False
-    end = _tail(layout, ctx, build, prefetch, sizes)
-    first = end
-    while first > 0 and _hideable(layout, raw[first - 1]):
-        first -= 1
-    if end - first < MIN_UNITS // 2:
-        return False
-    units = raw[first:end]
-    ids = [_ids(unit) for unit in units]
-    covers = tuple(n for unit_ids in ids for n in unit_ids)
-    if not _bounded(layout, state, first, end, covers):
-        return False
-    ctx.units = [build(raw[i], i) for i in range(first) if raw[i].pinned]  # task, system
-    span = Span(
-        sizes[first:end],
-        [short for _, short in estimates[first:end]],
-        units.__getitem__,
-        covers,
-        (
-            entry
-            for unit in reversed(units)
-            if unit.kind == "round"
-            for entry in reversed(unit.entries)
-        ),
-        _inspectable(units),
-    )
-    info = backlog_layer(ctx, span, started)
-    if info is None:
-        return False
-    saved = _checkpoint(layout, state, info.id, first, end, ids)
-    hidden = placeholders(saved, covers)
-    if hidden is None:  # pragma: no cover - the sizes are taken from the same units
-        raise AssertionError("backlog placeholders do not match the layer's nodes")
-    layout.hide(saved, hidden, state)
-    return True
-
-
-def _ids(unit: RawUnit) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(node.id for _, node in unit.entries if node is not None))
-
-
-def _tail(
-    layout: Layout, ctx: TierContext, build: Build, prefetch: Prefetch, sizes: list[int]
-) -> int:
-    """Where the kept newest units start: what auto-compact would keep, counted exactly
-    (the only units this render tokenizes besides the pinned ones)."""
-    policy, raw = ctx.policy, layout.raw
-    count = len(raw)
-    room = int(ctx.target * policy.compact_keep_share)
-    likely, start = 0, count
-    while start > 0 and likely <= 2 * room:
-        start -= 1
-        likely += sizes[start]
-    prefetch(raw[max(0, start - policy.compact_keep_rounds) :])
-    if policy.compact_keep_messages is not None:
-        sizes_newest = (len(unit.entries) for unit in reversed(raw))
-        return count - kept_by_messages(sizes_newest, policy.compact_keep_messages)
-    keep = min(count, max(1, policy.compact_keep_rounds))
-    used = sum(_built(layout, build, i).tokens for i in range(count - keep, count))
-    for index in range(count - keep - 1, -1, -1):
-        if raw[index].pinned:
-            break
-        tokens = _built(layout, build, index).tokens
-        if used + tokens > room:
-            break
-        used += tokens
-        keep += 1
-    return count - keep
-
-
-def _built(layout: Layout, build: Build, index: int) -> Unit:
-    unit = layout.built[index]
-    if unit is None:
-        unit = layout.built[index] = build(layout.raw[index], index)
-    return unit
-
-
-def _hideable(layout: Layout, unit: RawUnit) -> bool:
-    """A unit a checkpoint can stand a placeholder in for: a whole, finished round or call
-    at the top level, nothing in it still pending."""
-    if unit.kind not in ("round", "call") or unit.pinned or unit.running:
-        return False
-    steps: list[Step] = layout.steps[unit.start : unit.end]
-    if any(step.depth or step.running or step.view == "enter" for step in steps):
-        return False
-    return not layout.watch or not any(node_id in layout.watch for node_id in _ids(unit))
-
-
-def _bounded(
-    layout: Layout, state: GraphState, first: int, end: int, covers: tuple[str, ...]
-) -> bool:
-    """Whether the span's edges are where a checkpoint can cut the walk."""
-    raw, steps = layout.raw, layout.steps
-    if first < 1 or end >= len(raw):
-        return False
-    begin, stop = raw[first].start, raw[end - 1].end
-    if raw[first - 1].end != begin or raw[end].start != stop:
-        return False
-    for step in (steps[begin], steps[stop]):
-        if step.depth or step.view not in ("message", "call"):
-            return False
-    inside = set(covers)
-    tools = state.tools
-    return not any(t not in inside for n in inside for t in tools.get(n, ()))
-
-
-def _checkpoint(
-    layout: Layout,
-    state: GraphState,
-    layer: str,
-    first: int,
-    end: int,
-    ids: list[tuple[str, ...]],
-) -> Checkpoint:
-    raw, steps = layout.raw, layout.steps
-    begin, stop = raw[first].start, raw[end - 1].end
-    sizes: list[tuple[str, int, int]] = []
-    for unit, unit_ids in zip(raw[first:end], ids, strict=True):
-        size = len(unit_ids)
-        if sizes and sizes[-1][:2] == (unit.kind, size):
-            sizes[-1] = (unit.kind, size, sizes[-1][2] + 1)
-        else:
-            sizes.append((unit.kind, size, 1))
-    records = state.records
-    last = records[-1] if records else None
-    record = "" if last is None else last.node_id if isinstance(last, Event) else last[0].id
-    return Checkpoint(
-        layer=layer,
-        units=(first, end),
-        steps=(begin, stop),
-        before=state.prev[steps[begin].node.id],
-        last=state.prev[steps[stop].node.id],
-        after=steps[stop].node.id,
-        seq=state.last_seq,
-        record=record,
-        sizes=sizes,
-    )
-
-
 def _chunks(sizes: list[int], bound: int) -> list[range]:
     """At most ``MAX_REQUESTS`` adjacent parts of about equal estimated size."""
     total = sum(sizes)
@@ -421,7 +261,7 @@ def _request_unit(unit: RawUnit, position: int) -> Unit:
         )
         for message, node in unit.entries
     )
-    return Unit(items, unit.kind, position, node_ids=_ids(unit))
+    return Unit(items, unit.kind, position, node_ids=unit_ids(unit))
 
 
 def _tool_name(node: Node | None) -> str | None:
@@ -456,11 +296,6 @@ def _recent_users(
     return list(reversed(chosen))
 
 
-def _inspectable(span: Iterable[RawUnit]) -> list[str]:
-    calls = [unit for unit in span if unit.kind == "call" and unit.entries]
-    lines = []
-    for unit in calls[-_INSPECT:]:
-        message = unit.entries[0][0]
-        name = message["tool_calls"][0]["function"]["name"]
-        lines.append(f'- function {name}: expand_function("{_ids(unit)[0]}")')
-    return lines
+def unit_ids(unit: RawUnit) -> tuple[str, ...]:
+    """The node ids of a raw unit, in order, each once (what its built unit names)."""
+    return tuple(dict.fromkeys(node.id for _, node in unit.entries if node is not None))

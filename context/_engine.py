@@ -24,8 +24,8 @@ import msgspec
 
 from graph import ConversationGraph, GraphReader, Node
 
-from ._backlog import compact_backlog
 from ._backlog_chain import chain_backlog
+from ._backlog_walk import compact_backlog
 from ._commit import Decision, Redo, SessionWriter
 from ._errors import CommitConflict, PolicyError
 from ._folder import StateFolder, state_folder
