@@ -17,6 +17,7 @@ from ._codec import (
     check_depth,
     decode_any,
     encode,
+    is_plain,
     normalize_event,
     normalize_meta,
     normalize_payload,
@@ -35,7 +36,7 @@ from ._ids import is_safe_id, new_id
 from ._layers import LayerWriter
 from ._loading import paused
 from ._messages import ParsedResult, parse_message, stored_fields
-from ._nodes import Edge, Event, Finish, Fork, Layer, Node, Tool
+from ._nodes import Edge, Event, EventData, Finish, Fork, Layer, Node, Payload, Tool
 from ._redact import Redactor
 from ._sql import SQLStore
 from ._state import GraphState
@@ -235,15 +236,24 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
                 )
         if first > self._state.last_seq + 1:
             self._catch_up(before=first)
-        stored = [msgspec.structs.replace(r, seq=first + i) for i, r in enumerate(records)]
+        replace = msgspec.structs.replace
+        stored = [replace(r, seq=first + i) for i, r in enumerate(records)]
+        state = self._state
+        if len(stored) == 1:  # most appends: one record, whose edges all point at it
+            record = stored[0]
+            if isinstance(record, Event):
+                state.apply_event(record)
+            else:
+                state.add_node(record, edges)
+            return stored
         by_dst: dict[str, list[Edge]] = {}
         for edge in edges:
             by_dst.setdefault(edge.dst, []).append(edge)
         for record in stored:
             if isinstance(record, Event):
-                self._state.apply_event(record)
+                state.apply_event(record)
             else:
-                self._state.add_node(record, by_dst.get(record.id, ()))
+                state.add_node(record, by_dst.get(record.id, ()))
         return stored
 
     def append(
@@ -269,7 +279,11 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
                 return self._append_result(parsed, when, message)
             function = self._where(frame)
             self._check_open(function)
-            dialogue = normalize_payload(parsed.dialogue, "message", stored_fields(message))
+            dialogue: Payload = parsed.dialogue
+            if not is_plain(dialogue):
+                dialogue = normalize_payload(
+                    dialogue, "message", stored_fields(message), deep_ok=True
+                )
             node = Node(
                 id=new_id(), session=self.session, seq=0, at=when, payload=dialogue, meta=meta_value
             )
@@ -285,7 +299,9 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
                     session=self.session,
                     seq=0,
                     at=when,
-                    payload=normalize_payload(call, "tool_calls", message.get("tool_calls")),
+                    payload=normalize_payload(
+                        call, "tool_calls", message.get("tool_calls"), deep_ok=True
+                    ),
                 )
                 records.append(tool)
                 edges.append(Edge(node.id, tool.id, "requested"))
@@ -314,7 +330,11 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
                 f"tool_call_id {parsed.call_id!r} matches no pending tool call in session "
                 f"{self.session!r}"
             )
-        result = normalize_event(parsed.result, "message", {"content": message.get("content")})
+        result: EventData = parsed.result
+        if not is_plain(result):
+            result = normalize_event(
+                result, "message", {"content": message.get("content")}, deep_ok=True
+            )
         event = Event(session=self.session, seq=0, node_id=tool_id, at=when, data=result)
         self._commit([event], [], self.head)
         return self._state.nodes[tool_id]

@@ -208,7 +208,8 @@ class SQLStore(Store):
         if current is None and self._guards:  # the guards read in the commit's transaction
             with self.transaction():
                 return self.commit(session, records, edges, head, create=create)
-        self._guard(session, records, edges)
+        if self._guards:
+            self._guard(session, records, edges)
         if current is None:
             with self._connection() as connection:
                 first = self._reserve(connection, session, len(records), head, create)

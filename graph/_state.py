@@ -54,7 +54,9 @@ class GraphState:
     # -- applying records -------------------------------------------------------------
     def add_node(self, node: Node, edges: Iterable[Edge] = ()) -> None:
         """Index a new node and the edges that point at it (all from older nodes)."""
-        edge_list = edges if isinstance(edges, tuple) and len(edges) < 2 else _ranked(edges)
+        edge_list = tuple(edges)
+        if len(edge_list) > 1:
+            edge_list = _ranked(edge_list)
         for edge in edge_list:
             self._check_edge(edge, node.id)
         self.nodes[node.id] = node
