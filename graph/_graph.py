@@ -14,7 +14,6 @@ import msgspec
 
 from ._branches import MAIN, BranchWriter
 from ._codec import (
-    check_depth,
     decode_any,
     encode,
     is_plain,
@@ -270,8 +269,7 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
         message raises a :class:`GraphError` naming the field and stores nothing. ``frame``
         names the chain to append to (the implicit current frame when None).
         """
-        check_depth(message, "message")  # before anything walks it recursively
-        parsed = parse_message(message)
+        parsed = parse_message(message)  # walks nothing recursively (json.dumps is guarded)
         when = normalize_time(at)
         meta_value = normalize_meta(meta)
         with self._lock:
@@ -281,9 +279,7 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
             self._check_open(function)
             dialogue: Payload = parsed.dialogue
             if not is_plain(dialogue):
-                dialogue = normalize_payload(
-                    dialogue, "message", stored_fields(message), deep_ok=True
-                )
+                dialogue = normalize_payload(dialogue, "message", stored_fields(message))
             node = Node(
                 id=new_id(), session=self.session, seq=0, at=when, payload=dialogue, meta=meta_value
             )
@@ -332,9 +328,7 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
             )
         result: EventData = parsed.result
         if not is_plain(result):
-            result = normalize_event(
-                result, "message", {"content": message.get("content")}, deep_ok=True
-            )
+            result = normalize_event(result, "message", {"content": message.get("content")})
         event = Event(session=self.session, seq=0, node_id=tool_id, at=when, data=result)
         self._commit([event], [], self.head)
         return self._state.nodes[tool_id]
