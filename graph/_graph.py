@@ -241,15 +241,15 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
         if first > self._state.last_seq + 1:
             self._catch_up(before=first)
         replace = msgspec.structs.replace
-        stored = [replace(r, seq=first + i) for i, r in enumerate(records)]
         state = self._state
-        if len(stored) == 1:  # most appends: one record, whose edges all point at it
-            record = stored[0]
+        if len(records) == 1:  # most appends: one record, whose edges all point at it
+            record = replace(records[0], seq=first)
             if isinstance(record, Event):
                 state.apply_event(record)
             else:
                 state.add_node(record, edges)
-            return stored
+            return [record]
+        stored = [replace(r, seq=first + i) for i, r in enumerate(records)]
         by_dst: dict[str, list[Edge]] = {}
         for edge in edges:
             by_dst.setdefault(edge.dst, []).append(edge)

@@ -9,6 +9,7 @@ Ids end up in file names, cached placeholders and layer keys, so they use only
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import re
@@ -33,36 +34,50 @@ _stamp: tuple[int, str] = (-1, "")
 ids a millisecond; one tuple, so threads swap it whole)."""
 
 
-class _Pool(threading.local):
-    """Random bytes read from the OS a few kilobytes at a time, one pool per thread (two
-    threads never share a slice), emptied in a forked child (which must not repeat its
-    parent's ids): one system call per 400 ids instead of one per id."""
-
-    data = b""
-    at = 0
+_CHARACTERS = bytes(ord(_ALPHABET[byte & 31]) for byte in range(256))
+"""Random bytes to base32 characters: each byte's low five bits pick one, uniformly."""
+_POOL_IDS = 256
 
 
-_pool = _Pool()
-_POOL_BYTES = 4_000
-os.register_at_fork(after_in_child=_pool.__dict__.clear)
+def _fresh_pool() -> tuple[str, Iterator[int]]:
+    """Random characters for ``_POOL_IDS`` ids, and the count that hands out their places."""
+    return os.urandom(16 * _POOL_IDS).translate(_CHARACTERS).decode(), itertools.count(0, 16)
 
 
-def _random_bits() -> int:
-    """80 fresh random bits from the OS (``os.urandom``, through this thread's pool)."""
-    pool = _pool
-    at = pool.at
-    if at >= len(pool.data):
-        pool.data, at = os.urandom(_POOL_BYTES), 0
-    pool.at = at + 10
-    return int.from_bytes(pool.data[at : at + 10], "big")
+_pool = _fresh_pool()
+"""Random characters read from the OS a few kilobytes at a time (one system call per 256
+ids, not one per id). Each place in a pool is handed out once, by its ``count``, so
+threads never share one, and a forked child starts a pool of its own."""
+_refill = threading.Lock()
+
+
+def _renew_pool() -> None:
+    global _pool
+    _pool = _fresh_pool()
+
+
+os.register_at_fork(after_in_child=_renew_pool)
+
+
+def _random_part() -> str:
+    """16 random base32 characters (80 bits, from ``os.urandom``)."""
+    global _pool
+    while True:
+        text, places = _pool
+        at = next(places)
+        if at < len(text):
+            return text[at : at + 16]
+        with _refill:
+            if _pool[1] is places:  # nobody refilled it meanwhile
+                _pool = _fresh_pool()
 
 
 def new_id() -> str:
     """Return a new ULID string (26 characters, time-ordered to the millisecond).
 
-    Encoded ten bits (two characters) at a time from a table: half the steps of five
-    bits at a time (an import makes one id per node); the time's ten characters are made
-    once a millisecond.
+    An import makes one id per node, so the time's ten characters are made once a
+    millisecond (ten bits, two characters, at a time from a table) and the sixteen random
+    ones come from a pool (``_random_part``).
     """
     global _stamp
     source = _SOURCE.get()
@@ -74,18 +89,7 @@ def new_id() -> str:
     stamp = _stamp
     if stamp[0] != ms:
         stamp = _stamp = (ms, "".join([pairs[(ms >> shift) & 1023] for shift in _TIME_SHIFTS]))
-    r = _random_bits()
-    return (
-        stamp[1]
-        + pairs[r >> 70]
-        + pairs[(r >> 60) & 1023]
-        + pairs[(r >> 50) & 1023]
-        + pairs[(r >> 40) & 1023]
-        + pairs[(r >> 30) & 1023]
-        + pairs[(r >> 20) & 1023]
-        + pairs[(r >> 10) & 1023]
-        + pairs[r & 1023]
-    )
+    return stamp[1] + _random_part()
 
 
 @contextmanager

@@ -85,13 +85,15 @@ class GraphState:
         self.edges.append(edge)
         if edge.type == "next":
             self.prev[edge.dst] = edge.src
-            self.successors[edge.src] = (*self.successors.get(edge.src, ()), edge.dst)
+            found = self.successors.get(edge.src)
+            self.successors[edge.src] = (edge.dst,) if found is None else (*found, edge.dst)
         elif edge.type == "caller":
             self.caller[edge.dst] = edge.src
             self.children.setdefault(edge.src, []).append(edge.dst)
         elif edge.type == "requested":
             self.requested_by[edge.dst] = edge.src
-            self.tools[edge.src] = (*self.tools.get(edge.src, ()), edge.dst)
+            found = self.tools.get(edge.src)
+            self.tools[edge.src] = (edge.dst,) if found is None else (*found, edge.dst)
         else:
             self.spawned_by[edge.dst] = edge.src
 
