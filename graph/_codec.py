@@ -45,6 +45,10 @@ _event_decoder = msgspec.json.Decoder(EventData)
 _any_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
 
 
+encode_json = _encoder.encode
+"""``encode`` as bytes (the rows of an append call it without a wrapper)."""
+
+
 def encode(value: Any) -> str:
     """Deterministic JSON text (unknown objects become their repr)."""
     return _encoder.encode(value).decode()
@@ -97,13 +101,14 @@ def normalize_event(
 _ROLES = frozenset(("system", "user", "assistant"))
 
 
-def _is_text(value: Any) -> bool:
-    """None or a plain ``str`` that UTF-8 can hold: JSON gives it back unchanged."""
-    if value is None:
-        return True
-    if type(value) is not str:
-        return False
-    return value.isascii() or not _has_lone_surrogate(value)
+def _all_text(*values: Any) -> bool:
+    """Each value None or a plain ``str`` that UTF-8 can hold: JSON gives it back unchanged."""
+    for value in values:
+        if value is None:
+            continue
+        if type(value) is not str or not (value.isascii() or not _has_lone_surrogate(value)):
+            return False
+    return True
 
 
 def is_plain(payload: Payload | EventData) -> bool:
@@ -113,19 +118,17 @@ def is_plain(payload: Payload | EventData) -> bool:
     kind = type(payload)
     if kind is ToolResult:
         assert isinstance(payload, ToolResult)
-        return type(payload.is_error) is bool and _is_text(payload.content)
+        return type(payload.is_error) is bool and _all_text(payload.content)
     if kind is Dialogue:
         assert isinstance(payload, Dialogue)
         return (
             type(payload.role) is str
             and payload.role in _ROLES
-            and _is_text(payload.content)
-            and _is_text(payload.thinking)
-            and _is_text(payload.name)
+            and _all_text(payload.content, payload.thinking, payload.name)
         )
     if kind is Tool:
         assert isinstance(payload, Tool)
-        return _is_text(payload.name) and _is_text(payload.arguments) and _is_text(payload.call_id)
+        return _all_text(payload.name, payload.arguments, payload.call_id)
     return False
 
 

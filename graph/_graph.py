@@ -285,8 +285,9 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
             dialogue: Payload = parsed.dialogue
             if not is_plain(dialogue):
                 dialogue = normalize_payload(dialogue, "message", stored_fields(message))
+            session = self._state.session
             node = Node(
-                id=new_id(), session=self.session, seq=0, at=when, payload=dialogue, meta=meta_value
+                id=new_id(), session=session, seq=0, at=when, payload=dialogue, meta=meta_value
             )
             records: list[Node | Event] = [node]
             edges = self._chain_edges(node.id, function)
@@ -297,7 +298,7 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
                     )
                 tool = Node(
                     id=new_id(),
-                    session=self.session,
+                    session=session,
                     seq=0,
                     at=when,
                     payload=normalize_payload(

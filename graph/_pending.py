@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ._codec import EPOCH, encode
+from ._codec import EPOCH, encode_json
 from ._nodes import Dialogue, Edge, Function, Node, Tool, node_kind
 from ._store import Record
 
@@ -100,6 +100,7 @@ def add_rows(
     seqs start at ``first``, and of ``edges``."""
     seq = first
     kinds = _KINDS
+    encode = encode_json
     for record in records:
         at = record.at - EPOCH
         micros = (at.days * 86_400 + at.seconds) * 1_000_000 + at.microseconds
@@ -112,12 +113,12 @@ def add_rows(
                     seq,
                     kinds.get(type(payload)) or node_kind(payload),
                     micros,
-                    encode(payload),
-                    encode(record.meta) if record.meta else "{}",
+                    encode(payload).decode(),
+                    encode(record.meta).decode() if record.meta else "{}",
                 )
             )
         else:
-            events.append((session, seq, record.node_id, micros, encode(record.data)))
+            events.append((session, seq, record.node_id, micros, encode(record.data).decode()))
         seq += 1
     for e in edges:
         edge_rows.append((e.src, e.dst, e.type, session))
