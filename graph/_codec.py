@@ -29,7 +29,7 @@ from typing import Any
 import msgspec
 
 from ._errors import InvalidMessage
-from ._nodes import EventData, Payload
+from ._nodes import Dialogue, EventData, Payload, Tool, ToolResult
 
 MAX_DEPTH = 100
 """Deepest nesting of lists and dicts a stored value may have (OpenAI messages need 4)."""
@@ -43,6 +43,10 @@ _encoder = msgspec.json.Encoder(enc_hook=_fallback, order="deterministic")
 _payload_decoder = msgspec.json.Decoder(Payload)
 _event_decoder = msgspec.json.Decoder(EventData)
 _any_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
+
+
+encode_json = _encoder.encode
+"""``encode`` as bytes (the rows of an append call it without a wrapper)."""
 
 
 def encode(value: Any) -> str:
@@ -62,10 +66,12 @@ def decode_any(text: str) -> Any:
     return _any_decoder.decode(text)
 
 
-def encode_checked(value: Any, field: str, source: Any = None) -> str:
+def encode_checked(value: Any, field: str, source: Any = None, *, deep_ok: bool = False) -> str:
     """``encode(value)``, or an :class:`InvalidMessage` naming the first place in ``source``
-    (what the caller was given; ``value`` itself by default) that JSON cannot hold."""
-    check_depth(value if source is None else source, field)
+    (what the caller was given; ``value`` itself by default) that JSON cannot hold.
+    ``deep_ok``: the caller has run :func:`check_depth` over ``source`` already."""
+    if not deep_ok:
+        check_depth(value if source is None else source, field)
     try:
         return encode(value)
     except Exception as error:  # UnicodeEncodeError, TypeError, ValueError, a failing repr
@@ -74,13 +80,56 @@ def encode_checked(value: Any, field: str, source: Any = None) -> str:
         raise InvalidMessage(where, problem) from None
 
 
-def normalize_payload(payload: Payload, field: str = "message", source: Any = None) -> Payload:
-    """The payload as a store will give it back (``source``: see ``encode_checked``)."""
-    return decode_payload(encode_checked(payload, field, source))
+def normalize_payload(
+    payload: Payload, field: str = "message", source: Any = None, *, deep_ok: bool = False
+) -> Payload:
+    """The payload as a store will give it back (``source``, ``deep_ok``: see
+    ``encode_checked``)."""
+    if is_plain(payload):
+        return payload
+    return decode_payload(encode_checked(payload, field, source, deep_ok=deep_ok))
 
 
-def normalize_event(data: EventData, field: str = "event", source: Any = None) -> EventData:
-    return decode_event(encode_checked(data, field, source))
+def normalize_event(
+    data: EventData, field: str = "event", source: Any = None, *, deep_ok: bool = False
+) -> EventData:
+    if is_plain(data):
+        return data
+    return decode_event(encode_checked(data, field, source, deep_ok=deep_ok))
+
+
+_ROLES = frozenset(("system", "user", "assistant"))
+
+
+def _all_text(*values: Any) -> bool:
+    """Each value None or a plain ``str`` that UTF-8 can hold: JSON gives it back unchanged."""
+    for value in values:
+        if value is None:
+            continue
+        if type(value) is not str or not (value.isascii() or not _has_lone_surrogate(value)):
+            return False
+    return True
+
+
+def is_plain(payload: Payload | EventData) -> bool:
+    """Whether ``payload`` holds only text that round-trips through JSON unchanged (most
+    messages and tool results): normalizing it is then the identity, with no encode and
+    decode to pay."""
+    kind = type(payload)
+    if kind is ToolResult:
+        assert isinstance(payload, ToolResult)
+        return type(payload.is_error) is bool and _all_text(payload.content)
+    if kind is Dialogue:
+        assert isinstance(payload, Dialogue)
+        return (
+            type(payload.role) is str
+            and payload.role in _ROLES
+            and _all_text(payload.content, payload.thinking, payload.name)
+        )
+    if kind is Tool:
+        assert isinstance(payload, Tool)
+        return _all_text(payload.name, payload.arguments, payload.call_id)
+    return False
 
 
 def normalize_meta(meta: Any, field: str = "meta") -> dict[str, Any]:
@@ -93,7 +142,7 @@ def normalize_meta(meta: Any, field: str = "meta") -> dict[str, Any]:
     return value
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _items(value: Any) -> list[tuple[Any, Any]]:
@@ -199,14 +248,14 @@ def _has_lone_surrogate(text: str) -> bool:
 
 
 def to_micros(at: datetime) -> int:
-    delta = at - _EPOCH
+    delta = at - EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def from_micros(value: int) -> datetime:
     """The UTC time ``value`` microseconds after the epoch (exact integer arithmetic, and
     a third of ``fromtimestamp``'s cost: a reopen makes one per node)."""
-    return _EPOCH + timedelta(microseconds=value)
+    return EPOCH + timedelta(microseconds=value)
 
 
 def normalize_time(at: Any, field: str = "at") -> datetime:
@@ -214,6 +263,8 @@ def normalize_time(at: Any, field: str = "at") -> datetime:
 
     A time outside what a UTC datetime holds (years 1 to 9999) is an ``InvalidMessage``.
     """
+    if at is None:
+        return datetime.now(UTC)  # already what a store gives back: UTC, to the microsecond
     try:
         return from_micros(to_micros(_as_datetime(at, field)))
     except (OverflowError, OSError, ValueError) as error:

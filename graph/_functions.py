@@ -104,7 +104,8 @@ class FunctionWriter(GraphReader):
 
     def _chain_edges(self, node_id: str, function: str | None) -> list[Edge]:
         edges: list[Edge] = []
-        head = self.head_of(Frame(function))
+        heads = self._heads
+        head = heads[function] if function in heads else self.head_of(Frame(function))
         if head is not None:
             edges.append(Edge(head, node_id, "next"))
         if function is not None:

@@ -9,9 +9,11 @@ Ids end up in file names, cached placeholders and layer keys, so they use only
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,22 +25,71 @@ _SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 _PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]
 _SHIFTS = range(120, -1, -10)
+_TIME_SHIFTS = range(40, -1, -10)
 _SOURCE: ContextVar[Callable[[], int] | None] = ContextVar("openprogram_ids", default=None)
+
+
+_stamp: tuple[int, str] = (-1, "")
+"""The last millisecond an id was made in and its ten characters (an import makes many
+ids a millisecond; one tuple, so threads swap it whole)."""
+
+
+_CHARACTERS = bytes(ord(_ALPHABET[byte & 31]) for byte in range(256))
+"""Random bytes to base32 characters: each byte's low five bits pick one, uniformly."""
+_POOL_IDS = 256
+
+
+def _fresh_pool() -> tuple[str, Iterator[int]]:
+    """Random characters for ``_POOL_IDS`` ids, and the count that hands out their places."""
+    return os.urandom(16 * _POOL_IDS).translate(_CHARACTERS).decode(), itertools.count(0, 16)
+
+
+_pool = _fresh_pool()
+"""Random characters read from the OS a few kilobytes at a time (one system call per 256
+ids, not one per id). Each place in a pool is handed out once, by its ``count``, so
+threads never share one, and a forked child starts a pool of its own."""
+_refill = threading.Lock()
+
+
+def _renew_pool() -> None:
+    global _pool
+    _pool = _fresh_pool()
+
+
+os.register_at_fork(after_in_child=_renew_pool)
+
+
+def _random_part() -> str:
+    """16 random base32 characters (80 bits, from ``os.urandom``)."""
+    global _pool
+    while True:
+        text, places = _pool
+        at = next(places)
+        if at < len(text):
+            return text[at : at + 16]
+        with _refill:
+            if _pool[1] is places:  # nobody refilled it meanwhile
+                _pool = _fresh_pool()
 
 
 def new_id() -> str:
     """Return a new ULID string (26 characters, time-ordered to the millisecond).
 
-    Encoded ten bits (two characters) at a time from a table: half the steps of five
-    bits at a time (an import makes one id per node).
+    An import makes one id per node, so the time's ten characters are made once a
+    millisecond (ten bits, two characters, at a time from a table) and the sixteen random
+    ones come from a pool (``_random_part``).
     """
+    global _stamp
     source = _SOURCE.get()
+    pairs = _PAIRS
     if source is not None:
         value = source()
-    else:
-        value = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
-    pairs = _PAIRS
-    return "".join([pairs[(value >> shift) & 1023] for shift in _SHIFTS])
+        return "".join([pairs[(value >> shift) & 1023] for shift in _SHIFTS])
+    ms = time.time_ns() // 1_000_000
+    stamp = _stamp
+    if stamp[0] != ms:
+        stamp = _stamp = (ms, "".join([pairs[(ms >> shift) & 1023] for shift in _TIME_SHIFTS]))
+    return stamp[1] + _random_part()
 
 
 @contextmanager

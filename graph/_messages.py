@@ -14,6 +14,9 @@ import msgspec
 from ._errors import InvalidMessage
 from ._nodes import Content, Dialogue, Tool, ToolResult
 
+# ``type(x) is dict`` before ``isinstance(x, Mapping)``: an ABC check costs a Python call,
+# and nearly every message and tool call is a plain dict.
+
 ROLES = ("system", "user", "assistant", "tool")
 STORED = ("content", "thinking", "reasoning_content", "name")
 """The fields of a system/user/assistant message that end up in its dialogue payload."""
@@ -50,7 +53,7 @@ def parse_content(value: Any, field: str = "content") -> Content:
     parts: list[dict[str, Any]] = []
     for index, part in enumerate(value):
         where = f"{field}[{index}]"
-        if not isinstance(part, Mapping):
+        if type(part) is not dict and not isinstance(part, Mapping):
             raise InvalidMessage(
                 where, f"a content part must be an object, not {type(part).__name__}"
             )
@@ -90,7 +93,7 @@ def _parse_calls(value: Any) -> tuple[Tool, ...]:
     seen: set[str] = set()
     for index, call in enumerate(value):
         where = f"tool_calls[{index}]"
-        if not isinstance(call, Mapping):
+        if type(call) is not dict and not isinstance(call, Mapping):
             raise InvalidMessage(where, "a tool call must be an object")
         call_id = call.get("id")
         if not isinstance(call_id, str) or not call_id:
@@ -99,7 +102,7 @@ def _parse_calls(value: Any) -> tuple[Tool, ...]:
             raise InvalidMessage(f"{where}.id", f"duplicate tool call id {call_id!r}")
         seen.add(call_id)
         function = call.get("function")
-        if not isinstance(function, Mapping):
+        if type(function) is not dict and not isinstance(function, Mapping):
             raise InvalidMessage(f"{where}.function", "needs an object with name and arguments")
         name = function.get("name")
         if not isinstance(name, str) or not name:
@@ -118,7 +121,7 @@ def parse_message(message: Any) -> ParsedDialogue | ParsedResult:
     Traceback (most recent call last):
     graph._errors.InvalidMessage: invalid message: role: unknown role 'robot' (expected ...)
     """
-    if not isinstance(message, Mapping):
+    if type(message) is not dict and not isinstance(message, Mapping):
         raise InvalidMessage("message", f"must be a dict, not {type(message).__name__}")
     role = message.get("role")
     if role not in ROLES:

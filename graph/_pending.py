@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ._codec import encode, to_micros
-from ._nodes import Edge, Node, node_kind
+from ._codec import EPOCH, encode_json
+from ._nodes import Dialogue, Edge, Function, Node, Tool, node_kind
 from ._store import Record
 
 FLUSH_ROWS = 20_000
@@ -40,13 +40,15 @@ class Held:
 class Pending:
     """The buffered rows of one transaction, and the sessions whose seqs it holds."""
 
-    __slots__ = ("edges", "events", "held", "nodes")
+    __slots__ = ("edges", "events", "held", "nodes", "size")
 
     def __init__(self) -> None:
         self.held: dict[str, Held] = {}
         self.nodes: list[Row] = []
         self.edges: list[Row] = []
         self.events: list[Row] = []
+        self.size = 0
+        """Buffered rows."""
 
     def take(self, session: str, count: int, head: str | None) -> int | None:
         """The first of ``count`` new seqs, when the session's seqs are held (else None)."""
@@ -64,10 +66,6 @@ class Pending:
         self.held[session] = Held(last, head)
 
     @property
-    def size(self) -> int:
-        return len(self.nodes) + len(self.edges) + len(self.events)
-
-    @property
     def dirty(self) -> bool:
         return bool(self.size) or any(h.dirty for h in self.held.values())
 
@@ -75,10 +73,12 @@ class Pending:
         self, session: str, first: int, records: Sequence[Record], edges: Sequence[Edge]
     ) -> None:
         add_rows(self.nodes, self.edges, self.events, session, first, records, edges)
+        self.size += len(records) + len(edges)
 
     def clear(self) -> None:
         """Forget buffered rows (sent, or undone with their savepoint)."""
         self.nodes, self.edges, self.events = [], [], []
+        self.size = 0
 
     def forget(self) -> None:
         """Forget rows and held seqs (a savepoint rolled back: the seqs are the database's
@@ -99,20 +99,29 @@ def add_rows(
     """The insert rows (tuples in the statements' column order) of ``records``, whose
     seqs start at ``first``, and of ``edges``."""
     seq = first
+    kinds = _KINDS
+    encode = encode_json
     for record in records:
+        at = record.at - EPOCH
+        micros = (at.days * 86_400 + at.seconds) * 1_000_000 + at.microseconds
         if isinstance(record, Node):
+            payload = record.payload
             nodes.append(
                 (
                     record.id,
                     session,
                     seq,
-                    node_kind(record.payload),
-                    to_micros(record.at),
-                    encode(record.payload),
-                    encode(record.meta) if record.meta else "{}",
+                    kinds.get(type(payload)) or node_kind(payload),
+                    micros,
+                    encode(payload).decode(),
+                    encode(record.meta).decode() if record.meta else "{}",
                 )
             )
         else:
-            events.append((session, seq, record.node_id, to_micros(record.at), encode(record.data)))
+            events.append((session, seq, record.node_id, micros, encode(record.data).decode()))
         seq += 1
-    edge_rows.extend((e.src, e.dst, e.type, session) for e in edges)
+    for e in edges:
+        edge_rows.append((e.src, e.dst, e.type, session))
+
+
+_KINDS: dict[type, str] = {Dialogue: "dialogue", Function: "function", Tool: "tool"}

@@ -2,7 +2,9 @@
 
 ``commit`` assigns consecutive ``seq`` numbers to new nodes and events inside one
 transaction (the session row's counter is the lock), so several writers on one session never
-collide and a failed commit leaves nothing behind.
+collide and a failed commit leaves nothing behind. Appends inside a transaction are
+buffered and sent in batches (``_pending``); the side tables (values, logs, leases, session
+meta) are ``_sql_side``; database errors become one-line ``StoreError``s in ``_sql_errors``.
 """
 
 from __future__ import annotations
@@ -11,16 +13,14 @@ import os
 import re
 import threading
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-import msgspec
-from sqlalchemy import Connection, delete, func, select, update
+from sqlalchemy import Connection, delete, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from ._codec import decode_any, encode, normalize_meta
 from ._engines import engine_for, normalize_url
 from ._errors import StoreError
 from ._loading import records_of
@@ -29,10 +29,9 @@ from ._nodes import Edge
 from ._pending import FLUSH_ROWS, Pending, Row, add_rows
 from ._pg import insert_rows, is_psycopg, streamed
 from ._schema import DATABASE, EDGES, EVENTS, LEASES, LOGS, NODES, SESSIONS, VALUES
-from ._store import Loaded, LogEntry, Record, SessionInfo, Store
-
-KEYS_PER_QUERY = 500
-"""Keys per ``IN`` list when side values are read by key (below SQLite's variable limit)."""
+from ._sql_errors import TABLES, Unreadable, store_error
+from ._sql_side import SideTables, upsert_for
+from ._store import Loaded, Record, SessionInfo, Store
 
 _HOT_SQL = {
     "bump": "UPDATE graph_sessions SET next_seq = next_seq + :count, head = COALESCE(:head, head) "
@@ -58,7 +57,7 @@ _CHUNK = 4096
 _DRIVER_SQL: dict[tuple[str, str], str] = {}
 
 
-class SQLStore(Store):
+class SQLStore(SideTables, Store):
     """A store over SQLAlchemy: SQLite (WAL) or PostgreSQL, with the same code."""
 
     def __init__(
@@ -86,13 +85,13 @@ class SQLStore(Store):
                 self._flush(current)  # whatever runs next sees every buffered append
                 yield current
             except SQLAlchemyError as error:  # inside a transaction too: a StoreError
-                raise _store_error(self.url, error) from error
+                raise store_error(self.url, error) from error
             return
         try:
             with self.engine.begin() as connection:
                 yield connection
         except SQLAlchemyError as error:
-            raise _store_error(self.url, error) from error
+            raise store_error(self.url, error) from error
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -108,7 +107,7 @@ class SQLStore(Store):
                 self._flush(current)
                 savepoint = current.begin_nested()
             except SQLAlchemyError as error:
-                raise _store_error(self.url, error) from error
+                raise store_error(self.url, error) from error
             try:
                 yield
                 self._flush(current)
@@ -117,7 +116,7 @@ class SQLStore(Store):
                 if savepoint.is_active:
                     savepoint.rollback()
                 if isinstance(error, SQLAlchemyError):
-                    raise _store_error(self.url, error) from error
+                    raise store_error(self.url, error) from error
                 raise
             else:
                 savepoint.commit()
@@ -170,7 +169,7 @@ class SQLStore(Store):
         if connection.execute(query).first():
             return True
         row = {"id": session, "created_us": time.time_ns() // 1000, "next_seq": 0, "meta": "{}"}
-        insert = _upsert_for(self)(SESSIONS).values(row).on_conflict_do_nothing()
+        insert = upsert_for(self.engine)(SESSIONS).values(row).on_conflict_do_nothing()
         return not connection.execute(insert).rowcount
 
     def database_id(self) -> str | None:
@@ -208,7 +207,8 @@ class SQLStore(Store):
         if current is None and self._guards:  # the guards read in the commit's transaction
             with self.transaction():
                 return self.commit(session, records, edges, head, create=create)
-        self._guard(session, records, edges)
+        if self._guards:
+            self._guard(session, records, edges)
         if current is None:
             with self._connection() as connection:
                 first = self._reserve(connection, session, len(records), head, create)
@@ -293,7 +293,7 @@ class SQLStore(Store):
                     self._rows(connection, "events", key),
                     skipped,
                 )
-        except _Unreadable:
+        except Unreadable:
             if skipped is None or getattr(self._local, "connection", None) is not None:
                 raise
             records = self._load_row_by_row(session, after, last, skipped)
@@ -313,7 +313,7 @@ class SQLStore(Store):
                     events = list(self._rows(connection, "events", key))
                     edges = list(self._rows(connection, "edges_after", key)) if nodes else []
             except StoreError as error:
-                problem = error.problem if isinstance(error, _Unreadable) else str(error)
+                problem = error.problem if isinstance(error, Unreadable) else str(error)
                 note = f"skipped session {session!r}, seq {seq}: {problem}"
                 if note not in skipped:  # a refresh reads an unreadable tail again
                     skipped.append(note)
@@ -329,7 +329,7 @@ class SQLStore(Store):
         (tool outputs, layers: most of a session's text, 40 MB of peak at 100k nodes) come
         through a server-side cursor; the nodes' many small rows do not need one.
 
-        The database failing to read (a damaged file) is an ``_Unreadable`` StoreError that
+        The database failing to read (a damaged file) is an ``Unreadable`` StoreError that
         names the table and session, not the driver's own error."""
         sql = self._statement(connection, name)
         dbapi: Any = connection.dialect.loaded_dbapi
@@ -344,9 +344,9 @@ class SQLStore(Store):
                     break
                 yield from found
         except (dbapi.Error, SQLAlchemyError) as error:
-            table = _TABLES[name]
+            table = TABLES[name]
             where = f"seqs {key['after'] + 1} to {key['last']}"
-            raise _Unreadable(
+            raise Unreadable(
                 f"table {table} of session {key['session']!r} ({where})",
                 f"{' '.join(str(error).split())}",
                 self.url,
@@ -388,7 +388,7 @@ class SQLStore(Store):
             sessions = SESSIONS
             connection.execute(delete(sessions).where(sessions.c.id == session))
 
-    # -- side data ------------------------------------------------------------------------
+    # -- migrations ----------------------------------------------------------------------
     def migrate(self, migrations: Sequence[Migration]) -> None:
         """Apply missing migrations; a read-only store applies none (what it reads of a
         table an older database lacks is a ``StoreError`` naming that table)."""
@@ -398,222 +398,3 @@ class SQLStore(Store):
             migrate(self.engine, migrations)
         except SQLAlchemyError as error:
             raise StoreError(f"cannot migrate {self.url}: {error}") from error
-
-    def get_values(
-        self, session: str, namespace: str, keys: Collection[str] | None = None
-    ) -> dict[str, str]:
-        query = select(VALUES.c.key, VALUES.c.value).where(
-            VALUES.c.session == session, VALUES.c.namespace == namespace
-        )
-        with self._connection() as connection:
-            if keys is None:
-                return {str(row[0]): str(row[1]) for row in connection.execute(query)}
-            wanted = list(dict.fromkeys(keys))
-            found: dict[str, str] = {}
-            for start in range(0, len(wanted), KEYS_PER_QUERY):
-                chunk = wanted[start : start + KEYS_PER_QUERY]
-                rows = connection.execute(query.where(VALUES.c.key.in_(chunk)))
-                found.update((str(row[0]), str(row[1])) for row in rows)
-            return found
-
-    def put_values(self, session: str, namespace: str, values: Mapping[str, str]) -> None:
-        if not values:
-            return
-        rows = [
-            {"session": session, "namespace": namespace, "key": key, "value": value}
-            for key, value in values.items()
-        ]
-        statement = self._upsert("values")
-        with self._connection() as connection:
-            # executemany: one compiled statement whatever the count (a multi-row VALUES
-            # of 30k token counts took seconds to compile)
-            connection.execute(statement, rows)
-
-    def append_log(
-        self, session: str, namespace: str, entries: Sequence[tuple[str, str]], seq: int
-    ) -> None:
-        if not entries:
-            return
-        rows = [
-            {"session": session, "namespace": namespace, "key": key, "seq": seq, "body": body}
-            for key, body in entries
-        ]
-        statement = self._upsert("logs")
-        with self._connection() as connection:
-            connection.execute(statement, rows)
-
-    def _upsert(self, table: str) -> Any:
-        """The side tables' INSERT … ON CONFLICT statements, built once per store (building
-        one costs more than running it on SQLite, and a render saves state every turn)."""
-        found = self._upserts.get(table)
-        if found is None:
-            if table == "values":
-                insert = _upsert_for(self)(VALUES)
-                found = insert.on_conflict_do_update(
-                    index_elements=["session", "namespace", "key"],
-                    set_={"value": insert.excluded.value},
-                )
-            else:
-                found = _upsert_for(self)(LOGS).on_conflict_do_nothing(
-                    index_elements=["session", "namespace", "key"]
-                )
-            self._upserts[table] = found
-        return found
-
-    def put_lease(self, session: str, function_id: str, owner: str, expires_us: int) -> None:
-        row = {"session": session, "function_id": function_id, "owner": owner}
-        with self._connection() as connection:
-            insert = _upsert_for(self)(LEASES).values({**row, "expires_us": expires_us})
-            connection.execute(
-                insert.on_conflict_do_update(
-                    index_elements=["session", "function_id"],
-                    set_={"owner": insert.excluded.owner, "expires_us": insert.excluded.expires_us},
-                )
-            )
-
-    def renew_lease(
-        self,
-        session: str,
-        function_id: str,
-        owner: str,
-        expires_us: int,
-        *,
-        previous: str | None = None,
-    ) -> bool:
-        statement = (
-            update(LEASES)
-            .where(
-                LEASES.c.session == session,
-                LEASES.c.function_id == function_id,
-                LEASES.c.owner == (owner if previous is None else previous),
-            )
-            .values(owner=owner, expires_us=expires_us)
-        )
-        with self._connection() as connection:
-            return bool(connection.execute(statement).rowcount)
-
-    def drop_lease(self, session: str, function_id: str) -> None:
-        with self._connection() as connection:
-            connection.execute(
-                delete(LEASES).where(
-                    LEASES.c.session == session, LEASES.c.function_id == function_id
-                )
-            )
-
-    def leases(self, session: str) -> dict[str, tuple[str, int]]:
-        query = select(LEASES.c.function_id, LEASES.c.owner, LEASES.c.expires_us).where(
-            LEASES.c.session == session
-        )
-        with self._connection() as connection:
-            return _lease_rows(connection.execute(query))
-
-    def read_log(self, session: str, namespace: str) -> list[LogEntry]:
-        query = (
-            select(LOGS.c.key, LOGS.c.seq, LOGS.c.body)
-            .where(LOGS.c.session == session, LOGS.c.namespace == namespace)
-            .order_by(LOGS.c.position)
-        )
-        with self._connection() as connection:
-            return [LogEntry(str(r[0]), int(r[1]), str(r[2])) for r in connection.execute(query)]
-
-    def session_meta(self, session: str) -> dict[str, Any]:
-        with self._connection() as connection:
-            try:
-                return self._meta(connection, session, lock=False)
-            except _NoSession:
-                return {}
-
-    def update_session_meta(self, session: str, values: Mapping[str, Any]) -> dict[str, Any]:
-        changes = normalize_meta(dict(values) if isinstance(values, Mapping) else values, "values")
-        with self._connection() as connection:
-            self._create(connection, session)
-            meta = {**self._meta(connection, session, lock=True), **changes}
-            connection.execute(
-                update(SESSIONS).where(SESSIONS.c.id == session).values(meta=encode(meta))
-            )
-        return meta
-
-    def _meta(self, connection: Connection, session: str, *, lock: bool) -> dict[str, Any]:
-        """The stored meta; ``lock`` holds the row (PostgreSQL) so concurrent updates queue
-        instead of overwriting each other (SQLite's write transactions are exclusive anyway)."""
-        query = select(SESSIONS.c.meta).where(SESSIONS.c.id == session)
-        text = connection.execute(query.with_for_update() if lock else query).scalar()
-        if text is None:
-            raise _NoSession(f"no session {session!r} in {self.url}")
-        try:
-            value = decode_any(text)
-        except msgspec.DecodeError as error:
-            raise StoreError(
-                f"damaged row: session {session!r}, table graph_sessions: its meta does not "
-                f"decode ({error})"
-            ) from None
-        return value if isinstance(value, dict) else {}
-
-
-_PREDATES = {
-    "graph_sessions": "graph_0001_initial",
-    "graph_nodes": "graph_0001_initial",
-    "graph_edges": "graph_0001_initial",
-    "graph_events": "graph_0001_initial",
-    "graph_values": "graph_0002_side_tables",
-    "graph_logs": "graph_0002_side_tables",
-    "graph_leases": "graph_0003_leases",
-}
-_MISSING_TABLE = re.compile(r'no such table: (\w+)|relation "(\w+)" does not exist')
-_READ_ONLY = re.compile(r"readonly database|read-only transaction", re.IGNORECASE)
-
-
-def _store_error(url: str, error: SQLAlchemyError) -> StoreError:
-    """One line that says what is wrong: a table the database predates, a write to a
-    database opened read-only, or the driver's words."""
-    text = " ".join(str(getattr(error, "orig", None) or error).split())
-    missing = _MISSING_TABLE.search(text)
-    if missing:
-        table = missing.group(1) or missing.group(2)
-        migration = _PREDATES.get(table)
-        since = f" (made by migration {migration})" if migration else ""
-        return StoreError(
-            f"this database ({url}) predates the {table} table{since}; "
-            "open it once for writing to migrate it"
-        )
-    if _READ_ONLY.search(text):
-        return StoreError(f"{url} is open read-only; this command would write to it ({text})")
-    return StoreError(f"database error on {url}: {text}")
-
-
-class _NoSession(StoreError):
-    pass
-
-
-class _Unreadable(StoreError):
-    """The database failed to read rows (a damaged file or page)."""
-
-    def __init__(self, where: str, problem: str, url: str) -> None:
-        self.problem = f"{where}: the database cannot read it ({problem})"
-        super().__init__(
-            f"damaged database {url}: {self.problem}; ConversationGraph.open(..., repair=True) "
-            "or `openprogram check` loads the rest"
-        )
-
-
-_TABLES = {
-    "nodes": "graph_nodes",
-    "events": "graph_events",
-    "edges": "graph_edges",
-    "edges_after": "graph_edges",
-}
-
-
-def _lease_rows(rows: Any) -> dict[str, tuple[str, int]]:
-    return {str(r[0]): (str(r[1]), int(r[2])) for r in rows}
-
-
-def _upsert_for(store: SQLStore) -> Any:
-    """The dialect's INSERT with ON CONFLICT (SQLite and PostgreSQL both have one)."""
-    if store.engine.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-        return pg_insert
-    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-    return sqlite_insert

@@ -36,11 +36,14 @@ class GraphState:
         self.order: list[str] = []
         self.prev: dict[str, str] = {}
         self.caller: dict[str, str] = {}
-        self.tools: dict[str, list[str]] = {}
+        self.tools: dict[str, tuple[str, ...]] = {}
         self.requested_by: dict[str, str] = {}
         self.spawned_by: dict[str, str] = {}
         self.children: dict[str, list[str]] = {}
-        self.successors: dict[str, list[str]] = {}
+        self.successors: dict[str, tuple[str, ...]] = {}
+        """Tuples, not lists: a node has few tools and chain successors (forks), and a
+        tuple of ids is one object the cyclic collector stops tracking, where a list per
+        node is rescanned by every full collection for the life of the process."""
         self.pending: dict[str, str] = {}
         self.layers: dict[str, LayerInfo] = {}
         """Layers by id, in creation order (rolled back ones included)."""
@@ -54,7 +57,9 @@ class GraphState:
     # -- applying records -------------------------------------------------------------
     def add_node(self, node: Node, edges: Iterable[Edge] = ()) -> None:
         """Index a new node and the edges that point at it (all from older nodes)."""
-        edge_list = edges if isinstance(edges, tuple) and len(edges) < 2 else _ranked(edges)
+        edge_list = tuple(edges)
+        if len(edge_list) > 1:
+            edge_list = _ranked(edge_list)
         for edge in edge_list:
             self._check_edge(edge, node.id)
         self.nodes[node.id] = node
@@ -80,13 +85,15 @@ class GraphState:
         self.edges.append(edge)
         if edge.type == "next":
             self.prev[edge.dst] = edge.src
-            self.successors.setdefault(edge.src, []).append(edge.dst)
+            found = self.successors.get(edge.src)
+            self.successors[edge.src] = (edge.dst,) if found is None else (*found, edge.dst)
         elif edge.type == "caller":
             self.caller[edge.dst] = edge.src
             self.children.setdefault(edge.src, []).append(edge.dst)
         elif edge.type == "requested":
             self.requested_by[edge.dst] = edge.src
-            self.tools.setdefault(edge.src, []).append(edge.dst)
+            found = self.tools.get(edge.src)
+            self.tools[edge.src] = (edge.dst,) if found is None else (*found, edge.dst)
         else:
             self.spawned_by[edge.dst] = edge.src
 
@@ -169,13 +176,13 @@ class GraphState:
             assert popped is edge
             if edge.type == "next":
                 del self.prev[edge.dst]
-                _pop_last(self.successors, edge.src)
+                _drop_last(self.successors, edge.src)
             elif edge.type == "caller":
                 del self.caller[edge.dst]
                 _pop_last(self.children, edge.src)
             elif edge.type == "requested":
                 del self.requested_by[edge.dst]
-                _pop_last(self.tools, edge.src)
+                _drop_last(self.tools, edge.src)
             else:
                 del self.spawned_by[edge.dst]
         if isinstance(node.payload, Tool) and self.pending.get(node.payload.call_id) == node.id:
@@ -269,6 +276,14 @@ def _pop_last(index: dict[str, list[str]], key: str) -> None:
     items = index[key]
     items.pop()
     if not items:
+        del index[key]
+
+
+def _drop_last(index: dict[str, tuple[str, ...]], key: str) -> None:
+    items = index[key][:-1]
+    if items:
+        index[key] = items
+    else:
         del index[key]
 
 

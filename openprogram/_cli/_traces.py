@@ -28,6 +28,8 @@ from openprogram._cli._common import (
     print_json,
     warnings_shown,
 )
+from openprogram._cli._scale import add_options as add_scale_options
+from openprogram._cli._scale import bench_scale
 from openprogram._errors import OpenProgramError
 from openprogram._tables import Grid
 
@@ -172,7 +174,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.scale:
-        return _bench_scale(args)
+        return bench_scale(args)
     if args.losses:
         return _bench_losses(args)
     from openprogram.bench import (
@@ -330,32 +332,6 @@ def _behaviour_table(rows: list[Any], model: str) -> Grid:
     return table
 
 
-def _bench_scale(args: argparse.Namespace) -> int:
-    from openprogram.bench._scale import extras, goals, measure, to_json
-
-    if args.nodes < 10:
-        raise UsageError("--nodes must be at least 10")
-    url = getattr(args, "db", None)
-    status = Console(stderr=True)
-    with status.status("scale bench") as shown:
-        figures = measure(url, args.nodes, lambda what: shown.update(f"scale bench: {what}"))
-    if args.json:
-        print_json(to_json(figures))
-        return 0
-    table = Grid(f"scale: {args.nodes:,} nodes on {figures['db']}")
-    table.column("step", key=True)
-    table.column("measured", "number")
-    table.column("goal")
-    table.column("met", "id")
-    for row in goals(figures):
-        value = f"{row.value:,.0f}" if row.unit == "layers" else f"{row.value:,.2f}"
-        table.row(row.step, f"{value} {row.unit}", row.goal, "yes" if row.met else "NO")
-    console.print(table)
-    for name, value in extras(figures):
-        console.print(f"{name}: {value}")
-    return 0
-
-
 def _settings(pairs: Sequence[str] | None) -> dict[str, object]:
     """``--set field=value`` pairs as policy overrides (values parsed as JSON when they can)."""
     values: dict[str, object] = {}
@@ -447,13 +423,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     bench.add_argument("--encoding", default="cl100k_base", type=encoding)
     bench.add_argument("--json", action="store_true")
-    bench.add_argument(
-        "--scale",
-        action="store_true",
-        help="measure append, reopen, refresh and render on a large session (--db: where; "
-        "default a temporary SQLite file)",
-    )
-    bench.add_argument("--nodes", type=int, default=100_000, help="session size for --scale")
+    add_scale_options(bench)
     bench.add_argument(
         "--losses",
         metavar="PEER",

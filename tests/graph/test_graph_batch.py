@@ -3,6 +3,7 @@ they were, on every store, so the session stays loadable (reliability defect 1).
 
 from __future__ import annotations
 
+import gc
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -268,3 +269,20 @@ def test_a_session_damaged_by_an_older_version_still_opens(tmp_path: Path) -> No
     assert [m["content"] for m in reopened.to_openai()] == ["after"]
     assert len(reopened) == 2
     assert reopened.repairs == [f"node {after.id}: dropped a next edge from missing node PHANTOM"]
+
+
+def test_a_batch_pauses_the_cyclic_collector_and_restores_it() -> None:
+    """A long batch would trigger a full collection every few thousand appends, each one
+    rescanning the whole index: the collector waits until the batch ends, however it ends."""
+    if not gc.isenabled():
+        pytest.skip("the collector is off already")
+    g = ConversationGraph.memory()
+    with g.batch():
+        assert not gc.isenabled()
+        with g.batch():
+            g.append({"role": "user", "content": "hi"})
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(UnknownToolCall), g.batch():
+        g.append({"role": "tool", "tool_call_id": "nope", "content": "x"})
+    assert gc.isenabled() and len(g) == 1

@@ -35,7 +35,7 @@ def test_fork_then_append_starts_a_branch() -> None:
 
     a2 = g.append({"role": "assistant", "content": "second answer"})
     assert g.predecessor(a2.id) == u1
-    assert g.state.successors[u1.id] == [a1.id, a2.id]
+    assert g.state.successors[u1.id] == (a1.id, a2.id)
     nexts = [e.dst for e in g.state.edges if e.type == "next" and e.src == u1.id]
     assert nexts == [a1.id, a2.id]
     assert g.branches() == [u2.id, a2.id]

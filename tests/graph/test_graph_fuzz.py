@@ -317,3 +317,26 @@ def test_nesting_up_to_the_limit_is_stored() -> None:
     # NaN has no JSON form: it is stored as null, and append returns what was stored
     nan = g.append({"role": "user", "content": "y"}, meta={"n": math.nan})
     assert nan.meta == {"n": None}
+
+
+def test_nesting_is_checked_in_what_is_stored() -> None:
+    """The depth limit guards what is stored and walked later: deep content parts and tool
+    results are refused naming the place; a key the graph does not keep is not walked, and
+    tool-call arguments are stored as their JSON text, whatever their depth."""
+    g = ConversationGraph.memory()
+    deep = _nested(MAX_DEPTH + 20)
+    for message, field in [
+        ({"role": "user", "content": [{"type": "t", "x": deep}]}, "content[0].x"),
+        ({"role": "assistant", "content": [{"type": "text", "text": "t", "x": deep}]}, "content"),
+    ]:
+        with pytest.raises(InvalidMessage, match="nested deeper") as caught:
+            g.append(message)
+        assert caught.value.field.startswith(field)
+    assert len(g) == 0
+    kept = g.append({"role": "user", "content": "ok", "extra": deep})
+    assert kept.payload == g.get(kept.id).payload and g.to_openai()[-1]["content"] == "ok"
+    g.append({"role": "assistant", "tool_calls": [call("c1", "f", {"a": _nested(MAX_DEPTH + 20)})]})
+    with pytest.raises(InvalidMessage, match="nested deeper") as caught:
+        g.append({"role": "tool", "tool_call_id": "c1", "content": [{"type": "t", "x": deep}]})
+    assert caught.value.field.startswith("content[0].x")
+    assert g.append({"role": "tool", "tool_call_id": "c1", "content": "done"}).status == "done"
