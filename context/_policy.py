@@ -227,6 +227,14 @@ class Policy(BaseModel):
     merge_same_role: Literal["auto", "on", "off"] = "auto"
     """Merge consecutive same-role messages (auto: for Anthropic models)."""
 
+    summary_item_chars: Count = Field(default=2_000, ge=500)
+    """A summary request sends each text (a message, a call's long argument) over this many
+    characters as its head and tail (C9: requests are bounded; identifiers are still ranked
+    from the whole texts, locally)..."""
+    summary_request_tokens: Count | None = Field(default=8_000, gt=0)
+    """...and halves that bound (down to 500 characters) while the covered conversation
+    is over this many tokens (None: only the per-text bound)."""
+
     @model_validator(mode="before")
     @classmethod
     def _fill(cls, data: Any) -> Any:
