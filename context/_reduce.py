@@ -8,7 +8,9 @@ reduced stays reduced.
 
 from __future__ import annotations
 
+import json
 import time
+from typing import Any
 
 import msgspec
 
@@ -30,6 +32,41 @@ def middle_truncate(text: str, head: int, tail: int, node_id: str | None) -> str
     where = f' from node {node_id}; read_output("{node_id}") returns all' if node_id else ""
     tail_text = text[len(text) - tail :] if tail else ""
     return f"{text[:head]}\n[... {elided} characters elided{where} ...]\n{tail_text}"
+
+
+def reduced_call(call: Any, limit: int, head: int, tail: int, node_id: str | None) -> Any:
+    """A tool call whose string arguments over ``limit`` characters keep ``head`` and
+    ``tail`` (the arguments stay valid JSON); the same object when none is that long.
+
+    >>> call = {"id": "c1", "function": {"name": "Write", "arguments": '{"content": "abcdefgh"}'}}
+    >>> reduced_call(call, 4, 2, 1, None)["function"]["arguments"]
+    '{"content": "ab\\\\n[... 5 characters elided ...]\\\\nh"}'
+    """
+    function = call.get("function") if isinstance(call, dict) else None
+    raw = function.get("arguments") if isinstance(function, dict) else None
+    if not isinstance(raw, str) or len(raw) <= limit:
+        return call
+    try:
+        arguments = json.loads(raw)
+    except ValueError:
+        short = middle_truncate(raw, head, tail, node_id)
+    else:
+        shortened = _reduced_value(arguments, limit, head, tail, node_id)
+        short = raw if shortened == arguments else json.dumps(shortened, ensure_ascii=False)
+    if short == raw:
+        return call
+    assert isinstance(function, dict)
+    return {**call, "function": {**function, "arguments": short}}
+
+
+def _reduced_value(value: Any, limit: int, head: int, tail: int, node_id: str | None) -> Any:
+    if isinstance(value, str):
+        return value if len(value) <= limit else middle_truncate(value, head, tail, node_id)
+    if isinstance(value, dict):
+        return {k: _reduced_value(v, limit, head, tail, node_id) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_reduced_value(v, limit, head, tail, node_id) for v in value]
+    return value
 
 
 def reduce_item(item: Item, ctx: TierContext) -> Item:

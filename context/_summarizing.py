@@ -8,7 +8,6 @@ over exactly the same nodes (after a rollback, say) reuses it instead of asking 
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from typing import Any
 
@@ -18,7 +17,7 @@ from graph import LayerInfo, Redactor, new_id, text_of
 
 from ._layers import show_layer
 from ._redaction import summary_redactor
-from ._reduce import middle_truncate
+from ._reduce import middle_truncate, reduced_call
 from ._summary import SummaryRequest, SummaryResult, anchors_from_dict
 from ._tier import TierContext
 from ._view import Item, Unit, View
@@ -125,28 +124,8 @@ def _short_text(text: str, limit: int) -> str:
 
 def _short_call(call: Any, limit: int) -> Any:
     """A call whose long string arguments keep head and tail (the JSON stays valid)."""
-    function = call.get("function") if isinstance(call, dict) else None
-    raw = function.get("arguments") if isinstance(function, dict) else None
-    if not isinstance(raw, str) or len(raw) <= limit:
-        return call
-    try:
-        arguments = json.loads(raw)
-    except ValueError:
-        short = _short_text(raw, limit)
-    else:
-        short = json.dumps(_short_value(arguments, limit), ensure_ascii=False)
-    assert isinstance(function, dict)
-    return {**call, "function": {**function, "arguments": short}}
-
-
-def _short_value(value: Any, limit: int) -> Any:
-    if isinstance(value, str):
-        return _short_text(value, limit)
-    if isinstance(value, dict):
-        return {key: _short_value(item, limit) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_short_value(item, limit) for item in value]
-    return value
+    head = limit * 3 // 5
+    return reduced_call(call, limit, head, limit - head, None)
 
 
 def task_text(ctx: TierContext) -> str | None:

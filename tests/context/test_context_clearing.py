@@ -1,0 +1,92 @@
+"""The claude-code preset makes room from the old outputs first, as the peer does.
+
+Once a prompt is over budget, every compactable output but the newest
+``microcompact_keep`` is cleared to a pointer note in one batch, before budget reduction
+would cut the middle of the newest ones; the batch leaves room, so the turns after it append
+under a byte-stable prefix until the prompt fills again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from _context_helpers import start, tool_round
+from _layer_helpers import NOW, clock
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from context import ContextEngine, Policy, tool_pair_problems
+from graph import ConversationGraph
+
+BUDGET = 16_000
+
+
+def output(i: int, lines: int = 90) -> str:
+    return "".join(
+        f"src/pkg/module_{i}.py:{n}: value_{i}_{n} = compute_{n}()\n" for n in range(lines)
+    )
+
+
+def session(rounds: int, lines: int = 90) -> ConversationGraph:
+    g = ConversationGraph.memory("clearing")
+    start(g)
+    for i in range(rounds):
+        tool_round(g, [("Bash", output(i, lines))], prefix=f"c{i}", content=f"step {i}", at=NOW)
+    return g
+
+
+def tool_texts(messages: list[dict[str, Any]]) -> list[str]:
+    return [str(m["content"]) for m in messages if m["role"] == "tool"]
+
+
+def test_old_outputs_are_cleared_and_the_newest_stay_whole() -> None:
+    g = session(24)
+    rendered = ContextEngine(g, Policy(), budget=BUDGET, clock=clock).render()
+    assert rendered.tokens <= BUDGET < sum(len(output(i)) for i in range(24)) // 4
+    outputs = tool_texts(rendered.messages)
+    keep = Policy().microcompact_keep
+    assert outputs[-keep:] == [output(i) for i in range(24 - keep, 24)]  # whole, not cut
+    assert all("output cleared; read_output(" in text for text in outputs[:-keep])
+    tiers = [a.tier for a in rendered.actions]
+    assert "microcompact" in tiers and "budget_reduction" not in tiers
+
+
+def test_the_turns_after_a_clearing_keep_its_prefix() -> None:
+    g = session(24)
+    engine = ContextEngine(g, Policy(), budget=BUDGET, clock=clock)
+    first = engine.render().messages
+    for i in range(24, 27):  # three more rounds, still under budget
+        tool_round(g, [("Bash", output(i, 20))], prefix=f"c{i}", content=f"step {i}", at=NOW)
+        rendered = engine.render()
+        assert rendered.messages[: len(first)] == first
+        assert rendered.records == []  # nothing new decided: the batch left room
+        first = rendered.messages
+
+
+def test_with_the_count_trigger_budget_reduction_cuts_the_newest_instead() -> None:
+    """Claude Code's own thresholds (first clearing at 50 tool calls): the newest outputs
+    are what budget reduction cuts when the prompt does not fit."""
+    g = session(24)
+    counted = Policy(microcompact_first=50, microcompact_every=25)
+    rendered = ContextEngine(g, counted, budget=BUDGET, clock=clock).render()
+    assert "characters elided" in tool_texts(rendered.messages)[-1]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 400), min_size=1, max_size=30),
+    budget=st.integers(2_000, 20_000),
+    keep=st.integers(0, 6),
+)
+def test_the_budget_and_tool_pairs_hold_whatever_the_outputs(
+    sizes: list[int], budget: int, keep: int
+) -> None:
+    g = ConversationGraph.memory("clearing-property")
+    start(g)
+    policy = Policy(microcompact_keep=keep)
+    engine = ContextEngine(g, policy, budget=budget, clock=clock)
+    for i, lines in enumerate(sizes):
+        tool_round(g, [("Bash", output(i, lines))], prefix=f"c{i}", content=f"step {i}", at=NOW)
+        rendered = engine.render()
+        assert rendered.tokens <= budget
+        assert tool_pair_problems(rendered.messages) == []
+        assert rendered.messages[1]["content"] == "Fix the bug."  # the task is kept
