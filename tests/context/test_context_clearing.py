@@ -90,3 +90,38 @@ def test_the_budget_and_tool_pairs_hold_whatever_the_outputs(
         assert rendered.tokens <= budget
         assert tool_pair_problems(rendered.messages) == []
         assert rendered.messages[1]["content"] == "Fix the bug."  # the task is kept
+
+
+class Counting:
+    """The heuristic summarizer, counting its calls."""
+
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def summarize(self, request: Any) -> Any:
+        from context import HeuristicSummarizer
+
+        self.calls += 1
+        return HeuristicSummarizer().summarize(request)
+
+
+def test_what_clearing_cannot_free_is_compacted_once_and_then_left_to_fill() -> None:
+    g = ConversationGraph.memory("talkative")
+    start(g)
+    said = "I checked src/pkg/module_{i}.py and the value_{i} path looks right. " * 12
+    for i in range(40):
+        tool_round(g, [("Bash", output(i, 5))], prefix=f"c{i}", content=said.format(i=i), at=NOW)
+    summarizer = Counting()
+    engine = ContextEngine(g, Policy(), summarizer, budget=8_000, clock=clock)
+    rendered = engine.render()
+    assert rendered.tokens <= Policy().target(8_000)
+    assert summarizer.calls == 1 and [i.kind for i in g.layers()] == ["compact"]
+    first = rendered.messages
+    for i in range(40, 43):
+        tool_round(g, [("Bash", output(i, 5))], prefix=f"c{i}", content=f"step {i}", at=NOW)
+        rendered = engine.render()
+        assert rendered.messages[: len(first)] == first and rendered.records == []
+        first = rendered.messages
+    assert summarizer.calls == 1
