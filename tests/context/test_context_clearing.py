@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from _context_helpers import start, tool_round
+from _context_helpers import WITH_COLLAPSE, start, tool_round
 from _layer_helpers import NOW, clock
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -63,10 +63,11 @@ def test_the_turns_after_a_clearing_keep_its_prefix() -> None:
 
 
 def test_with_the_count_trigger_budget_reduction_cuts_the_newest_instead() -> None:
-    """Claude Code's own thresholds (first clearing at 50 tool calls): the newest outputs
-    are what budget reduction cuts when the prompt does not fit."""
+    """Claude Code's own thresholds (first clearing at 50 tool calls) and budget reduction
+    before the summarizing tiers: the newest outputs are what is cut when the prompt does
+    not fit."""
     g = session(24)
-    counted = Policy(microcompact_first=50, microcompact_every=25)
+    counted = Policy(microcompact_first=50, microcompact_every=25, cascade=WITH_COLLAPSE)
     rendered = ContextEngine(g, counted, budget=BUDGET, clock=clock).render()
     assert "characters elided" in tool_texts(rendered.messages)[-1]
 
