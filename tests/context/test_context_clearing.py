@@ -126,3 +126,16 @@ def test_what_clearing_cannot_free_is_compacted_once_and_then_left_to_fill() -> 
         assert rendered.messages[: len(first)] == first and rendered.records == []
         first = rendered.messages
     assert summarizer.calls == 1
+
+
+def test_a_clearing_that_changes_nothing_shown_is_not_recorded() -> None:
+    """Outputs shorter than their pointer note stay as they are: no record says a tier
+    acted on a render whose actions do not name it (a trace's span lists those)."""
+    g = ConversationGraph.memory("tiny")
+    start(g)
+    for i in range(12):
+        tool_round(g, [("Bash", "ok")], prefix=f"c{i}", content="word " * 200, at=NOW)
+    rendered = ContextEngine(g, Policy(), budget=2_000, clock=clock).render()
+    acted = {a.tier for a in rendered.actions}
+    assert "microcompact" not in {r.tier for r in rendered.records}
+    assert {r.tier for r in rendered.records} <= acted
