@@ -38,22 +38,24 @@ CLAUDE_CODE_CASCADE = (
     "offload",
     "rereads",
     "microcompact",
-    "budget_reduction",
     "compact",
+    "budget_reduction",
     "snip",
     "emergency",
 )
-"""Claude Code's tiers. Superseded re-reads of a file go first of those that lose anything
-(``rereads``: near-lossless). Then the room comes from the old outputs, as one batch
-(``microcompact``: every compactable output but the newest ``microcompact_keep`` is cleared
-to a pointer note), before budget reduction cuts the middle of the newest ones. What is
-still over is compacted: one summary of everything before the newest rounds, which leaves
-half the room, so the next compaction waits until the prompt has filled again. Each such
-step rewrites the prompt from where it acts, so few deep steps cost less than many shallow
-ones: collapsing ten rounds at a time (the ``collapse`` tier, before compact) rewrote nearly
-the whole prompt about every ten turns. Snip comes after compact, which keeps a summary of
-what it removes. On the shared traces at 32k (bench, summaries charged): recall 0.9777 →
-0.9826 (identifier lists off: 0.9724 → 0.9727) at 0.985× the peer's cost, against 1.064×."""
+"""Claude Code's tiers, ordered so that the newest outputs are the last thing cut. Superseded
+re-reads of a file go first of those that lose anything (``rereads``: near-lossless). Then
+the room comes from the old outputs, as one batch (``microcompact``: every compactable
+output but the newest ``microcompact_keep`` is cleared to a pointer note). What is still
+over is compacted: one summary of everything before the newest rounds, which leaves half
+the room, so the next compaction waits until the prompt has filled again. Only what still
+does not fit is cut in the middle (budget reduction acts over the budget, never to reach
+the low-water mark). Each step rewrites the prompt from where it acts, so few deep steps
+cost less than many shallow ones: collapsing ten rounds at a time (the ``collapse`` tier)
+rewrote nearly the whole prompt about every ten turns. Snip comes after compact, which keeps
+a summary of what it removes. On the shared traces at 32k (bench, summaries charged): recall
+0.9777 → 0.9852 (identifier lists off: 0.9724 → 0.9740) at 0.986× the peer's cost, against
+1.064×."""
 PROGRESSIVE_CASCADE = ("offload", "summarize_half", "compact", "emergency")
 
 DEFAULT_COMPACTABLE: dict[str, str] = {
@@ -311,7 +313,7 @@ class Policy(BaseModel):
     @classmethod
     def claude_code(cls, model: str | None = None, **overrides: Any) -> Policy:
         """The tier cascade with Claude Code's thresholds: offload every turn, then rereads,
-        microcompact (old outputs cleared as a batch), budget reduction, auto-compact, snip
+        microcompact (old outputs cleared as a batch), auto-compact, budget reduction, snip
         and emergency, each only while the prompt is over the budget (window − output
         reserve − buffer). Collapse is a tier to add (``cascade=``) or to call
         (``ContextEngine.collapse``)."""

@@ -113,12 +113,14 @@ def test_what_clearing_cannot_free_is_compacted_once_and_then_left_to_fill() -> 
     start(g)
     said = "I checked src/pkg/module_{i}.py and the value_{i} path looks right. " * 12
     for i in range(40):
-        tool_round(g, [("Bash", output(i, 5))], prefix=f"c{i}", content=said.format(i=i), at=NOW)
+        lines = 90 if i == 39 else 5  # the newest output is long: compaction makes the room
+        tool_round(g, [("Bash", output(i, lines))], prefix=f"c{i}", content=said.format(i=i), at=NOW)  # fmt: skip
     summarizer = Counting()
     engine = ContextEngine(g, Policy(), summarizer, budget=8_000, clock=clock)
     rendered = engine.render()
     assert rendered.tokens <= Policy().target(8_000)
     assert summarizer.calls == 1 and [i.kind for i in g.layers()] == ["compact"]
+    assert tool_texts(rendered.messages)[-1] == output(39, 90)  # not cut: it fits
     first = rendered.messages
     for i in range(40, 43):
         tool_round(g, [("Bash", output(i, 5))], prefix=f"c{i}", content=f"step {i}", at=NOW)
@@ -139,3 +141,21 @@ def test_a_clearing_that_changes_nothing_shown_is_not_recorded() -> None:
     acted = {a.tier for a in rendered.actions}
     assert "microcompact" not in {r.tier for r in rendered.records}
     assert {r.tier for r in rendered.records} <= acted
+
+
+def test_budget_reduction_never_cuts_a_prompt_that_fits_down_to_the_low_water_mark() -> None:
+    """After a tier made the prompt fit, the hysteresis goes on towards the low-water mark;
+    budget reduction is not part of that (its cuts lose the newest outputs' middles)."""
+    from context._reduce import budget_reduction
+
+    g = session(3)  # three outputs of ~1,800 tokens, each over budget_reduction_chars
+    engine = ContextEngine(g, Policy(), budget=1_000_000, clock=clock)
+    ctx, view, _ = engine.context()
+    ctx.tier = "budget_reduction"
+    ctx.budget = view.tokens + 1  # it fits, over the low-water mark: nothing is cut
+    assert view.tokens > ctx.target and budget_reduction(view, ctx) is view
+    ctx.budget = view.tokens - 1  # it does not fit: the long outputs are cut
+    assert budget_reduction(view, ctx).tokens < view.tokens
+    seed = Policy(always=("offload", "budget_reduction"))  # every turn, as the seed did
+    engine = ContextEngine(g, seed, budget=1_000_000, clock=clock)
+    assert "budget_reduction" in {a.tier for a in engine.render().actions}

@@ -41,8 +41,8 @@ def test_the_claude_code_preset() -> None:
         "offload",
         "rereads",
         "microcompact",
-        "budget_reduction",
         "compact",
+        "budget_reduction",
         "snip",
         "emergency",
     )

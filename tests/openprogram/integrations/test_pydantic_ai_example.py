@@ -22,7 +22,7 @@ def test_the_example_rolls_back_a_compaction(
     db = tmp_path / "op.db"
     report = main(db, state_dir=tmp_path / "state")
     assert report["answer"].startswith("I read export-code")
-    assert report["kind"] in report["tiers"] and report["rolled_back"] in report["layers"]
+    assert "collapse" in report["tiers"] and report["rolled_back"] in report["layers"]
     assert report["restored"] is True
     assert "shows its originals again: True" in capsys.readouterr().out
     session = Session(db, report["session"])
