@@ -203,6 +203,11 @@ def ahead(view: View, ctx: TierContext) -> View:
     share = ctx.policy.proactive_share
     if ctx.prefetch is None or share is None or view.tokens <= share * ctx.budget:
         return view
+    cascade = ctx.policy.cascade
+    if {"compact", "collapse"} <= set(cascade) and cascade.index("compact") < cascade.index(
+        "collapse"
+    ):
+        return view  # a compaction comes first: collapses are its fallback, not asked ahead
     needed = view.tokens - ctx.target
     for segment in _candidates(view, ctx):
         covers = tuple(n for unit in segment for n in unit.node_ids)

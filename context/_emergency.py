@@ -44,8 +44,8 @@ def _stub(unit: Unit, ctx: TierContext) -> Unit:
 def _cut(item: Item, keep_chars: int, ctx: TierContext) -> Item:
     text = text_of(item.message.get("content"))
     head = keep_chars * 3 // 5
-    layer = item.variant.startswith("layer:")  # its banner says how to read it back
-    cut = middle_truncate(text, head, keep_chars - head, None if layer else item.node_id)
+    node = item.node_id if item.node_id is not None and item.node_id in ctx.graph else None
+    cut = middle_truncate(text, head, keep_chars - head, node)  # a layer's text: no read_output
     message = {**item.message, "content": cut}
     if item.message.get("tool_calls"):
         message["tool_calls"] = item.message["tool_calls"]

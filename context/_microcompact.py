@@ -139,7 +139,7 @@ def _run(view: View, ctx: TierContext, *, count_trigger: bool) -> View:
         how = "context edit clears" if edits else "cleared"
         what = f"{how} {len(changed)} old tool output(s)"
         ctx.act("microcompact", what, view, after, tuple(changed))
-    if trigger:
+    if trigger and changed:  # a firing that changed nothing shown is no decision to record
         details: dict[str, Any] = {"trigger": trigger, "cleared": len(cleared)}
         if edits:
             details["cache_edits"] = True

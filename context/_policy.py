@@ -36,18 +36,28 @@ from ._models import is_anthropic, model_info
 
 CLAUDE_CODE_CASCADE = (
     "offload",
-    "budget_reduction",
     "rereads",
     "microcompact",
-    "collapse",
     "compact",
+    "collapse",
+    "budget_reduction",
     "snip",
     "emergency",
 )
-"""Claude Code's tiers, with snip moved after the two that keep a summary of what they
-remove: on the shared traces at 32k that keeps recall 0.972 against 0.946 when snip drops
-rounds first, for the same prefix reuse (each breaks the prompt at the same place). Superseded
-re-reads of a file go first of those that lose anything (``rereads``: near-lossless)."""
+"""Claude Code's tiers, ordered so that the newest outputs are the last thing cut. Superseded
+re-reads of a file go first of those that lose anything (``rereads``: near-lossless). Then
+the room comes from the old outputs, as one batch (``microcompact``: every compactable
+output but the newest ``microcompact_keep`` is cleared to a pointer note). What is still
+over is compacted: one summary of everything before the newest rounds, which leaves half
+the room, so the next compaction waits until the prompt has filled again. Only what still
+does not fit is cut in the middle (budget reduction acts over the budget, never to reach
+the low-water mark). Each step rewrites the prompt from where it acts, so few deep steps
+cost less than many shallow ones: collapsing ten rounds at a time first rewrote nearly the
+whole prompt about every ten turns, so ``collapse`` comes after compact, for what a
+compaction declined (one that would not pay) and for collapses made by hand. Snip comes
+after both, which keep a summary of what they remove. On the shared traces at 32k (bench,
+summaries charged): recall 0.9777 → 0.9852 (identifier lists off: 0.9724 → 0.9740) at
+0.986× the peer's cost, against 1.064×."""
 PROGRESSIVE_CASCADE = ("offload", "summarize_half", "compact", "emergency")
 
 DEFAULT_COMPACTABLE: dict[str, str] = {
@@ -142,16 +152,24 @@ class Policy(BaseModel):
     offload_chars: Count = Field(default=20_000, gt=0)
     """Outputs longer than this go to a file every turn (the prompt keeps head and tail);
     20k rather than the seed's 10k: below it, reducing when needed loses less (bench)."""
-    offload_share: float | None = Field(default=0.15, gt=0, le=1)
+    offload_share: float | None = Field(default=0.25, gt=0, le=1)
     """...and only when they are also over this share of the budget (in tokens): in a large
     window a long file read stays whole — at 160k, recall on the Claude Code traces rose
-    from 0.955–0.974 to 0.982–0.985 (bench); at 32k, 20k characters decide as before."""
+    from 0.955–0.974 to 0.982–0.985 (bench, at 0.15). A quarter, the largest output the
+    peer (pydantic-ai-harness) keeps whole: once older outputs are cleared first, the newest
+    output is what the agent quotes next (at 32k, 0.15 → 0.25: recall 0.9768 → 0.9792)."""
     offload_preview_head_chars: Count = Field(default=2_400, ge=0)
     offload_preview_tail_chars: Count = Field(default=1_600, ge=0)
 
     microcompact_keep: Count = Field(default=5, ge=0)
-    microcompact_first: Count = Field(default=50, ge=1)
-    microcompact_every: Count = Field(default=25, ge=1)
+    """Microcompact keeps this many newest compactable outputs whole."""
+    microcompact_first: Count = Field(default=1, ge=1)
+    microcompact_every: Count = Field(default=1, ge=1)
+    """Microcompact clears at these tool-call counts (first, then every), when the prompt
+    is over budget. 1 and 1 (Claude Code: 50 and 25): whenever it is over budget and a tool
+    call came since the last clearing, as the peer's ``ClearToolResults`` does. Each clearing
+    takes all but the newest outputs at once, so the next one waits until the prompt has
+    filled again: the prefix before it stays byte-stable."""
     microcompact_idle_minutes: float = Field(default=60.0, gt=0)
     compactable_tools: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_COMPACTABLE))
     cache_edits: Literal["auto", "on", "off"] = "auto"
@@ -235,6 +253,14 @@ class Policy(BaseModel):
     merge_same_role: Literal["auto", "on", "off"] = "auto"
     """Merge consecutive same-role messages (auto: for Anthropic models)."""
 
+    summary_item_chars: Count = Field(default=2_000, ge=500)
+    """A summary request sends each text (a message, a call's long argument) over this many
+    characters as its head and tail (C9: requests are bounded; identifiers are still ranked
+    from the whole texts, locally)..."""
+    summary_request_tokens: Count | None = Field(default=6_000, gt=0)
+    """...and halves that bound (down to 500 characters) while the covered conversation
+    is over this many tokens (None: only the per-text bound)."""
+
     @model_validator(mode="before")
     @classmethod
     def _fill(cls, data: Any) -> Any:
@@ -296,9 +322,10 @@ class Policy(BaseModel):
     # -- presets ------------------------------------------------------------------------
     @classmethod
     def claude_code(cls, model: str | None = None, **overrides: Any) -> Policy:
-        """The tier cascade with Claude Code's thresholds: budget reduction and offload
-        every turn, then microcompact, collapse, snip, auto-compact and emergency, each only
-        while the prompt is over the budget (window − output reserve − buffer)."""
+        """The tier cascade with Claude Code's thresholds: offload every turn, then rereads,
+        microcompact (old outputs cleared as a batch), auto-compact, collapse (what a
+        compaction declined), budget reduction, snip and emergency, each only while the
+        prompt is over the budget (window − output reserve − buffer)."""
         return cls(**_with_model({"name": "claude-code", **overrides}, model))
 
     @classmethod

@@ -17,7 +17,7 @@ from graph import LayerInfo, Redactor, new_id, text_of
 
 from ._layers import show_layer
 from ._redaction import summary_redactor
-from ._reduce import middle_truncate
+from ._reduce import middle_truncate, reduced_call
 from ._summary import SummaryRequest, SummaryResult, anchors_from_dict
 from ._tier import TierContext
 from ._view import Item, Unit, View
@@ -60,6 +60,72 @@ def _clipped(item: Item) -> Item:
     half = SUMMARY_TEXT_CHARS // 2
     clipped = middle_truncate(content, half, half, item.node_id)
     return msgspec.structs.replace(item, message={**item.message, "content": clipped})
+
+
+MIN_ITEM_CHARS = 500
+"""The least any text of a bounded request keeps (its head and tail), however many
+items share the request's room: below that a tool output says nothing."""
+
+
+def bounded(units: tuple[Unit, ...], ctx: TierContext) -> tuple[Unit, ...]:
+    """The units as an LLM summarizer is sent them (C9: a summary request is bounded).
+
+    Every text (a message's content, a long string argument of a call) over
+    ``policy.summary_item_chars`` keeps its head and tail, as budget reduction shows an
+    output; while the whole is still over ``policy.summary_request_tokens``, the bound
+    halves, down to ``MIN_ITEM_CHARS``. The summary is of what happened, so the texts are
+    the stored ones (``originals``), only shortened; a summarizer ranks identifiers from
+    those locally (``SummaryRequest.sources``), which costs no LLM tokens."""
+    policy = ctx.policy
+    limit = policy.summary_item_chars
+    total = policy.summary_request_tokens
+    while True:
+        shortened = tuple(_shortened(unit, limit) for unit in units)
+        if total is None or limit <= MIN_ITEM_CHARS:
+            return shortened
+        if _tokens(shortened, ctx) <= total:
+            return shortened
+        limit = max(MIN_ITEM_CHARS, limit // 2)
+
+
+def _tokens(units: tuple[Unit, ...], ctx: TierContext) -> int:
+    return ctx.counter.count_messages(item.message for unit in units for item in unit.items)
+
+
+def _shortened(unit: Unit, limit: int) -> Unit:
+    items = tuple(_short_item(item, limit) for item in unit.items)
+    if all(new is old for new, old in zip(items, unit.items, strict=True)):
+        return unit
+    return msgspec.structs.replace(unit, items=items)
+
+
+def _short_item(item: Item, limit: int) -> Item:
+    message = item.message
+    content = message.get("content")
+    changed: dict[str, Any] = {}
+    if isinstance(content, str) and len(content) > limit:
+        changed["content"] = _short_text(content, limit)
+    calls = message.get("tool_calls")
+    if calls:
+        short_calls = [_short_call(call, limit) for call in calls]
+        if any(new is not old for new, old in zip(short_calls, calls, strict=True)):
+            changed["tool_calls"] = short_calls
+    if not changed:
+        return item
+    return msgspec.structs.replace(item, message={**message, **changed})
+
+
+def _short_text(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    head = limit * 3 // 5
+    return middle_truncate(text, head, limit - head, None)
+
+
+def _short_call(call: Any, limit: int) -> Any:
+    """A call whose long string arguments keep head and tail (the JSON stays valid)."""
+    head = limit * 3 // 5
+    return reduced_call(call, limit, head, limit - head, None)
 
 
 def task_text(ctx: TierContext) -> str | None:
@@ -185,6 +251,7 @@ def request_for(
         restored = redactor.value(restored)
         nodes = {node_id: redactor.value(node) for node_id, node in nodes.items()}
         previous = redactor.value(previous)
+    sent = bounded(restored, ctx)
     policy = ctx.policy
     # a compaction covers many segments' worth of rounds: identifier_tokens each; either
     # way at most half of the summary (a ranked list beside the anchors, not a bag of words)
@@ -193,7 +260,8 @@ def request_for(
     identifiers = min(policy.identifier_tokens * segments, max_tokens // 2)
     return SummaryRequest(
         kind="segment" if kind == "collapse" else "compact",
-        units=restored,
+        units=sent,
+        sources=() if all(a is b for a, b in zip(sent, restored, strict=True)) else restored,
         nodes=nodes,
         task=_clean(task_text(ctx), redactor),
         previous=previous,

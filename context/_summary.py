@@ -126,10 +126,14 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     system: str | None = None
     tools: tuple[dict[str, Any], ...] = ()
     counter: TokenCounter | None = None
+    sources: tuple[Unit, ...] = ()
+    """The covered units as stored, when ``units`` were shortened to bound what an LLM is
+    sent (C9): a summarizer ranks identifiers from these locally, at no LLM cost."""
 
     @property
     def messages(self) -> list[dict[str, Any]]:
-        return [item.message for unit in self.units for item in unit.items]
+        """The covered messages identifiers are ranked from (``sources`` when given)."""
+        return [item.message for unit in self.sources or self.units for item in unit.items]
 
     @property
     def node_ids(self) -> list[str]:

@@ -35,8 +35,19 @@ def demo_policy() -> Policy:
     """The claude-code preset with thresholds scaled to a short session and a small budget:
     summaries short enough to pay for themselves on its short rounds (a layer must save 30%
     of what it covers), and outputs offloaded or cut to previews that fit the budget, so the
-    emergency tier has nothing left to do (it acted on 7 of 69 renders with the defaults)."""
+    emergency tier has nothing left to do (it acted on 7 of 69 renders with the defaults).
+    Collapse comes before auto-compact, so that the story shows every tier."""
     return Policy.claude_code(
+        cascade=(
+            "offload",
+            "rereads",
+            "microcompact",
+            "budget_reduction",
+            "collapse",
+            "compact",
+            "snip",
+            "emergency",
+        ),
         microcompact_first=4,
         microcompact_every=2,
         microcompact_keep=2,

@@ -7,7 +7,9 @@ an LLM summarizer would receive (``LiteLLMSummarizer``'s own prompt: system prom
 the covered conversation fitted to its window, the instructions), counted with the bench's
 tokenizer, at the uncached input price, plus the summary as output at the output price.
 A summarizer that reports its usage (an LLM one) is charged what it reported. A summary
-that no layer ends up using (it was no shorter) is charged too: it was asked for.
+that no layer ends up using (it was no shorter) is charged too: it was asked for. The
+request is charged as sent: its ``units`` (each text bounded, see ``Policy.summary_item_chars``),
+never its ``sources``, from which identifiers are ranked locally at no LLM cost.
 """
 
 from __future__ import annotations

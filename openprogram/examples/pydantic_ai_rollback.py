@@ -107,8 +107,20 @@ def main(
 ) -> dict[str, Any]:
     """Run the agent, roll back its newest compaction, ask a follow-up; return what
     happened (and print it)."""
-    policy = Policy.claude_code(
+    policy = Policy.claude_code(  # with collapse before auto-compact: short layers to roll back
         None,
+        cascade=(
+            "offload",
+            "rereads",
+            "microcompact",
+            "budget_reduction",
+            "collapse",
+            "compact",
+            "snip",
+            "emergency",
+        ),
+        microcompact_first=50,
+        microcompact_every=25,
         collapse_min_rounds=2,
         collapse_max_rounds=3,
         collapse_keep_recent=2,

@@ -14,9 +14,29 @@ _ULID = re.compile(r"(?<![0-9A-Z])[0-9A-HJKMNP-TV-Z]{26}(?![0-9A-Z])")
 _RUN = re.compile(r"(.{1,6}?)\1{3,}", re.DOTALL)
 
 
-SEED = {"always": ("offload", "budget_reduction"), "offload_chars": 10_000, "offload_share": None}
-"""The seed's every-turn offload (10k, whatever the budget) and budget reduction, which the
-tier tests pin."""
+WITH_COLLAPSE = (
+    "offload",
+    "rereads",
+    "microcompact",
+    "budget_reduction",
+    "collapse",
+    "compact",
+    "snip",
+    "emergency",
+)
+"""The claude-code cascade with collapse before auto-compact (the tier tests exercise it)."""
+
+SEED = {
+    "cascade": WITH_COLLAPSE,
+    "always": ("offload", "budget_reduction"),
+    "offload_chars": 10_000,
+    "offload_share": None,
+    "microcompact_first": 50,
+    "microcompact_every": 25,
+}
+"""The seed's every-turn offload (10k, whatever the budget) and budget reduction, collapse,
+and Claude Code's microcompact count trigger (first at 50 tool calls, then every 25), which
+the tier tests pin."""
 
 
 def policy(tmp_path: Path, **overrides: Any) -> Policy:

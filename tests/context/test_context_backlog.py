@@ -249,22 +249,6 @@ def test_a_history_with_functions_is_compacted_from_the_full_walk(tmp_path: Path
     g.close()
 
 
-def test_an_emergency_cut_of_a_compaction_never_points_read_output_at_the_layer(
-    tmp_path: Path,
-) -> None:
-    """Regression: a pinned compaction text cut to fit said ``read_output("<layer id>")``,
-    which fails (a layer is not a node); its own banner says ``expand_layer``."""
-    g = ConversationGraph.open(tmp_path / "cut.db", session="s1")
-    history(g, 30)
-    layer = engine(g).compact()
-    tight = ContextEngine(g, Policy(), budget=1_200, clock=clock)
-    rendered = tight.render()
-    text = json.dumps(rendered.messages)
-    assert any(a.tier == "emergency" for a in rendered.actions)
-    assert layer.id in text and f'read_output(\\"{layer.id}\\")' not in text
-    g.close()
-
-
 def test_an_llm_summarizer_gets_a_few_bounded_calls_on_the_wire(
     graph: ConversationGraph, fake_provider: FakeProvider
 ) -> None:

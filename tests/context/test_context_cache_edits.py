@@ -26,7 +26,7 @@ def test_anthropic_gets_context_edits_and_unchanged_messages(
     tmp_path: Path, fake_provider: FakeProvider
 ) -> None:
     g = bash_graph(55)
-    pol = Policy(model="claude-sonnet-4-5")
+    pol = Policy(model="claude-sonnet-4-5", microcompact_first=50, microcompact_every=25)
     assert pol.use_cache_edits
     plain = render_context(g, budget=1_000_000, policy=pol)
     assert plain.context_management is None
@@ -89,7 +89,7 @@ def test_anthropic_gets_context_edits_and_unchanged_messages(
 
 def test_other_models_clear_in_the_messages(tmp_path: Path) -> None:
     g = bash_graph(55)
-    pol = Policy(model="gpt-4o")
+    pol = Policy(model="gpt-4o", microcompact_first=50, microcompact_every=25)
     assert not pol.use_cache_edits
     plain = render_context(g, budget=1_000_000, policy=pol)
     rendered = render_context(g, budget=plain.tokens - 1_000, policy=pol)

@@ -64,7 +64,7 @@ def test_reported_usage_tightens_the_effective_budget(tmp_path: Path) -> None:
         g.append({"role": "assistant", "content": f"step {i} " + "word " * 40})
     engine = ContextEngine(g, Policy(), budget=3_000)
     first = engine.render()
-    shrinking = ("collapse", "snip")
+    shrinking = ("collapse", "compact", "snip")
     assert first.fits and not [a for a in first.actions if a.tier in shrinking]
     engine.anchor_usage(first.tokens * 2)  # the provider counted twice what we estimated
     second = engine.render()

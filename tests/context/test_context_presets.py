@@ -39,16 +39,15 @@ def test_the_claude_code_preset() -> None:
     assert p.name == "claude-code" and p.model is None
     assert p.cascade == (
         "offload",
-        "budget_reduction",
         "rereads",
         "microcompact",
-        "collapse",
         "compact",
+        "budget_reduction",
         "snip",
         "emergency",
     )
     assert p.always == ("offload",) and p.triggers == {}
-    assert [p.trigger(t) for t in p.cascade] == [0.0] + [1.0] * 7
+    assert [p.trigger(t) for t in p.cascade] == [0.0] + [1.0] * 6
     assert p.context_window == 128_000 and p.max_output_tokens == 16_384
     assert p.budget == 128_000 - 16_384 - 12_800  # the buffer is at most a tenth
     assert p.offload_chars == 20_000 and p.low_water == 0.75
@@ -58,6 +57,11 @@ def test_the_claude_code_preset() -> None:
     assert p.threshold("compact", 32_000) == p.threshold("snip", 32_000) == 32_000
     assert p.offloads(30_000, 9_000, 32_000) and not p.offloads(30_000, 9_000, 98_816)
     assert not p.offloads(19_000, 9_000, 32_000)
+    # an output up to a quarter of the budget stays whole; old ones are cleared first, as a
+    # batch, whenever the prompt is over budget; a summary request is bounded
+    assert not p.offloads(30_000, 7_900, 32_000)
+    assert (p.microcompact_first, p.microcompact_every, p.microcompact_keep) == (1, 1, 5)
+    assert (p.summary_item_chars, p.summary_request_tokens) == (2_000, 6_000)
 
 
 def test_the_progressive_preset() -> None:

@@ -157,7 +157,7 @@ plans = st.builds(
     budget=st.integers(200, 20_000),
     seed=st.integers(0, 2**16),
     model=st.sampled_from([None, None, "gpt-4o", "claude-sonnet-4-5"]),
-    microcompact_first=st.sampled_from([3, 10, 50]),
+    microcompact_first=st.sampled_from([1, 3, 10, 50]),
 )
 
 
@@ -275,7 +275,7 @@ def test_render_properties(plan: Plan) -> None:
         policy = Policy(
             model=plan.model,
             microcompact_first=plan.microcompact_first,
-            microcompact_every=5,
+            microcompact_every=1 if plan.microcompact_first == 1 else 5,  # 1, 1: the preset's
         )
         before = snapshot_graph(g)
 

@@ -376,7 +376,7 @@ def test_delete_session_removes_records_cache_and_offload_files(
         }
     )
     g.append({"role": "tool", "tool_call_id": "c1", "content": "line\n" * 5_000})
-    rendered = ContextEngine(g, context.Policy(), budget=50_000, state_dir=state).render()
+    rendered = ContextEngine(g, context.Policy(), budget=20_000, state_dir=state).render()
     assert [r.tier for r in rendered.records] == ["offload"]
     assert (state / "tool_results" / "doomed").is_dir()
     assert len(ContextStorage(g.store, "doomed", state).read_records()) == 1

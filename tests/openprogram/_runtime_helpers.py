@@ -25,8 +25,21 @@ ULID = re.compile(r"(?<![0-9A-Za-z])[0-9A-Z]{26}(?![0-9A-Za-z])")
 
 
 def small_policy(tmp_path: Path, **overrides: Any) -> Policy:
-    """The claude-code cascade with segments of 2–3 rounds, so tiers act on short sessions."""
+    """The claude-code cascade with collapse before auto-compact, segments of 2–3 rounds and
+    Claude Code's microcompact count trigger, so tiers act on short sessions."""
     values: dict[str, Any] = {
+        "cascade": (
+            "offload",
+            "rereads",
+            "microcompact",
+            "budget_reduction",
+            "collapse",
+            "compact",
+            "snip",
+            "emergency",
+        ),
+        "microcompact_first": 50,
+        "microcompact_every": 25,
         "collapse_min_rounds": 2,
         "collapse_max_rounds": 3,
         "collapse_keep_recent": 3,

@@ -87,3 +87,18 @@ def test_the_bench_charges_our_heuristic_summaries(tmp_path: Path) -> None:
     row = run_policy(load_trace(path), "progressive", 3_000, MessageCounter())
     assert row is not None and row.summarizer_calls > 0
     assert row.summarizer_tokens > 0
+
+
+def test_a_bounded_request_is_charged_for_what_it_sends_not_its_sources() -> None:
+    counter = TokenCounter()
+    whole = request(2_000)
+    short_text = "I will fix src/app.py by calling parse_header first. " * 20
+    short_unit = Unit((Item({"role": "assistant", "content": short_text}, 240),), "round", 0)
+    bounded = msgspec.structs.replace(whole, units=(short_unit,), sources=whole.units)
+    charged = Charged(HeuristicSummarizer(), counter)
+    charged.summarize(bounded)
+    full = Charged(HeuristicSummarizer(), counter)
+    full.summarize(whole)
+    assert charged.tokens_in < full.tokens_in // 10  # what the LLM would be sent
+    sent, _ = LiteLLMSummarizer("x", max_input_tokens=200_000).messages(bounded)
+    assert abs(charged.tokens_in - counter.count_messages(sent)) <= 5

@@ -163,9 +163,8 @@ def _long_chat(path: Path, rounds: int = 40) -> Path:
     messages: list[dict[str, Any]] = [{"role": "user", "content": "task: fix src/app.py"}]
     for i in range(rounds):
         call = {"id": f"c{i}", "type": "function", "function": {"name": "Read", "arguments": "{}"}}
-        messages.append(
-            {"role": "assistant", "content": f"reading part_{i}.py", "tool_calls": [call]}
-        )
+        said = f"reading part_{i}.py: " + f"fn_{i} may call the parser wrongly. " * 12
+        messages.append({"role": "assistant", "content": said, "tool_calls": [call]})
         messages.append(
             {"role": "tool", "tool_call_id": f"c{i}", "content": f"def fn_{i}(): ...\n" * 60}
         )

@@ -225,7 +225,7 @@ def _busy(db: str, tmp_path: Path) -> Session:
     session = Session(
         db,
         model=TestModel([reply, "found"]),
-        policy=small_policy(tmp_path, offload_chars=2_000),
+        policy=small_policy(tmp_path, offload_chars=2_000, offload_share=None),
         system="sys",
     )
     session.llm("look up k_3", tools=[lookup])

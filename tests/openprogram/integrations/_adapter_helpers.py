@@ -29,9 +29,23 @@ def lookup(key: str) -> str:
 
 
 def small_session(tmp_path: Path) -> Session:
-    """A SQLite session under a 3,000-token budget, collapsing segments of 2–3 rounds."""
+    """A SQLite session under a 3,000-token budget, collapsing segments of 2–3 rounds (the
+    claude-code preset with collapse before auto-compact, and Claude Code's microcompact
+    count trigger, so that the budget is met by collapsing)."""
     policy = Policy.claude_code(
         None,
+        cascade=(
+            "offload",
+            "rereads",
+            "microcompact",
+            "budget_reduction",
+            "collapse",
+            "compact",
+            "snip",
+            "emergency",
+        ),
+        microcompact_first=50,
+        microcompact_every=25,
         collapse_min_rounds=2,
         collapse_max_rounds=3,
         collapse_keep_recent=3,

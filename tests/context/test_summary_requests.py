@@ -1,0 +1,175 @@
+"""C9: what a summary request carries is bounded, whatever the covered rounds printed.
+
+Each text over ``summary_item_chars`` is sent as its head and tail, and the bound halves
+while the whole is over ``summary_request_tokens``; the summary is still of what happened
+(the stored texts, shortened), and identifiers are ranked locally from the whole texts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from _context_helpers import policy, start, tool_round
+from _layer_helpers import NOW, clock
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from context import (
+    ContextEngine,
+    HeuristicSummarizer,
+    Item,
+    LiteLLMSummarizer,
+    Policy,
+    SummaryRequest,
+    SummaryResult,
+    TokenCache,
+    TokenCounter,
+    Unit,
+    tool_pair_problems,
+)
+from context._summarizing import MIN_ITEM_CHARS, bounded
+from context._tier import RenderInputs, TierContext, TierServices
+from graph import ConversationGraph
+
+MIDDLE = "middle_only_identifier.rs"
+
+
+class Capturing:
+    """The heuristic summarizer, keeping every request it was asked."""
+
+    name = "capturing"
+
+    def __init__(self) -> None:
+        self.requests: list[SummaryRequest] = []
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        self.requests.append(request)
+        return HeuristicSummarizer().summarize(request)
+
+
+def huge_output(i: int) -> str:
+    filler = "".join(f"line {n} of output {i}\n" for n in range(3_000))
+    middle = len(filler) // 2
+    return f"{filler[:middle]}\n{MIDDLE} {MIDDLE} {MIDDLE}\n{filler[middle:]}"
+
+
+def session(rounds: int = 16) -> ConversationGraph:
+    g = ConversationGraph.memory("bounded")
+    start(g)
+    for i in range(rounds):
+        g.append({"role": "user", "content": f"step {i}"}, at=NOW)
+        tool_round(g, [("Bash", huge_output(i))], prefix=f"c{i}", content=f"ran {i}", at=NOW)
+    return g
+
+
+def collapse_requests(tmp_path: Path, **overrides: object) -> list[SummaryRequest]:
+    g = session()
+    pol = policy(tmp_path, cascade=("collapse", "emergency"), always=(), **overrides)
+    summarizer = Capturing()
+    ContextEngine(g, pol, summarizer, budget=40_000, clock=clock).render()
+    assert summarizer.requests
+    return summarizer.requests
+
+
+def texts(units: tuple[Unit, ...]) -> list[str]:
+    return [str(item.message.get("content") or "") for unit in units for item in unit.items]
+
+
+def test_a_collapse_request_sends_each_output_as_head_and_tail(tmp_path: Path) -> None:
+    for request in collapse_requests(tmp_path, summary_request_tokens=None):
+        sent, stored = texts(request.units), texts(request.sources)
+        assert len(sent) == len(stored) and request.sources
+        for short, whole in zip(sent, stored, strict=True):
+            assert len(short) <= Policy().summary_item_chars + 120  # the elision marker
+            assert whole.startswith(short[:1_000])
+        assert max(map(len, stored)) > 50_000
+        assert not any(MIDDLE in text for text in sent)
+
+
+def test_identifiers_are_still_ranked_from_the_whole_outputs(tmp_path: Path) -> None:
+    requests = collapse_requests(tmp_path)
+    result = HeuristicSummarizer().summarize(requests[0])
+    assert MIDDLE in result.identifiers  # only the middle of the outputs named it
+
+
+def test_the_request_is_bounded_in_tokens_and_charged_as_such(tmp_path: Path) -> None:
+    counter = TokenCounter()
+    whole = collapse_requests(tmp_path / "a", summary_item_chars=10**9, summary_request_tokens=None)
+    short = collapse_requests(tmp_path / "b", summary_request_tokens=3_000)
+    shaper = LiteLLMSummarizer("x", max_input_tokens=200_000)
+
+    def sent(request: SummaryRequest) -> int:
+        return counter.count_messages(shaper.messages(request)[0])
+
+    assert sent(whole[0]) > 50_000
+    for request in short:
+        items = sum(len(unit.items) for unit in request.units)
+        assert sent(request) <= max(3_000, items * MIN_ITEM_CHARS // 2) + 1_000
+
+
+def test_a_short_conversation_is_sent_as_it_is(tmp_path: Path) -> None:
+    g = ConversationGraph.memory("short")
+    start(g)
+    for i in range(16):
+        g.append({"role": "user", "content": f"step {i}"}, at=NOW)
+        tool_round(g, [("Bash", f"out {i}\n" * 40)], prefix=f"c{i}", content=f"ran {i}", at=NOW)
+    pol = policy(tmp_path, cascade=("collapse", "emergency"), always=())
+    summarizer = Capturing()
+    full = ContextEngine(g, pol, budget=1_000_000, clock=clock).render().tokens
+    ContextEngine(g, pol, summarizer, budget=full // 2, clock=clock).render()
+    assert summarizer.requests
+    assert all(request.sources == () for request in summarizer.requests)
+
+
+def _context(**overrides: object) -> TierContext:
+    g = ConversationGraph.memory("ctx")
+    return TierContext(
+        RenderInputs(g, Policy(**overrides), NOW),
+        TierServices(TokenCounter(), TokenCache()),
+        10_000,
+    )
+
+
+texts_strategy = st.lists(
+    st.tuples(st.integers(0, 30_000), st.integers(0, 20_000), st.booleans()),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=texts_strategy, limit=st.sampled_from([None, 1_000, 5_000, 20_000]))
+def test_bounded_keeps_pairing_ends_and_the_bound(
+    sizes: list[tuple[int, int, bool]], limit: int | None
+) -> None:
+    ctx = _context(summary_request_tokens=limit)
+    units = []
+    for i, (said, argument, failed) in enumerate(sizes):
+        arguments = json.dumps({"command": "x" * argument, "timeout": 5})
+        call = {
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": "Bash", "arguments": arguments},
+        }
+        output = ("E: failed\n" if failed else "ok\n") + "y" * said + "\nend of output"
+        items = (
+            Item({"role": "assistant", "content": f"step {i}", "tool_calls": [call]}, 1, f"a{i}"),
+            Item({"role": "tool", "tool_call_id": f"c{i}", "content": output}, 1, f"t{i}", "Bash"),
+        )
+        units.append(Unit(items, "round", i, node_ids=(f"a{i}", f"t{i}")))
+    whole = tuple(units)
+    sent = bounded(whole, ctx)
+    messages = [item.message for unit in sent for item in unit.items]
+    assert not tool_pair_problems(messages)
+    bound = ctx.policy.summary_item_chars
+    for short, original in zip(texts(sent), texts(whole), strict=True):
+        assert len(short) <= max(len(original), bound + 120)
+        assert short[: MIN_ITEM_CHARS // 2] == original[: MIN_ITEM_CHARS // 2]
+        assert short.endswith(original[-(MIN_ITEM_CHARS // 3) :])
+    for unit in sent:
+        arguments = json.loads(unit.items[0].message["tool_calls"][0]["function"]["arguments"])
+        assert arguments["timeout"] == 5 and len(arguments["command"]) <= bound + 120
+    if limit is not None:
+        used = ctx.counter.count_messages(messages)
+        floor = len(messages) * MIN_ITEM_CHARS  # every text at the floor: a char per token
+        assert used <= max(limit, floor)
