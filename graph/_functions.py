@@ -75,7 +75,7 @@ class FunctionWriter(GraphReader):
     def _where(self, frame: Frame | None) -> str | None:
         """The function whose chain an append goes to (the implicit stack when None)."""
         if frame is None:
-            return self._frame
+            return self._frames[-1] if self._frames else None
         if frame.function is not None:
             node = self._state.get(frame.function)
             if node.kind != "function":

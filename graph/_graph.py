@@ -276,12 +276,13 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
         """
         parsed = parse_message(message)  # walks nothing recursively (json.dumps is guarded)
         when = normalize_time(at)
-        meta_value = normalize_meta(meta)
+        meta_value = {} if meta is None else normalize_meta(meta)
         with self._lock:
             if isinstance(parsed, ParsedResult):
                 return self._append_result(parsed, when, message)
             function = self._where(frame)
-            self._check_open(function)
+            if function is not None:
+                self._check_open(function)
             dialogue: Payload = parsed.dialogue
             if not is_plain(dialogue):
                 dialogue = normalize_payload(dialogue, "message", stored_fields(message))

@@ -387,6 +387,9 @@ class SQLStore(SideTables, Store):
                 connection.execute(delete(table).where(table.c.session == session))
             sessions = SESSIONS
             connection.execute(delete(sessions).where(sessions.c.id == session))
+        pending: Pending | None = getattr(self._local, "pending", None)
+        if pending is not None:  # the seqs it held went with the row: a commit starts afresh
+            pending.held.pop(session, None)
 
     # -- migrations ----------------------------------------------------------------------
     def migrate(self, migrations: Sequence[Migration]) -> None:
