@@ -42,12 +42,13 @@ def test_the_claude_code_preset() -> None:
         "rereads",
         "microcompact",
         "compact",
+        "collapse",
         "budget_reduction",
         "snip",
         "emergency",
     )
     assert p.always == ("offload",) and p.triggers == {}
-    assert [p.trigger(t) for t in p.cascade] == [0.0] + [1.0] * 6
+    assert [p.trigger(t) for t in p.cascade] == [0.0] + [1.0] * 7
     assert p.context_window == 128_000 and p.max_output_tokens == 16_384
     assert p.budget == 128_000 - 16_384 - 12_800  # the buffer is at most a tenth
     assert p.offload_chars == 20_000 and p.low_water == 0.75
