@@ -203,11 +203,8 @@ def ahead(view: View, ctx: TierContext) -> View:
     share = ctx.policy.proactive_share
     if ctx.prefetch is None or share is None or view.tokens <= share * ctx.budget:
         return view
-    cascade = ctx.policy.cascade
-    if {"compact", "collapse"} <= set(cascade) and cascade.index("compact") < cascade.index(
-        "collapse"
-    ):
-        return view  # a compaction comes first: collapses are its fallback, not asked ahead
+    if _after_compaction(ctx):
+        return view  # collapses are the compaction's fallback: not asked for ahead
     needed = view.tokens - ctx.target
     for segment in _candidates(view, ctx):
         covers = tuple(n for unit in segment for n in unit.node_ids)
@@ -222,8 +219,21 @@ def ahead(view: View, ctx: TierContext) -> View:
     return view
 
 
+def _after_compaction(ctx: TierContext) -> bool:
+    """Whether auto-compact comes before collapse in the cascade (the claude-code preset):
+    collapse is then the fallback for a prompt a compaction left over the budget (one that
+    would not pay, say), never a follow-up that cuts a prompt already under it (each
+    collapse rewrites the prompt from its segment on)."""
+    cascade = ctx.policy.cascade
+    if "compact" not in cascade or "collapse" not in cascade:
+        return False
+    return cascade.index("compact") < cascade.index("collapse")
+
+
 def collapse(view: View, ctx: TierContext) -> View:
     """Collapse the oldest segments until the prompt is under the low-water mark."""
+    if _after_compaction(ctx) and view.tokens <= ctx.policy.threshold("collapse", ctx.budget):
+        return view
     for segment in _candidates(view, ctx):
         if view.tokens <= ctx.target:
             break

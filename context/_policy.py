@@ -53,9 +53,9 @@ the room, so the next compaction waits until the prompt has filled again. Only w
 does not fit is cut in the middle (budget reduction acts over the budget, never to reach
 the low-water mark). Each step rewrites the prompt from where it acts, so few deep steps
 cost less than many shallow ones: collapsing ten rounds at a time first rewrote nearly the
-whole prompt about every ten turns, so ``collapse`` comes after compact, for what a
-compaction declined (one that would not pay) and for collapses made by hand. Snip comes
-after both, which keep a summary of what they remove. On the shared traces at 32k (bench,
+whole prompt about every ten turns, so ``collapse`` comes after compact, for a prompt a
+compaction left over the budget (one that would not pay), acting only over the budget.
+Snip comes after both, which keep a summary of what they remove. On the shared traces at 32k (bench,
 summaries charged): recall 0.9777 → 0.9852 (identifier lists off: 0.9724 → 0.9740) at
 0.986× the peer's cost, against 1.064×."""
 PROGRESSIVE_CASCADE = ("offload", "summarize_half", "compact", "emergency")

@@ -23,6 +23,7 @@ from context import (
     SummaryRequest,
     SummaryResult,
     TokenCounter,
+    _collapse,
 )
 from context._backlog import MAX_REQUESTS, _chunks, _sample
 from graph import ConversationGraph
@@ -271,3 +272,24 @@ def test_an_llm_summarizer_gets_a_few_bounded_calls_on_the_wire(
     assert "parse_header" in layer.layer.replacement[-1]["content"]
     [record] = [r for r in rendered.records if r.tier == "compact"]
     assert record.details["summarizer"]["tokens_in"] == 3_000 * len(calls)
+
+
+def test_collapse_after_a_compaction_acts_only_over_the_budget(tmp_path: Path) -> None:
+    """In the claude-code order (compact, then collapse) collapse is the fallback for a
+    prompt still over the budget, never a follow-up that takes one under it down to the
+    low-water mark (each collapse rewrites the prompt from its segment on); first in the
+    cascade, it does that as before."""
+    g = ConversationGraph.open(tmp_path / "order.db", session="s1")
+    history(g, 60)
+
+    def collapsed(cascade: tuple[str, ...]) -> bool:
+        policy = Policy(working_tokens=3_000, cascade=cascade)
+        e = ContextEngine(g, policy, budget=60_000, clock=clock)
+        ctx, view, _ = e.context()
+        assert ctx.target < view.tokens < ctx.budget
+        ctx.tier = "collapse"
+        return _collapse.collapse(view, ctx) is not view
+
+    assert not collapsed(("offload", "compact", "collapse", "snip"))
+    assert collapsed(("offload", "collapse", "compact", "snip"))
+    g.close()
