@@ -31,7 +31,7 @@ from ._litellm_summarizer import LiteLLMSummarizer
 from ._migrate import migrate_state
 from ._models import ModelInfo, import_litellm, is_anthropic, model_info
 from ._offload import offload_path
-from ._policy import DEFAULT_COMPACTABLE, POLICY_SCHEMA, Policy
+from ._policy import COLLAPSE_FIRST_CASCADE, DEFAULT_COMPACTABLE, POLICY_SCHEMA, Policy
 from ._provider import request_options as provider_request_options
 from ._receipt import RenderReceipt, render_receipt, tools_digest
 from ._records import CompactionRecord, read_jsonl, records_path
@@ -69,6 +69,7 @@ from ._view import Item, Unit, View
 
 __all__ = [
     "ANCHOR_TITLES",
+    "COLLAPSE_FIRST_CASCADE",
     "CONTEXT_MIGRATIONS",
     "DEFAULT_COMPACTABLE",
     "POLICY_SCHEMA",

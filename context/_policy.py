@@ -59,6 +59,18 @@ Snip comes after both, which keep a summary of what they remove. On the shared t
 summaries charged): recall 0.9777 → 0.9852 (identifier lists off: 0.9724 → 0.9740) at
 0.986× the peer's cost, against 1.064×."""
 PROGRESSIVE_CASCADE = ("offload", "summarize_half", "compact", "emergency")
+COLLAPSE_FIRST_CASCADE = (
+    "offload",
+    "rereads",
+    "microcompact",
+    "budget_reduction",
+    "collapse",
+    "compact",
+    "snip",
+    "emergency",
+)
+"""The claude-code tiers with collapse before auto-compact (the preset's order until the
+bench measured the other better): short layers a story, a notebook or a test rolls back."""
 
 DEFAULT_COMPACTABLE: dict[str, str] = {
     "read": "read",

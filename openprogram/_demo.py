@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from context import CompactionRecord, Policy, Rendered, state_folder
+from context import COLLAPSE_FIRST_CASCADE, CompactionRecord, Policy, Rendered, state_folder
 from graph import LayerInfo, Node, Tool, new_id, seeded_ids
 from openprogram._current import current_frame
 from openprogram._errors import OpenProgramError
@@ -38,16 +38,7 @@ def demo_policy() -> Policy:
     emergency tier has nothing left to do (it acted on 7 of 69 renders with the defaults).
     Collapse comes before auto-compact, so that the story shows every tier."""
     return Policy.claude_code(
-        cascade=(
-            "offload",
-            "rereads",
-            "microcompact",
-            "budget_reduction",
-            "collapse",
-            "compact",
-            "snip",
-            "emergency",
-        ),
+        cascade=COLLAPSE_FIRST_CASCADE,
         microcompact_first=4,
         microcompact_every=2,
         microcompact_keep=2,

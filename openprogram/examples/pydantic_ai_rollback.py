@@ -30,7 +30,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from context import Policy
+from context import COLLAPSE_FIRST_CASCADE, Policy
 from graph import LayerInfo, Tool
 from openprogram import Session
 from openprogram._history import node_text
@@ -109,16 +109,7 @@ def main(
     happened (and print it)."""
     policy = Policy.claude_code(  # with collapse before auto-compact: short layers to roll back
         None,
-        cascade=(
-            "offload",
-            "rereads",
-            "microcompact",
-            "budget_reduction",
-            "collapse",
-            "compact",
-            "snip",
-            "emergency",
-        ),
+        cascade=COLLAPSE_FIRST_CASCADE,
         microcompact_first=50,
         microcompact_every=25,
         collapse_min_rounds=2,

@@ -7,23 +7,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from context import Policy, state_folder
+from context import COLLAPSE_FIRST_CASCADE, Policy, state_folder
 from graph import ConversationGraph, Node
 
 _ULID = re.compile(r"(?<![0-9A-Z])[0-9A-HJKMNP-TV-Z]{26}(?![0-9A-Z])")
 _RUN = re.compile(r"(.{1,6}?)\1{3,}", re.DOTALL)
 
 
-WITH_COLLAPSE = (
-    "offload",
-    "rereads",
-    "microcompact",
-    "budget_reduction",
-    "collapse",
-    "compact",
-    "snip",
-    "emergency",
-)
+WITH_COLLAPSE = COLLAPSE_FIRST_CASCADE
 """The claude-code cascade with collapse before auto-compact (the tier tests exercise it)."""
 
 SEED = {

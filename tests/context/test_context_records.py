@@ -272,6 +272,7 @@ def test_public_surface() -> None:
         "Action",
         "AlreadyRolledBack",
         "Anchors",
+        "COLLAPSE_FIRST_CASCADE",
         "CONTEXT_MIGRATIONS",
         "CommitConflict",
         "CompactionRecord",

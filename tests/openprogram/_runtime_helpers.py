@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from context import Policy
+from context import COLLAPSE_FIRST_CASCADE, Policy
 from graph import ConversationGraph, InvalidMessage, text_of
 from openprogram import Session
 from openprogram.testing import FunctionModel, ModelRequest, tool_call
@@ -28,16 +28,7 @@ def small_policy(tmp_path: Path, **overrides: Any) -> Policy:
     """The claude-code cascade with collapse before auto-compact, segments of 2–3 rounds and
     Claude Code's microcompact count trigger, so tiers act on short sessions."""
     values: dict[str, Any] = {
-        "cascade": (
-            "offload",
-            "rereads",
-            "microcompact",
-            "budget_reduction",
-            "collapse",
-            "compact",
-            "snip",
-            "emergency",
-        ),
+        "cascade": COLLAPSE_FIRST_CASCADE,
         "microcompact_first": 50,
         "microcompact_every": 25,
         "collapse_min_rounds": 2,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from context import Policy
+from context import COLLAPSE_FIRST_CASCADE, Policy
 from graph import LayerInfo
 from openprogram import Session
 from openprogram._history import node_text
@@ -34,16 +34,7 @@ def small_session(tmp_path: Path) -> Session:
     count trigger, so that the budget is met by collapsing)."""
     policy = Policy.claude_code(
         None,
-        cascade=(
-            "offload",
-            "rereads",
-            "microcompact",
-            "budget_reduction",
-            "collapse",
-            "compact",
-            "snip",
-            "emergency",
-        ),
+        cascade=COLLAPSE_FIRST_CASCADE,
         microcompact_first=50,
         microcompact_every=25,
         collapse_min_rounds=2,
