@@ -18,11 +18,22 @@ from typing import Any
 
 import msgspec
 
-from context import ContextEngine, ContextStorage, Policy, PolicyError, StateFolder
+from context import (
+    ContextEngine,
+    ContextStorage,
+    Policy,
+    PolicyError,
+    StateFolder,
+    UnknownModel,
+    model_info,
+)
 from graph import ConversationGraph, Redactor, Store, StoreError, redactor_from
+from openprogram._models import Model
 
 CONFIG_KEY = "openprogram.config"
 CONFIG_SCHEMA = 1
+DEFAULT_STEPS = 25
+"""``llm()`` calls an agent makes per task unless its configuration says otherwise."""
 
 
 class SessionConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -195,3 +206,73 @@ def parse_setting(text: str) -> tuple[str, Any]:
         return name.strip(), json.loads(value)
     except json.JSONDecodeError:
         return name.strip(), value
+
+
+def policy_for(model: Model | str | None) -> Policy:
+    """The claude-code preset for a model the map knows, by name or by a model object's
+    ``name`` (the 128k default otherwise)."""
+    name = model_name(model)
+    if name:
+        try:
+            model_info(name)
+        except UnknownModel:
+            name = None
+    try:
+        return Policy.claude_code(name)
+    except PolicyError:
+        return Policy.claude_code(None)
+
+
+def model_name(model: Model | str | None) -> str | None:
+    return model if isinstance(model, str) else getattr(model, "name", None)
+
+
+def known_model(model: str) -> bool:
+    """Whether litellm's model map knows ``model`` (its window can be read)."""
+    try:
+        model_info(model)
+    except UnknownModel:
+        return False
+    return True
+
+
+def session_config(
+    stored: SessionConfig | None,
+    model: Model | str | None,
+    policy: Policy | None,
+    budget: int | None,
+    redact: bool | Redactor | Mapping[str, Any] | None,
+    max_steps: int | None,
+    history_tools: bool | None,
+    *,
+    explicit: bool = False,
+) -> SessionConfig:
+    """The configuration to run with: the stored one, with what was given explicitly."""
+    if stored is None:
+        on, patterns = redaction(redact)
+        chosen = policy or policy_for(model)
+        return SessionConfig(
+            policy=chosen.stored(),
+            budget=budget,
+            model=model_name(model),
+            model_by_name=isinstance(model, str),
+            redact=on,
+            redact_patterns=patterns,
+            max_steps=max_steps or DEFAULT_STEPS,
+            history_tools=True if history_tools is None else history_tools,
+        )
+    values: dict[str, Any] = {}
+    if policy is not None:
+        values["policy"] = policy.stored()
+    if budget is not None:
+        values["budget"] = budget
+    name = model_name(model)
+    if model is not None and (explicit or name != stored.model):
+        values["model"], values["model_by_name"] = name, isinstance(model, str)
+    if redact is not None:
+        values["redact"], values["redact_patterns"] = redaction(redact)
+    if max_steps is not None:
+        values["max_steps"] = max_steps
+    if history_tools is not None:
+        values["history_tools"] = history_tools
+    return msgspec.structs.replace(stored, **values)

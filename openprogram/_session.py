@@ -28,22 +28,17 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from context import (
     ContextEngine,
     ContextError,
     ContextStorage,
     Policy,
-    PolicyError,
     Rendered,
     RenderReceipt,
     StateFolder,
     Summarizer,
-    UnknownModel,
     delete_session,
     migrate_state,
-    model_info,
     release_state_folder,
     render_receipt,
     scrub_session,
@@ -66,10 +61,11 @@ from graph import (
     redactor_from,
 )
 from openprogram._config import (
-    SessionConfig,
+    known_model,
     load_config,
+    model_name,
     record_change,
-    redaction,
+    session_config,
     with_fields,
 )
 from openprogram._current import FRAME, SESSION, current_frame
@@ -79,11 +75,11 @@ from openprogram._leases import DEFAULT_TTL, LeaseKeeper, mark_interrupted
 from openprogram._loop import Call
 from openprogram._models import Model, resolve_model
 from openprogram._tools import ToolSpec
+from openprogram._usage import usage_of
 
 MEMORY = ":memory:"
 OLD_FOLDER = Path(".openprogram")
 """The state folder every database shared before each had its own."""
-DEFAULT_STEPS = 25
 
 _ENTERED: ContextVar[tuple[tuple[Session, Session | None, Frame], ...]] = ContextVar(
     "openprogram_entered", default=()
@@ -100,25 +96,6 @@ def open_store(db: str | os.PathLike[str] | Store | None) -> Store:
     if db == MEMORY:
         return MemoryStore()
     return SQLStore(db)
-
-
-def policy_for(model: Model | str | None) -> Policy:
-    """The claude-code preset for a model the map knows, by name or by a model object's
-    ``name`` (the 128k default otherwise)."""
-    name = model_name(model)
-    if name:
-        try:
-            model_info(name)
-        except UnknownModel:
-            name = None
-    try:
-        return Policy.claude_code(name)
-    except PolicyError:
-        return Policy.claude_code(None)
-
-
-def model_name(model: Model | str | None) -> str | None:
-    return model if isinstance(model, str) else getattr(model, "name", None)
 
 
 class Session:
@@ -196,9 +173,9 @@ class Session:
         self.folder = state_folder(store, state_dir)
         """The database's state folder (offloaded outputs, records logs)."""
         named = model_name(model)
-        if stored and policy is None and named != stored.model and named and _known(named):
+        if stored and policy is None and named != stored.model and named and known_model(named):
             policy = with_fields(stored.make_policy(), {"model": named})  # as configure()
-        wanted = _config(stored, model, policy, budget, redact, max_steps, history_tools)
+        wanted = session_config(stored, model, policy, budget, redact, max_steps, history_tools)
         self.config = wanted
         """The configuration this session runs with (as stored)."""
         self._storage = ContextStorage(store, name, self.folder)
@@ -264,13 +241,13 @@ class Session:
         changed (empty: nothing did)."""
         base = policy or self.config.make_policy()
         name = model_name(model)
-        if policy is None and name and "model" not in settings and _known(name):
+        if policy is None and name and "model" not in settings and known_model(name):
             settings = {**settings, "model": name}
         if settings:
             base = with_fields(base, settings)
         if model is not None:
             self.model = resolve_model(model)
-        wanted = _config(
+        wanted = session_config(
             self.config, model, base, budget, redact, max_steps, history_tools, explicit=True
         )
         found = record_change(self.store, self.id, self.folder, self.config, wanted)
@@ -557,52 +534,7 @@ class Session:
     def usage(self) -> dict[str, Any]:
         """Tokens in and out, cached tokens and cost, in total, per model and per function
         (the innermost agentic function that made the call; ``(top)`` outside any)."""
-        total = _Totals()
-        models: dict[str, _Totals] = {}
-        functions: dict[str, _Totals] = {}
-        state = self.graph.state
-        for node in self.graph.nodes():
-            usage = node.meta.get("usage") if node.role == "assistant" else None
-            if not isinstance(usage, dict):
-                continue
-            caller = state.caller.get(node.id)
-            function = str(state.nodes[caller].payload.name) if caller else "(top)"
-            model = str(node.meta.get("model") or "?")
-            for bucket in (total, models.setdefault(model, _Totals())):
-                bucket.add(usage)
-            functions.setdefault(function, _Totals()).add(usage)
-        return {
-            "total": total.as_dict(),
-            "models": {k: v.as_dict() for k, v in models.items()},
-            "functions": {k: v.as_dict() for k, v in functions.items()},
-        }
-
-
-class _Totals:
-    def __init__(self) -> None:
-        self.calls = 0
-        self.input = 0
-        self.cached = 0
-        self.output = 0
-        self.cost: float | None = 0.0
-
-    def add(self, usage: dict[str, Any]) -> None:
-        self.calls += 1
-        read = int(usage.get("cache_read") or 0)
-        self.input += int(usage.get("input") or 0) + read + int(usage.get("cache_creation") or 0)
-        self.cached += read
-        self.output += int(usage.get("output") or 0)
-        cost = usage.get("cost")
-        self.cost = None if cost is None or self.cost is None else self.cost + float(cost)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "calls": self.calls,
-            "input_tokens": self.input,
-            "cached_tokens": self.cached,
-            "output_tokens": self.output,
-            "cost": None if self.cost is None else round(self.cost, 6),
-        }
+        return usage_of(self.graph)
 
 
 def scrub_patterns(
@@ -630,56 +562,5 @@ def _migrate_old_files(store: Store, folder: StateFolder, session: str) -> None:
         migrate_state(store, folder, OLD_FOLDER, [session])
 
 
-def _known(model: str) -> bool:
-    """Whether litellm's model map knows ``model`` (its window can be read)."""
-    try:
-        model_info(model)
-    except UnknownModel:
-        return False
-    return True
-
-
 def _redactor(redact: bool | Redactor | Mapping[str, Any] | None) -> Redactor | None:
     return redactor_from(redact)
-
-
-def _config(
-    stored: SessionConfig | None,
-    model: Model | str | None,
-    policy: Policy | None,
-    budget: int | None,
-    redact: bool | Redactor | Mapping[str, Any] | None,
-    max_steps: int | None,
-    history_tools: bool | None,
-    *,
-    explicit: bool = False,
-) -> SessionConfig:
-    """The configuration to run with: the stored one, with what was given explicitly."""
-    if stored is None:
-        on, patterns = redaction(redact)
-        chosen = policy or policy_for(model)
-        return SessionConfig(
-            policy=chosen.stored(),
-            budget=budget,
-            model=model_name(model),
-            model_by_name=isinstance(model, str),
-            redact=on,
-            redact_patterns=patterns,
-            max_steps=max_steps or DEFAULT_STEPS,
-            history_tools=True if history_tools is None else history_tools,
-        )
-    values: dict[str, Any] = {}
-    if policy is not None:
-        values["policy"] = policy.stored()
-    if budget is not None:
-        values["budget"] = budget
-    name = model_name(model)
-    if model is not None and (explicit or name != stored.model):
-        values["model"], values["model_by_name"] = name, isinstance(model, str)
-    if redact is not None:
-        values["redact"], values["redact_patterns"] = redaction(redact)
-    if max_steps is not None:
-        values["max_steps"] = max_steps
-    if history_tools is not None:
-        values["history_tools"] = history_tools
-    return msgspec.structs.replace(stored, **values)

@@ -30,7 +30,7 @@ from openprogram._config import (
 def cmd_configure(args: argparse.Namespace) -> int:
     """Show a session's configuration, or change it: an explicit, recorded event that every
     later reopening, render and process uses (and that starts new tier state)."""
-    from openprogram._session import policy_for
+    from openprogram._config import policy_for
 
     graph = existing_session(args, args.session)
     store = graph.store
