@@ -7,7 +7,7 @@ be listed, expanded and rolled back.
 """
 
 from ._commit import SessionWriter
-from ._engine import ContextEngine, Rendered, render_context
+from ._engine import ContextEngine, render_context
 from ._errors import (
     AlreadyRolledBack,
     CommitConflict,
@@ -40,6 +40,7 @@ from ._redaction import output_redactor, summary_redactor
 from ._reduce import middle_truncate
 from ._registry import TIERS, resolve_tiers
 from ._removal import Removal
+from ._rendered import Rendered
 from ._rereads import read_target, write_target
 from ._scrub import scrub_session
 from ._sessions import collect_garbage, delete_session

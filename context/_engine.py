@@ -20,8 +20,6 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import msgspec
-
 from graph import ConversationGraph, GraphReader, Node
 
 from ._backlog_chain import chain_backlog
@@ -39,6 +37,7 @@ from ._prefetch import Prefetcher
 from ._records import CompactionRecord
 from ._recover import Recovery
 from ._registry import resolve_tiers
+from ._rendered import Rendered
 from ._storage import ContextStorage
 from ._summary import default_summarizer
 from ._tier import (
@@ -57,45 +56,6 @@ MAX_PASSES = 8
 """Times a render is made at most while each one still makes a layer (see ``_decide``)."""
 EXACT_COUNT_CHARS = 200_000
 """Longer texts are counted by an upper bound, not tokenized (see ``TokenCounter``)."""
-
-
-class Rendered(msgspec.Struct, frozen=True):
-    """One render: provider-ready messages and what it took to get there."""
-
-    messages: list[dict[str, Any]]
-    tokens: int
-    budget: int
-    actions: list[Any]
-    records: list[CompactionRecord]
-    context_management: dict[str, Any] | None = None
-    preview: bool = False
-
-    @property
-    def fits(self) -> bool:
-        return self.tokens <= self.budget
-
-    def _repr_html_(self) -> str:
-        from html import escape
-
-        rows = []
-        for message in self.messages:
-            content = message.get("content")
-            text = content if isinstance(content, str) else str(content or "")
-            calls = message.get("tool_calls") or []
-            if calls:
-                text += "\n" + ", ".join(f"→ {c['function']['name']}" for c in calls)
-            short = text if len(text) <= 400 else f"{text[:400]} … ({len(text):,} characters)"
-            rows.append(
-                f"<tr><td style='vertical-align:top'><b>{escape(message['role'])}</b></td>"
-                f"<td style='text-align:left'><pre style='margin:0;white-space:pre-wrap'>"
-                f"{escape(short)}</pre></td></tr>"
-            )
-        tiers = ", ".join(dict.fromkeys(a.tier for a in self.actions)) or "none"
-        head = (
-            f"<b>{len(self.messages)} messages, {self.tokens:,} of {self.budget:,} tokens</b>"
-            f" — tiers: {escape(tiers)}"
-        )
-        return f"<div>{head}<table>{''.join(rows)}</table></div>"
 
 
 class ContextEngine(EngineStorage, LayerOperations, Recovery):

@@ -36,8 +36,8 @@ from ._view import Unit, View
 
 if TYPE_CHECKING:
     from ._commit import SessionWriter
-    from ._engine import Rendered
     from ._persistence import _Frame
+    from ._rendered import Rendered
     from ._storage import ContextStorage
 
 

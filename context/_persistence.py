@@ -32,10 +32,10 @@ from ._tokens import TokenCache, TokenCounter, UsageAnchor
 from ._view import RawUnit, View
 
 if TYPE_CHECKING:
-    from ._engine import Rendered
     from ._folder import StateFolder
     from ._layers import LayerBook
     from ._policy import Policy
+    from ._rendered import Rendered
 
 LAYOUT = "~layout"
 """Key of the layout checkpoint in a frame's saved state (no tier has that name)."""

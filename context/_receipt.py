@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 if TYPE_CHECKING:
-    from ._engine import ContextEngine, Rendered
+    from ._engine import ContextEngine
+    from ._rendered import Rendered
 
 
 class RenderReceipt(msgspec.Struct, frozen=True, kw_only=True):

@@ -24,8 +24,8 @@ from ._locking import locked
 from ._records import CompactionRecord
 
 if TYPE_CHECKING:
-    from ._engine import Rendered
     from ._policy import Policy
+    from ._rendered import Rendered
     from ._tokens import UsageAnchor
 
 _PHRASES = (

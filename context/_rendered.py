@@ -1,0 +1,48 @@
+"""``Rendered``: one render's prompt, its token count and what the cascade did for it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ._records import CompactionRecord
+
+
+class Rendered(msgspec.Struct, frozen=True):
+    """One render: provider-ready messages and what it took to get there."""
+
+    messages: list[dict[str, Any]]
+    tokens: int
+    budget: int
+    actions: list[Any]
+    records: list[CompactionRecord]
+    context_management: dict[str, Any] | None = None
+    preview: bool = False
+
+    @property
+    def fits(self) -> bool:
+        return self.tokens <= self.budget
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        rows = []
+        for message in self.messages:
+            content = message.get("content")
+            text = content if isinstance(content, str) else str(content or "")
+            calls = message.get("tool_calls") or []
+            if calls:
+                text += "\n" + ", ".join(f"→ {c['function']['name']}" for c in calls)
+            short = text if len(text) <= 400 else f"{text[:400]} … ({len(text):,} characters)"
+            rows.append(
+                f"<tr><td style='vertical-align:top'><b>{escape(message['role'])}</b></td>"
+                f"<td style='text-align:left'><pre style='margin:0;white-space:pre-wrap'>"
+                f"{escape(short)}</pre></td></tr>"
+            )
+        tiers = ", ".join(dict.fromkeys(a.tier for a in self.actions)) or "none"
+        head = (
+            f"<b>{len(self.messages)} messages, {self.tokens:,} of {self.budget:,} tokens</b>"
+            f" — tiers: {escape(tiers)}"
+        )
+        return f"<div>{head}<table>{''.join(rows)}</table></div>"
