@@ -32,7 +32,7 @@ from ._backlog import (
     Span,
     backlog_layer,
 )
-from ._checkpoint import Checkpoint, _record_at, _record_id
+from ._checkpoint import Checkpoint, sealed
 from ._layout import Grouper, group_steps
 from ._tier import TierContext
 from ._view import RawUnit, Unit
@@ -86,20 +86,10 @@ def chain_backlog(state: GraphState, head: str | None, ctx: TierContext) -> Chec
     info = backlog_layer(ctx, span, started)
     if info is None:
         return None
-    record = _record_at(state, state.last_seq)
-    if record is None:  # pragma: no cover - a chain has records
-        return None
-    return Checkpoint(
-        layer=info.id,
-        units=(len(units), len(units) + 1),
-        steps=(len(prefix), len(prefix) + len(covers)),
-        before=chain[first - 1],
-        last=chain[end - 1],
-        after=chain[end],
-        seq=state.last_seq,
-        record=_record_id(record),
-        sizes=[("round", len(covers), 1)],
-    )
+    around = (chain[first - 1], chain[end - 1], chain[end])
+    steps = (len(prefix), len(prefix) + len(covers))
+    one = [("round", len(covers), 1)]  # the span as a single placeholder
+    return sealed(state, info.id, (len(units), len(units) + 1), steps, around, one)
 
 
 def _role(node: Node) -> str | None:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 
-from graph import Event, GraphState, Step
+from graph import GraphState, Step
 
 from ._backlog import MIN_UNITS, Span, backlog_layer, estimate, unit_ids
-from ._checkpoint import Checkpoint, placeholders
+from ._checkpoint import Checkpoint, placeholders, sealed, unit_runs
 from ._compact import kept_by_messages
 from ._layout import Layout
 from ._tier import TierContext
@@ -73,8 +73,8 @@ def compact_backlog(
     if info is None:
         return False
     saved = _checkpoint(layout, state, info.id, first, end, ids)
-    hidden = placeholders(saved, covers)
-    if hidden is None:  # pragma: no cover - the sizes are taken from the same units
+    hidden = None if saved is None else placeholders(saved, covers)
+    if saved is None or hidden is None:  # pragma: no cover - the sizes are the units'
         raise AssertionError("backlog placeholders do not match the layer's nodes")
     layout.hide(saved, hidden, state)
     return True
@@ -152,30 +152,14 @@ def _checkpoint(
     first: int,
     end: int,
     ids: list[tuple[str, ...]],
-) -> Checkpoint:
+) -> Checkpoint | None:
     raw, steps = layout.raw, layout.steps
     begin, stop = raw[first].start, raw[end - 1].end
-    sizes: list[tuple[str, int, int]] = []
-    for unit, found in zip(raw[first:end], ids, strict=True):
-        size = len(found)
-        if sizes and sizes[-1][:2] == (unit.kind, size):
-            sizes[-1] = (unit.kind, size, sizes[-1][2] + 1)
-        else:
-            sizes.append((unit.kind, size, 1))
-    records = state.records
-    last = records[-1] if records else None
-    record = "" if last is None else last.node_id if isinstance(last, Event) else last[0].id
-    return Checkpoint(
-        layer=layer,
-        units=(first, end),
-        steps=(begin, stop),
-        before=state.prev[steps[begin].node.id],
-        last=state.prev[steps[stop].node.id],
-        after=steps[stop].node.id,
-        seq=state.last_seq,
-        record=record,
-        sizes=sizes,
-    )
+    spanned = zip(raw[first:end], ids, strict=True)
+    sizes = unit_runs((unit.kind, len(found)) for unit, found in spanned)
+    prev = state.prev
+    around = (prev[steps[begin].node.id], prev[steps[stop].node.id], steps[stop].node.id)
+    return sealed(state, layer, (first, end), (begin, stop), around, sizes)
 
 
 def _inspectable(span: Iterable[RawUnit]) -> list[str]:

@@ -21,8 +21,8 @@ the layout walks in full.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, cast
 
 import msgspec
 
@@ -89,6 +89,52 @@ def _record_id(record: Node | Event) -> str:
     return record.node_id if isinstance(record, Event) else record.id
 
 
+def unit_runs(units: Iterable[tuple[str, int]]) -> list[tuple[str, int, int]]:
+    """``(kind, node ids)`` per unit as runs of ``(kind, node ids per unit, units)``."""
+    runs: list[tuple[str, int, int]] = []
+    for kind, size in units:
+        if runs and runs[-1][:2] == (kind, size):
+            runs[-1] = (kind, size, runs[-1][2] + 1)
+        else:
+            runs.append((kind, size, 1))
+    return runs
+
+
+def sealed(
+    state: GraphState,
+    layer: str,
+    units: tuple[int, int],
+    steps: tuple[int, int],
+    around: tuple[str, str, str],
+    sizes: list[tuple[str, int, int]],
+) -> Checkpoint | None:
+    """The checkpoint of a span, taken at the graph's newest record; ``around`` is the node
+    before the span, its last and the first after it. None for a graph with no record."""
+    record = _record_at(state, state.last_seq)
+    if record is None:
+        return None
+    before, last, after = around
+    return Checkpoint(
+        layer=layer,
+        units=units,
+        steps=steps,
+        before=before,
+        last=last,
+        after=after,
+        seq=state.last_seq,
+        record=_record_id(record),
+        sizes=sizes,
+    )
+
+
+def layer_of(
+    state: GraphState, layer_id: str, pending: Mapping[str, LayerInfo] | None
+) -> LayerInfo | None:
+    """A stored layer, or one ``pending`` (decided by a render, committed with it)."""
+    found = state.layers.get(layer_id)
+    return found if found is not None or pending is None else pending.get(layer_id)
+
+
 def hidden_tools(
     node_ids: Sequence[str], state: GraphState, category: Callable[[str], str | None]
 ) -> tuple[list[str], set[str]]:
@@ -140,7 +186,6 @@ def capture(
     for step in (steps[begin], steps[stop]):
         if step.depth or step.view not in ("message", "call"):
             return None
-    sizes: list[tuple[str, int, int]] = []
     covered: list[str] = []
     for unit in built[first:end]:
         if unit is None or unit.kind not in ("round", "call") or unit.pinned or unit.running:
@@ -148,11 +193,8 @@ def capture(
         if unit.count != 1 or unit.layer is not None:
             return None
         covered.extend(unit.node_ids)
-        size = len(unit.node_ids)
-        if sizes and sizes[-1][:2] == (unit.kind, size):
-            sizes[-1] = (unit.kind, size, sizes[-1][2] + 1)
-        else:
-            sizes.append((unit.kind, size, 1))
+    spanned = cast(list[Unit], built[first:end])  # each checked above
+    sizes = unit_runs((unit.kind, len(unit.node_ids)) for unit in spanned)
     if tuple(covered) != info.covers:
         return None
     inside = set(covered)
@@ -164,20 +206,10 @@ def capture(
         return None
     prev = state.prev
     before, last = prev.get(steps[begin].node.id), prev.get(steps[stop].node.id)
-    record = _record_at(state, state.last_seq)
-    if before is None or last is None or record is None:
+    if before is None or last is None:
         return None
-    return Checkpoint(
-        layer=info.id,
-        units=(first, end),
-        steps=(begin, stop),
-        before=before,
-        last=last,
-        after=steps[stop].node.id,
-        seq=state.last_seq,
-        record=_record_id(record),
-        sizes=sizes,
-    )
+    around = (before, last, steps[stop].node.id)
+    return sealed(state, info.id, (first, end), (begin, stop), around, sizes)
 
 
 def placeholders(saved: Checkpoint, covers: Sequence[str]) -> list[Unit] | None:
@@ -205,7 +237,7 @@ def trusted(
 ) -> bool:
     """Whether nothing the checkpoint relies on changed (cheap checks, no walk); its layer
     may be ``pending`` (decided by this render, committed with it)."""
-    info = state.layers.get(saved.layer) or (pending or {}).get(saved.layer)
+    info = layer_of(state, saved.layer, pending)
     if info is None or not info.active:
         return False
     record = _record_at(state, saved.seq)

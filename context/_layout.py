@@ -27,7 +27,14 @@ from graph import (
     visible_since,
 )
 
-from ._checkpoint import Checkpoint, hidden_tools, newer_outside, placeholders, trusted
+from ._checkpoint import (
+    Checkpoint,
+    hidden_tools,
+    layer_of,
+    newer_outside,
+    placeholders,
+    trusted,
+)
 from ._view import RawUnit, Unit, is_native_compaction, unit_tools
 
 Entry = tuple[dict[str, Any], Node | None]
@@ -222,7 +229,7 @@ class Layout:
         undone = state.rollbacks != self.rollbacks_seen
         self.rollbacks_seen = state.rollbacks
         if self.hidden is not None:
-            info = state.layers.get(self.hidden.layer) or (pending or {}).get(self.hidden.layer)
+            info = layer_of(state, self.hidden.layer, pending)
             undone = undone or info is None or not info.active
         if self.head is not None and head is not None and shape == self.shape and not undone:
             tail = visible_since(state, head, self.head)
@@ -267,8 +274,8 @@ class Layout:
             return False
         if newer_outside(saved, state, rest):
             return False
-        info = state.layers.get(saved.layer) or (pending or {})[saved.layer]
-        hidden = placeholders(saved, info.covers)
+        info = layer_of(state, saved.layer, pending)
+        hidden = None if info is None else placeholders(saved, info.covers)
         grouper = Grouper()
         for index, step in enumerate(prefix):
             grouper.feed(index, step)
