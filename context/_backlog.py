@@ -121,7 +121,6 @@ def backlog_layer(ctx: TierContext, span: Span, started: float) -> LayerInfo | N
         "summary": summary_meta(result),
         "requests": len(asked),
     }
-    ctx.cache.unstored.add(layer_id)  # a new layer: no count of it is stored anywhere
     info = ctx.layers.add("compact", list(covers), messages, meta, layer_id=layer_id)
     before, after = View((), estimated), View((), tokens)
     what = f"compacted the backlog of {rounds} round(s) into layer {info.id}"

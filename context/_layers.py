@@ -122,6 +122,8 @@ def layer_unit(
     """The unit a layer shows in place of ``covered`` (at ``position``: where a coarse
     layer's first unit not refined by a newer layer is)."""
     messages = info.layer.replacement or []
+    if ctx.layers is not None and info.id in ctx.layers.overlay:
+        ctx.cache.unstored.add(info.id)  # not stored yet: no count of it is in the store
     items = tuple(
         ctx.item(message, info.id, f"layer:{index}") for index, message in enumerate(messages)
     )
