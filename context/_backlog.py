@@ -32,7 +32,7 @@ from graph import LayerInfo, Node, text_of
 
 from ._compact import compaction_text
 from ._reduce import middle_truncate
-from ._summarizing import new_layer_id, request_for, summarize, summary_meta
+from ._summarizing import new_layer_id, request_for, sampled, summarize, summary_meta
 from ._summary import SummaryResult
 from ._tier import TierContext
 from ._view import Item, RawUnit, Unit, View
@@ -168,30 +168,6 @@ def _chunks(sizes: list[int], bound: int) -> list[range]:
     return [part for part in found if len(part)]
 
 
-def _sample(part: range, sizes: list[int], bound: int) -> list[int]:
-    """Which units of a chunk its request reads: all when they fit; else the newest within
-    half the bound, then an even stride over the older ones within the rest."""
-    if sum(sizes[i] for i in part) <= bound:
-        return list(part)
-    chosen: list[int] = []
-    room = bound // 2
-    index = part.stop - 1
-    while index >= part.start and sizes[index] <= room:
-        room -= sizes[index]
-        chosen.append(index)
-        index -= 1
-    older = range(part.start, index + 1)
-    if older:
-        left = bound - bound // 2 + room
-        mean = max(1, sum(sizes[i] for i in older) // len(older))
-        step = max(1, -(-len(older) * mean // max(1, left)))
-        for at in older[::step]:
-            if sizes[at] <= left:
-                left -= sizes[at]
-                chosen.append(at)
-    return sorted(chosen)
-
-
 def _summary(
     ctx: TierContext, span: Span
 ) -> tuple[SummaryResult | None, list[dict[str, Any]], str | None]:
@@ -202,7 +178,7 @@ def _summary(
     asked: list[dict[str, Any]] = []
     max_tokens = min(policy.compact_summary_tokens, max(100, ctx.target // 3))
     for part in _chunks(span.sizes, bound):
-        units = [_request_unit(_clip(span.round(i)), i) for i in _sample(part, span.digest, bound)]
+        units = [_request_unit(_clip(span.round(i)), i) for i in sampled(part, span.digest, bound)]
         request = request_for(ctx, "compact", units, max_tokens=max_tokens, previous=previous)
         result, error, ms = summarize(ctx, request)
         if result is None:

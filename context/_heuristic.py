@@ -117,7 +117,7 @@ class HeuristicSummarizer:
             tried_solutions=_tried(entries, words),
             next_steps=next_steps,
         )
-        rounds = sum(unit.count for unit in request.units if unit.kind == "round")
+        rounds = sum(unit.count for unit in request.covered if unit.kind == "round")
         identifiers = ranked_identifiers(message_text(m) for m in request.messages)
         return finish_summary(
             request,

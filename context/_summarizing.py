@@ -8,6 +8,7 @@ over exactly the same nodes (after a rollback, say) reuses it instead of asking 
 from __future__ import annotations
 
 import hashlib
+import operator
 import time
 from typing import Any
 
@@ -73,23 +74,54 @@ def bounded(units: tuple[Unit, ...], ctx: TierContext) -> tuple[Unit, ...]:
     Every text (a message's content, a long string argument of a call) over
     ``policy.summary_item_chars`` keeps its head and tail, as budget reduction shows an
     output; while the whole is still over ``policy.summary_request_tokens``, the bound
-    halves, down to ``MIN_ITEM_CHARS``. The summary is of what happened, so the texts are
-    the stored ones (``originals``), only shortened; a summarizer ranks identifiers from
-    those locally (``SummaryRequest.sources``), which costs no LLM tokens."""
+    halves, down to ``MIN_ITEM_CHARS``. Units still over it then are sampled (see
+    :func:`sampled`): the newest, then an even stride over the older ones, so a request
+    over hundreds of rounds stays the size it promises. The summary is of what happened, so
+    the texts are the stored ones (``originals``), only shortened; a summarizer ranks
+    identifiers from those locally (``SummaryRequest.sources``), which costs no LLM tokens."""
     policy = ctx.policy
     limit = policy.summary_item_chars
     total = policy.summary_request_tokens
     while True:
         shortened = tuple(_shortened(unit, limit) for unit in units)
-        if total is None or limit <= MIN_ITEM_CHARS:
+        if total is None:
             return shortened
-        if _tokens(shortened, ctx) <= total:
+        sizes = [_tokens(unit, ctx) for unit in shortened]
+        if sum(sizes) <= total:
             return shortened
+        if limit <= MIN_ITEM_CHARS:
+            return tuple(shortened[i] for i in sampled(range(len(sizes)), sizes, total))
         limit = max(MIN_ITEM_CHARS, limit // 2)
 
 
-def _tokens(units: tuple[Unit, ...], ctx: TierContext) -> int:
-    return ctx.counter.count_messages(item.message for unit in units for item in unit.items)
+def sampled(part: range, sizes: list[int], bound: int) -> list[int]:
+    """Which of ``part``'s units a request reads (``sizes`` are all units' tokens): all
+    when they fit; else the newest within half the bound, then an even stride over the
+    older ones within the rest. The newest rounds say where the work stands; the stride
+    keeps every stretch of the older ones represented."""
+    if sum(sizes[i] for i in part) <= bound:
+        return list(part)
+    chosen: list[int] = []
+    room = bound // 2
+    index = part.stop - 1
+    while index >= part.start and sizes[index] <= room:
+        room -= sizes[index]
+        chosen.append(index)
+        index -= 1
+    older = range(part.start, index + 1)
+    if older:
+        left = bound - bound // 2 + room
+        mean = max(1, sum(sizes[i] for i in older) // len(older))
+        step = max(1, -(-len(older) * mean // max(1, left)))
+        for at in older[::step]:
+            if sizes[at] <= left:
+                left -= sizes[at]
+                chosen.append(at)
+    return sorted(chosen)
+
+
+def _tokens(unit: Unit, ctx: TierContext) -> int:
+    return ctx.counter.count_messages(item.message for item in unit.items)
 
 
 def _shortened(unit: Unit, limit: int) -> Unit:
@@ -261,7 +293,7 @@ def request_for(
     return SummaryRequest(
         kind="segment" if kind == "collapse" else "compact",
         units=sent,
-        sources=() if all(a is b for a, b in zip(sent, restored, strict=True)) else restored,
+        sources=() if len(sent) == len(restored) and all(map(operator.is_, sent, restored)) else restored,
         nodes=nodes,
         task=_clean(task_text(ctx), redactor),
         previous=previous,

@@ -127,17 +127,27 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     tools: tuple[dict[str, Any], ...] = ()
     counter: TokenCounter | None = None
     sources: tuple[Unit, ...] = ()
-    """The covered units as stored, when ``units`` were shortened to bound what an LLM is
-    sent (C9): a summarizer ranks identifiers from these locally, at no LLM cost."""
+    """The covered units as stored, when ``units`` were shortened or sampled to bound what
+    an LLM is sent (C9): a summarizer ranks identifiers from these locally, at no LLM cost."""
+
+    @property
+    def covered(self) -> tuple[Unit, ...]:
+        """Every unit the summary covers (``units`` may be a sample of them)."""
+        return self.sources or self.units
+
+    @property
+    def left_out(self) -> int:
+        """How many covered units the request does not show (sampled to stay bounded)."""
+        return len(self.sources) - len(self.units) if self.sources else 0
 
     @property
     def messages(self) -> list[dict[str, Any]]:
         """The covered messages identifiers are ranked from (``sources`` when given)."""
-        return [item.message for unit in self.sources or self.units for item in unit.items]
+        return [item.message for unit in self.covered for item in unit.items]
 
     @property
     def node_ids(self) -> list[str]:
-        return list(dict.fromkeys(n for unit in self.units for n in unit.node_ids))
+        return list(dict.fromkeys(n for unit in self.covered for n in unit.node_ids))
 
 
 @runtime_checkable

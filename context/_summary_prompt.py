@@ -99,6 +99,11 @@ Reply with exactly this markdown layout, nothing before or after it:
 add what the new conversation adds.
 - Replace User Intent and Next Steps when the new conversation changed them."""
 
+SAMPLED = """\
+- {left_out} older exchanges of this stretch are left out of the conversation above to keep \
+this request short; the newest are all there. Summarize what is shown; do not guess at the \
+rest."""
+
 SYSTEM = "You summarize an AI agent's conversation so that the agent can continue from it."
 
 
@@ -186,6 +191,8 @@ def instruction(request: SummaryRequest, conversation: str) -> str:
     then what to write and how; long input first, the task last."""
     budget = max(100, request.max_tokens - max(0, request.identifier_tokens))
     rules = RULES.format(budget=budget)
+    if request.left_out:
+        rules += "\n" + SAMPLED.format(left_out=request.left_out)
     if request.focus and request.focus.strip():
         rules += "\n" + FOCUS.format(focus=" ".join(request.focus.split()))
     task = ""

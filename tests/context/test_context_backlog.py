@@ -25,7 +25,8 @@ from context import (
     TokenCounter,
     _collapse,
 )
-from context._backlog import MAX_REQUESTS, _chunks, _sample
+from context._backlog import MAX_REQUESTS, _chunks
+from context._summarizing import sampled
 from graph import ConversationGraph
 
 BUDGET = 16_000
@@ -222,7 +223,7 @@ def test_a_sample_stays_within_its_bound_and_keeps_the_newest_that_fits(
     sizes: list[int], bound: int
 ) -> None:
     part = range(len(sizes))
-    chosen = _sample(part, sizes, bound)
+    chosen = sampled(part, sizes, bound)
     assert chosen == sorted(set(chosen)) and all(i in part for i in chosen)
     assert sum(sizes[i] for i in chosen) <= max(bound, sum(sizes)) and (
         sum(sizes) <= bound or sum(sizes[i] for i in chosen) <= bound
