@@ -98,7 +98,8 @@ def sampled(part: range, sizes: list[int], bound: int) -> list[int]:
     """Which of ``part``'s units a request reads (``sizes`` are all units' tokens): all
     when they fit; else the newest within half the bound, then an even stride over the
     older ones within the rest. The newest rounds say where the work stands; the stride
-    keeps every stretch of the older ones represented."""
+    keeps every stretch of the older ones represented. The newest unit is read even when it
+    alone is over the bound: a request never covers nothing."""
     if sum(sizes[i] for i in part) <= bound:
         return list(part)
     chosen: list[int] = []
@@ -117,7 +118,7 @@ def sampled(part: range, sizes: list[int], bound: int) -> list[int]:
             if sizes[at] <= left:
                 left -= sizes[at]
                 chosen.append(at)
-    return sorted(chosen)
+    return sorted(chosen) if chosen else [part.stop - 1] if part else []
 
 
 def _tokens(unit: Unit, ctx: TierContext) -> int:

@@ -103,8 +103,27 @@ def test_the_request_is_bounded_in_tokens_and_charged_as_such(tmp_path: Path) ->
 
     assert sent(whole[0]) > 50_000
     for request in short:
-        items = sum(len(unit.items) for unit in request.units)
-        assert sent(request) <= max(3_000, items * MIN_ITEM_CHARS // 2) + 1_000
+        assert sent(request) <= 3_000 + 1_000  # the template, the task and the notes
+
+
+def test_a_request_over_the_bound_at_the_least_text_bound_is_sampled(tmp_path: Path) -> None:
+    g = session(rounds=60)
+    pol = policy(tmp_path, cascade=("compact", "emergency"), always=(), summary_request_tokens=2_000)
+    summarizer = Capturing()
+    ContextEngine(g, pol, summarizer, budget=20_000, clock=clock).render()
+    counter = TokenCounter()
+    shaper = LiteLLMSummarizer("x", max_input_tokens=200_000)
+    sampled = [request for request in summarizer.requests if request.left_out]
+    assert sampled, "the long stretch is sampled, not sent whole"
+    for request in sampled:
+        assert counter.count_messages(shaper.messages(request)[0]) <= 2_000 + 1_000
+        assert request.units[-1] is not request.covered[-1]  # shortened, still the newest
+        assert request.units[-1].position == request.covered[-1].position
+        prompt = shaper.messages(request)[0][-1]["content"]
+        assert f"{request.left_out} older exchanges of this stretch are left out" in prompt
+        assert request.node_ids == [n for unit in request.covered for n in unit.node_ids]
+        rounds = sum(unit.count for unit in request.covered if unit.kind == "round")
+        assert f"Covered {rounds} rounds" in HeuristicSummarizer().summarize(request).prose
 
 
 def test_a_short_conversation_is_sent_as_it_is(tmp_path: Path) -> None:
@@ -161,8 +180,12 @@ def test_bounded_keeps_pairing_ends_and_the_bound(
     sent = bounded(whole, ctx)
     messages = [item.message for unit in sent for item in unit.items]
     assert not tool_pair_problems(messages)
+    assert sent, "a request never covers nothing"
+    positions = [unit.position for unit in sent]
+    assert positions == sorted(set(positions)) and positions[-1] == whole[-1].position
+    shown = tuple(whole[p] for p in positions)  # units still over the bound are sampled
     bound = ctx.policy.summary_item_chars
-    for short, original in zip(texts(sent), texts(whole), strict=True):
+    for short, original in zip(texts(sent), texts(shown), strict=True):
         assert len(short) <= max(len(original), bound + 120)
         assert short[: MIN_ITEM_CHARS // 2] == original[: MIN_ITEM_CHARS // 2]
         assert short.endswith(original[-(MIN_ITEM_CHARS // 3) :])
@@ -171,5 +194,9 @@ def test_bounded_keeps_pairing_ends_and_the_bound(
         assert arguments["timeout"] == 5 and len(arguments["command"]) <= bound + 120
     if limit is not None:
         used = ctx.counter.count_messages(messages)
-        floor = len(messages) * MIN_ITEM_CHARS  # every text at the floor: a char per token
-        assert used <= max(limit, floor)
+        newest = ctx.counter.count_messages(item.message for item in sent[-1].items)
+        assert used <= max(limit, newest)
+        if len(sent) < len(whole):  # sampled only when the least text bound was not enough
+            at_floor = bounded(whole, _context(summary_item_chars=MIN_ITEM_CHARS))
+            floor = ctx.counter.count_messages(i.message for u in at_floor for i in u.items)
+            assert floor > limit
