@@ -208,6 +208,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         summarizer = LiteLLMSummarizer(args.summarizer)
     judge = None
+    if args.behaviour_turns < 1:
+        raise UsageError(f"--behaviour-turns must be at least 1, got {args.behaviour_turns}")
     if args.behaviour:
         from openprogram._models import resolve_model
 

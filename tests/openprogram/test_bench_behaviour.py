@@ -140,3 +140,11 @@ def test_bench_behaviour_through_the_command_line(
     assert [(row["policy"], row["sampled"]) for row in found] == [("claude-code", 2), ("trim", 2)]
     assert found[0]["agreement"] == 1.0 and found[1]["agreement"] == 0.0
     assert len(lines) == 4  # and the two bench rows
+
+
+def test_bench_refuses_a_behaviour_sample_of_no_turns(tmp_path: Path, capsys: Any) -> None:
+    from openprogram._cli import main
+
+    argv = ["bench", str(_trace(tmp_path)), "--behaviour", "fake-judge"]
+    assert main([*argv, "--behaviour-turns", "0"]) == 2
+    assert "--behaviour-turns must be at least 1, got 0" in capsys.readouterr().err
