@@ -118,11 +118,12 @@ class HeuristicSummarizer:
             next_steps=next_steps,
         )
         rounds = sum(unit.count for unit in request.covered if unit.kind == "round")
+        covered = read_units(request.covered, request.nodes) if request.left_out else entries
         identifiers = ranked_identifiers(message_text(m) for m in request.messages)
         return finish_summary(
             request,
             anchors,
-            _prose(rounds, entries),
+            _prose(rounds, entries, covered),
             identifiers,
             summarizer=self.name,
             carry_prose=True,
@@ -302,11 +303,13 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
-def _prose(rounds: int, entries: Sequence[Entry]) -> str:
-    calls = [e for e in entries if e.role == "call"]
+def _prose(rounds: int, entries: Sequence[Entry], covered: Sequence[Entry]) -> str:
+    """The account counts every covered call (``covered``: a sampled request's whole
+    stretch, counted locally); the findings come from what was read (``entries``)."""
+    calls = [e for e in covered if e.role == "call"]
     tools = Counter(e.name for e in calls if not e.function)
     functions = sum(1 for e in calls if e.function)
-    failed = sum(1 for e in entries if e.role == "result" and e.error)
+    failed = sum(1 for e in covered if e.role == "result" and e.error)
     parts = [_plural(sum(tools.values()), "tool call") if tools else "no tool calls"]
     if tools:
         used = ", ".join(f"{name} ×{n}" if n > 1 else name for name, n in tools.most_common(5))

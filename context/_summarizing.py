@@ -294,7 +294,7 @@ def request_for(
     return SummaryRequest(
         kind="segment" if kind == "collapse" else "compact",
         units=sent,
-        sources=() if len(sent) == len(restored) and all(map(operator.is_, sent, restored)) else restored,
+        sources=() if _unchanged(sent, restored) else restored,
         nodes=nodes,
         task=_clean(task_text(ctx), redactor),
         previous=previous,
@@ -304,6 +304,10 @@ def request_for(
         system=_clean(system_text(ctx), redactor) if policy.summary_shares_prefix else None,
         counter=ctx.counter,
     )
+
+
+def _unchanged(sent: tuple[Unit, ...], restored: tuple[Unit, ...]) -> bool:
+    return len(sent) == len(restored) and all(map(operator.is_, sent, restored))
 
 
 def _clean(text: str | None, redactor: Redactor | None) -> str | None:

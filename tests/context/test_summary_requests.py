@@ -108,7 +108,9 @@ def test_the_request_is_bounded_in_tokens_and_charged_as_such(tmp_path: Path) ->
 
 def test_a_request_over_the_bound_at_the_least_text_bound_is_sampled(tmp_path: Path) -> None:
     g = session(rounds=60)
-    pol = policy(tmp_path, cascade=("compact", "emergency"), always=(), summary_request_tokens=2_000)
+    pol = policy(
+        tmp_path, cascade=("compact", "emergency"), always=(), summary_request_tokens=2_000
+    )
     summarizer = Capturing()
     ContextEngine(g, pol, summarizer, budget=20_000, clock=clock).render()
     counter = TokenCounter()
@@ -123,7 +125,8 @@ def test_a_request_over_the_bound_at_the_least_text_bound_is_sampled(tmp_path: P
         assert f"{request.left_out} older exchanges of this stretch are left out" in prompt
         assert request.node_ids == [n for unit in request.covered for n in unit.node_ids]
         rounds = sum(unit.count for unit in request.covered if unit.kind == "round")
-        assert f"Covered {rounds} rounds" in HeuristicSummarizer().summarize(request).prose
+        prose = HeuristicSummarizer().summarize(request).prose
+        assert f"Covered {rounds} rounds: {rounds} tool calls (Bash ×{rounds})" in prose
 
 
 def test_a_short_conversation_is_sent_as_it_is(tmp_path: Path) -> None:
