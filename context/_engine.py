@@ -1,12 +1,10 @@
 """``render_context`` and ``ContextEngine``: the graph, rendered under a budget.
 
 Each render walks the graph from a head (and frame), groups the visible nodes into units,
-shows active layers in place of what they cover, then runs the tier list: tiers whose
-sticky decisions only drop units re-apply them first (so dropped units are never
-processed), the ``always`` tiers act, the other tiers re-apply theirs, and then tiers act
-in order while the prompt is over their trigger. Integrity is checked after every tier.
-Nothing stored is ever changed; what tiers decided is persisted, so a restarted process
-renders the same prompt.
+shows active layers in place of what they cover, and hands that view to the cascade
+(``_cascade``: the tier list, integrity checked after every tier). A render computes,
+then commits what its tiers decided. Nothing stored is ever changed; what tiers decided is
+persisted, so a restarted process renders the same prompt.
 """
 
 from __future__ import annotations
@@ -24,10 +22,10 @@ from graph import ConversationGraph, GraphReader, Node
 
 from ._backlog_chain import chain_backlog
 from ._backlog_walk import compact_backlog
+from ._cascade import Cascade
 from ._commit import Decision, Redo, SessionWriter
 from ._errors import CommitConflict, PolicyError
 from ._folder import StateFolder, state_folder
-from ._integrity import provider_roles, repair_tool_pairs, tool_pair_problems, unique_call_ids
 from ._layers import LayerBook, project
 from ._layout import Layout
 from ._manual import LayerOperations
@@ -45,20 +43,17 @@ from ._tier import (
     Tier,
     TierContext,
     TierDecisions,
-    TierFn,
     TierServices,
     TierState,
 )
 from ._tokens import TokenCache, TokenCounter, UsageAnchor
 from ._view import Item, RawUnit, Unit, View
 
-MAX_PASSES = 8
-"""Times a render is made at most while each one still makes a layer (see ``_decide``)."""
 EXACT_COUNT_CHARS = 200_000
 """Longer texts are counted by an upper bound, not tokenized (see ``TokenCounter``)."""
 
 
-class ContextEngine(EngineStorage, LayerOperations, Recovery):
+class ContextEngine(Cascade, EngineStorage, LayerOperations, Recovery):
     """Renders a graph every turn, keeping the decisions that make renders byte-stable.
 
     >>> from graph import ConversationGraph
@@ -360,38 +355,6 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
         if self.book.refresh is not None:
             self.book.refresh()
 
-    def _decide(self, head: str | None, frame: str | None, *, preview: bool) -> Decision:
-        """The pure step: the prompt and the decisions it rests on, nothing written.
-
-        A render that made a layer is made again over the new layer, as the next render
-        would be, until one makes none: so the next render over the same graph (same
-        clock and recovery state) finds nothing to do and shows the same bytes. (A tier
-        that made a layer and left the prompt over its trigger, as summarize_half does,
-        made another on each repeat though nothing was appended.)"""
-        decisions = TierDecisions()
-        carried = None
-        for _ in range(MAX_PASSES):
-            known = len(self.book.overlay)
-            ctx, view, state = self.context(
-                head, frame, preview=preview, carried=carried, decisions=decisions
-            )
-            if preview:
-                carried = (ctx.states, ctx.scratch)
-            view = self._cascade(view, ctx)
-            if not preview and frame is None and self.storage is not None:
-                self._checkpoint(state, view, ctx)  # layers this render made may hide a span
-            messages, tokens = self._finish(view, ctx)
-            if tokens > ctx.budget >= view.tokens:
-                # Integrity added a turn (a provider's role rules): make room for it too.
-                budget = ctx.budget
-                ctx.budget = budget - (tokens - view.tokens)
-                view = self._compact_pass(view, ctx)
-                ctx.budget = budget
-                messages, tokens = self._finish(view, ctx)
-            if len(self.book.overlay) == known:
-                break
-        return Decision(ctx, view, state, frame, messages, tokens)
-
     def _rendered(self, decision: Decision, *, preview: bool = False) -> Rendered:
         ctx, view = decision.ctx, decision.view
         for problem in decision.problems:
@@ -405,80 +368,6 @@ class ContextEngine(EngineStorage, LayerOperations, Recovery):
             context_management={"edits": ctx.edits} if ctx.edits else None,
             preview=preview,
         )
-
-    def _cascade(self, view: View, ctx: TierContext) -> View:
-        return self._compact_pass(self.prepare(view, ctx), ctx)
-
-    def prepare(self, view: View, ctx: TierContext) -> View:
-        """Re-apply earlier decisions in the order they were made (the ``early`` ones,
-        which only drop units, first) and let the ``always`` tiers act."""
-        for tier in self.tiers:
-            if tier.apply is not None and tier.early:
-                view = self.run_tier(tier.name, tier.apply, view, ctx)
-        for tier in self.tiers:
-            if tier.compact is not None and tier.name in self.policy.always:
-                view = self.run_tier(tier.name, tier.compact, view, ctx)
-        for tier in self.tiers:
-            if tier.apply is not None and not tier.early:
-                view = self.run_tier(tier.name, tier.apply, view, ctx)
-        return view
-
-    def _compact_pass(self, view: View, ctx: TierContext) -> View:
-        """Each tier acts when the prompt is over its trigger; once one has, the following
-        tiers go on while the prompt is over the low-water mark (hysteresis)."""
-        triggered = False
-        for tier in self.tiers:
-            if tier.compact is None or tier.name in self.policy.always:
-                continue
-            over = view.tokens > self.policy.threshold(tier.name, ctx.budget)
-            if over or (triggered and view.tokens > ctx.target):
-                triggered = True
-                view = self.run_tier(tier.name, tier.compact, view, ctx)
-        return view
-
-    def run_tier(self, name: str, fn: TierFn, view: View, ctx: TierContext) -> View:
-        """Run one tier function fail-open: an exception, or a result that breaks tool
-        pairing, is recorded and the view goes on unchanged."""
-        ctx.tier = name
-        try:
-            after = fn(view, ctx)
-        except Exception as error:  # fail-open: a broken tier must not cost the turn
-            ctx.act(name, "failed; render continues without it", view, view, error=repr(error))
-            ctx.record(name, view, view, started=time.perf_counter(), error=repr(error))
-            return view
-        if after is view:
-            return view
-        problems = tool_pair_problems(after.messages, unique_ids=False)
-        if problems:
-            ctx.act(
-                name, "broke tool pairing; its result was discarded", view, view, error=problems[0]
-            )
-            return view
-        return after
-
-    def _finish(self, view: View, ctx: TierContext) -> tuple[list[dict[str, Any]], int]:
-        messages = view.messages
-        tokens = view.tokens
-        fixed, notes = repair_tool_pairs(messages)
-        fixed, renamed = unique_call_ids(fixed)
-        notes += renamed
-        if self.policy.merge_roles:
-            fixed, role_notes = provider_roles(fixed)
-            notes += role_notes
-        if notes:
-            ctx.act("integrity", "; ".join(dict.fromkeys(notes)), view, view)
-            # Keep the view's per-item counts (an output a context edit clears is counted
-            # cleared); add only what the repairs changed.
-            kept = {id(m) for m in messages} & {id(m) for m in fixed}
-            added = self.counter.count_messages(m for m in fixed if id(m) not in kept)
-            removed = sum(
-                item.tokens
-                for unit in view.units
-                for item in unit.items
-                if id(item.message) not in kept
-            )
-            tokens += added - removed
-        return fixed, tokens
 
 
 def _check_budget(budget: object) -> int:

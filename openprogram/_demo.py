@@ -19,7 +19,8 @@ from context import COLLAPSE_FIRST_CASCADE, CompactionRecord, Policy, Rendered, 
 from graph import LayerInfo, Node, Tool, new_id, seeded_ids
 from openprogram._current import current_frame
 from openprogram._errors import OpenProgramError
-from openprogram._session import Session, open_store
+from openprogram._session import Session
+from openprogram._stores import open_store
 from openprogram._tools import ToolSpec
 from openprogram.examples.corpus import QUESTIONS, read, search
 from openprogram.examples.research import research, review, scripted_model

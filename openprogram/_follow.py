@@ -1,10 +1,14 @@
 """Follow a growing transcript: import what a running agent (Claude Code, Codex) appends.
 
-Each poll parses the file again when it changed (its inode, size or mtime) and imports only
-the records the session does not hold yet — the importers identify records by a hash chained
-over the trace, so a poll is idempotent, a rewritten or rotated file with the same beginning
-adds only its new records, and a file that now holds another conversation goes to a new
-session. A half-written last line fails the parse; the next change is tried again.
+A poll does nothing unless the file changed (its inode, size or mtime). A JSONL trace is
+then parsed only where it grew (``GrowingTrace``: the byte offset of the last complete line
+and the parser's state are kept), and only the records the session does not hold yet are
+imported. A half-written last line waits for its end. When the file was replaced, truncated
+or rewritten, the follower says so (``on_notice``) and reads it from the start again: the
+records it already imported are never appended twice and never dropped; a file that now
+holds another conversation goes to a session of its own (the importers identify records by
+a hash chained over the trace). A trace that is one JSON document (a mini-swe-agent
+``.traj.json``) is parsed whole on each change, as ``openprogram import`` would.
 """
 
 from __future__ import annotations
@@ -16,7 +20,16 @@ from pathlib import Path
 
 from graph import ConversationGraph, Store, new_id
 from openprogram._errors import SessionError, TraceFormatError
-from openprogram.importers import ImportStats, find_import, import_parsed, parse_trace
+from openprogram.importers import (
+    ImportStats,
+    ParsedTrace,
+    detect_format,
+    find_import,
+    import_parsed,
+    parse_trace,
+)
+from openprogram.importers._detect import line_parser
+from openprogram.importers._growing import GrowingTrace, Rewritten
 
 __all__ = ["TraceFollower"]
 
@@ -33,6 +46,7 @@ class TraceFollower:
         format: str | None = None,
         interval: float = 1.0,
         on_error: Callable[[str], None] | None = None,
+        on_notice: Callable[[str], None] | None = None,
     ) -> None:
         self.store = store
         self.path = Path(path)
@@ -40,10 +54,17 @@ class TraceFollower:
         self.format = format
         self.interval = interval
         self.on_error = on_error
+        self.on_notice = on_notice
         self.error: str | None = None
         """What the last poll could not import (None once one succeeds)."""
+        self.notice: str | None = None
+        """The last time the file had to be read from the start again, and why."""
         self.polls = 0
         self._seen: tuple[int, int, int] | None = None
+        self._growing: GrowingTrace | None = None
+        self._held: list[str] | None = None
+        """The record chain of what this follower put in ``session`` (see ``ParsedTrace``)."""
+        self._open: ConversationGraph | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -62,6 +83,7 @@ class TraceFollower:
             try:
                 stats = self._import()
             except (TraceFormatError, SessionError, OSError) as error:
+                self._growing = self._open = None  # the next poll starts from scratch
                 self._fail(str(error))
                 return None
             self._seen = seen
@@ -69,19 +91,69 @@ class TraceFollower:
             return stats
 
     def _import(self) -> ImportStats:
-        parsed = parse_trace(self.path, format=self.format)
+        if self._growing is not None:
+            try:
+                return self._import_grown(self._growing.read())
+            except Rewritten as rewritten:
+                self._growing = None
+                self._notice(f"{rewritten}; reading it again from the start")
+        name = self.format or detect_format(self.path)
+        lines = line_parser(self.path, name)
+        if lines is None:  # one JSON document: parsed whole, as before
+            return self._import_whole(parse_trace(self.path, format=self.format))
+        self._growing = GrowingTrace(self.path, name, lines)
+        return self._import_grown(self._growing.read())
+
+    def _import_grown(self, parsed: ParsedTrace) -> ImportStats:
+        """Import a trace this follower imported before only where it goes on from there."""
+        held = self._held
+        if held is None or self.session is None or len(held) == 1:  # no record imported yet
+            stats = self._import_whole(parsed)
+        else:
+            last = min(len(held), len(parsed.chain)) - 1
+            if parsed.chain[last] != held[last]:
+                self._notice(
+                    f"{self.path} no longer begins with the records of session "
+                    f"{self.session}: it is imported as another conversation"
+                )
+                found = find_import(self.store, parsed)
+                self.session = found[0] if found and found[0] != self.session else new_id()
+                stats = import_parsed(parsed, self._graph(self.session))
+            elif len(parsed.chain) <= len(held):  # nothing after what the session holds
+                return _nothing_new(parsed)
+            else:
+                stats = import_parsed(parsed, self._graph(self.session))
+        self._held = parsed.chain
+        return stats
+
+    def _import_whole(self, parsed: ParsedTrace) -> ImportStats:
         found = find_import(self.store, parsed)
         if self.session is None:
             self.session = found[0] if found is not None else new_id()
-        graph = ConversationGraph(self.store, self.session)
+        graph = self._graph(self.session)
         try:
-            return import_parsed(parsed, graph)
+            stats = import_parsed(parsed, graph)
         except SessionError:
             if found is not None and found[0] != self.session:
                 self.session = found[0]  # the file went back to a conversation held elsewhere
             else:  # the file now holds another conversation: it gets its own session
                 self.session = new_id()
-            return import_parsed(parsed, ConversationGraph(self.store, self.session))
+            stats = import_parsed(parsed, self._graph(self.session))
+        self._held = parsed.chain
+        return stats
+
+    def _graph(self, session: str) -> ConversationGraph:
+        """The session's graph, kept open between polls (loading it is most of a poll)."""
+        if self._open is None or self._open.session != session:
+            self._open = ConversationGraph(self.store, session)
+        else:
+            self._open.refresh()
+        return self._open
+
+    def _notice(self, message: str) -> None:
+        self.notice = message
+        if self.on_notice is not None:
+            self.on_notice(message)
 
     def _fail(self, message: str) -> None:
         if message != self.error and self.on_error is not None:
@@ -106,3 +178,20 @@ class TraceFollower:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+
+
+def _nothing_new(parsed: ParsedTrace) -> ImportStats:
+    """What a poll imported when the session already holds every record of the file."""
+    reading = parsed.reading
+    return ImportStats(
+        session_id=reading.session_id,
+        format=parsed.format,
+        messages=0,
+        tool_calls=0,
+        unanswered=0,
+        functions=0,
+        skipped=len(reading.skipped),
+        warnings=[],
+        already_imported=True,
+        held=len(parsed.records),
+    )

@@ -10,40 +10,28 @@ and ``llm()`` defaults are stored when it is created, and a reopening uses them 
 ``OPENPROGRAM_*`` variables and litellm's model map count only when a configuration is made
 (at creation, or by :meth:`Session.configure`). Every prompt sent leaves a render receipt,
 so a second process, the CLI and the notebooks see what the agent sent.
+
+Binding running code (``_binding``), render receipts (``_receipts``), opening a store
+(``_stores``) and the notebook table (``_overview``) are modules of their own.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import contextvars
-import inspect
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from context import (
     ContextEngine,
-    ContextError,
     ContextStorage,
     Policy,
-    Rendered,
-    RenderReceipt,
-    StateFolder,
     Summarizer,
     delete_session,
-    migrate_state,
     release_state_folder,
-    render_receipt,
     scrub_session,
     state_folder,
-    tools_digest,
 )
 from graph import (
     TOP,
@@ -53,13 +41,12 @@ from graph import (
     Redactor,
     ScrubReport,
     SessionInfo,
-    SQLStore,
     Store,
-    StoreError,
     is_safe_id,
     new_id,
     redactor_from,
 )
+from openprogram._binding import Binding
 from openprogram._config import (
     known_model,
     load_config,
@@ -68,37 +55,20 @@ from openprogram._config import (
     session_config,
     with_fields,
 )
-from openprogram._current import FRAME, SESSION, current_frame
+from openprogram._current import SESSION, current_frame
 from openprogram._errors import SessionError
 from openprogram._history import HistoryTools
 from openprogram._leases import DEFAULT_TTL, LeaseKeeper, mark_interrupted
 from openprogram._loop import Call
 from openprogram._models import Model, resolve_model
+from openprogram._overview import session_html
+from openprogram._receipts import Receipts
+from openprogram._stores import migrate_old_files, open_store
 from openprogram._tools import ToolSpec
 from openprogram._usage import usage_of
 
-MEMORY = ":memory:"
-OLD_FOLDER = Path(".openprogram")
-"""The state folder every database shared before each had its own."""
 
-_ENTERED: ContextVar[tuple[tuple[Session, Session | None, Frame], ...]] = ContextVar(
-    "openprogram_entered", default=()
-)
-"""``with session:`` blocks open in this thread or task: (session, the session and frame
-bound before it). Kept per context, so blocks in concurrent tasks and threads never undo
-each other's bindings."""
-
-
-def open_store(db: str | os.PathLike[str] | Store | None) -> Store:
-    """A store from a path or URL (``None``: ``$OPENPROGRAM_DB`` or the default file)."""
-    if isinstance(db, Store):
-        return db
-    if db == MEMORY:
-        return MemoryStore()
-    return SQLStore(db)
-
-
-class Session:
+class Session(Binding, Receipts):
     """An agent's conversation, stored, rendered under a budget, bound to running code.
 
     Args:
@@ -165,7 +135,7 @@ class Session:
         self._owns_store = not isinstance(db, Store)
         name = session_id or new_id()
         stored = load_config(store, name) if session_id is not None else None
-        chosen = stored.make_redactor() if redact is None and stored else _redactor(redact)
+        chosen = stored.make_redactor() if redact is None and stored else redactor_from(redact)
         self.graph = ConversationGraph(store, name, redactor=chosen)
         if model is None and stored is not None and stored.model_by_name and stored.model:
             model = stored.model
@@ -182,7 +152,7 @@ class Session:
         if wanted != stored:
             record_change(store, name, self.folder, stored, wanted)
         if stored is not None or session_id is not None:
-            _migrate_old_files(store, self.folder, name)
+            migrate_old_files(store, self.folder, name)
         self.summarizer = summarizer
         self._configuring = threading.Lock()
         self.engine = self._engine()
@@ -279,43 +249,6 @@ class Session:
             self.engine = self._engine(old.tools)
             old.close()
 
-    def _receipt(self, engine: ContextEngine, rendered: Rendered) -> None:
-        """Keep what a render decided to send, in its commit's transaction: a receipt lands
-        with the layers and tier state it was rendered under, or not at all."""
-        if engine.storage is None:
-            return
-        head, frame = engine.rendering
-        from datetime import UTC, datetime
-
-        receipt = RenderReceipt(
-            id=new_id(),
-            session=self.id,
-            seq=self.graph.last_seq,
-            head=head,
-            frame=frame,
-            tools_digest=tools_digest(engine.tools),
-            tool_tokens=engine.tool_tokens,
-            budget=max(1, int(engine.budget * engine.squeeze)),
-            configured_budget=engine.budget,
-            tokens=rendered.tokens,
-            messages=len(rendered.messages),
-            epoch=self._storage.epoch(),
-            at=datetime.now(UTC).isoformat(timespec="milliseconds"),
-            anchor=engine.anchor.state(),
-        )
-        engine.storage.save_receipt(receipt, engine.tools)
-
-    def receipt(self) -> RenderReceipt | None:
-        """The last prompt this session sent, as a receipt (None: none sent yet)."""
-        return self._storage.last_receipt()
-
-    def last_prompt(self) -> Rendered | None:
-        """The prompt this session sent last, rendered again from its receipt (its head,
-        frame, tools and effective budget) and writing nothing; None before the first
-        call. ``session.engine.preview()`` shows the next one."""
-        receipt = self.receipt()
-        return None if receipt is None else render_receipt(self.engine, receipt)
-
     # -- identity -------------------------------------------------------------------------
     @property
     def id(self) -> str:
@@ -329,75 +262,12 @@ class Session:
         return f"Session({self.id!r}, {self.store.url!r}, {len(self.graph)} nodes)"
 
     def _repr_html_(self) -> str:
-        from graph import html_table
-
-        nodes = self.graph.nodes()
-        functions = [n for n in nodes if n.kind == "function"]
-        states = ", ".join(
-            f"{sum(1 for f in functions if f.status == s)} {s}"
-            for s in ("running", "completed", "error", "interrupted")
-            if any(f.status == s for f in functions)
-        )
-        layers = self.graph.layers()
-        total = self.usage()["total"]
-        return html_table(
-            f"session {self.id}",
-            [
-                ("store", self.store.url),
-                ("nodes", f"{len(nodes)} ({len(functions)} functions: {states or 'none'})"),
-                ("layers", f"{sum(1 for x in layers if x.active)} active of {len(layers)}"),
-                ("model", getattr(self.model, "name", None)),
-                ("policy", f"{self.policy.name}, budget {self.engine.budget:,}"),
-                (
-                    "usage",
-                    f"{total['calls']} calls, {total['input_tokens']:,} in, "
-                    f"{total['output_tokens']:,} out",
-                ),
-            ],
-        )
+        return session_html(self)
 
     @classmethod
     def list(cls, db: str | os.PathLike[str] | Store | None = None) -> list[SessionInfo]:
         """The sessions of a store, oldest first."""
         return open_store(db).sessions()
-
-    # -- binding running code ------------------------------------------------------------
-    def __enter__(self) -> Session:
-        _ENTERED.set((*_ENTERED.get(), (self, SESSION.get(), FRAME.get())))
-        SESSION.set(self)
-        FRAME.set(TOP)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        entered = _ENTERED.get()
-        if not entered or entered[-1][0] is not self:
-            raise SessionError(f"{self!r} is not the session this code entered last")
-        _, session, frame = entered[-1]
-        _ENTERED.set(entered[:-1])
-        SESSION.set(session)
-        FRAME.set(frame)
-
-    @contextmanager
-    def bound(self) -> Iterator[Session]:
-        """``with session.bound():`` — the same as ``with session:``."""
-        with self:
-            yield self
-
-    def run(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        """Call ``fn`` (sync or async) with this session bound; return its result. An async
-        one runs to completion here — on a worker thread when this thread already runs an
-        event loop (a notebook), so it works the same everywhere."""
-        with self:
-            result = fn(*args, **kwargs)
-            if not inspect.isawaitable(result):
-                return result
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
-                return asyncio.run(_await(result))
-            context = contextvars.copy_context()
-            with ThreadPoolExecutor(1, thread_name_prefix="openprogram-run") as pool:
-                return pool.submit(context.run, asyncio.run, _await(result)).result()
 
     # -- LLM calls ------------------------------------------------------------------------
     def _call(
@@ -547,20 +417,3 @@ def scrub_patterns(
     if isinstance(patterns, str):
         patterns = [patterns]
     return {f"pattern-{i}": pattern for i, pattern in enumerate(patterns, 1)}
-
-
-async def _await(value: Any) -> Any:
-    return await value
-
-
-def _migrate_old_files(store: Store, folder: StateFolder, session: str) -> None:
-    """The first writing open copies the session's files out of an old shared
-    ``./.openprogram`` (``context.migrate_state``); never fatal to opening."""
-    if isinstance(store, MemoryStore) or not OLD_FOLDER.is_dir():
-        return
-    with contextlib.suppress(OSError, ContextError, StoreError):
-        migrate_state(store, folder, OLD_FOLDER, [session])
-
-
-def _redactor(redact: bool | Redactor | Mapping[str, Any] | None) -> Redactor | None:
-    return redactor_from(redact)

@@ -27,6 +27,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             args.follow,
             session=args.session,
             on_error=lambda message: errors.print(f"[yellow]follow:[/] {escape(message)}"),
+            on_notice=lambda message: errors.print(f"follow: {escape(message)}"),
         ).start()
         if follower.session is None:
             raise UsageError(f"--follow {args.follow}: {follower.error or 'no such file'}")
@@ -72,6 +73,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--follow",
         metavar="PATH",
         help="keep importing a growing Claude Code or Codex transcript into its session "
-        "(new records only; survives the file being rewritten or rotated)",
+        "(parses only what was appended; survives the file being rewritten or rotated)",
     )
     mcp.set_defaults(run=cmd_mcp)

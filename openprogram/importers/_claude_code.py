@@ -25,8 +25,8 @@ from openprogram.importers._reading import (
     flatten_text,
     get,
     get_name,
-    iter_jsonl,
     opt,
+    parse_lines,
     parse_time,
 )
 
@@ -124,12 +124,28 @@ _Piece = _Response | tuple[list[Imported], Imported | None] | Imported | None
 
 
 def _parse(path: Path, reading: Reading) -> Iterator[Imported]:
-    response: _Response | None = None
-    counted: set[str] = set()
-    for number, record in iter_jsonl(path, reading):
+    return parse_lines(path, reading, claude_code_lines(reading))
+
+
+def claude_code_lines(reading: Reading) -> _Lines:
+    """A parser fed one line at a time (what ``openprogram mcp --follow`` keeps)."""
+    return _Lines(reading)
+
+
+class _Lines:
+    """The records of a Claude Code file, line by line: a response is held until a record of
+    another response arrives (or the file ends), since a later record may still extend it."""
+
+    def __init__(self, reading: Reading) -> None:
+        self.reading = reading
+        self.response: _Response | None = None
+        self.counted: set[str] = set()
+
+    def feed(self, number: int, record: dict[str, Any]) -> Iterator[Imported]:
+        reading = self.reading
         rtype = record.get("type")
         if rtype not in ("user", "assistant", "system"):
-            continue  # progress, file-history-snapshot, summary, queue-operation, ...
+            return  # progress, file-history-snapshot, summary, queue-operation, ...
         if reading.session_id is None and isinstance(record.get("sessionId"), str):
             reading.session_id = record["sessionId"]
         piece: _Piece
@@ -142,33 +158,37 @@ def _parse(path: Path, reading: Reading) -> Iterator[Imported]:
                 piece = _system(record)
         except Bad as error:
             reading.bad(f"line {number}, {error.where}", error.problem)
-            continue
+            return
         if piece is None:
-            continue
+            return
+        response = self.response
         if isinstance(piece, _Response):
             if response is not None and response.continues(piece):
                 response.merge(piece)
-                continue
+                return
             if response is not None:
-                yield from response.emit(counted)
-            response = piece
-            continue
+                yield from response.emit(self.counted)
+            self.response = piece
+            return
         if isinstance(piece, tuple):
             results, text = piece
             if response is not None and text is None and results and response.answers(results):
                 response.results += results  # a later record of this response may still come
-                continue
+                return
         if response is not None:
-            yield from response.emit(counted)
-            response = None
+            yield from response.emit(self.counted)
+            self.response = None
         if isinstance(piece, Imported):
             yield piece
         else:
             yield from results
             if text is not None:
                 yield text
-    if response is not None:
-        yield from response.emit(counted)
+
+    def end(self) -> Iterator[Imported]:
+        if self.response is not None:
+            yield from self.response.emit(self.counted)
+            self.response = None
 
 
 def _at(record: dict[str, Any]) -> datetime | None:

@@ -22,9 +22,9 @@ from openprogram.importers._reading import (
     flatten_text,
     get,
     get_name,
-    iter_jsonl,
     kind,
     opt,
+    parse_lines,
     parse_time,
 )
 
@@ -72,8 +72,24 @@ class _State:
 
 
 def _parse(path: Path, reading: Reading) -> Iterator[Imported]:
-    state = _State()
-    for number, record in iter_jsonl(path, reading):
+    return parse_lines(path, reading, codex_lines(reading))
+
+
+def codex_lines(reading: Reading) -> _Lines:
+    """A parser fed one line at a time (what ``openprogram mcp --follow`` keeps)."""
+    return _Lines(reading)
+
+
+class _Lines:
+    """The records of a Codex rollout, line by line: an assistant message is held while
+    later function calls may still join it."""
+
+    def __init__(self, reading: Reading) -> None:
+        self.reading = reading
+        self.state = _State()
+
+    def feed(self, number: int, record: dict[str, Any]) -> Iterator[Imported]:
+        reading, state = self.reading, self.state
         rtype = record.get("type")
         try:
             payload = get(record, "payload", dict, "$")
@@ -82,7 +98,7 @@ def _parse(path: Path, reading: Reading) -> Iterator[Imported]:
             elif rtype == "turn_context":
                 state.model = opt(payload, "model", str, "$.payload") or state.model
             if isinstance(rtype, str) and rtype in _IGNORED:
-                continue
+                return
             at = parse_time(record.get("timestamp"), "$.timestamp")
             out: list[Imported] | None
             if rtype == "compacted":
@@ -91,18 +107,20 @@ def _parse(path: Path, reading: Reading) -> Iterator[Imported]:
                 out = _item(payload, at, state, reading)
             else:
                 reading.warn(f"ignored record type {rtype!r}")
-                continue
+                return
         except Bad as error:
             reading.bad(f"line {number}, {error.where}", error.problem)
-            continue
+            return
         if out is None:
-            continue  # folded into the open assistant message
+            return  # folded into the open assistant message
         yield from state.close()
         if out and out[0].message["role"] == "assistant" and not out[0].marker:
             state.open = out[0]  # later function calls may still join it
-            continue
+            return
         yield from out
-    yield from state.close()
+
+    def end(self) -> Iterator[Imported]:
+        yield from self.state.close()
 
 
 def _compacted(payload: dict[str, Any], at: datetime | None) -> list[Imported]:

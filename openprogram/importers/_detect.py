@@ -10,14 +10,14 @@ from typing import Any
 import msgspec
 
 from openprogram._errors import TraceFormatError, UnknownFormat
-from openprogram.importers._claude_code import read_claude_code
-from openprogram.importers._codex import read_codex
+from openprogram.importers._claude_code import claude_code_lines, read_claude_code
+from openprogram.importers._codex import codex_lines, read_codex
 from openprogram.importers._mini_swe_agent import read_mini_swe_agent
-from openprogram.importers._openai import read_openai
-from openprogram.importers._reading import TOO_DEEP, Reading, too_deep_at
+from openprogram.importers._openai import is_jsonl, openai_lines, read_openai
+from openprogram.importers._reading import TOO_DEEP, LineParser, Reading, too_deep_at
 from openprogram.importers._swe_agent import read_swe_agent
 
-__all__ = ["FORMATS", "detect_format", "read_trace"]
+__all__ = ["FORMATS", "LINE_FORMATS", "detect_format", "line_parser", "read_trace"]
 
 FORMATS: dict[str, Callable[..., Reading]] = {
     "claude-code": read_claude_code,
@@ -27,6 +27,14 @@ FORMATS: dict[str, Callable[..., Reading]] = {
     "mini-swe-agent": read_mini_swe_agent,
 }
 """Format name → reader; every reader takes ``(path, *, skip_bad=False)``."""
+
+LINE_FORMATS: dict[str, Callable[[Reading], LineParser]] = {
+    "claude-code": claude_code_lines,
+    "codex": codex_lines,
+    "openai": openai_lines,
+}
+"""Format name → its parser fed line by line, for the JSONL formats (a growing file is read
+only where it grew)."""
 
 _CLAUDE_TYPES = {
     "user",
@@ -46,6 +54,13 @@ def read_trace(path: Path, *, format: str | None = None, skip_bad: bool = False)
     if reader is None:
         raise UnknownFormat(f"unknown trace format {name!r}; known: {', '.join(FORMATS)}")
     return reader(Path(path), skip_bad=skip_bad)
+
+
+def line_parser(path: Path, format: str) -> Callable[[Reading], LineParser] | None:
+    """The line-by-line parser of a JSONL trace (None: a format read as one document)."""
+    if format == "openai" and not is_jsonl(Path(path)):
+        return None
+    return LINE_FORMATS.get(format)
 
 
 def detect_format(path: Path) -> str:

@@ -107,9 +107,15 @@ class ParsedTrace:
         return max(held, default=None)
 
 
-def _chain(source: str, records: list[Imported]) -> list[str]:
-    link = hashlib.sha256(source.encode()).hexdigest()
-    chain = [link]
+def chain_of(source: str, records: list[Imported]) -> list[str]:
+    """``ParsedTrace.chain`` of ``records``, seeded by ``source`` (format and trace id)."""
+    seed = hashlib.sha256(source.encode()).hexdigest()
+    return [seed, *chain_on(seed, records)]
+
+
+def chain_on(link: str, records: list[Imported]) -> list[str]:
+    """The links after ``link`` as ``records`` follow (a chain grown without re-hashing)."""
+    chain = []
     for record in records:
         link = hashlib.sha256(link.encode() + msgspec.json.encode(record)).hexdigest()
         chain.append(link)
@@ -140,7 +146,7 @@ def parse_trace(
     reading = read_trace(path, format=name, skip_bad=skip_bad)
     records = list(reading)
     source = f"{name}:{reading.session_id or path.name}"
-    return ParsedTrace(path, name, digest, records, reading, _chain(source, records))
+    return ParsedTrace(path, name, digest, records, reading, chain_of(source, records))
 
 
 def import_trace(

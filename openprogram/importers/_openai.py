@@ -20,15 +20,15 @@ from openprogram.importers._reading import (
     flatten_text,
     get,
     get_name,
-    iter_jsonl,
     kind,
     load_json,
     opt,
+    parse_lines,
     parse_time,
     tool_call,
 )
 
-__all__ = ["chat_message", "looks_like_jsonl", "read_openai"]
+__all__ = ["chat_message", "is_jsonl", "looks_like_jsonl", "openai_lines", "read_openai"]
 
 _ROLES = {
     "system": "system",
@@ -95,6 +95,36 @@ def looks_like_jsonl(path: Path) -> bool:
     return False
 
 
+def is_jsonl(path: Path) -> bool:
+    """Whether this file is read as JSONL (one message a line), not as one JSON document."""
+    return path.suffix == ".jsonl" or looks_like_jsonl(path)
+
+
+def openai_lines(reading: Reading) -> _Lines:
+    """A JSONL parser fed one line at a time (what ``openprogram mcp --follow`` keeps)."""
+    reading.session_id = reading.path.stem
+    return _Lines(reading)
+
+
+class _Lines:
+    """The messages of an OpenAI JSONL file, one a line."""
+
+    def __init__(self, reading: Reading) -> None:
+        self.reading = reading
+
+    def feed(self, number: int, record: dict[str, Any]) -> Iterator[Imported]:
+        if "messages" in record and "role" not in record:
+            path = str(self.reading.path)
+            raise TraceFormatError(path, f"line {number}", "expected one message per line")
+        try:
+            yield _imported(record, "$")
+        except Bad as error:
+            self.reading.bad(f"line {number}, {error.where}", error.problem)
+
+    def end(self) -> Iterator[Imported]:
+        return iter(())
+
+
 def _thinking(raw: dict[str, Any]) -> str:
     for key in _THINKING:
         if isinstance(raw.get(key), str) and raw[key]:
@@ -114,14 +144,8 @@ def _imported(raw: object, where: str) -> Imported:
 
 def _parse(path: Path, reading: Reading) -> Iterator[Imported]:
     reading.session_id = path.stem
-    if path.suffix == ".jsonl" or looks_like_jsonl(path):
-        for number, record in iter_jsonl(path, reading):
-            if "messages" in record and "role" not in record:
-                raise TraceFormatError(str(path), f"line {number}", "expected one message per line")
-            try:
-                yield _imported(record, "$")
-            except Bad as error:
-                reading.bad(f"line {number}, {error.where}", error.problem)
+    if is_jsonl(path):
+        yield from parse_lines(path, reading, _Lines(reading))
         return
     document = load_json(path)
     where = "$"

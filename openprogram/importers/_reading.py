@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 
@@ -23,7 +23,9 @@ __all__ = [
     "MAX_DEPTH",
     "TOO_DEEP",
     "Bad",
+    "LineParser",
     "Reading",
+    "decode_lines",
     "flatten_text",
     "get",
     "get_name",
@@ -31,6 +33,7 @@ __all__ = [
     "kind",
     "load_json",
     "opt",
+    "parse_lines",
     "parse_time",
     "too_deep_at",
     "tool_call",
@@ -202,28 +205,52 @@ def tool_call(raw: object, where: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
+class LineParser(Protocol):
+    """A JSONL format's parser, fed one decoded line at a time (so a growing file is read
+    only where it grew): ``feed`` yields the records a line completes, ``end`` those still
+    held when the file ends (a record a later line could still have extended)."""
+
+    def feed(self, number: int, record: dict[str, Any]) -> Iterator[Imported]: ...
+
+    def end(self) -> Iterator[Imported]: ...
+
+
+def parse_lines(path: Path, reading: Reading, parser: LineParser) -> Iterator[Imported]:
+    """Every record of a JSONL file, through ``parser``."""
+    for number, record in iter_jsonl(path, reading):
+        yield from parser.feed(number, record)
+    yield from parser.end()
+
+
 def iter_jsonl(path: Path, reading: Reading) -> Iterator[tuple[int, dict[str, Any]]]:
     """Each non-blank line's JSON object with its 1-based line number; bad lines go to ``bad``."""
-    decode = msgspec.json.Decoder().decode
     with path.open("rb") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                record = decode(line)
-            except msgspec.DecodeError as error:
-                reading.bad(f"line {number}", f"expected a JSON object ({error})")
-                continue
-            except RecursionError:
-                reading.bad(f"line {number}", TOO_DEEP)
-                continue
-            if not isinstance(record, dict):
-                reading.bad(f"line {number}", f"expected a JSON object, got {kind(record)}")
-                continue
-            if not within_depth(record):
-                reading.bad(f"line {number}", TOO_DEEP)
-                continue
-            yield number, record
+        yield from decode_lines(lines, reading)
+
+
+def decode_lines(
+    lines: Iterable[bytes], reading: Reading, first: int = 1
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``iter_jsonl`` over lines already read, numbered from ``first``."""
+    decode = msgspec.json.Decoder().decode
+    for number, line in enumerate(lines, first):
+        if not line.strip():
+            continue
+        try:
+            record = decode(line)
+        except msgspec.DecodeError as error:
+            reading.bad(f"line {number}", f"expected a JSON object ({error})")
+            continue
+        except RecursionError:
+            reading.bad(f"line {number}", TOO_DEEP)
+            continue
+        if not isinstance(record, dict):
+            reading.bad(f"line {number}", f"expected a JSON object, got {kind(record)}")
+            continue
+        if not within_depth(record):
+            reading.bad(f"line {number}", TOO_DEEP)
+            continue
+        yield number, record
 
 
 def load_json(path: Path) -> Any:

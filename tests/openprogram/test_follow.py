@@ -86,7 +86,9 @@ def test_polls_import_only_what_is_new(tmp_path: Path) -> None:
     _write(trace, _turns(4, 5), "a")
     with trace.open("a") as out:
         out.write('{"parentUuid": "r5", "type": "user", "uuid": "u6", "mess')  # torn
-    assert follower.poll() is None and follower.error is not None and errors
+    torn = follower.poll()  # the whole lines before a torn one are imported; it waits
+    assert torn is not None and torn.held > 0 and follower.error is None and not errors
+    assert len(ConversationGraph(store, session)) == _nodes_of_prefix(tmp_path, 5)
     _write(trace, _turns(1, 6))  # the agent finishes its line (and writes another round)
     grown = follower.poll()
     assert grown is not None and grown.held > 0 and follower.error is None
@@ -149,3 +151,194 @@ def _nodes_of_prefix(tmp_path: Path, rounds: int) -> int:
     prefix = tmp_path / "prefix.jsonl"
     _write(prefix, _turns(1, rounds))
     return _nodes_of(prefix)
+
+
+def _lines(records: list[dict[str, Any]]) -> bytes:
+    return b"".join(json.dumps(r).encode() + b"\n" for r in records)
+
+
+def _content(graph: ConversationGraph) -> tuple[Any, ...]:
+    """What an import put in a session, without the ids it made up."""
+    return graph.to_openai(), [(n.kind, n.at, n.meta) for n in graph.nodes()]
+
+
+def _one_shot(path: Path) -> tuple[Any, ...]:
+    graph = ConversationGraph.memory()
+    import_trace(path, graph)
+    return _content(graph)
+
+
+def _is_json(text: bytes) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+class _Counting:
+    """Counts the lines the growing reader decodes and the whole-file parses."""
+
+    def __init__(self, monkeypatch: Any) -> None:
+        from openprogram import _follow
+        from openprogram.importers import _growing
+
+        self.lines = 0
+        self.whole = 0
+        decode, parse = _growing.decode_lines, _follow.parse_trace
+
+        def decode_lines(lines: Any, *args: Any) -> Any:
+            lines = list(lines)
+            self.lines += len(lines)
+            return decode(lines, *args)
+
+        def parse_trace(*args: Any, **kwargs: Any) -> Any:
+            self.whole += 1
+            return parse(*args, **kwargs)
+
+        monkeypatch.setattr(_growing, "decode_lines", decode_lines)
+        monkeypatch.setattr(_follow, "parse_trace", parse_trace)
+
+
+def test_a_trace_appended_in_steps_is_imported_as_one_shot(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    data = _lines(_turns(1, 7))
+    ends = [i + 1 for i, byte in enumerate(data) if byte == ord("\n")]
+    # steps of one line, several lines, and cuts inside a line (a torn last line waits)
+    cuts = [ends[0], ends[1], ends[4], ends[4] + 17, ends[5] - 1, ends[9], ends[12] + 3, len(data)]
+    trace = tmp_path / "session.jsonl"
+    trace.write_bytes(b"")
+    counting = _Counting(monkeypatch)
+    store = SQLStore(tmp_path / "f.db")
+    notices: list[str] = []
+    follower = TraceFollower(store, trace, format="claude-code", on_notice=notices.append)
+    follower.poll()
+    written = lines = 0
+    for cut in cuts:
+        with trace.open("ab") as out:
+            out.write(data[written:cut])
+        written = cut
+        decoded = counting.lines
+        follower.poll()
+        assert follower.error is None
+        prefix = data[:cut]
+        complete = prefix[: prefix.rfind(b"\n") + 1]
+        whole = _is_json(prefix[len(complete) :])  # an unfinished last line, but whole JSON
+        # a step decodes only the lines it completed (and a whole unfinished last one)
+        assert counting.lines - decoded == complete.count(b"\n") - lines + whole
+        lines = complete.count(b"\n")
+        assert follower.session is not None
+        as_now = tmp_path / "prefix.jsonl"  # the file now, without a torn last line
+        as_now.write_bytes(prefix if whole else complete)
+        assert _content(ConversationGraph(store, follower.session)) == _one_shot(as_now)
+    assert counting.whole == 0 and not notices
+    assert _content(ConversationGraph(store, follower.session)) == _one_shot(trace)
+    assert [info.id for info in store.sessions()] == [follower.session]
+
+
+def test_a_poll_with_no_change_reads_nothing(tmp_path: Path, monkeypatch: Any) -> None:
+    trace = tmp_path / "session.jsonl"
+    _write(trace, _turns(1, 2))
+    counting = _Counting(monkeypatch)
+    follower = TraceFollower(SQLStore(tmp_path / "f.db"), trace)
+    assert follower.poll() is not None and counting.lines == 6
+    for _ in range(3):
+        assert follower.poll() is None
+    assert counting.lines == 6 and counting.whole == 0
+    _write(trace, _turns(3, 3), "a")
+    stats = follower.poll()
+    assert stats is not None and stats.held == 6 and stats.messages == 3
+    assert counting.lines == 9  # the three appended lines, not the whole file again
+
+
+def test_a_whole_json_trace_is_parsed_again_only_when_it_changed(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    trace = tmp_path / "run.traj.json"
+    messages = [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "Fix it"},
+    ]
+    document = {"messages": messages, "trajectory_format": "mini-swe-agent-1"}
+    trace.write_text(json.dumps(document))
+    counting = _Counting(monkeypatch)
+    store = SQLStore(tmp_path / "f.db")
+    follower = TraceFollower(store, trace)
+    assert follower.poll() is not None and counting.whole == 1
+    assert follower.poll() is None and counting.whole == 1
+    messages.append({"role": "assistant", "content": "THOUGHT: done.\n```bash\nls\n```"})
+    trace.write_text(json.dumps(document))
+    stats = follower.poll()
+    assert stats is not None and stats.held == 2 and counting.whole == 2
+    assert counting.lines == 0
+    assert follower.session is not None
+    graph = ConversationGraph.memory()
+    import_trace(trace, graph)  # (no timestamps in this trace: its nodes are stamped now)
+    assert ConversationGraph(store, follower.session).to_openai() == graph.to_openai()
+
+
+def test_a_truncated_or_replaced_trace_is_read_again_never_doubled(tmp_path: Path) -> None:
+    trace = tmp_path / "session.jsonl"
+    _write(trace, _turns(1, 4))
+    store = SQLStore(tmp_path / "f.db")
+    notices: list[str] = []
+    follower = TraceFollower(store, trace, on_notice=notices.append)
+    follower.poll()
+    session = follower.session
+    assert session is not None
+    held = _content(ConversationGraph(store, session))
+    # truncated to its first rounds: the session holds them already, nothing is added
+    _write(trace, _turns(1, 2))
+    stats = follower.poll()
+    assert stats is not None and stats.already_imported and stats.messages == 0
+    assert notices and "shrank" in notices[-1] and follower.notice == notices[-1]
+    assert _content(ConversationGraph(store, session)) == held
+    # grown again past what the session holds: only the new rounds are appended
+    _write(trace, _turns(3, 6), "a")
+    follower.poll()
+    assert follower.session == session
+    assert _content(ConversationGraph(store, session)) == _one_shot(trace)
+    # replaced by a new file (another inode) with the same beginning and more
+    replacement = tmp_path / "new.jsonl"
+    _write(replacement, _turns(1, 7))
+    os.replace(replacement, trace)
+    follower.poll()
+    assert "another file" in notices[-1] and follower.session == session
+    assert _content(ConversationGraph(store, session)) == _one_shot(trace)
+    # rewritten in place with other content of the same length: read again, and a
+    # conversation that no longer begins with the session's records gets a session of its own
+    before = len(ConversationGraph(store, session))
+    trace.write_bytes(trace.read_bytes().replace(b"step 7", b"step 9"))
+    follower.poll()
+    assert "rewritten" in notices[-2] and "another conversation" in notices[-1]
+    assert follower.session != session
+    assert len(ConversationGraph(store, session)) == before  # nothing lost, nothing doubled
+    assert _content(ConversationGraph(store, follower.session)) == _one_shot(trace)
+    assert follower.error is None
+
+
+def test_a_held_record_a_later_line_extends_is_never_appended_twice(tmp_path: Path) -> None:
+    """A response Claude Code writes as two records, polled between them: the first poll
+    imported it as it stood, so the session cannot take the longer one; the file goes to a
+    session of its own, with a notice, and the first session keeps what it had."""
+    trace = tmp_path / "session.jsonl"
+    text = {"type": "text", "text": "let me look"}
+    call = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}
+    response = {"id": "m1", "type": "message", "role": "assistant", "model": "claude-test"}
+    first = _record("assistant", "a1", "u1", response | {"content": [text]})
+    second = _record("assistant", "a2", "a1", response | {"content": [call]})
+    _write(trace, [_record("user", "u1", None, {"role": "user", "content": "go"}), first])
+    store = SQLStore(tmp_path / "f.db")
+    notices: list[str] = []
+    follower = TraceFollower(store, trace, on_notice=notices.append)
+    follower.poll()
+    session = follower.session
+    assert session is not None
+    held = _content(ConversationGraph(store, session))
+    _write(trace, [second], "a")
+    follower.poll()
+    assert notices and "another conversation" in notices[-1]
+    assert follower.session != session and follower.session is not None
+    assert _content(ConversationGraph(store, session)) == held
+    assert _content(ConversationGraph(store, follower.session)) == _one_shot(trace)

@@ -1,0 +1,39 @@
+"""A session at a glance, as a notebook shows it (``Session._repr_html_``): its store,
+nodes and functions by status, layers, model, policy and usage, in one table."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from graph import html_table
+
+if TYPE_CHECKING:
+    from openprogram._session import Session
+
+
+def session_html(session: Session) -> str:
+    """The HTML table a notebook shows for ``session``."""
+    nodes = session.graph.nodes()
+    functions = [n for n in nodes if n.kind == "function"]
+    states = ", ".join(
+        f"{sum(1 for f in functions if f.status == s)} {s}"
+        for s in ("running", "completed", "error", "interrupted")
+        if any(f.status == s for f in functions)
+    )
+    layers = session.graph.layers()
+    total = session.usage()["total"]
+    return html_table(
+        f"session {session.id}",
+        [
+            ("store", session.store.url),
+            ("nodes", f"{len(nodes)} ({len(functions)} functions: {states or 'none'})"),
+            ("layers", f"{sum(1 for x in layers if x.active)} active of {len(layers)}"),
+            ("model", getattr(session.model, "name", None)),
+            ("policy", f"{session.policy.name}, budget {session.engine.budget:,}"),
+            (
+                "usage",
+                f"{total['calls']} calls, {total['input_tokens']:,} in, "
+                f"{total['output_tokens']:,} out",
+            ),
+        ],
+    )
