@@ -9,12 +9,19 @@ records it already imported are never appended twice and never dropped; a file t
 holds another conversation goes to a session of its own (the importers identify records by
 a hash chained over the trace). A trace that is one JSON document (a mini-swe-agent
 ``.traj.json``) is parsed whole on each change, as ``openprogram import`` would.
+
+A record the parser still holds (Claude Code writes one response as several records, a block
+at a time) is imported only once the file has been quiet for ``settle`` seconds: a stored
+node never changes, so a response imported half-written could not take its later blocks.
+The records before it are imported at once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -47,7 +54,11 @@ class TraceFollower:
         interval: float = 1.0,
         on_error: Callable[[str], None] | None = None,
         on_notice: Callable[[str], None] | None = None,
+        settle: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if settle < 0:
+            raise ValueError(f"settle must be 0 or more seconds, got {settle}")
         self.store = store
         self.path = Path(path)
         self.session = session
@@ -55,6 +66,9 @@ class TraceFollower:
         self.interval = interval
         self.on_error = on_error
         self.on_notice = on_notice
+        self.settle = settle
+        """Seconds the file stays unchanged before the records its parser holds are imported."""
+        self.clock = clock
         self.error: str | None = None
         """What the last poll could not import (None once one succeeds)."""
         self.notice: str | None = None
@@ -65,6 +79,9 @@ class TraceFollower:
         self._held: list[str] | None = None
         """The record chain of what this follower put in ``session`` (see ``ParsedTrace``)."""
         self._open: ConversationGraph | None = None
+        self._unsettled: ParsedTrace | None = None
+        """The last read, when records its parser holds are not imported yet."""
+        self._changed_at = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -79,21 +96,32 @@ class TraceFollower:
                 return None  # between a rotation's rename and its new file
             seen = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
             if seen == self._seen:
-                return None
-            try:
-                stats = self._import()
-            except (TraceFormatError, SessionError, OSError) as error:
-                self._growing = self._open = None  # the next poll starts from scratch
-                self._fail(str(error))
-                return None
-            self._seen = seen
-            self.error = None
+                settled = self._unsettled
+                if settled is None or self.clock() - self._changed_at < self.settle:
+                    return None
+                self._unsettled = None
+                return self._guarded(lambda: self._import_grown(settled))
+            self._changed_at = self.clock()
+            stats = self._guarded(self._import)
+            if stats is not None:
+                self._seen = seen
             return stats
+
+    def _guarded(self, importing: Callable[[], ImportStats]) -> ImportStats | None:
+        try:
+            stats = importing()
+        except (TraceFormatError, SessionError, OSError) as error:
+            self._growing = self._open = self._unsettled = None  # the next poll starts afresh
+            self._seen = None
+            self._fail(str(error))
+            return None
+        self.error = None
+        return stats
 
     def _import(self) -> ImportStats:
         if self._growing is not None:
             try:
-                return self._import_grown(self._growing.read())
+                return self._import_grown(self._final(self._growing))
             except Rewritten as rewritten:
                 self._growing = None
                 self._notice(f"{rewritten}; reading it again from the start")
@@ -102,7 +130,23 @@ class TraceFollower:
         if lines is None:  # one JSON document: parsed whole, as before
             return self._import_whole(parse_trace(self.path, format=self.format))
         self._growing = GrowingTrace(self.path, name, lines)
-        return self._import_grown(self._growing.read())
+        return self._import_grown(self._final(self._growing))
+
+    def _final(self, growing: GrowingTrace) -> ParsedTrace:
+        """The trace read now, without the records its parser holds unless ``settle`` is 0
+        (they wait in ``_unsettled`` for the file to be quiet)."""
+        parsed = growing.read()
+        final = len(growing.records)
+        if self.settle == 0 or final == len(parsed.records):
+            self._unsettled = None
+            return parsed
+        self._unsettled = parsed
+        return dataclasses.replace(
+            parsed,
+            digest=parsed.chain[final],  # not the file's: the file is not all imported
+            records=parsed.records[:final],
+            chain=parsed.chain[: final + 1],
+        )
 
     def _import_grown(self, parsed: ParsedTrace) -> ImportStats:
         """Import a trace this follower imported before only where it goes on from there."""

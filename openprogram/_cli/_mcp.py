@@ -18,6 +18,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             f"the MCP server needs the mcp SDK ({error.name}): pip install 'openprogram[mcp]'"
         ) from None
     follower = None
+    if args.settle < 0:
+        raise UsageError(f"--settle must be 0 or more seconds, got {args.settle}")
     if args.follow:
         from openprogram._follow import TraceFollower
 
@@ -28,6 +30,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             session=args.session,
             on_error=lambda message: errors.print(f"[yellow]follow:[/] {escape(message)}"),
             on_notice=lambda message: errors.print(f"follow: {escape(message)}"),
+            settle=args.settle,
         ).start()
         if follower.session is None:
             raise UsageError(f"--follow {args.follow}: {follower.error or 'no such file'}")
@@ -74,5 +77,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="PATH",
         help="keep importing a growing Claude Code or Codex transcript into its session "
         "(parses only what was appended; survives the file being rewritten or rotated)",
+    )
+    mcp.add_argument(
+        "--settle",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="with --follow: how long the file stays unchanged before a response the agent "
+        "may still be writing is imported (default 10; 0: at once)",
     )
     mcp.set_defaults(run=cmd_mcp)

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -77,7 +78,7 @@ def test_polls_import_only_what_is_new(tmp_path: Path) -> None:
     _write(trace, _turns(1, 3))
     store = SQLStore(tmp_path / "f.db")
     errors: list[str] = []
-    follower = TraceFollower(store, trace, on_error=errors.append)
+    follower = TraceFollower(store, trace, on_error=errors.append, settle=0)
     first = follower.poll()
     assert first is not None and not first.already_imported
     session = follower.session
@@ -114,7 +115,7 @@ def test_the_mcp_server_follows_a_growing_transcript(tmp_path: Path) -> None:
     code = "import sys; from openprogram._cli import run; sys.argv[0] = 'openprogram'; run()"
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-c", code, "mcp", "--db", str(db), "--follow", str(trace)],
+        args=["-c", code, "mcp", "--db", str(db), "--follow", str(trace), "--settle", "0"],
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         cwd=str(tmp_path),
     )
@@ -212,7 +213,10 @@ def test_a_trace_appended_in_steps_is_imported_as_one_shot(
     counting = _Counting(monkeypatch)
     store = SQLStore(tmp_path / "f.db")
     notices: list[str] = []
-    follower = TraceFollower(store, trace, format="claude-code", on_notice=notices.append)
+    clock = _Clock()
+    follower = TraceFollower(
+        store, trace, format="claude-code", on_notice=notices.append, clock=clock
+    )
     follower.poll()
     written = lines = 0
     for cut in cuts:
@@ -220,6 +224,8 @@ def test_a_trace_appended_in_steps_is_imported_as_one_shot(
             out.write(data[written:cut])
         written = cut
         decoded = counting.lines
+        follower.poll()
+        clock.now += follower.settle  # quiet: what the parser holds is imported too
         follower.poll()
         assert follower.error is None
         prefix = data[:cut]
@@ -241,7 +247,7 @@ def test_a_poll_with_no_change_reads_nothing(tmp_path: Path, monkeypatch: Any) -
     trace = tmp_path / "session.jsonl"
     _write(trace, _turns(1, 2))
     counting = _Counting(monkeypatch)
-    follower = TraceFollower(SQLStore(tmp_path / "f.db"), trace)
+    follower = TraceFollower(SQLStore(tmp_path / "f.db"), trace, settle=0)
     assert follower.poll() is not None and counting.lines == 6
     for _ in range(3):
         assert follower.poll() is None
@@ -283,7 +289,7 @@ def test_a_truncated_or_replaced_trace_is_read_again_never_doubled(tmp_path: Pat
     _write(trace, _turns(1, 4))
     store = SQLStore(tmp_path / "f.db")
     notices: list[str] = []
-    follower = TraceFollower(store, trace, on_notice=notices.append)
+    follower = TraceFollower(store, trace, on_notice=notices.append, settle=0)
     follower.poll()
     session = follower.session
     assert session is not None
@@ -318,10 +324,12 @@ def test_a_truncated_or_replaced_trace_is_read_again_never_doubled(tmp_path: Pat
     assert follower.error is None
 
 
-def test_a_held_record_a_later_line_extends_is_never_appended_twice(tmp_path: Path) -> None:
-    """A response Claude Code writes as two records, polled between them: the first poll
-    imported it as it stood, so the session cannot take the longer one; the file goes to a
-    session of its own, with a notice, and the first session keeps what it had."""
+def test_a_response_written_a_block_at_a_time_is_imported_once_the_file_is_quiet(
+    tmp_path: Path,
+) -> None:
+    """Claude Code writes one response as several records (a text block, then a call). A
+    poll between them imports what comes before the response, not the response: a stored
+    node never changes, so it waits for the file to be quiet for ``settle`` seconds."""
     trace = tmp_path / "session.jsonl"
     text = {"type": "text", "text": "let me look"}
     call = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}
@@ -331,7 +339,46 @@ def test_a_held_record_a_later_line_extends_is_never_appended_twice(tmp_path: Pa
     _write(trace, [_record("user", "u1", None, {"role": "user", "content": "go"}), first])
     store = SQLStore(tmp_path / "f.db")
     notices: list[str] = []
-    follower = TraceFollower(store, trace, on_notice=notices.append)
+    clock = _Clock()
+    follower = TraceFollower(store, trace, on_notice=notices.append, settle=5, clock=clock)
+    assert follower.poll() is not None
+    session = follower.session
+    assert session is not None
+    graph = ConversationGraph(store, session)
+    assert graph.to_openai() == [{"role": "user", "content": "go"}]  # the response waits
+    clock.now += 4
+    assert follower.poll() is None  # not quiet long enough
+    _write(trace, [second], "a")  # its next block: the response is whole now
+    assert follower.poll() is not None
+    clock.now += 4.9
+    assert follower.poll() is None and len(ConversationGraph(store, session)) == 1
+    clock.now += 0.1
+    stats = follower.poll()
+    assert stats is not None and stats.messages == 1 and stats.held == 1
+    assert _content(ConversationGraph(store, session)) == _one_shot(trace)
+    assert follower.poll() is None  # settled once
+    _write(trace, _turns(2, 2), "a")  # the next round: the tool result ends the response
+    clock.now += 5
+    follower.poll()
+    follower.poll()
+    assert not notices and [info.id for info in store.sessions()] == [session]
+    assert follower.session == session
+
+
+def test_a_held_record_a_later_line_extends_is_never_appended_twice(tmp_path: Path) -> None:
+    """With ``settle`` 0 (or a response that stayed unfinished longer than it), a response
+    imported as it stood cannot take a later block: the file goes to a session of its own,
+    with a notice, and the first session keeps what it had."""
+    trace = tmp_path / "session.jsonl"
+    text = {"type": "text", "text": "let me look"}
+    call = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}
+    response = {"id": "m1", "type": "message", "role": "assistant", "model": "claude-test"}
+    first = _record("assistant", "a1", "u1", response | {"content": [text]})
+    second = _record("assistant", "a2", "a1", response | {"content": [call]})
+    _write(trace, [_record("user", "u1", None, {"role": "user", "content": "go"}), first])
+    store = SQLStore(tmp_path / "f.db")
+    notices: list[str] = []
+    follower = TraceFollower(store, trace, on_notice=notices.append, settle=0)
     follower.poll()
     session = follower.session
     assert session is not None
@@ -342,3 +389,24 @@ def test_a_held_record_a_later_line_extends_is_never_appended_twice(tmp_path: Pa
     assert follower.session != session and follower.session is not None
     assert _content(ConversationGraph(store, session)) == held
     assert _content(ConversationGraph(store, follower.session)) == _one_shot(trace)
+
+
+def test_a_negative_settle_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="settle must be 0 or more seconds, got -1"):
+        TraceFollower(SQLStore(tmp_path / "f.db"), tmp_path / "x.jsonl", settle=-1)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_command_line_refuses_a_negative_settle(tmp_path: Path, capsys: Any) -> None:
+    from openprogram._cli import main
+
+    argv = ["mcp", "--db", str(tmp_path / "f.db"), "--follow", str(tmp_path / "x.jsonl")]
+    assert main([*argv, "--settle", "-1"]) == 2
+    assert "--settle must be 0 or more seconds, got -1.0" in capsys.readouterr().err
