@@ -36,6 +36,7 @@ from openprogram.importers import (
     parse_trace,
 )
 from openprogram.importers._detect import line_parser
+from openprogram.importers._driver import already_imported
 from openprogram.importers._growing import GrowingTrace, Rewritten
 
 __all__ = ["TraceFollower"]
@@ -164,7 +165,7 @@ class TraceFollower:
                 self.session = found[0] if found and found[0] != self.session else new_id()
                 stats = import_parsed(parsed, self._graph(self.session))
             elif len(parsed.chain) <= len(held):  # nothing after what the session holds
-                return _nothing_new(parsed)
+                return already_imported(parsed)
             else:
                 stats = import_parsed(parsed, self._graph(self.session))
         self._held = parsed.chain
@@ -222,20 +223,3 @@ class TraceFollower:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-
-
-def _nothing_new(parsed: ParsedTrace) -> ImportStats:
-    """What a poll imported when the session already holds every record of the file."""
-    reading = parsed.reading
-    return ImportStats(
-        session_id=reading.session_id,
-        format=parsed.format,
-        messages=0,
-        tool_calls=0,
-        unanswered=0,
-        functions=0,
-        skipped=len(reading.skipped),
-        warnings=[],
-        already_imported=True,
-        held=len(parsed.records),
-    )

@@ -162,6 +162,22 @@ def import_trace(
     return import_parsed(parsed, graph, append=append)
 
 
+def already_imported(parsed: ParsedTrace) -> ImportStats:
+    """What importing a trace adds to a session that holds every record of it: nothing."""
+    return ImportStats(
+        session_id=parsed.reading.session_id,
+        format=parsed.format,
+        messages=0,
+        tool_calls=0,
+        unanswered=0,
+        functions=0,
+        skipped=len(parsed.reading.skipped),
+        warnings=[],
+        already_imported=True,
+        held=len(parsed.records),
+    )
+
+
 def import_parsed(
     parsed: ParsedTrace, graph: ConversationGraph, *, append: bool = False
 ) -> ImportStats:
@@ -191,18 +207,7 @@ def import_parsed(
             )
         held = held or 0
         if held == len(parsed.records) and (held or parsed.digest in imported):
-            return ImportStats(
-                session_id=reading.session_id,
-                format=parsed.format,
-                messages=0,
-                tool_calls=0,
-                unanswered=0,
-                functions=0,
-                skipped=len(reading.skipped),
-                warnings=[],
-                already_imported=True,
-                held=held,
-            )
+            return already_imported(parsed)
         try:
             loader.load(parsed.records[held:])
         except (GraphError, RecursionError) as error:

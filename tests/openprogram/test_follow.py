@@ -331,12 +331,7 @@ def test_a_response_written_a_block_at_a_time_is_imported_once_the_file_is_quiet
     poll between them imports what comes before the response, not the response: a stored
     node never changes, so it waits for the file to be quiet for ``settle`` seconds."""
     trace = tmp_path / "session.jsonl"
-    text = {"type": "text", "text": "let me look"}
-    call = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}
-    response = {"id": "m1", "type": "message", "role": "assistant", "model": "claude-test"}
-    first = _record("assistant", "a1", "u1", response | {"content": [text]})
-    second = _record("assistant", "a2", "a1", response | {"content": [call]})
-    _write(trace, [_record("user", "u1", None, {"role": "user", "content": "go"}), first])
+    second = _first_block_of_a_response(trace)
     store = SQLStore(tmp_path / "f.db")
     notices: list[str] = []
     clock = _Clock()
@@ -370,12 +365,7 @@ def test_a_held_record_a_later_line_extends_is_never_appended_twice(tmp_path: Pa
     imported as it stood cannot take a later block: the file goes to a session of its own,
     with a notice, and the first session keeps what it had."""
     trace = tmp_path / "session.jsonl"
-    text = {"type": "text", "text": "let me look"}
-    call = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}
-    response = {"id": "m1", "type": "message", "role": "assistant", "model": "claude-test"}
-    first = _record("assistant", "a1", "u1", response | {"content": [text]})
-    second = _record("assistant", "a2", "a1", response | {"content": [call]})
-    _write(trace, [_record("user", "u1", None, {"role": "user", "content": "go"}), first])
+    second = _first_block_of_a_response(trace)
     store = SQLStore(tmp_path / "f.db")
     notices: list[str] = []
     follower = TraceFollower(store, trace, on_notice=notices.append, settle=0)
@@ -394,6 +384,16 @@ def test_a_held_record_a_later_line_extends_is_never_appended_twice(tmp_path: Pa
 def test_a_negative_settle_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="settle must be 0 or more seconds, got -1"):
         TraceFollower(SQLStore(tmp_path / "f.db"), tmp_path / "x.jsonl", settle=-1)
+
+
+def _first_block_of_a_response(trace: Path) -> dict[str, Any]:
+    """Write a prompt and the first block of a response (text); return its second (a call)."""
+    text = {"type": "text", "text": "let me look"}
+    call = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}
+    response = {"id": "m1", "type": "message", "role": "assistant", "model": "claude-test"}
+    first = _record("assistant", "a1", "u1", response | {"content": [text]})
+    _write(trace, [_record("user", "u1", None, {"role": "user", "content": "go"}), first])
+    return _record("assistant", "a2", "a1", response | {"content": [call]})
 
 
 class _Clock:
