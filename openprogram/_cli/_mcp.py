@@ -28,12 +28,14 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             store,
             args.follow,
             session=args.session,
-            on_error=lambda message: errors.print(f"[yellow]follow:[/] {escape(message)}"),
             on_notice=lambda message: errors.print(f"follow: {escape(message)}"),
             settle=args.settle,
-        ).start()
+        )
+        follower.poll()  # a file that cannot be followed is one usage error, said once
         if follower.session is None:
             raise UsageError(f"--follow {args.follow}: {follower.error or 'no such file'}")
+        follower.on_error = lambda message: errors.print(f"[yellow]follow:[/] {escape(message)}")
+        follower.start()
         scope = follower.session if args.session else None
     else:
         store = open_store(args, create=False, read_only=not args.allow_write)

@@ -410,3 +410,13 @@ def test_the_command_line_refuses_a_negative_settle(tmp_path: Path, capsys: Any)
     argv = ["mcp", "--db", str(tmp_path / "f.db"), "--follow", str(tmp_path / "x.jsonl")]
     assert main([*argv, "--settle", "-1"]) == 2
     assert "--settle must be 0 or more seconds, got -1.0" in capsys.readouterr().err
+
+
+def test_a_path_that_cannot_be_followed_is_one_usage_error(tmp_path: Path, capsys: Any) -> None:
+    from openprogram._cli import main
+
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    assert main(["mcp", "--db", str(tmp_path / "f.db"), "--follow", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert f"--follow {folder}: " in err and err.count("Is a directory") == 1
