@@ -9,7 +9,7 @@ taken from the reply: a model may drop or misspell them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from ._errors import SummaryError, UnknownModel
 from ._fit import finish_summary
@@ -33,7 +33,10 @@ class LiteLLMSummarizer:
     reasoning model, the result is trimmed to ``request.max_tokens`` anyway);
     ``max_input_tokens`` overrides the window litellm's map gives (128k when unknown).
     With ``share_prefix`` and a ``request.system``, the agent's system prompt and tools go
-    first, so the provider's cache of the agent's prefix is reused. Other keyword
+    first, so the provider's cache of the agent's prefix is reused. That cache belongs to
+    the agent's model, so by default (``"auto"``) the prefix is shared only when this is
+    the agent's model (``request.model``); sent to another model it would be paid for in
+    full and tell the summary nothing the task does not. Other keyword
     arguments (``api_base``, ``api_key``, ``mock_response``...) go to litellm unchanged.
     Provider errors propagate: the calling tier records them and falls back.
 
@@ -61,7 +64,7 @@ class LiteLLMSummarizer:
         *,
         max_output_tokens: int | None = None,
         max_input_tokens: int | None = None,
-        share_prefix: bool = True,
+        share_prefix: bool | Literal["auto"] = "auto",
         timeout: float = 60.0,
         **litellm_kwargs: Any,
     ) -> None:
@@ -104,7 +107,7 @@ class LiteLLMSummarizer:
         """The messages and tools to send, the conversation cut so both fit the window."""
         limit, _ = self.limits(request)
         counter = self.counter
-        shared = self.share_prefix and bool(request.system)
+        shared = bool(request.system) and self.shares_prefix(request)
         tools = list(request.tools) if shared else []
         conversation = blocks(read_units(request.units, request.nodes))
         budget = limit
@@ -124,6 +127,20 @@ class LiteLLMSummarizer:
                 return messages, tools
             budget = limit - (used - limit) - 16
         raise SummaryError(f"the summarizer's window ({limit} input tokens) cannot hold the prompt")
+
+    def shares_prefix(self, request: SummaryRequest) -> bool:
+        """Whether the agent's prefix goes first: always, never, or (``"auto"``) when the
+        agent runs on this very model, whose cache already holds that prefix.
+
+        >>> from context import SummaryRequest
+        >>> summarizer = LiteLLMSummarizer("anthropic/claude-sonnet-4-5")
+        >>> request = SummaryRequest(kind="compact", units=(), model="claude-sonnet-4-5")
+        >>> summarizer.shares_prefix(request), LiteLLMSummarizer("gpt-4o").shares_prefix(request)
+        (True, False)
+        """
+        if self.share_prefix != "auto":
+            return bool(self.share_prefix)
+        return request.model is not None and same_model(request.model, self.model)
 
     def _build(
         self, request: SummaryRequest, shared: bool, conversation: str
@@ -174,3 +191,8 @@ def _supported_params(litellm: Any, model: str) -> list[str] | None:
     except Exception:
         return None
     return list(params) if params is not None else None
+
+
+def same_model(a: str, b: str) -> bool:
+    """Whether two litellm names are one model (``openai/gpt-4o`` and ``gpt-4o`` are)."""
+    return a.rsplit("/", 1)[-1].lower() == b.rsplit("/", 1)[-1].lower()

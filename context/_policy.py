@@ -247,7 +247,8 @@ class Policy(BaseModel):
     """Offloaded files and the history tools' answers are redacted too (always, when the
     graph redacts what it stores)."""
     summary_shares_prefix: bool = True
-    """An LLM summarizer sends the agent's system prompt and tool schemas first."""
+    """A summary request carries the agent's system prompt (and tool schemas), which an LLM
+    summarizer on the agent's own model sends first, to reuse its cached prefix."""
 
     provider_compaction: Literal["off", "anthropic"] = "off"
     """Hand compaction to the provider (Anthropic's ``compact_20260112`` edit); the block

@@ -302,6 +302,7 @@ def request_for(
         max_tokens=max_tokens,
         identifier_tokens=identifiers,
         system=_clean(system_text(ctx), redactor) if policy.summary_shares_prefix else None,
+        model=policy.model,
         counter=ctx.counter,
     )
 

@@ -111,7 +111,7 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     ``task`` is the first task's text; ``previous`` the summary this one builds on
     (incremental); ``focus`` the user's instructions (``/compact focus``); ``max_tokens``
     caps the summary; ``system`` and ``tools`` are the agent's prompt prefix, which an LLM
-    summarizer may send first so the provider's cache is reused.
+    summarizer on the agent's ``model`` may send first so the provider's cache is reused.
     """
 
     kind: Literal["segment", "compact"]
@@ -126,6 +126,9 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     system: str | None = None
     tools: tuple[dict[str, Any], ...] = ()
     counter: TokenCounter | None = None
+    model: str | None = None
+    """The agent's model (``Policy.model``): a summarizer on the same model can share the
+    agent's cached prefix (``system``, ``tools``); another model cannot."""
     sources: tuple[Unit, ...] = ()
     """The covered units as stored, when ``units`` were shortened or sampled to bound what
     an LLM is sent (C9): a summarizer ranks identifiers from these locally, at no LLM cost."""

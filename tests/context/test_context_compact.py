@@ -146,14 +146,14 @@ def test_an_incremental_compaction_hands_the_summarizer_the_previous_summary(
     start(g, system=SYSTEM, task=TASK)
     work(g, 0, 10)
     summarizer = Counting()
-    e = ContextEngine(
-        g, policy(tmp_path, cascade=AUTO_COMPACT), summarizer, budget=1_000_000, clock=clock
-    )
+    pol = policy(tmp_path, cascade=AUTO_COMPACT, model="anthropic/claude-sonnet-4-5")
+    e = ContextEngine(g, pol, summarizer, budget=1_000_000, clock=clock)
     first = e.compact(focus="the parser")
     [request] = summarizer.requests
     assert request.kind == "compact" and request.focus == "the parser"
     assert request.previous is None
     assert request.task == TASK and request.system == SYSTEM
+    assert request.model == "anthropic/claude-sonnet-4-5"  # whose cache holds that prefix
     assert e.records()[-1].details["focus"] == "the parser"
     assert first.layer.meta["focus"] == "the parser"
     work(g, 10, 6)

@@ -292,10 +292,14 @@ Rules:
 # -- on the wire --------------------------------------------------------------------------
 
 
-def test_share_prefix_sends_the_agent_system_and_tools_first(fake_provider: FakeProvider) -> None:
+def test_on_the_agent_model_the_agent_system_and_tools_go_first(
+    fake_provider: FakeProvider,
+) -> None:
+    """The summarizer runs on the agent's own model, whose cache holds that prefix."""
     fake_provider.reply(REPLY, prompt_tokens=1234, completion_tokens=56)
     summarizer = on_wire(fake_provider)
-    result = summarizer.summarize(request_of(session(), system=SYSTEM, tools=TOOLS))
+    request = request_of(session(), system=SYSTEM, tools=TOOLS, model="fake-summarizer")
+    result = summarizer.summarize(request)
     body = sent(fake_provider)
     assert body["messages"][0] == {"role": "system", "content": SYSTEM}
     assert body["tools"] == list(TOOLS)
@@ -307,14 +311,25 @@ def test_share_prefix_sends_the_agent_system_and_tools_first(fake_provider: Fake
     assert result.anchors.tried_solutions == ("Edit on src/app/parse.py: permission denied",)
 
 
-def test_without_share_prefix_the_agent_prefix_stays_out(fake_provider: FakeProvider) -> None:
+@pytest.mark.parametrize(
+    ("share", "model", "shared"),
+    [
+        (False, "fake-summarizer", False),  # never
+        ("auto", "anthropic/claude-sonnet-4-5", False),  # another model: no cache to reuse
+        ("auto", None, False),  # the agent's model is not known
+        (True, "anthropic/claude-sonnet-4-5", True),  # always
+    ],
+)
+def test_the_agent_prefix_goes_first_only_where_it_is_cached(
+    fake_provider: FakeProvider, share: Any, model: str | None, shared: bool
+) -> None:
     fake_provider.reply(REPLY)
-    on_wire(fake_provider, share_prefix=False).summarize(
-        request_of(session(), system=SYSTEM, tools=TOOLS)
+    on_wire(fake_provider, share_prefix=share).summarize(
+        request_of(session(), system=SYSTEM, tools=TOOLS, model=model)
     )
     body = sent(fake_provider)
-    assert SYSTEM not in str(body["messages"])
-    assert "tools" not in body and "tool_choice" not in body
+    assert (SYSTEM in str(body["messages"])) is shared
+    assert ("tools" in body) is shared and ("tool_choice" in body) is shared
 
 
 def test_incremental_request_carries_the_previous_summary(fake_provider: FakeProvider) -> None:
@@ -347,7 +362,7 @@ def test_an_oversized_request_is_cut_to_the_window(
 ) -> None:
     fake_provider.reply(REPLY)
     summarizer = on_wire(fake_provider, max_input_tokens=window)
-    request = huge_request(system=SYSTEM, tools=TOOLS)
+    request = huge_request(system=SYSTEM, tools=TOOLS, model="fake-summarizer")
     summarizer.summarize(request)
     body = sent(fake_provider)
     counter = TokenCounter("openai/fake-summarizer")
@@ -365,7 +380,7 @@ def test_a_window_too_small_for_the_agent_prefix_drops_it(fake_provider: FakePro
     fake_provider.reply(REPLY)
     big_system = "Follow the house rules. " * 400
     summarizer = on_wire(fake_provider, max_input_tokens=2_500)
-    summarizer.summarize(huge_request(system=big_system, tools=TOOLS))
+    summarizer.summarize(huge_request(system=big_system, tools=TOOLS, model="fake-summarizer"))
     body = sent(fake_provider)
     assert big_system not in str(body["messages"]) and "tools" not in body
 
@@ -400,7 +415,8 @@ def test_anthropic_wire_format_with_the_shared_prefix(fake_provider: FakeProvide
     summarizer = LiteLLMSummarizer(
         "anthropic/claude-haiku-4-5", api_base=fake_provider.anthropic_base_url, api_key="x"
     )
-    result = summarizer.summarize(request_of(session(), system=SYSTEM, tools=TOOLS))
+    request = request_of(session(), system=SYSTEM, tools=TOOLS, model="claude-haiku-4-5")
+    result = summarizer.summarize(request)
     body = sent(fake_provider)
     assert SYSTEM in str(body["system"])
     assert [tool["name"] for tool in body["tools"]] == ["Read"]
@@ -422,7 +438,7 @@ def test_tools_are_not_sent_to_a_provider_without_tool_support(
         seen.update(kwargs)
         return real(model="gpt-4o", messages=kwargs["messages"], mock_response=REPLY)
 
-    summarizer = LiteLLMSummarizer("ollama/llama3")
+    summarizer = LiteLLMSummarizer("ollama/llama3", share_prefix=True)
     monkeypatch.setattr(litellm, "completion", completion)
     summarizer.summarize(request_of(session(), system=SYSTEM, tools=TOOLS))
     assert seen["messages"][0] == {"role": "system", "content": SYSTEM}
