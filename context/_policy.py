@@ -120,6 +120,10 @@ Count = Annotated[int, Field(strict=True, le=MAX_TOKENS)]
 """A count or size: an int (not a bool, text or float) of at most ``MAX_TOKENS``."""
 
 ENV_PREFIX = "OPENPROGRAM_"
+
+MIN_SUMMARY_REQUEST = 1_000
+"""Tokens a summary request may always use, however small the budget: less says nothing."""
+
 POLICY_SCHEMA = 1
 """The version of a stored policy's shape (:meth:`Policy.stored`)."""
 _RESTORING: contextvars.ContextVar[bool] = contextvars.ContextVar("restoring", default=False)
@@ -271,8 +275,26 @@ class Policy(BaseModel):
     characters as its head and tail (C9: requests are bounded; identifiers are still ranked
     from the whole texts, locally)..."""
     summary_request_tokens: Count | None = Field(default=6_000, gt=0)
-    """...and halves that bound (down to 500 characters) while the covered conversation
-    is over this many tokens (None: only the per-text bound)."""
+    """...and halves that bound (down to 500 characters), then samples the covered rounds,
+    while the covered conversation is over this many tokens (None: only the per-text
+    bound)..."""
+    summary_request_share: float | None = Field(default=0.2, gt=0, le=1)
+    """...or over this share of the render's budget, when that is less: a summary request
+    is an extra call for each compaction, so under a small budget it stays small beside
+    the prompt it relieves, though never under ``MIN_SUMMARY_REQUEST`` tokens (None: only
+    ``summary_request_tokens``)."""
+
+    def summary_request_bound(self, budget: int) -> int | None:
+        """Tokens a summary request's conversation may use under ``budget``.
+
+        >>> policy = Policy()
+        >>> policy.summary_request_bound(32_000), policy.summary_request_bound(8_000)
+        (6000, 1600)
+        """
+        bounds = [self.summary_request_tokens]
+        if self.summary_request_share is not None:
+            bounds.append(max(MIN_SUMMARY_REQUEST, int(budget * self.summary_request_share)))
+        return min((b for b in bounds if b is not None), default=None)
 
     @model_validator(mode="before")
     @classmethod

@@ -73,15 +73,16 @@ def bounded(units: tuple[Unit, ...], ctx: TierContext) -> tuple[Unit, ...]:
 
     Every text (a message's content, a long string argument of a call) over
     ``policy.summary_item_chars`` keeps its head and tail, as budget reduction shows an
-    output; while the whole is still over ``policy.summary_request_tokens``, the bound
-    halves, down to ``MIN_ITEM_CHARS``. Units still over it then are sampled (see
-    :func:`sampled`): the newest, then an even stride over the older ones, so a request
-    over hundreds of rounds stays the size it promises. The summary is of what happened, so
-    the texts are the stored ones (``originals``), only shortened; a summarizer ranks
-    identifiers from those locally (``SummaryRequest.sources``), which costs no LLM tokens."""
+    output; while the whole is still over ``policy.summary_request_bound`` (a share of the
+    budget, at most ``summary_request_tokens``), the bound halves, down to
+    ``MIN_ITEM_CHARS``. Units still over it then are sampled (see :func:`sampled`): the
+    newest, then an even stride over the older ones, so a request over hundreds of rounds
+    stays the size it promises. The summary is of what happened, so the texts are the stored
+    ones (``originals``), only shortened; a summarizer ranks identifiers from those locally
+    (``SummaryRequest.sources``), which costs no LLM tokens."""
     policy = ctx.policy
     limit = policy.summary_item_chars
-    total = policy.summary_request_tokens
+    total = policy.summary_request_bound(ctx.budget)
     while True:
         shortened = tuple(_shortened(unit, limit) for unit in units)
         if total is None:

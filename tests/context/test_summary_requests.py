@@ -76,7 +76,8 @@ def texts(units: tuple[Unit, ...]) -> list[str]:
 
 
 def test_a_collapse_request_sends_each_output_as_head_and_tail(tmp_path: Path) -> None:
-    for request in collapse_requests(tmp_path, summary_request_tokens=None):
+    unbounded = {"summary_request_tokens": None, "summary_request_share": None}
+    for request in collapse_requests(tmp_path, **unbounded):
         sent, stored = texts(request.units), texts(request.sources)
         assert len(sent) == len(stored) and request.sources
         for short, whole in zip(sent, stored, strict=True):
@@ -94,7 +95,8 @@ def test_identifiers_are_still_ranked_from_the_whole_outputs(tmp_path: Path) -> 
 
 def test_the_request_is_bounded_in_tokens_and_charged_as_such(tmp_path: Path) -> None:
     counter = TokenCounter()
-    whole = collapse_requests(tmp_path / "a", summary_item_chars=10**9, summary_request_tokens=None)
+    unbounded = {"summary_request_tokens": None, "summary_request_share": None}
+    whole = collapse_requests(tmp_path / "a", summary_item_chars=10**9, **unbounded)
     short = collapse_requests(tmp_path / "b", summary_request_tokens=3_000)
     shaper = LiteLLMSummarizer("x", max_input_tokens=200_000)
 
@@ -135,7 +137,8 @@ def test_a_short_conversation_is_sent_as_it_is(tmp_path: Path) -> None:
     for i in range(16):
         g.append({"role": "user", "content": f"step {i}"}, at=NOW)
         tool_round(g, [("Bash", f"out {i}\n" * 40)], prefix=f"c{i}", content=f"ran {i}", at=NOW)
-    pol = policy(tmp_path, cascade=("collapse", "emergency"), always=())
+    # (no share of this tiny budget: under it, the 1,000-token floor would sample the rounds)
+    pol = policy(tmp_path, cascade=("collapse", "emergency"), always=(), summary_request_share=None)
     summarizer = Capturing()
     full = ContextEngine(g, pol, budget=1_000_000, clock=clock).render().tokens
     ContextEngine(g, pol, summarizer, budget=full // 2, clock=clock).render()
@@ -195,11 +198,13 @@ def test_bounded_keeps_pairing_ends_and_the_bound(
     for unit in sent:
         arguments = json.loads(unit.items[0].message["tool_calls"][0]["function"]["arguments"])
         assert arguments["timeout"] == 5 and len(arguments["command"]) <= bound + 120
-    if limit is not None:
-        used = ctx.counter.count_messages(messages)
-        newest = ctx.counter.count_messages(item.message for item in sent[-1].items)
-        assert used <= max(limit, newest)
-        if len(sent) < len(whole):  # sampled only when the least text bound was not enough
-            at_floor = bounded(whole, _context(summary_item_chars=MIN_ITEM_CHARS))
-            floor = ctx.counter.count_messages(i.message for u in at_floor for i in u.items)
-            assert floor > limit
+    total = ctx.policy.summary_request_bound(ctx.budget)
+    assert total == min(limit or 10**9, 2_000)  # a fifth of the 10k budget, if less
+    used = ctx.counter.count_messages(messages)
+    newest = ctx.counter.count_messages(item.message for item in sent[-1].items)
+    assert used <= max(total, newest)
+    if len(sent) < len(whole):  # sampled only when the least text bound was not enough
+        unbounded = {"summary_request_tokens": None, "summary_request_share": None}
+        at_floor = bounded(whole, _context(summary_item_chars=MIN_ITEM_CHARS, **unbounded))
+        floor = ctx.counter.count_messages(i.message for u in at_floor for i in u.items)
+        assert floor > total
