@@ -80,6 +80,9 @@ class TraceFollower:
         self._held: list[str] | None = None
         """The record chain of what this follower put in ``session`` (see ``ParsedTrace``)."""
         self._open: ConversationGraph | None = None
+        self._entry: tuple[str, str] | None = None
+        """(session, key) of this follower's last import: the next one into that session
+        extends it and replaces it in the session's record of imports."""
         self._unsettled: ParsedTrace | None = None
         """The last read, when records its parser holds are not imported yet."""
         self._changed_at = 0.0
@@ -163,11 +166,11 @@ class TraceFollower:
                 )
                 found = find_import(self.store, parsed)
                 self.session = found[0] if found and found[0] != self.session else new_id()
-                stats = import_parsed(parsed, self._graph(self.session))
+                stats = self._load(parsed, self.session)
             elif len(parsed.chain) <= len(held):  # nothing after what the session holds
                 return already_imported(parsed)
             else:
-                stats = import_parsed(parsed, self._graph(self.session))
+                stats = self._load(parsed, self.session)
         self._held = parsed.chain
         return stats
 
@@ -175,16 +178,23 @@ class TraceFollower:
         found = find_import(self.store, parsed)
         if self.session is None:
             self.session = found[0] if found is not None else new_id()
-        graph = self._graph(self.session)
         try:
-            stats = import_parsed(parsed, graph)
+            stats = self._load(parsed, self.session)
         except SessionError:
             if found is not None and found[0] != self.session:
                 self.session = found[0]  # the file went back to a conversation held elsewhere
             else:  # the file now holds another conversation: it gets its own session
                 self.session = new_id()
-            stats = import_parsed(parsed, self._graph(self.session))
+            stats = self._load(parsed, self.session)
         self._held = parsed.chain
+        return stats
+
+    def _load(self, parsed: ParsedTrace, session: str) -> ImportStats:
+        entry = self._entry
+        supersedes = entry[1] if entry is not None and entry[0] == session else None
+        stats = import_parsed(parsed, self._graph(session), supersedes=supersedes)
+        if not stats.already_imported:
+            self._entry = (session, parsed.digest)
         return stats
 
     def _graph(self, session: str) -> ConversationGraph:

@@ -179,13 +179,20 @@ def already_imported(parsed: ParsedTrace) -> ImportStats:
 
 
 def import_parsed(
-    parsed: ParsedTrace, graph: ConversationGraph, *, append: bool = False
+    parsed: ParsedTrace,
+    graph: ConversationGraph,
+    *,
+    append: bool = False,
+    supersedes: str | None = None,
 ) -> ImportStats:
     """Append a parsed trace to ``graph`` in one transaction: the records this session does
     not hold yet (none when it holds the whole trace).
 
     A session that holds another conversation is refused with ``SessionError`` unless
-    ``append`` is true: mixing two traces in one session is never silent.
+    ``append`` is true: mixing two traces in one session is never silent. ``supersedes`` is
+    the key of an earlier import this one extends and replaces in the session's record of
+    imports (a follower's last read of a growing file), so that record does not grow with
+    every poll.
 
     A record the graph refuses raises ``TraceFormatError``; the batch is rolled back, in the
     store and in ``graph`` alike, so nothing of the trace remains. Readers check records the
@@ -221,9 +228,9 @@ def import_parsed(
             "records": len(parsed.records),
             "chain": parsed.chain[-1],
         }
-        graph.store.update_session_meta(
-            graph.session, {IMPORTED_KEY: {**imported, parsed.digest: entry}}
-        )
+        kept = {key: value for key, value in imported.items() if key != supersedes}
+        kept[parsed.digest] = entry
+        graph.store.update_session_meta(graph.session, {IMPORTED_KEY: kept})
     return ImportStats(
         session_id=reading.session_id,
         format=parsed.format,

@@ -420,3 +420,23 @@ def test_a_path_that_cannot_be_followed_is_one_usage_error(tmp_path: Path, capsy
     assert main(["mcp", "--db", str(tmp_path / "f.db"), "--follow", str(folder)]) == 2
     err = capsys.readouterr().err
     assert f"--follow {folder}: " in err and err.count("Is a directory") == 1
+
+
+def test_the_record_of_imports_does_not_grow_with_every_poll(tmp_path: Path) -> None:
+    """Each poll's import replaces the follower's previous one in the session's record of
+    imports: a long session polled every second must not rewrite an ever longer list."""
+    from openprogram.importers._driver import IMPORTED_KEY
+
+    trace = tmp_path / "session.jsonl"
+    _write(trace, _turns(1, 1))
+    store = SQLStore(tmp_path / "f.db")
+    follower = TraceFollower(store, trace, settle=0)
+    for n in range(2, 31):
+        _write(trace, _turns(n, n), "a")
+        assert follower.poll() is not None
+    assert follower.session is not None
+    graph = ConversationGraph(store, follower.session)
+    assert len(store.session_meta(follower.session)[IMPORTED_KEY]) == 1
+    assert _content(graph) == _one_shot(trace)
+    again = import_trace(trace, graph)  # the finished file, imported by hand: nothing new
+    assert again.already_imported and again.messages == 0
