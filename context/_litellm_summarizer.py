@@ -194,5 +194,14 @@ def _supported_params(litellm: Any, model: str) -> list[str] | None:
 
 
 def same_model(a: str, b: str) -> bool:
-    """Whether two litellm names are one model (``openai/gpt-4o`` and ``gpt-4o`` are)."""
-    return a.rsplit("/", 1)[-1].lower() == b.rsplit("/", 1)[-1].lower()
+    """Whether two litellm names are one model behind one provider, so one prompt cache:
+    both resolved through litellm's model map (``model_info``); names it does not know are
+    compared without their provider prefix.
+
+    >>> same_model("openai/gpt-4o", "gpt-4o"), same_model("azure/gpt-4o", "gpt-4o")
+    (True, False)
+    """
+    try:
+        return model_info(a).name == model_info(b).name
+    except UnknownModel:
+        return a.rsplit("/", 1)[-1].lower() == b.rsplit("/", 1)[-1].lower()
