@@ -31,7 +31,8 @@ from ._litellm_summarizer import LiteLLMSummarizer
 from ._migrate import migrate_state
 from ._models import ModelInfo, import_litellm, is_anthropic, model_info
 from ._offload import offload_path
-from ._policy import COLLAPSE_FIRST_CASCADE, DEFAULT_COMPACTABLE, POLICY_SCHEMA, Policy
+from ._policy import POLICY_SCHEMA, Policy
+from ._presets import COLLAPSE_FIRST_CASCADE, DEFAULT_COMPACTABLE
 from ._provider import request_options as provider_request_options
 from ._receipt import RenderReceipt, render_receipt, tools_digest
 from ._records import CompactionRecord, read_jsonl, records_path

@@ -33,84 +33,7 @@ from pydantic import (
 
 from ._errors import PolicyError, UnknownModel
 from ._models import is_anthropic, model_info
-
-CLAUDE_CODE_CASCADE = (
-    "offload",
-    "rereads",
-    "microcompact",
-    "compact",
-    "collapse",
-    "budget_reduction",
-    "snip",
-    "emergency",
-)
-"""Claude Code's tiers, ordered so that the newest outputs are the last thing cut. Superseded
-re-reads of a file go first of those that lose anything (``rereads``: near-lossless). Then
-the room comes from the old outputs, as one batch (``microcompact``: every compactable
-output but the newest ``microcompact_keep`` is cleared to a pointer note). What is still
-over is compacted: one summary of everything before the newest rounds, which leaves half
-the room, so the next compaction waits until the prompt has filled again. Only what still
-does not fit is cut in the middle (budget reduction acts over the budget, never to reach
-the low-water mark). Each step rewrites the prompt from where it acts, so few deep steps
-cost less than many shallow ones: collapsing ten rounds at a time first rewrote nearly the
-whole prompt about every ten turns, so ``collapse`` comes after compact, for a prompt a
-compaction left over the budget (one that would not pay), acting only over the budget.
-Snip comes after both, which keep a summary of what they remove. On the shared traces at 32k (bench,
-summaries charged): recall 0.9777 → 0.9852 (identifier lists off: 0.9724 → 0.9740) at
-0.986× the peer's cost, against 1.064×."""
-PROGRESSIVE_CASCADE = ("offload", "summarize_half", "compact", "emergency")
-COLLAPSE_FIRST_CASCADE = (
-    "offload",
-    "rereads",
-    "microcompact",
-    "budget_reduction",
-    "collapse",
-    "compact",
-    "snip",
-    "emergency",
-)
-"""The claude-code tiers with collapse before auto-compact (the preset's order until the
-bench measured the other better): short layers a story, a notebook or a test rolls back."""
-
-DEFAULT_COMPACTABLE: dict[str, str] = {
-    "read": "read",
-    "fileread": "read",
-    "read_file": "read",
-    "open": "read",
-    "view": "read",
-    "cat": "read",
-    "notebookread": "read",
-    "bash": "shell",
-    "shell": "shell",
-    "exec_command": "shell",
-    "execute": "shell",
-    "run": "shell",
-    "local_shell": "shell",
-    "powershell": "shell",
-    "python": "shell",
-    "grep": "grep",
-    "search": "grep",
-    "search_file": "grep",
-    "search_dir": "grep",
-    "find_file": "glob",
-    "glob": "glob",
-    "ls": "glob",
-    "webfetch": "web",
-    "web_fetch": "web",
-    "websearch": "web",
-    "web_search": "web",
-    "fetch": "web",
-    "edit": "edit",
-    "multiedit": "edit",
-    "fileedit": "edit",
-    "str_replace_editor": "edit",
-    "str_replace_based_edit_tool": "edit",
-    "apply_patch": "edit",
-    "notebookedit": "edit",
-    "write": "write",
-    "filewrite": "write",
-    "create": "write",
-}
+from ._presets import CLAUDE_CODE_CASCADE, DEFAULT_COMPACTABLE, PROGRESSIVE_CASCADE
 
 MAX_TOKENS = 10**15
 """The largest window or budget accepted: far past any model, and small enough that token
@@ -284,18 +207,6 @@ class Policy(BaseModel):
     the prompt it relieves, though never under ``MIN_SUMMARY_REQUEST`` tokens (None: only
     ``summary_request_tokens``)."""
 
-    def summary_request_bound(self, budget: int) -> int | None:
-        """Tokens a summary request's conversation may use under ``budget``.
-
-        >>> policy = Policy()
-        >>> policy.summary_request_bound(32_000), policy.summary_request_bound(8_000)
-        (6000, 1600)
-        """
-        bounds = [self.summary_request_tokens]
-        if self.summary_request_share is not None:
-            bounds.append(max(MIN_SUMMARY_REQUEST, int(budget * self.summary_request_share)))
-        return min((b for b in bounds if b is not None), default=None)
-
     @model_validator(mode="before")
     @classmethod
     def _fill(cls, data: Any) -> Any:
@@ -444,6 +355,18 @@ class Policy(BaseModel):
             scale = room / (head + tail)
             head, tail = int(head * scale), int(tail * scale)
         return head, tail
+
+    def summary_request_bound(self, budget: int) -> int | None:
+        """Tokens a summary request's conversation may use under ``budget``.
+
+        >>> policy = Policy()
+        >>> policy.summary_request_bound(32_000), policy.summary_request_bound(8_000)
+        (6000, 1600)
+        """
+        bounds = [self.summary_request_tokens]
+        if self.summary_request_share is not None:
+            bounds.append(max(MIN_SUMMARY_REQUEST, int(budget * self.summary_request_share)))
+        return min((b for b in bounds if b is not None), default=None)
 
     def trigger(self, tier: str) -> float:
         """Share of the budget above which ``tier`` acts (0 for tiers that run always)."""

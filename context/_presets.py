@@ -1,0 +1,86 @@
+"""The named tier orders and the tool categories the presets of ``Policy`` start from.
+
+Kept apart from ``Policy`` (the settings and their checks): these are data the presets and
+users name, each with the reason for its order.
+"""
+
+from __future__ import annotations
+
+CLAUDE_CODE_CASCADE = (
+    "offload",
+    "rereads",
+    "microcompact",
+    "compact",
+    "collapse",
+    "budget_reduction",
+    "snip",
+    "emergency",
+)
+"""Claude Code's tiers, ordered so that the newest outputs are the last thing cut. Superseded
+re-reads of a file go first of those that lose anything (``rereads``: near-lossless). Then
+the room comes from the old outputs, as one batch (``microcompact``: every compactable
+output but the newest ``microcompact_keep`` is cleared to a pointer note). What is still
+over is compacted: one summary of everything before the newest rounds, which leaves half
+the room, so the next compaction waits until the prompt has filled again. Only what still
+does not fit is cut in the middle (budget reduction acts over the budget, never to reach
+the low-water mark). Each step rewrites the prompt from where it acts, so few deep steps
+cost less than many shallow ones: collapsing ten rounds at a time first rewrote nearly the
+whole prompt about every ten turns, so ``collapse`` comes after compact, for a prompt a
+compaction left over the budget (one that would not pay), acting only over the budget.
+Snip comes after both, which keep a summary of what they remove. On the shared traces at 32k (bench,
+summaries charged): recall 0.9777 → 0.9852 (identifier lists off: 0.9724 → 0.9740) at
+0.986× the peer's cost, against 1.064× (0.971× once summary requests were sampled to
+their bound)."""
+PROGRESSIVE_CASCADE = ("offload", "summarize_half", "compact", "emergency")
+COLLAPSE_FIRST_CASCADE = (
+    "offload",
+    "rereads",
+    "microcompact",
+    "budget_reduction",
+    "collapse",
+    "compact",
+    "snip",
+    "emergency",
+)
+"""The claude-code tiers with collapse before auto-compact (the preset's order until the
+bench measured the other better): short layers a story, a notebook or a test rolls back."""
+
+DEFAULT_COMPACTABLE: dict[str, str] = {
+    "read": "read",
+    "fileread": "read",
+    "read_file": "read",
+    "open": "read",
+    "view": "read",
+    "cat": "read",
+    "notebookread": "read",
+    "bash": "shell",
+    "shell": "shell",
+    "exec_command": "shell",
+    "execute": "shell",
+    "run": "shell",
+    "local_shell": "shell",
+    "powershell": "shell",
+    "python": "shell",
+    "grep": "grep",
+    "search": "grep",
+    "search_file": "grep",
+    "search_dir": "grep",
+    "find_file": "glob",
+    "glob": "glob",
+    "ls": "glob",
+    "webfetch": "web",
+    "web_fetch": "web",
+    "websearch": "web",
+    "web_search": "web",
+    "fetch": "web",
+    "edit": "edit",
+    "multiedit": "edit",
+    "fileedit": "edit",
+    "str_replace_editor": "edit",
+    "str_replace_based_edit_tool": "edit",
+    "apply_patch": "edit",
+    "notebookedit": "edit",
+    "write": "write",
+    "filewrite": "write",
+    "create": "write",
+}
