@@ -197,7 +197,7 @@ def compact_span(
             ctx,
             "compact",
             fresh,
-            max_tokens=min(policy.compact_summary_tokens, max(100, ctx.target // 3)),
+            max_tokens=policy.compact_summary_bound(sum(u.tokens for u in fresh), ctx.target),
             previous=previous,
             focus=focus,
         )

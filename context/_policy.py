@@ -158,6 +158,13 @@ class Policy(BaseModel):
     compact_user_tokens: Count = Field(default=4_000, ge=0)
     """Recent user messages kept verbatim in a compaction, newest first, within this."""
     compact_summary_tokens: Count = Field(default=3_000, gt=0)
+    """What a compaction's summary may use..."""
+    compact_summary_share: float | None = Field(default=0.1, gt=0, lt=1)
+    """...or this share of the prompt tokens it replaces for the first time, if more (at
+    most a third of the low-water mark): a compaction at 80k in a large window replaces
+    five times what one at a 32k budget does, and 3,000 tokens kept too few of its
+    identifiers (160k, bench: 8e recall 0.9836 to 0.9862, cd 0.9858 to 0.9910). None: the
+    fixed size only."""
     backlog_budgets: float | None = Field(default=4.0, gt=0)
     """A first render (no tier state, no layers) of a history estimated at more than this many
     budgets makes one compaction of everything before the newest rounds, in a few bounded
@@ -367,6 +374,19 @@ class Policy(BaseModel):
         if self.summary_request_share is not None:
             bounds.append(max(MIN_SUMMARY_REQUEST, int(budget * self.summary_request_share)))
         return min((b for b in bounds if b is not None), default=None)
+
+    def compact_summary_bound(self, replaced: int, target: int) -> int:
+        """Tokens a compaction's summary may use when it replaces ``replaced`` prompt tokens
+        for the first time, under the low-water mark ``target``.
+
+        >>> policy = Policy()
+        >>> policy.compact_summary_bound(15_000, 24_000), policy.compact_summary_bound(60_000, 24_000)
+        (3000, 6000)
+        """
+        wanted = self.compact_summary_tokens
+        if self.compact_summary_share is not None:
+            wanted = max(wanted, int(replaced * self.compact_summary_share))
+        return min(wanted, max(100, target // 3))
 
     def trigger(self, tier: str) -> float:
         """Share of the budget above which ``tier`` acts (0 for tiers that run always)."""

@@ -216,3 +216,23 @@ def test_the_system_prompt_and_task_are_never_compacted(tmp_path: Path) -> None:
         assert nodes[0].id not in request.node_ids and nodes[1].id not in request.node_ids
     layer = e.layers()[-1]
     assert nodes[0].id not in layer.covers and nodes[1].id not in layer.covers
+
+
+def test_a_compaction_that_replaces_more_may_write_a_longer_summary(tmp_path: Path) -> None:
+    bounds, wholes = [], []
+    for rounds in (10, 80, 240):
+        g = ConversationGraph.memory("s1")
+        start(g, system=SYSTEM, task=TASK)
+        work(g, 0, rounds)
+        summarizer = Counting()
+        whole = ContextEngine(g, policy(tmp_path, cascade=()), budget=10**7, clock=clock)
+        wholes.append(whole.render().tokens)
+        pol = policy(tmp_path, cascade=AUTO_COMPACT)
+        ContextEngine(g, pol, summarizer, budget=10**7, clock=clock).compact()
+        [request] = summarizer.requests
+        bounds.append(request.max_tokens)
+    # compact_summary_tokens, or a tenth of what it replaces (the newest rounds stay) if
+    # more, at most a third of the low-water mark (working_tokens 24,000)
+    assert bounds[0] == 3_000
+    assert 3_000 < bounds[1] < wholes[1] // 10 and bounds[1] < 8_000
+    assert bounds[2] == 8_000
