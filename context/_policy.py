@@ -379,9 +379,9 @@ class Policy(BaseModel):
         """Tokens a compaction's summary may use when it replaces ``replaced`` prompt tokens
         for the first time, under the low-water mark ``target``.
 
-        >>> policy = Policy()
-        >>> policy.compact_summary_bound(15_000, 24_000), policy.compact_summary_bound(60_000, 24_000)
-        (3000, 6000)
+        >>> bound = Policy().compact_summary_bound
+        >>> bound(15_000, 24_000), bound(60_000, 24_000), bound(200_000, 24_000)
+        (3000, 6000, 8000)
         """
         wanted = self.compact_summary_tokens
         if self.compact_summary_share is not None:
