@@ -11,9 +11,11 @@ a hash chained over the trace). A trace that is one JSON document (a mini-swe-ag
 ``.traj.json``) is parsed whole on each change, as ``openprogram import`` would.
 
 A record the parser still holds (Claude Code writes one response as several records, a block
-at a time) is imported only once the file has been quiet for ``settle`` seconds: a stored
-node never changes, so a response imported half-written could not take its later blocks.
-The records before it are imported at once.
+at a time) is imported only once the file has been quiet for ``settle`` seconds; the records
+before it are imported at once. A stored node never changes, so when a response imported
+that way goes on later (a long tool call streams for longer than ``settle``), the session is
+forked back to where it began and the response is imported again whole, as a one-shot import
+would have it; the unfinished one stays on a side branch.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from graph import ConversationGraph, Store, new_id
+import msgspec
+
+from graph import ConversationGraph, Store, Tool, new_id
 from openprogram._errors import SessionError, TraceFormatError
 from openprogram.importers import (
     ImportStats,
@@ -40,6 +44,9 @@ from openprogram.importers._driver import already_imported
 from openprogram.importers._growing import GrowingTrace, Rewritten
 
 __all__ = ["TraceFollower"]
+
+ABANDONED = "[not run here: this response was imported again whole on another branch]"
+"""The result a call of a response imported before its end gets once it is imported again."""
 
 
 class TraceFollower:
@@ -83,8 +90,12 @@ class TraceFollower:
         self._entry: tuple[str, str] | None = None
         """(session, key) of this follower's last import: the next one into that session
         extends it and replaces it in the session's record of imports."""
-        self._unsettled: ParsedTrace | None = None
-        """The last read, when records its parser holds are not imported yet."""
+        self._unsettled: tuple[ParsedTrace, int] | None = None
+        """The last read and how many of its records are final, when the others (records its
+        parser holds) are not imported yet."""
+        self._tail: tuple[int, str | None] | None = None
+        """(records, head) when the session's newest records are ones the parser held: the
+        trace's records before them, and the node they were appended after."""
         self._changed_at = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -104,7 +115,7 @@ class TraceFollower:
                 if settled is None or self.clock() - self._changed_at < self.settle:
                     return None
                 self._unsettled = None
-                return self._guarded(lambda: self._import_grown(settled))
+                return self._guarded(lambda: self._import_grown(*settled))
             self._changed_at = self.clock()
             stats = self._guarded(self._import)
             if stats is not None:
@@ -115,7 +126,7 @@ class TraceFollower:
         try:
             stats = importing()
         except (TraceFormatError, SessionError, OSError) as error:
-            self._growing = self._open = self._unsettled = None  # the next poll starts afresh
+            self._growing = self._open = self._unsettled = self._tail = None  # start afresh
             self._seen = None
             self._fail(str(error))
             return None
@@ -125,7 +136,7 @@ class TraceFollower:
     def _import(self) -> ImportStats:
         if self._growing is not None:
             try:
-                return self._import_grown(self._final(self._growing))
+                return self._import_grown(*self._final(self._growing))
             except Rewritten as rewritten:
                 self._growing = None
                 self._notice(f"{rewritten}; reading it again from the start")
@@ -133,33 +144,40 @@ class TraceFollower:
         lines = line_parser(self.path, name)
         if lines is None:  # one JSON document: parsed whole, as before
             return self._import_whole(parse_trace(self.path, format=self.format))
-        self._growing = GrowingTrace(self.path, name, lines)
-        return self._import_grown(self._final(self._growing))
+        self._growing = growing = GrowingTrace(self.path, name, lines)
+        return self._import_grown(*self._final(growing))
 
-    def _final(self, growing: GrowingTrace) -> ParsedTrace:
-        """The trace read now, without the records its parser holds unless ``settle`` is 0
-        (they wait in ``_unsettled`` for the file to be quiet)."""
+    def _final(self, growing: GrowingTrace) -> tuple[ParsedTrace, int]:
+        """The trace read now and how many of its records are final, without the records its
+        parser holds unless ``settle`` is 0 (they wait in ``_unsettled`` for the file to be
+        quiet)."""
         parsed = growing.read()
         final = len(growing.records)
         if self.settle == 0 or final == len(parsed.records):
             self._unsettled = None
-            return parsed
-        self._unsettled = parsed
-        return dataclasses.replace(
-            parsed,
-            digest=parsed.chain[final],  # not the file's: the file is not all imported
-            records=parsed.records[:final],
-            chain=parsed.chain[: final + 1],
-        )
+            return parsed, final
+        self._unsettled = parsed, final
+        return _first(parsed, final), final
 
-    def _import_grown(self, parsed: ParsedTrace) -> ImportStats:
-        """Import a trace this follower imported before only where it goes on from there."""
-        held = self._held
+    def _import_grown(self, parsed: ParsedTrace, final: int) -> ImportStats:
+        """Import a trace this follower imported before only where it goes on from there
+        (the first ``final`` records of ``parsed`` are final, the others the parser holds)."""
+        if final < len(parsed.records) and (self._tail is None or self._tail[0] != final):
+            before = self._import_grown(_first(parsed, final), final)  # held ones: at a node
+            assert self.session is not None
+            self._tail = (final, self._graph(self.session).head)
+            return _joined(before, self._import_grown(parsed, final))
+        held, tail = self._held, self._tail
         if held is None or self.session is None or len(held) == 1:  # no record imported yet
             stats = self._import_whole(parsed)
         else:
             last = min(len(held), len(parsed.chain)) - 1
             if parsed.chain[last] != held[last]:
+                if tail is not None and tail[0] < last and parsed.chain[tail[0]] == held[tail[0]]:
+                    stats = self._import_again(parsed, *tail)
+                    self._held = parsed.chain
+                    self._tail = tail if final < len(parsed.records) else None
+                    return stats
                 self._notice(
                     f"{self.path} no longer begins with the records of session "
                     f"{self.session}: it is imported as another conversation"
@@ -167,12 +185,37 @@ class TraceFollower:
                 found = find_import(self.store, parsed)
                 self.session = found[0] if found and found[0] != self.session else new_id()
                 stats = self._load(parsed, self.session)
+                tail = self._tail = None
             elif len(parsed.chain) <= len(held):  # nothing after what the session holds
                 return already_imported(parsed)
             else:
                 stats = self._load(parsed, self.session)
         self._held = parsed.chain
+        if final == len(parsed.records):
+            self._tail = None
         return stats
+
+    def _import_again(self, parsed: ParsedTrace, records: int, head: str | None) -> ImportStats:
+        """Records the parser held, imported before, went on: fork the session back to
+        ``head``, which follows the trace's first ``records`` records, and import the rest."""
+        assert self.session is not None
+        graph = self._graph(self.session)
+        abandoned = _calls_after(graph, head)
+        if head is None:
+            graph.restart()
+        else:
+            graph.fork(head)
+        for call_id in abandoned:  # its calls are made again on the new branch
+            graph.append(
+                {"role": "tool", "tool_call_id": call_id, "content": ABANDONED, "is_error": True},
+                meta={"synthetic": "abandoned_call"},
+            )
+        self._notice(
+            f"{self.path}: a response imported before its end went on; it is imported again "
+            f"whole from record {records + 1}, and what was imported of it stays on a side "
+            "branch"
+        )
+        return self._load(parsed, self.session, resume_at=records)
 
     def _import_whole(self, parsed: ParsedTrace) -> ImportStats:
         found = find_import(self.store, parsed)
@@ -189,10 +232,11 @@ class TraceFollower:
         self._held = parsed.chain
         return stats
 
-    def _load(self, parsed: ParsedTrace, session: str) -> ImportStats:
+    def _load(self, parsed: ParsedTrace, session: str, resume_at: int | None = None) -> ImportStats:
         entry = self._entry
         supersedes = entry[1] if entry is not None and entry[0] == session else None
-        stats = import_parsed(parsed, self._graph(session), supersedes=supersedes)
+        graph = self._graph(session)
+        stats = import_parsed(parsed, graph, supersedes=supersedes, resume_at=resume_at)
         if not stats.already_imported:
             self._entry = (session, parsed.digest)
         return stats
@@ -233,3 +277,42 @@ class TraceFollower:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+
+
+def _calls_after(graph: ConversationGraph, head: str | None) -> list[str]:
+    """The pending calls of the chain nodes after ``head`` up to the graph's head."""
+    calls, pending = [], graph.state.pending
+    node = graph.head
+    while node is not None and node != head:
+        for tool in graph.tools(node):
+            if isinstance(tool.payload, Tool) and pending.get(tool.payload.call_id) == tool.id:
+                calls.append(tool.payload.call_id)
+        predecessor = graph.predecessor(node)
+        node = None if predecessor is None else predecessor.id
+    return calls
+
+
+def _first(parsed: ParsedTrace, records: int) -> ParsedTrace:
+    """``parsed`` cut after its first ``records`` records."""
+    return dataclasses.replace(
+        parsed,
+        digest=parsed.chain[records],  # not the file's: the file is not all imported
+        records=parsed.records[:records],
+        chain=parsed.chain[: records + 1],
+    )
+
+
+def _joined(first: ImportStats, then: ImportStats) -> ImportStats:
+    """One poll's stats from the two imports it made."""
+    if then.already_imported:
+        return first
+    if first.already_imported:
+        return then
+    return msgspec.structs.replace(
+        then,
+        messages=first.messages + then.messages,
+        tool_calls=first.tool_calls + then.tool_calls,
+        functions=first.functions + then.functions,
+        warnings=[*first.warnings, *then.warnings],
+        held=first.held,
+    )

@@ -184,6 +184,7 @@ def import_parsed(
     *,
     append: bool = False,
     supersedes: str | None = None,
+    resume_at: int | None = None,
 ) -> ImportStats:
     """Append a parsed trace to ``graph`` in one transaction: the records this session does
     not hold yet (none when it holds the whole trace).
@@ -192,21 +193,23 @@ def import_parsed(
     ``append`` is true: mixing two traces in one session is never silent. ``supersedes`` is
     the key of an earlier import this one extends and replaces in the session's record of
     imports (a follower's last read of a growing file), so that record does not grow with
-    every poll.
+    every poll. ``resume_at`` says the graph's head follows the trace's first ``resume_at``
+    records, whatever the record of imports says: a follower that forked the session back
+    past a response it imported unfinished loads the rest from there.
 
     A record the graph refuses raises ``TraceFormatError``; the batch is rolled back, in the
     store and in ``graph`` alike, so nothing of the trace remains. Readers check records the
     way the graph does, so a refusal here means an importer let through what it should not have.
     """
     reading = parsed.reading
-    loader = _Loader(graph)
+    loader = _Loader(graph, forked=resume_at is not None)
     with graph.batch():
         # An empty update takes the session row's lock first, so two imports of one file into
         # one session cannot both find it missing.
         meta = graph.store.update_session_meta(graph.session, {})
         imported = meta.get(IMPORTED_KEY)
         imported = imported if isinstance(imported, dict) else {}
-        held = parsed.held_by(meta)
+        held = parsed.held_by(meta) if resume_at is None else resume_at
         if held is None and len(graph) and not append:
             raise SessionError(
                 f"session {graph.session} already holds another conversation; import "
@@ -247,7 +250,7 @@ def import_parsed(
 class _Loader:
     """Appends records and keeps track of pending calls, so it can repair their pairing."""
 
-    def __init__(self, graph: ConversationGraph) -> None:
+    def __init__(self, graph: ConversationGraph, *, forked: bool = False) -> None:
         self.graph = graph
         self.pending: dict[str, deque[str]] = {}  # trace call id -> graph call ids, oldest first
         self.records = 0
@@ -255,9 +258,12 @@ class _Loader:
         self.tool_calls = 0
         self.functions = 0
         self.warnings: list[str] = []
+        nodes = [s.node for s in graph.visible(expose="full")] if forked else graph.nodes()
         self.used: set[str] = {
-            node.payload.call_id for node in graph.nodes() if isinstance(node.payload, Tool)
+            node.payload.call_id for node in nodes if isinstance(node.payload, Tool)
         }
+        if forked:  # a forked-off branch's calls are free, unless pending (the graph refuses)
+            self.used.update(graph.state.pending)
 
     def load(self, records: list[Imported]) -> None:
         for sidechain, run in groupby(records, key=attrgetter("sidechain")):

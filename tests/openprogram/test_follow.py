@@ -16,7 +16,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from graph import ConversationGraph, SQLStore
-from openprogram._follow import TraceFollower
+from openprogram._follow import ABANDONED, TraceFollower
 from openprogram.importers import import_trace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -360,10 +360,11 @@ def test_a_response_written_a_block_at_a_time_is_imported_once_the_file_is_quiet
     assert follower.session == session
 
 
-def test_a_held_record_a_later_line_extends_is_never_appended_twice(tmp_path: Path) -> None:
-    """With ``settle`` 0 (or a response that stayed unfinished longer than it), a response
-    imported as it stood cannot take a later block: the file goes to a session of its own,
-    with a notice, and the first session keeps what it had."""
+def test_a_response_imported_before_its_end_is_imported_again_whole(tmp_path: Path) -> None:
+    """With ``settle`` 0 (or a response that stays unfinished longer than it: a long call
+    streaming), a response is imported as it stands. When a later block extends it, the
+    session is forked back to before it and the response imported whole, as a one-shot
+    import has it; the part imported before stays on a side branch, in the same session."""
     trace = tmp_path / "session.jsonl"
     second = _first_block_of_a_response(trace)
     store = SQLStore(tmp_path / "f.db")
@@ -372,13 +373,73 @@ def test_a_held_record_a_later_line_extends_is_never_appended_twice(tmp_path: Pa
     follower.poll()
     session = follower.session
     assert session is not None
-    held = _content(ConversationGraph(store, session))
+    early = ConversationGraph(store, session).to_openai()
+    assert early[-1] == {"role": "assistant", "content": "let me look"}
     _write(trace, [second], "a")
-    follower.poll()
-    assert notices and "another conversation" in notices[-1]
-    assert follower.session != session and follower.session is not None
-    assert _content(ConversationGraph(store, session)) == held
-    assert _content(ConversationGraph(store, follower.session)) == _one_shot(trace)
+    stats = follower.poll()
+    assert stats is not None and stats.held == 1 and stats.messages == 1
+    assert notices and "imported again whole from record 2" in notices[-1]
+    assert follower.session == session and [i.id for i in store.sessions()] == [session]
+    graph = ConversationGraph(store, session)
+    assert graph.to_openai() == _one_shot(trace)[0]
+    shown = {step.node.id for step in graph.visible(expose="full")}
+    partial = [n for n in graph.nodes() if n.id not in shown]
+    assert [n.payload.content for n in partial] == ["let me look"]  # kept, on a side branch
+    _write(trace, [_record("user", "r1", "a2", _result("t1", "done"))], "a")
+    follower.poll()  # its result ends it: nothing to import again, no new notice
+    assert len(notices) == 1
+    assert ConversationGraph(store, session).to_openai() == _one_shot(trace)[0]
+    again = import_trace(trace, ConversationGraph(store, session))
+    assert again.already_imported  # a one-shot import of the file finds it all there
+
+
+def _result(call_id: str, text: str) -> dict[str, Any]:
+    return {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": call_id, "content": text}],
+    }
+
+
+def _streamed(rounds: int) -> list[dict[str, Any]]:
+    """Rounds whose response is written a block at a time: text, then one or two calls."""
+    records = []
+    for n in range(1, rounds + 1):
+        records.append(_record("user", f"u{n}", None, {"role": "user", "content": f"step {n}"}))
+        response = {"id": f"m{n}", "type": "message", "role": "assistant", "model": "claude-test"}
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": f"thinking about {n}"}]
+        calls = [f"t{n}a", f"t{n}b"] if n % 2 else [f"t{n}"]
+        blocks += [{"type": "tool_use", "id": c, "name": "Bash", "input": {"c": c}} for c in calls]
+        for k, block in enumerate(blocks):
+            records.append(_record("assistant", f"a{n}.{k}", None, response | {"content": [block]}))
+        records += [_record("user", f"r{c}", None, _result(c, f"ok {c}")) for c in calls]
+    return records
+
+
+@pytest.mark.parametrize("settle", [0, 5])
+def test_at_every_line_the_session_reads_as_a_one_shot_import(
+    tmp_path: Path, settle: float
+) -> None:
+    """Polled after every line (and the file left quiet for ``settle`` each time), a
+    transcript whose responses come a block at a time stays one session whose prompt is
+    what a one-shot import of the file so far gives."""
+    records = _streamed(4)
+    trace = tmp_path / "session.jsonl"
+    trace.write_bytes(b"")
+    store = SQLStore(tmp_path / "f.db")
+    clock = _Clock()
+    follower = TraceFollower(store, trace, format="claude-code", settle=settle, clock=clock)
+    for n, record in enumerate(records, 1):
+        _write(trace, [record], "a")
+        follower.poll()
+        clock.now += settle
+        follower.poll()
+        assert follower.error is None and follower.session is not None
+        assert ConversationGraph(store, follower.session).to_openai() == _one_shot(trace)[0], n
+    assert [info.id for info in store.sessions()] == [follower.session]
+    graph = ConversationGraph(store, follower.session)
+    assert not graph.state.pending  # a call of a response imported again is not left running
+    abandoned = [n for n in graph.nodes() if n.result is not None and n.result.content == ABANDONED]
+    assert abandoned  # each poll after the quiet imported a response unfinished
 
 
 def test_a_negative_settle_is_refused(tmp_path: Path) -> None:
