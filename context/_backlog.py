@@ -176,7 +176,7 @@ def _summary(
     bound = policy.backlog_request_tokens
     previous: SummaryResult | None = None
     asked: list[dict[str, Any]] = []
-    max_tokens = min(policy.compact_summary_tokens, max(100, ctx.target // 3))
+    max_tokens = policy.compact_summary_bound(sum(span.sizes), ctx.target)
     for part in _chunks(span.sizes, bound):
         units = [_request_unit(_clip(span.round(i)), i) for i in sampled(part, span.digest, bound)]
         request = request_for(ctx, "compact", units, max_tokens=max_tokens, previous=previous)
