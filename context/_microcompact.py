@@ -14,8 +14,10 @@ holds.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
+from ._mentions import mentioned, original_output
 from ._tier import Tier, TierContext, TierState
 from ._view import Item, View, map_items, unit_tools
 
@@ -27,10 +29,16 @@ class MicrocompactState(TierState):
     trigger_count: int = 0
 
 
-def cleared_text(node_id: str, tool_name: str | None) -> str:
-    """The short, byte-stable placeholder of a cleared output."""
+def cleared_text(node_id: str, tool_name: str | None, mentions: Sequence[str] = ()) -> str:
+    """The short, byte-stable placeholder of a cleared output, with the identifiers it
+    mentioned (``Policy.stub_identifier_share``).
+
+    >>> cleared_text("N1", "Bash", ["src/app.py", "parse_header"])
+    '[old Bash output cleared; read_output("N1") returns it; it mentioned src/app.py, parse_header]'
+    """
     name = f"{tool_name} " if tool_name else ""
-    return f'[old {name}output cleared; read_output("{node_id}") returns it]'
+    listed = f"; it mentioned {', '.join(mentions)}" if mentions else ""
+    return f'[old {name}output cleared; read_output("{node_id}") returns it{listed}]'
 
 
 def _trigger_point(count: int, first: int, every: int) -> int:
@@ -67,10 +75,16 @@ def apply_cleared(
         if item.variant in ("cleared", "edit-cleared"):
             return item
         assert item.node_id is not None
-        text = cleared_text(item.node_id, item.tool_name)
-        new = ctx.item({**item.message, "content": text}, item.node_id, "cleared", item.tool_name)
-        if keep_messages:
-            return Item(item.message, new.tokens, item.node_id, item.tool_name, "edit-cleared")
+        if keep_messages:  # the server leaves its own placeholder: count a bare one
+            text = cleared_text(item.node_id, item.tool_name)
+            bare = ctx.item({**item.message, "content": text}, item.node_id, "edit-placeholder")
+            return Item(item.message, bare.tokens, item.node_id, item.tool_name, "edit-cleared")
+        new = ctx.memoized(item.node_id, "cleared")
+        if new is None:
+            mentions = mentioned(original_output(item, ctx), ctx)
+            text = cleared_text(item.node_id, item.tool_name, mentions)
+            message = {**item.message, "content": text}
+            new = ctx.item(message, item.node_id, "cleared", item.tool_name)
         if new.tokens >= item.tokens:
             return item  # a placeholder no shorter than the output would only add tokens
         return new

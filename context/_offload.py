@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import stat
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
@@ -25,6 +26,7 @@ import msgspec
 from graph import is_safe_id, text_of
 
 from ._errors import OffloadError
+from ._mentions import mentioned
 from ._redaction import output_redactor
 from ._reduce import middle_truncate
 from ._tier import OffloadFile, Tier, TierContext, TierState
@@ -72,12 +74,19 @@ def mark_failed(states: dict[str, TierState], node_id: str) -> None:
     state.failed.add(node_id)
 
 
-def placeholder(text: str, node_id: str, path: Path | str, head: int, tail: int) -> str:
-    """The size, where the whole output is (relative to the state folder), and its head
-    and tail (as budget reduction keeps them, so offloading never shows less than reducing
-    would)."""
+def placeholder(
+    text: str,
+    node_id: str,
+    path: Path | str,
+    head: int,
+    tail: int,
+    mentions: Sequence[str] = (),
+) -> str:
+    """The size, where the whole output is (relative to the state folder), its head and
+    tail (as budget reduction keeps them, so offloading never shows less than reducing
+    would), and the identifiers the part between them mentions."""
     total_lines = text.count("\n") + (0 if text.endswith("\n") else 1)
-    shown = middle_truncate(text, head, tail, node_id)
+    shown = middle_truncate(text, head, tail, node_id, mentions)
     return (
         f"[output offloaded: {len(text)} characters, {total_lines} lines; node {node_id}; "
         f'file {path}; read_output("{node_id}") returns all]\n{shown}'
@@ -120,7 +129,10 @@ def _offload(
             ctx.files.append(OffloadFile(node_id, parts, f"{node_id}.txt", filed))
             written.append({"node": node_id, "path": path, "chars": len(text)})
         ctx.cache_of()[node_id] = True
-        content = placeholder(text, node_id, path, *policy.offload_preview)
+        head, tail = policy.offload_preview
+        hidden = text[head : max(head, len(text) - tail)]
+        mentions = mentioned(hidden, ctx) if hidden else ()
+        content = placeholder(text, node_id, path, head, tail, mentions)
         return ctx.item({**item.message, "content": content}, node_id, "offloaded", item.tool_name)
 
     after, changed = map_items(view, change)

@@ -14,26 +14,35 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
 from graph import text_of
 
+from ._mentions import mentioned
 from ._tier import Tier, TierContext, TierState
 from ._view import Item, View, map_items
 
 
-def middle_truncate(text: str, head: int, tail: int, node_id: str | None) -> str:
-    """Keep ``head`` leading and ``tail`` trailing characters with a marker between.
+def middle_truncate(
+    text: str, head: int, tail: int, node_id: str | None, mentions: Sequence[str] = ()
+) -> str:
+    """Keep ``head`` leading and ``tail`` trailing characters with a marker between, which
+    names the identifiers the elided part ``mentions``.
 
     >>> middle_truncate("a" * 10 + "b" * 10, 3, 2, "N1")
     'aaa\\n[... 15 characters elided from node N1; read_output("N1") returns all ...]\\nbb'
+    >>> middle_truncate("a" * 10 + "b" * 10, 3, 2, None, ["parse_header"])
+    'aaa\\n[... 15 characters elided; they mention parse_header ...]\\nbb'
     """
     elided = len(text) - head - tail
     if elided <= 0:
         return text
     where = f' from node {node_id}; read_output("{node_id}") returns all' if node_id else ""
+    if mentions:
+        where += f"; they mention {', '.join(mentions)}"
     tail_text = text[len(text) - tail :] if tail else ""
     return f"{text[:head]}\n[... {elided} characters elided{where} ...]\n{tail_text}"
 
@@ -81,9 +90,9 @@ def reduce_item(item: Item, ctx: TierContext) -> Item:
     text = text_of(item.message.get("content"))
     if len(text) <= policy.budget_reduction_chars:
         return item
-    reduced = middle_truncate(
-        text, policy.reduction_head_chars, policy.reduction_tail_chars, item.node_id
-    )
+    head, tail = policy.reduction_head_chars, policy.reduction_tail_chars
+    hidden = text[head : max(head, len(text) - tail)]
+    reduced = middle_truncate(text, head, tail, item.node_id, mentioned(hidden, ctx))
     message = {**item.message, "content": reduced}
     return ctx.item(message, item.node_id, "reduced", item.tool_name)
 
