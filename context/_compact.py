@@ -23,6 +23,7 @@ from graph import LayerInfo, text_of
 
 from ._collapse import first_node, follows, grown, inspectable, pays
 from ._errors import ContextError
+from ._identifiers import message_text, ranked_identifiers
 from ._policy import Policy
 from ._summarizing import (
     make_layer,
@@ -175,6 +176,13 @@ def compaction_text(
     return "\n".join(parts)
 
 
+def _shown(view: View, covered: list[Unit]) -> frozenset[str]:
+    """The identifiers of what a compaction of ``covered`` leaves in the prompt."""
+    gone = {id(unit) for unit in covered}
+    kept = (item.message for unit in view.units if id(unit) not in gone for item in unit.items)
+    return frozenset(ranked_identifiers(message_text(message) for message in kept))
+
+
 def compact_span(
     view: View, ctx: TierContext, covered: list[Unit], *, focus: str | None, reason: str
 ) -> tuple[View, LayerInfo | None, str | None]:
@@ -201,6 +209,8 @@ def compact_span(
             previous=previous,
             focus=focus,
         )
+        if policy.identifier_tokens > 0:
+            request = msgspec.structs.replace(request, shown=_shown(view, covered))
         result, error, ms = summarize(ctx, request)
     if result is None:
         if reason == "budget":

@@ -120,6 +120,8 @@ def finish_summary(
             earlier = shorten(previous.prose, _CARRIED_PROSE)
             prose = f"{prose} Earlier: {earlier}" if prose else earlier
     anchors = Anchors(**{key: focus_first(anchors.get(key), words) for key in ANCHOR_TITLES})
+    if request.shown:
+        identifiers = [ident for ident in identifiers if ident not in request.shown]
     idents = cap_identifiers(
         focus_first(list(dict.fromkeys(identifiers)), words),
         counter,

@@ -132,6 +132,9 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     sources: tuple[Unit, ...] = ()
     """The covered units as stored, when ``units`` were shortened or sampled to bound what
     an LLM is sent (C9): a summarizer ranks identifiers from these locally, at no LLM cost."""
+    shown: frozenset[str] = frozenset()
+    """Identifiers the prompt still shows beside the summary (what a compaction keeps): the
+    identifier list leaves them out, to hold what the prompt loses."""
 
     @property
     def covered(self) -> tuple[Unit, ...]:

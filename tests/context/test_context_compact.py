@@ -3,6 +3,7 @@ references and node ids; pinned system prompt and task; focus; recent user messa
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -236,3 +237,24 @@ def test_a_compaction_that_replaces_more_may_write_a_longer_summary(tmp_path: Pa
     assert bounds[0] == 3_000
     assert 3_000 < bounds[1] < wholes[1] // 10 and bounds[1] < 8_000
     assert bounds[2] == 8_000
+
+
+def test_the_identifier_list_holds_what_the_prompt_loses(tmp_path: Path) -> None:
+    """A compaction lists the identifiers of what it covers, but not those the rounds it
+    keeps still show: every round names src/shared_util.py, each its own src/part_N.py."""
+    g = ConversationGraph.memory("s1")
+    start(g, system=SYSTEM, task=TASK)
+    for i in range(30):
+        g.append(
+            {"role": "user", "content": f"step {i}: fix src/shared_util.py and src/part_{i}.py"}
+        )
+        tool_round(g, [("Bash", f"pytest output {i}\n" * 40)], prefix=f"c{i}", content="ok", at=NOW)
+    e = ContextEngine(g, policy(tmp_path, cascade=AUTO_COMPACT), budget=1_000_000, clock=clock)
+    e.compact()
+    prompt = e.render().messages
+    index, text = compaction(prompt)
+    listed = text.split("## Identifiers\n", 1)[1].split("\n", 1)[0].split(", ")
+    assert "src/part_0.py" in listed  # only the covered rounds named it
+    kept = json.dumps(prompt[index + 1 :])
+    assert "src/shared_util.py" in kept and "src/shared_util.py" not in listed
+    assert not any(f"src/part_{i}.py" in kept for i in range(30) if f"src/part_{i}.py" in listed)
