@@ -261,7 +261,6 @@ def _asked(request: SummaryRequest) -> tuple[object, ...]:
         request.focus,
         request.max_tokens,
         request.identifier_tokens,
-        request.shown,
         hashlib.sha256(previous.encode()).hexdigest(),
     )
 

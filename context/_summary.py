@@ -134,7 +134,9 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     an LLM is sent (C9): a summarizer ranks identifiers from these locally, at no LLM cost."""
     shown: frozenset[str] = frozenset()
     """Identifiers the prompt still shows beside the summary (what a compaction keeps): the
-    identifier list leaves them out, to hold what the prompt loses."""
+    identifier list leaves them out, to hold what the prompt loses. Not part of what makes
+    two requests the same question: a summary of the same units made beside other kept
+    rounds is still theirs, and an unchanged segment is never summarized twice."""
 
     @property
     def covered(self) -> tuple[Unit, ...]:

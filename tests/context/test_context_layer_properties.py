@@ -19,7 +19,7 @@ from unittest import mock
 
 from _context_helpers import start, tool_round
 from _layer_helpers import NOW, Counting, LayerIds, clock, encode
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from test_context_properties import COUNTER, INSERTED_TURN, Builder, Built, Plan, plans
 
@@ -168,6 +168,12 @@ session_ops = st.lists(
     session_ops,
     st.integers(1_500, 5_000),
     st.sampled_from(["claude-code", "progressive", "auto-compact"]),
+)
+@example(  # a compaction rolled back, then made again beside new rounds (it was asked twice)
+    sizes=[0, 0, 0, 0, 0, 2464, 0, 0],
+    ops=[("rollback", 0), ("turns", [0]), ("turns", [0])],
+    budget=1500,
+    preset="progressive",
 )
 def test_an_unchanged_segment_is_never_summarized_again(
     sizes: list[int], ops: list[tuple[str, Any]], budget: int, preset: str
