@@ -23,7 +23,7 @@ from graph import LayerInfo, text_of
 
 from ._collapse import first_node, follows, grown, inspectable, pays
 from ._errors import ContextError
-from ._identifiers import message_text, ranked_identifiers
+from ._identifiers import find_identifiers, message_text
 from ._policy import Policy
 from ._summarizing import (
     make_layer,
@@ -180,7 +180,7 @@ def _shown(view: View, covered: list[Unit]) -> frozenset[str]:
     """The identifiers of what a compaction of ``covered`` leaves in the prompt."""
     gone = {id(unit) for unit in covered}
     kept = (item.message for unit in view.units if id(unit) not in gone for item in unit.items)
-    return frozenset(ranked_identifiers(message_text(message) for message in kept))
+    return frozenset(ident for message in kept for ident in find_identifiers(message_text(message)))
 
 
 def compact_span(

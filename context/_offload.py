@@ -28,7 +28,7 @@ from graph import is_safe_id, text_of
 from ._errors import OffloadError
 from ._mentions import mentioned
 from ._redaction import output_redactor
-from ._reduce import middle_truncate
+from ._reduce import elided_part, middle_truncate
 from ._tier import OffloadFile, Tier, TierContext, TierState
 from ._tokens import utf8_length
 from ._view import Item, View, map_items
@@ -129,9 +129,10 @@ def _offload(
             ctx.files.append(OffloadFile(node_id, parts, f"{node_id}.txt", filed))
             written.append({"node": node_id, "path": path, "chars": len(text)})
         ctx.cache_of()[node_id] = True
+        if done is not None:  # made in an earlier render (this frame's scratch is new)
+            return done
         head, tail = policy.offload_preview
-        hidden = text[head : max(head, len(text) - tail)]
-        mentions = mentioned(hidden, ctx) if hidden else ()
+        mentions = mentioned(elided_part(text, head, tail), ctx)
         content = placeholder(text, node_id, path, head, tail, mentions)
         return ctx.item({**item.message, "content": content}, node_id, "offloaded", item.tool_name)
 

@@ -47,6 +47,15 @@ def middle_truncate(
     return f"{text[:head]}\n[... {elided} characters elided{where} ...]\n{tail_text}"
 
 
+def elided_part(text: str, head: int, tail: int) -> str:
+    """What ``middle_truncate(text, head, tail, ...)`` leaves out (what its marker names).
+
+    >>> elided_part("a" * 10 + "b" * 10, 3, 2)
+    'aaaaaaabbbbbbbb'
+    """
+    return text[head : max(head, len(text) - tail)]
+
+
 def reduced_call(call: Any, limit: int, head: int, tail: int, node_id: str | None) -> Any:
     """A tool call whose string arguments over ``limit`` characters keep ``head`` and
     ``tail`` (the arguments stay valid JSON); the same object when none is that long.
@@ -91,8 +100,8 @@ def reduce_item(item: Item, ctx: TierContext) -> Item:
     if len(text) <= policy.budget_reduction_chars:
         return item
     head, tail = policy.reduction_head_chars, policy.reduction_tail_chars
-    hidden = text[head : max(head, len(text) - tail)]
-    reduced = middle_truncate(text, head, tail, item.node_id, mentioned(hidden, ctx))
+    mentions = mentioned(elided_part(text, head, tail), ctx)
+    reduced = middle_truncate(text, head, tail, item.node_id, mentions)
     message = {**item.message, "content": reduced}
     return ctx.item(message, item.node_id, "reduced", item.tool_name)
 
