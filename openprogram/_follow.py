@@ -172,12 +172,10 @@ class TraceFollower:
             stats = self._import_whole(parsed)
         else:
             last = min(len(held), len(parsed.chain)) - 1
-            if parsed.chain[last] != held[last]:
-                if tail is not None and tail[0] < last and parsed.chain[tail[0]] == held[tail[0]]:
-                    stats = self._import_again(parsed, *tail)
-                    self._held = parsed.chain
-                    self._tail = tail if final < len(parsed.records) else None
-                    return stats
+            diverged = parsed.chain[last] != held[last]
+            if diverged and tail and tail[0] < last and parsed.chain[tail[0]] == held[tail[0]]:
+                stats = self._import_again(parsed, *tail)
+            elif diverged:
                 self._notice(
                     f"{self.path} no longer begins with the records of session "
                     f"{self.session}: it is imported as another conversation"
@@ -185,7 +183,7 @@ class TraceFollower:
                 found = find_import(self.store, parsed)
                 self.session = found[0] if found and found[0] != self.session else new_id()
                 stats = self._load(parsed, self.session)
-                tail = self._tail = None
+                self._tail = None
             elif len(parsed.chain) <= len(held):  # nothing after what the session holds
                 return already_imported(parsed)
             else:
