@@ -14,9 +14,10 @@ import asyncio
 import contextvars
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import Token
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -37,6 +38,35 @@ _REPAIR = (
     "Your reply did not match the required output: {errors}. Reply again with only a JSON "
     "value matching this schema: {schema}"
 )
+
+
+@dataclass(frozen=True, slots=True)
+class _Complete:
+    """The loop needs the model's answer to these messages."""
+
+    messages: list[dict[str, Any]]
+    options: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _Tools:
+    """The loop needs these tool calls run: (name, arguments, tool node) each."""
+
+    calls: list[tuple[str, str, Node]]
+
+
+_Steps = Generator[_Complete | _Tools, Any, Any]
+
+
+def _resume(
+    steps: _Steps, result: Any = None, error: Exception | None = None
+) -> tuple[_Complete | _Tools | None, Any]:
+    """Send the loop what it needed (or throw the error in): its next need, or (None, its
+    answer) once it returns."""
+    try:
+        return (steps.throw(error) if error is not None else steps.send(result)), None
+    except StopIteration as stop:
+        return None, stop.value
 
 
 class Call:
@@ -236,16 +266,16 @@ class Call:
         call's chain, spawned by the tool's node."""
         return SESSION.set(self.session), FRAME.set(self.frame), TOOL_NODE.set(tool.id)
 
-    # -- sync ---------------------------------------------------------------------------
-    def run(self) -> Any:
+    # -- the loop, once: a generator of what it needs, driven sync or async ---------------
+    def _steps(self) -> _Steps:
+        """The loop itself. It yields what it needs (a model call, tool runs) and is sent
+        the result, or has the model's error thrown in, so ``run`` and ``arun`` only drive it."""
         for _ in range(self.max_steps):
             rendered = self._render()
             while True:
                 try:
                     with self._chat() as current:
-                        response = self.model.complete(
-                            rendered.messages, self.schemas, **self._options(rendered)
-                        )
+                        response = yield _Complete(rendered.messages, self._options(rendered))
                         self._traced(current, response)
                     break
                 except Exception as error:
@@ -256,11 +286,26 @@ class Call:
                 if done:
                     return value
                 continue
-            for tool, (text, failed) in zip(
-                [c[2] for c in calls], self._run_tools(calls), strict=True
-            ):
+            results = yield _Tools(calls)
+            for (_, _, tool), (text, failed) in zip(calls, results, strict=True):
                 self._answer(tool, text, failed)
         raise self._limit()
+
+    def run(self) -> Any:
+        steps = self._steps()
+        need: _Complete | _Tools | None = next(steps)
+        value = None
+        while need is not None:
+            try:
+                if isinstance(need, _Complete):
+                    result: Any = self.model.complete(need.messages, self.schemas, **need.options)
+                else:
+                    result = self._run_tools(need.calls)
+            except Exception as error:
+                need, value = _resume(steps, error=error)
+            else:
+                need, value = _resume(steps, result)
+        return value
 
     def _run_tools(self, calls: list[tuple[str, str, Node]]) -> list[tuple[str, bool]]:
         def one(name: str, arguments: str, tool: Node) -> tuple[str, bool]:
@@ -285,30 +330,24 @@ class Call:
             ]
             return [future.result() for future in futures]
 
-    # -- async --------------------------------------------------------------------------
     async def arun(self) -> Any:
-        for _ in range(self.max_steps):
-            rendered = self._render()
-            while True:
-                try:
-                    with self._chat() as current:
-                        response = await self.model.acomplete(
-                            rendered.messages, self.schemas, **self._options(rendered)
-                        )
-                        self._traced(current, response)
-                    break
-                except Exception as error:
-                    rendered = self._recover(error)
-            _, calls = self._record(response)
-            if not calls:
-                done, value = self._final(response.message)
-                if done:
-                    return value
-                continue
-            results = await asyncio.gather(*(self._arun_tool(*call) for call in calls))
-            for (_, _, tool), (text, failed) in zip(calls, results, strict=True):
-                self._answer(tool, text, failed)
-        raise self._limit()
+        """:meth:`run` for async code: the same loop, with async tools run concurrently."""
+        steps = self._steps()
+        need: _Complete | _Tools | None = next(steps)
+        value = None
+        while need is not None:
+            try:
+                if isinstance(need, _Complete):
+                    result: Any = await self.model.acomplete(
+                        need.messages, self.schemas, **need.options
+                    )
+                else:
+                    result = await asyncio.gather(*(self._arun_tool(*c) for c in need.calls))
+            except Exception as error:
+                need, value = _resume(steps, error=error)
+            else:
+                need, value = _resume(steps, result)
+        return value
 
     async def _arun_tool(self, name: str, arguments: str, tool: Node) -> tuple[str, bool]:
         spec = self.tools.get(name)

@@ -455,3 +455,41 @@ def test_a_tool_that_runs_an_agentic_function_spawns_it(tmp_path: Path) -> None:
         "findings on x",
         "findings on y",
     ]
+
+
+class Answer(BaseModel):
+    total: int
+
+
+def test_llm_and_allm_are_one_loop(tmp_path: Path) -> None:
+    """Tools, an overflow retried, a repair turn: the sync and async calls send the same
+    requests and store the same conversation (they drive one loop)."""
+
+    def script() -> list[Any]:
+        return [
+            {
+                "tool_calls": [
+                    tool_call("add", {"a": 1, "b": 2}, id="c1"),
+                    tool_call("nope", id="c2"),
+                ]
+            },
+            ValueError(OVERFLOW),
+            "not json",
+            '{"total": 3}',
+        ]
+
+    def stored(session: Session) -> list[tuple[str | None, str]]:
+        return [(n.role, str(n.payload)) for n in session.graph.nodes() if n.kind != "tool"]
+
+    sync_model, async_model = TestModel(script()), TestModel(script())
+    sync_session = _session(tmp_path / "sync", sync_model, system="sys")
+    async_session = _session(tmp_path / "async", async_model, system="sys")
+    first = sync_session.llm("add", tools=[add], output_type=Answer)
+    second = asyncio.run(async_session.allm("add", tools=[add], output_type=Answer))
+    assert first == second == Answer(total=3)
+    assert [r.messages for r in sync_model.requests] == [r.messages for r in async_model.requests]
+    assert len(sync_model.requests) == 4
+    assert _tools(sync_session) == _tools(async_session)
+    assert _tools(sync_session)[1][3] is True  # the unknown tool answered as an error
+    assert stored(sync_session) == stored(async_session)
+    assert [r.tier for r in async_session.engine.records()] == ["reactive"]
