@@ -4,6 +4,7 @@ and a model that cannot bind tools."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from pydantic import Field
 from context import tool_pair_problems
 from graph import Tool
 from openprogram import Session
+from openprogram._cli import main as cli
 from openprogram.integrations import MalformedMessage
 from openprogram.integrations.langchain import OpenProgramMiddleware
 
@@ -61,7 +63,9 @@ def _sent_tokens(session: Session, model: Recording, index: int) -> int:
     return int(counter.count_messages(messages) + counter.count_tools(tools))
 
 
-def test_the_system_prompt_is_stored_and_counted_in_the_budget(tmp_path: Path) -> None:
+def test_the_system_prompt_is_stored_and_counted_in_the_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     session = Session(tmp_path / "op.db", budget=6_000, state_dir=tmp_path / "state")
     model = Recording(messages=_calls(20))
     middleware = OpenProgramMiddleware(session)
@@ -72,6 +76,10 @@ def test_the_system_prompt_is_stored_and_counted_in_the_budget(tmp_path: Path) -
     assert all(str(r[0].content) == LONG for r in model.received)  # sent whole, as given
     systems = [n for n in session.graph.nodes() if n.role == "system"]
     assert len(systems) == 1 and systems[0].payload.content == LONG  # type: ignore[union-attr]
+    capsys.readouterr()
+    assert cli(["--db", str(tmp_path / "op.db"), "context", session.id]) == 0
+    shown = capsys.readouterr().out  # the prompt sent last, its system prompt counted
+    assert re.search(r"system messages\s*│\s*3,\d{3}", shown)
 
 
 def test_a_changed_system_prompt_is_stored_where_it_changed(tmp_path: Path) -> None:
