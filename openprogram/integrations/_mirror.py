@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from context import Rendered
 from graph import Node, Tool, dialogue_message, tool_call, tool_result_message
-from openprogram._errors import MalformedMessage
+from openprogram.integrations._calls import FrameworkIds, call_counts, call_ids, check_entries
 from openprogram.tracing import traced_render
 
 if TYPE_CHECKING:
@@ -173,7 +173,7 @@ class Mirror:
         """Make the graph hold ``entries`` (and ``system``, the framework's instructions)
         as the current branch: resume after the longest stored history they extend,
         append the rest; return the node of each entry."""
-        _check(self.name, entries)
+        check_entries(self.name, entries)
         with self._lock:
             graph = self.session.graph
             graph.refresh()
@@ -248,7 +248,7 @@ class Mirror:
         while True:
             pending: dict[str, tuple[int, int]] = {}  # call id -> (its message, unanswered)
             for index, entry in enumerate(entries[:same]):
-                for call_id, count in _call_counts(entry.message).items():
+                for call_id, count in call_counts(entry.message).items():
                     pending[call_id] = (index, count)
                 if entry.message.get("role") == "tool":
                     call_id = str(entry.message.get("tool_call_id"))
@@ -373,7 +373,7 @@ class Mirror:
                 unchanged.setdefault(_key(shown), deque()).append(entry)
         instructions = [dialogue_message(graph.get(s.node)) for s in self._system]
         superseded = {_key(m) for m in instructions[:-1]} - {_key(m) for m in instructions[-1:]}
-        ids = _Ids(framework_ids)
+        ids = FrameworkIds(framework_ids)
         paired = []
         for message in rendered.messages:
             key = _key(message)
@@ -382,72 +382,10 @@ class Mirror:
             candidates = unchanged.get(key)
             shows = candidates.popleft() if candidates else None
             mapped = ids.map(message)
-            if shows is not None and _call_ids(mapped) != _call_ids(shows.message):
+            if shows is not None and call_ids(mapped) != call_ids(shows.message):
                 shows = None  # its framework ids would repeat one: sent as a new message
             paired.append(Paired(mapped, shows))
         return paired
-
-
-class _Ids:
-    """Maps a render's graph call ids back to the framework's, never to one already used in
-    the same prompt (two calls the framework gave one id keep their graph ids)."""
-
-    def __init__(self, framework_ids: dict[str, str]) -> None:
-        self.framework_ids = framework_ids
-        self.used: set[str] = set()
-        self.assigned: dict[str, str] = {}
-
-    def map(self, message: dict[str, Any]) -> dict[str, Any]:
-        if message.get("role") == "tool":
-            graph_id = str(message.get("tool_call_id"))
-            out = self.assigned.get(graph_id, self.framework_ids.get(graph_id, graph_id))
-            return message if out == graph_id else {**message, "tool_call_id": out}
-        if not message.get("tool_calls"):
-            return message
-        calls = []
-        for call in message["tool_calls"]:
-            graph_id = call["id"]
-            out = self.framework_ids.get(graph_id, graph_id)
-            if out in self.used:
-                out = graph_id
-            self.used.add(out)
-            self.assigned[graph_id] = out
-            calls.append(call if out == graph_id else {**call, "id": out})
-        return {**message, "tool_calls": calls}
-
-
-def _check(name: str, entries: Sequence[Entry]) -> None:
-    """Refuse, before anything is stored, a message the graph cannot hold as it is."""
-    for index, entry in enumerate(entries):
-        message = entry.message
-        where = f"{name} message {index} ({entry.label or message.get('role')})"
-        role = message.get("role")
-        if role not in ("system", "user", "assistant", "tool"):
-            raise MalformedMessage(f"{where}: role {role!r} is not system, user, assistant or tool")
-        if role == "tool":
-            call_id = message.get("tool_call_id")
-            if not isinstance(call_id, str) or not call_id:
-                raise MalformedMessage(f"{where}: a tool result without the id of its call")
-        for n, call in enumerate(message.get("tool_calls") or ()):
-            call_id = call.get("id") if isinstance(call, dict) else None
-            if not isinstance(call_id, str) or not call_id:
-                raise MalformedMessage(f"{where}: tool call {n} has no id")
-            function = call.get("function")
-            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-                raise MalformedMessage(f"{where}: tool call {n} ({call_id!r}) has no name")
-
-
-def _call_counts(message: dict[str, Any]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for call in message.get("tool_calls") or ():
-        counts[call["id"]] = counts.get(call["id"], 0) + 1
-    return counts
-
-
-def _call_ids(message: dict[str, Any]) -> list[str]:
-    if message.get("role") == "tool":
-        return [str(message.get("tool_call_id"))]
-    return [call["id"] for call in message.get("tool_calls") or ()]
 
 
 def _full_message(graph: Any, node: Node) -> dict[str, Any] | None:
