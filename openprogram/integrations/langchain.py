@@ -20,7 +20,6 @@ of its own (see ``Conversations``); ``middleware.session`` is the first thread's
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
@@ -31,9 +30,9 @@ from langchain_core.messages import (
     AIMessage,
     AnyMessage,
     BaseMessage,
-    HumanMessage,
     SystemMessage,
     ToolMessage,
+    convert_to_messages,
     convert_to_openai_messages,
 )
 from langchain_core.tools import BaseTool, StructuredTool
@@ -47,6 +46,7 @@ from openprogram.integrations._threads import Conversations
 __all__ = ["OpenProgramMiddleware", "from_messages", "history_tools", "to_entries"]
 
 NAME = "langchain"
+CHAT_KEYS = ("role", "content", "tool_calls", "tool_call_id")
 Handler = Callable[[ModelRequest[Any]], ModelResponse[Any]]
 AsyncHandler = Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
 Answer = ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]
@@ -235,24 +235,9 @@ def from_messages(paired: Sequence[Paired]) -> list[AnyMessage]:
 
 
 def _new(message: dict[str, Any], names: dict[str, str]) -> AnyMessage:
-    content = message.get("content")
-    role = message.get("role")
-    if role == "assistant":
-        calls = [
-            {
-                "id": call["id"],
-                "name": call["function"]["name"],
-                "args": json.loads(call["function"].get("arguments") or "{}"),
-                "type": "tool_call",
-            }
-            for call in message.get("tool_calls") or ()
-        ]
-        return AIMessage(content=_text(content or ""), tool_calls=calls)
-    if role == "tool":
-        call_id = str(message.get("tool_call_id"))
-        return ToolMessage(
-            content=_text(content or ""), tool_call_id=call_id, name=names.get(call_id)
-        )
-    if role == "system":
-        return SystemMessage(content=content or "")
-    return HumanMessage(content=content or "")
+    """A message compaction made or changed, by LangChain's own ``convert_to_messages``."""
+    chat = {key: value for key, value in message.items() if key in CHAT_KEYS}
+    chat["content"] = chat.get("content") or ""
+    if chat.get("role") == "tool" and chat.get("tool_call_id") in names:
+        chat["name"] = names[chat["tool_call_id"]]
+    return cast("AnyMessage", convert_to_messages([chat])[0])
