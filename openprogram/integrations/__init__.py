@@ -14,8 +14,8 @@ Each stores every message the framework sends or receives in the session's graph
 the compacted history into the framework's own message types for each model request (the
 framework's own history is never rewritten), offers the history tools as the framework's
 tools, and exposes the ``Session`` for layers, rollback, records, the CLI and notebooks.
-Each conversation (a LangChain thread, a Pydantic AI conversation, an Agents SDK session
-id) is a session of its own; within one, a history that goes another way (an edited or
+Each conversation (a LangChain thread, a Pydantic AI conversation) is a session of its
+own; within one, a history that goes another way (an edited or
 retried message, a popped item) forks the graph where it diverged, a history that extends
 any stored branch appends only what is new, and nothing stored is lost. A message the
 graph cannot hold (a tool call without an id) is a ``MalformedMessage`` naming it.
