@@ -74,3 +74,8 @@ class OutputValidationError(OpenProgramError, ValueError):
 
 class ToolDefinitionError(OpenProgramError, TypeError):
     """A Python callable that cannot be offered to a model as a tool."""
+
+
+class MalformedMessage(OpenProgramError, ValueError):
+    """A framework's message an adapter cannot store as it is (a tool call without an id, a
+    result naming no call); says which message of the history, and what is wrong with it."""

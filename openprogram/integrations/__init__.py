@@ -14,13 +14,18 @@ Each stores every message the framework sends or receives in the session's graph
 the compacted history into the framework's own message types for each model request (the
 framework's own history is never rewritten), offers the history tools as the framework's
 tools, and exposes the ``Session`` for layers, rollback, records, the CLI and notebooks.
-One session holds one conversation: a history that goes another way (an edited or retried
-message, a popped item) forks the graph where it diverged, and nothing stored is lost.
-``Mirror`` (with ``Entry`` and ``Paired``) and ``history_functions`` are what an adapter for
-another framework is built from.
+Each conversation (a LangChain thread, a Pydantic AI conversation) is a session of its
+own; within one, a history that goes another way (an edited or
+retried message, a popped item) forks the graph where it diverged, a history that extends
+any stored branch appends only what is new, and nothing stored is lost. A message the
+graph cannot hold (a tool call without an id) is a ``MalformedMessage`` naming it.
+``Mirror`` (with ``Entry`` and ``Paired``), ``Conversations`` and ``history_functions``
+are what an adapter for another framework is built from.
 """
 
+from openprogram._errors import MalformedMessage
 from openprogram.integrations._history import history_functions
 from openprogram.integrations._mirror import Entry, Mirror, Paired
+from openprogram.integrations._threads import Conversations
 
-__all__ = ["Entry", "Mirror", "Paired", "history_functions"]
+__all__ = ["Conversations", "Entry", "MalformedMessage", "Mirror", "Paired", "history_functions"]

@@ -3,16 +3,22 @@
 Every adapter sees the framework's whole history as a list (a request's messages, or a
 session's items) and converts each element to an OpenAI chat message — an :class:`Entry`
 that also keeps the framework's own object. :meth:`Mirror.sync` appends what the graph
-does not hold yet: the list and the branch the mirror wrote last share a prefix (compared
-by digests), the rest is appended after it, and when the framework's history went another
-way (an edited history, a popped item) the graph forks there instead, so nothing stored is
-ever lost. :meth:`Mirror.render` renders the session under its budget and pairs each
-message with the framework object it shows unchanged, so an adapter returns the
-framework's originals for what compaction left alone and builds new objects only for
-what it changed.
+does not hold yet. Every step the mirror ever wrote is indexed by where it hangs (the node
+before it) and the digest of its entry, so a history that extends any stored branch — not
+only the last one written — resumes at its end and appends only what is new, however runs
+through one adapter interleave; a history that went another way (an edited message, a
+popped item) forks where it diverged, and nothing stored is ever lost.
+:meth:`Mirror.render` renders the session under its budget and pairs each message with the
+framework object it shows unchanged, so an adapter returns the framework's originals for
+what compaction left alone and builds new objects only for what it changed.
 
-The framework's tool call ids are kept: a graph call id differs only when the framework
-reuses one still pending in the session (it then gets a ``~N`` suffix, mapped back here).
+The framework's instructions (a system prompt it sends beside the messages) are stored as a
+system node where they first appear, and again where they change: the budget counts them,
+``openprogram context`` shows them, and a render returns only the current ones.
+
+The framework's tool call ids are kept. A graph call id differs when the framework reuses
+one still pending in the session, or gives two calls of one message the same id (it then
+gets a ``~N`` suffix, mapped back here); a rendered prompt never holds one id twice.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from context import Rendered
 from graph import Node, Tool, dialogue_message, tool_call, tool_result_message
+from openprogram.integrations._calls import FrameworkIds, call_counts, call_ids, check_entries
 from openprogram.tracing import traced_render
 
 if TYPE_CHECKING:
@@ -35,7 +42,10 @@ if TYPE_CHECKING:
 __all__ = ["NAMESPACE", "Entry", "Mirror", "Paired"]
 
 NAMESPACE = "integrations"
-"""Store side-data namespace: one key per adapter, the branch it mirrors (JSON)."""
+"""Store side-data namespace: one key per adapter, where its mirror started (JSON); its
+steps are in ``integrations.<name>``, keyed by the node they hang on and their digest."""
+SYSTEM = "@system"
+"""The digest slot of an instructions step in the index (one per node it hangs on)."""
 
 
 @dataclass(frozen=True)
@@ -44,12 +54,13 @@ class Entry:
 
     ``message`` carries the framework's own tool call ids; ``original`` is the framework's
     object (returned as is while compaction leaves it alone); ``meta`` goes into the node's
-    meta (the framework's ids, usage, model).
+    meta (the framework's ids, usage, model); ``label`` names it in an error.
     """
 
     message: dict[str, Any]
     original: Any = None
     meta: dict[str, Any] = field(default_factory=dict)
+    label: str = ""
 
     @property
     def digest(self) -> str:
@@ -60,7 +71,8 @@ class Entry:
 @dataclass(frozen=True)
 class Paired:
     """A rendered message (with the framework's call ids) and the entry it shows unchanged,
-    or ``None`` when compaction changed or made it (a summary, a cleared output, a note)."""
+    or ``None`` when compaction changed or made it (a summary, a cleared output, a note);
+    a system message without an entry is the instructions the request goes out with."""
 
     message: dict[str, Any]
     entry: Entry | None
@@ -68,92 +80,161 @@ class Paired:
 
 @dataclass
 class _Step:
-    """What the mirror wrote for one entry: its digest, the node it made or filled (a tool
-    node for a result), the head after it, and graph call ids for its framework ones."""
+    """What the mirror wrote for one entry (or one change of instructions): its digest, the
+    node it made or filled (a tool node for a result), the heads before and after it, and
+    the graph call ids of each framework call id, in the order of the message's calls."""
 
     digest: str
     node: str
     head: str | None
-    calls: dict[str, str] = field(default_factory=dict)
+    parent: str | None
+    calls: dict[str, list[str]] = field(default_factory=dict)
 
-    def dump(self) -> list[Any]:
-        return [self.digest, self.node, self.head, self.calls]
+    @property
+    def key(self) -> str:
+        return f"{self.parent or ''}:{self.digest}"
+
+    def dump(self) -> str:
+        return json.dumps([self.digest, self.node, self.head, self.parent, self.calls])
 
     @classmethod
-    def load(cls, value: list[Any]) -> _Step:
-        return cls(str(value[0]), str(value[1]), value[2], dict(value[3]))
+    def load(cls, text: str) -> _Step:
+        digest, node, head, parent, calls = json.loads(text)
+        return cls(digest, node, head, parent, {k: list(v) for k, v in calls.items()})
 
 
 class Mirror:
-    """Keeps one session's graph in step with a framework's history list."""
+    """Keeps one session's graph in step with a framework's history lists."""
 
     def __init__(self, session: Session, name: str) -> None:
         self.session = session
         self.name = name
         self._lock = threading.RLock()
-        self._branch: list[_Step] | None = None
+        self._index: dict[str, _Step] | None = None
         self._base: str | None = None
+        self._path: list[_Step] = []
+        self._system: list[_Step] = []
+        self._at: str | None = None
+        self._new: list[_Step] = []
         self.last: Rendered | None = None
         """The last render (tokens, tiers, and the cache edits it asks the provider for)."""
 
-    # -- the branch this mirror wrote, persisted in the store ------------------------------
+    # -- the steps this mirror wrote, persisted in the store -------------------------------
     @property
-    def branch(self) -> list[_Step]:
-        if self._branch is None:
-            stored = self.session.store.get_values(self.session.id, NAMESPACE, [self.name])
+    def index(self) -> dict[str, _Step]:
+        if self._index is None:
+            store, session = self.session.store, self.session.id
+            stored = store.get_values(session, NAMESPACE, [self.name])
             if self.name in stored:
                 raw = json.loads(stored[self.name])
                 self._base = raw["base"]
-                self._branch = [_Step.load(v) for v in raw["steps"]]
+                old = raw.get("steps", ())  # written before the index: one branch
             else:  # what the session held before the first entry stays before it
                 self._base = self.session.graph.head
-                self._branch = []
-        return self._branch
+                old = ()
+                store.put_values(session, NAMESPACE, {self.name: json.dumps({"base": self._base})})
+            index: dict[str, _Step] = {}
+            parent = self._base
+            for digest, node, head, calls in old:
+                step = _Step(digest, node, head, parent, {k: [v] for k, v in calls.items()})
+                index[step.key] = step
+                parent = head
+            for text in store.get_values(session, f"{NAMESPACE}.{self.name}").values():
+                step = _Step.load(text)
+                index[step.key] = step
+            self._index = index
+            self._at = self._base
+        return self._index
+
+    def _keep(self, step: _Step) -> _Step:
+        self.index[step.key] = step
+        self._new.append(step)
+        return step
 
     def _save(self) -> None:
-        steps = [step.dump() for step in self.branch]
-        text = json.dumps({"base": self._base, "steps": steps})
-        self.session.store.put_values(self.session.id, NAMESPACE, {self.name: text})
+        if self._new:
+            values = {step.key: step.dump() for step in self._new}
+            self.session.store.put_values(self.session.id, f"{NAMESPACE}.{self.name}", values)
+            self._new = []
 
     @property
     def head(self) -> str | None:
         """The node after the last entry mirrored (before the first: the session's head
         when the mirror started)."""
-        branch = self.branch
-        return branch[-1].head if branch else self._base
+        self.index  # noqa: B018 (loads the base)
+        return self._at
 
     def nodes(self) -> list[str]:
-        """The node each mirrored entry made or filled, in order."""
-        return [step.node for step in self.branch]
+        """The node each entry of the last history mirrored made or filled, in order."""
+        return [step.node for step in self._path]
 
     # -- writing ------------------------------------------------------------------------
-    def sync(self, entries: Sequence[Entry]) -> list[str]:
-        """Make the graph hold ``entries`` as the current branch: append what is new, fork
-        where the framework's history diverged from what was mirrored; return the node of
-        each entry."""
+    def sync(self, entries: Sequence[Entry], system: str | None = None) -> list[str]:
+        """Make the graph hold ``entries`` (and ``system``, the framework's instructions)
+        as the current branch: resume after the longest stored history they extend,
+        append the rest; return the node of each entry."""
+        check_entries(self.name, entries)
         with self._lock:
             graph = self.session.graph
             graph.refresh()
-            branch = self.branch
             digests = [entry.digest for entry in entries]
-            same = 0
-            while same < min(len(branch), len(digests)) and branch[same].digest == digests[same]:
-                same += 1
-            same = self._resumable(entries, same)
-            changed = same < len(branch) or same < len(entries)
-            if changed or graph.head != self.head:
-                self._move(same)
-            del branch[same:]
-            for entry, digest in zip(entries[same:], digests[same:], strict=True):
-                branch.append(self._append(entry, digest))
-            if changed:
-                self._save()
-            return [step.node for step in branch]
+            same = self._walk(digests, len(digests))
+            resume = self._resumable(entries, same)
+            if resume < same:
+                self._walk(digests, resume)
+            if graph.head != self._at:
+                self._move(self._at)
+            self._instructions(system)
+            for entry, digest in zip(entries[resume:], digests[resume:], strict=True):
+                step = self._keep(self._append(entry, digest))
+                self._path.append(step)
+                self._at = step.head
+            self._save()
+            return self.nodes()
 
-    def _move(self, keep: int) -> None:
-        """Put the graph's head after the first ``keep`` mirrored entries."""
+    def _walk(self, digests: Sequence[str], limit: int) -> int:
+        """Follow the stored steps of ``digests[:limit]`` from the base (and the changes of
+        instructions on the way); return how many entries are stored."""
+        index, graph = self.index, self.session.graph
+        self._path, self._system = [], []
+        parent = self._base
+        for digest in digests[:limit]:
+            parent = self._follow_system(parent)
+            step = index.get(f"{parent or ''}:{digest}")
+            if step is None or step.node not in graph:
+                break
+            self._path.append(step)
+            parent = step.head
+        if len(self._path) == limit:
+            parent = self._follow_system(parent)
+        self._at = parent
+        return len(self._path)
+
+    def _follow_system(self, parent: str | None) -> str | None:
+        step = self.index.get(f"{parent or ''}:{SYSTEM}")
+        if step is None or step.node not in self.session.graph:
+            return parent
+        self._system.append(step)
+        return step.head
+
+    def _instructions(self, system: str | None) -> None:
+        """Append the instructions where they are not the current ones yet."""
+        if system is None:
+            return
+        digest = hashlib.sha256(system.encode()).hexdigest()[:32]
+        current = self._system[-1] if self._system else None
         graph = self.session.graph
-        head = self.branch[keep - 1].head if keep else self._base
+        if current is not None and graph.get(current.node).meta.get("instructions") == digest:
+            return
+        node = graph.append(
+            {"role": "system", "content": system},
+            meta={"integration": self.name, "instructions": digest},
+        )
+        self._system.append(self._keep(_Step(SYSTEM, node.id, graph.head, self._at)))
+        self._at = graph.head
+
+    def _move(self, head: str | None) -> None:
+        graph = self.session.graph
         if head is None:
             if graph.head is not None:
                 graph.restart()
@@ -165,26 +246,36 @@ class Mirror:
         kept entries leave unanswered is unanswered in the graph too (a result the
         framework dropped or replaced means asking the call again on a new branch)."""
         while True:
-            pending: dict[str, int] = {}
+            pending: dict[str, tuple[int, int]] = {}  # call id -> (its message, unanswered)
             for index, entry in enumerate(entries[:same]):
-                for call in entry.message.get("tool_calls") or ():
-                    pending[call["id"]] = index
+                for call_id, count in call_counts(entry.message).items():
+                    pending[call_id] = (index, count)
                 if entry.message.get("role") == "tool":
-                    pending.pop(str(entry.message.get("tool_call_id")), None)
+                    call_id = str(entry.message.get("tool_call_id"))
+                    if call_id in pending:
+                        at, count = pending.pop(call_id)
+                        if count > 1:
+                            pending[call_id] = (at, count - 1)
             back = same
-            for call_id, index in pending.items():
-                if self._answered(index, call_id):
+            for call_id, (index, count) in pending.items():
+                if self._answered(index, call_id, count):
                     back = min(back, index)
             if back == same:
                 return same
             same = back
 
-    def _answered(self, index: int, call_id: str) -> bool:
-        if index >= len(self.branch):
+    def _answered(self, index: int, call_id: str, unanswered: int) -> bool:
+        """Whether any of the last ``unanswered`` calls ``call_id`` of step ``index`` has a
+        result in the graph (or is gone)."""
+        if index >= len(self._path):
             return False
-        step = self.branch[index]
-        tool = self._tool(step.node, step.calls.get(call_id, call_id))
-        return tool is None or tool.result is not None
+        step = self._path[index]
+        graph_ids = step.calls.get(call_id, [call_id])
+        for graph_id in graph_ids[len(graph_ids) - unanswered :]:
+            tool = self._tool(step.node, graph_id)
+            if tool is None or tool.result is not None:
+                return True
+        return False
 
     def _tool(self, assistant: str, graph_call_id: str) -> Node | None:
         graph = self.session.graph
@@ -197,57 +288,66 @@ class Mirror:
 
     def _append(self, entry: Entry, digest: str) -> _Step:
         graph = self.session.graph
+        parent = graph.head
         message = dict(entry.message)
         meta = {"integration": self.name, **entry.meta}
         if message.get("role") == "tool":
-            return self._answer(message, digest)
-        calls: dict[str, str] = {}
+            return self._answer(message, digest, parent)
+        calls: dict[str, list[str]] = {}
         if message.get("tool_calls"):
             pending = graph.state.pending
+            taken: set[str] = set()
             renamed = []
             for call in message["tool_calls"]:
                 graph_id, n = call["id"], 1
-                while graph_id in pending or graph_id in calls.values():
+                while graph_id in pending or graph_id in taken:
                     n += 1
                     graph_id = f"{call['id']}~{n}"
-                calls[call["id"]] = graph_id
+                taken.add(graph_id)
+                calls.setdefault(call["id"], []).append(graph_id)
                 renamed.append({**call, "id": graph_id})
             message["tool_calls"] = renamed
+            moved = {g: f for f, gs in calls.items() for g in gs if g != f}
+            if moved:  # the framework's own ids of the calls stored under another
+                meta["call_ids"] = moved
         node = graph.append(message, meta=meta)
-        return _Step(digest, node.id, graph.head, calls)
+        return _Step(digest, node.id, graph.head, parent, calls)
 
-    def _answer(self, message: dict[str, Any], digest: str) -> _Step:
+    def _answer(self, message: dict[str, Any], digest: str, parent: str | None) -> _Step:
         graph = self.session.graph
         framework_id = message["tool_call_id"]
-        for step in reversed(self.branch):
+        for step in reversed(self._path):
             if framework_id in step.calls:
-                tool = self._tool(step.node, step.calls[framework_id])
-                if tool is not None and tool.result is None:
-                    graph.append({**message, "tool_call_id": step.calls[framework_id]})
-                    return _Step(digest, tool.id, graph.head)
+                for graph_id in step.calls[framework_id]:
+                    tool = self._tool(step.node, graph_id)
+                    if tool is not None and tool.result is None:
+                        graph.append({**message, "tool_call_id": graph_id})
+                        return _Step(digest, tool.id, graph.head, parent)
                 break
         # A result that answers no pending call: keep it, after a synthetic call.
         call = {"id": framework_id, "type": "function", "function": {"name": "unknown"}}
         synthetic = self._append(
-            Entry({"role": "assistant", "content": None, "tool_calls": [call]}),
-            digest,
+            Entry({"role": "assistant", "content": None, "tool_calls": [call]}), digest
         )
-        graph_id = synthetic.calls[framework_id]
+        graph_id = synthetic.calls[framework_id][0]
         graph.append({**message, "tool_call_id": graph_id})
         tool = self._tool(synthetic.node, graph_id)
         assert tool is not None
-        return _Step(digest, tool.id, graph.head, synthetic.calls)
+        return _Step(digest, tool.id, graph.head, parent, synthetic.calls)
 
     # -- reading ------------------------------------------------------------------------
     def render(
-        self, entries: Sequence[Entry], tools: Sequence[dict[str, Any]] = ()
+        self,
+        entries: Sequence[Entry],
+        tools: Sequence[dict[str, Any]] = (),
+        system: str | None = None,
     ) -> list[Paired]:
-        """Sync ``entries``, render the session from their last node under its budget
-        (``tools``: the schemas the request goes out with, counted in the budget), and pair
-        each rendered message with the entry it shows unchanged (:attr:`last` is the whole
-        render: tokens, tiers, cache edits)."""
+        """Sync ``entries`` (and ``system``), render the session from their last node under
+        its budget (``tools``: the schemas the request goes out with, counted in the
+        budget), and pair each rendered message with the entry it shows unchanged
+        (:attr:`last` is the whole render: tokens, tiers, cache edits)."""
         with self._lock:
-            self.sync(entries)
+            self.sync(entries, system)
             engine = self.session.engine
             if tools:
                 engine.set_tools(list(tools))
@@ -257,12 +357,12 @@ class Mirror:
 
     def _pair(self, rendered: Rendered, entries: Sequence[Entry]) -> list[Paired]:
         graph = self.session.graph
-        branch = self.branch
         unchanged: dict[str, deque[Entry]] = {}
         framework_ids: dict[str, str] = {}
-        for step, entry in zip(branch, entries, strict=False):
-            for framework_id, graph_id in step.calls.items():
-                framework_ids[graph_id] = framework_id
+        for step, entry in zip(self._path, entries, strict=False):
+            for framework_id, graph_ids in step.calls.items():
+                for graph_id in graph_ids:
+                    framework_ids[graph_id] = framework_id
             if step.node not in graph:
                 continue
             node = graph.get(step.node)
@@ -271,11 +371,20 @@ class Mirror:
                 shown = tool_result_message(node)
             if shown is not None:
                 unchanged.setdefault(_key(shown), deque()).append(entry)
+        instructions = [dialogue_message(graph.get(s.node)) for s in self._system]
+        superseded = {_key(m) for m in instructions[:-1]} - {_key(m) for m in instructions[-1:]}
+        ids = FrameworkIds(framework_ids)
         paired = []
         for message in rendered.messages:
-            candidates = unchanged.get(_key(message))
+            key = _key(message)
+            if message.get("role") == "system" and key in superseded:
+                continue  # counted in the budget, never sent: the framework sends the new ones
+            candidates = unchanged.get(key)
             shows = candidates.popleft() if candidates else None
-            paired.append(Paired(_framework_ids(message, framework_ids), shows))
+            mapped = ids.map(message)
+            if shows is not None and call_ids(mapped) != call_ids(shows.message):
+                shows = None  # its framework ids would repeat one: sent as a new message
+            paired.append(Paired(mapped, shows))
         return paired
 
 
@@ -291,15 +400,3 @@ def _full_message(graph: Any, node: Node) -> dict[str, Any] | None:
 
 def _key(message: dict[str, Any]) -> str:
     return json.dumps(message, sort_keys=True, ensure_ascii=False, default=str)
-
-
-def _framework_ids(message: dict[str, Any], ids: dict[str, str]) -> dict[str, Any]:
-    if message.get("role") == "tool":
-        call_id = message.get("tool_call_id")
-        if call_id in ids:
-            return {**message, "tool_call_id": ids[call_id]}
-        return message
-    if message.get("tool_calls"):
-        calls = [{**c, "id": ids.get(c["id"], c["id"])} for c in message["tool_calls"]]
-        return {**message, "tool_calls": calls}
-    return message

@@ -8,28 +8,32 @@ changes only the request it passes on: the agent state's ``messages`` stay whole
 the session's graph (tool calls and their ``ToolMessage`` results as tool nodes, message ids
 in meta), and the call goes out with the session's render — the state's own message objects
 for what compaction left alone, new ones for summaries, notes and cleared outputs, which the
-model can read back with the history tools this middleware registers. The system message
-travels in its own field, as ``create_agent`` sends it, and is not stored.
-``middleware.session`` gives layers, rollback and records. Needs
+model can read back with the history tools this middleware registers (a model that cannot
+bind tools gets none). The system message (``system_prompt``) is stored as the session's
+system message, again where it changes, and counted in the budget; it travels in its own
+field, as ``create_agent`` sends it. Each thread (``configurable.thread_id``) is a session
+of its own (see ``Conversations``); ``middleware.session`` is the first thread's, and
+``middleware.sessions`` all of them: layers, rollback and records. Needs
 ``pip install 'openprogram[langchain]'``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
     BaseMessage,
-    HumanMessage,
     SystemMessage,
     ToolMessage,
+    convert_to_messages,
+    convert_to_openai_messages,
 )
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -37,52 +41,95 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from openprogram._session import Session
 from openprogram.integrations._history import history_functions
 from openprogram.integrations._mirror import Entry, Mirror, Paired
+from openprogram.integrations._threads import Conversations
 
 __all__ = ["OpenProgramMiddleware", "from_messages", "history_tools", "to_entries"]
 
 NAME = "langchain"
+CHAT_KEYS = ("role", "content", "tool_calls", "tool_call_id")
 Handler = Callable[[ModelRequest[Any]], ModelResponse[Any]]
 AsyncHandler = Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
 Answer = ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]
 
 
 class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
-    """Stores a ``create_agent`` agent's messages in ``session`` and sends each model call
-    the session's compacted render of them; registers the history tools unless
-    ``history_tools=False``."""
+    """Stores a ``create_agent`` agent's messages in ``session`` (each other thread in a
+    session of its own) and sends each model call the session's compacted render of
+    them; registers the history tools unless ``history_tools=False``."""
 
     def __init__(self, session: Session, *, history_tools: bool = True) -> None:
         super().__init__()
         self.session = session
-        self.mirror = Mirror(session, NAME)
+        self.conversations = Conversations(session, NAME)
+        self.mirror = self.conversations.mirror
         self.tools: Sequence[BaseTool] = _tools(session) if history_tools else []
 
+    @property
+    def sessions(self) -> dict[str, Session]:
+        """The session of each thread seen so far."""
+        return self.conversations.sessions
+
     def wrap_model_call(self, request: ModelRequest[Any], handler: Handler) -> Answer:
-        entries = to_entries(request.messages)
-        answer = handler(self._request(request, entries))
-        self._record(entries, answer)
+        mirror, entries = self._mirror(request), to_entries(request.messages)
+        answer = handler(self._request(mirror, request, entries))
+        self._record(mirror, request, entries, answer)
         return answer
 
     async def awrap_model_call(self, request: ModelRequest[Any], handler: AsyncHandler) -> Answer:
-        entries = to_entries(request.messages)
-        ready = await asyncio.to_thread(self._request, request, entries)
+        mirror, entries = self._mirror(request), to_entries(request.messages)
+        ready = await asyncio.to_thread(self._request, mirror, request, entries)
         answer = await handler(ready)
-        await asyncio.to_thread(self._record, entries, answer)
+        await asyncio.to_thread(self._record, mirror, request, entries, answer)
         return answer
 
-    def _record(self, entries: list[Entry], answer: Answer) -> None:
+    def _mirror(self, request: ModelRequest[Any]) -> Mirror:
+        info = getattr(request.runtime, "execution_info", None)
+        thread = getattr(info, "thread_id", None)
+        return self.conversations.mirror_for(None if thread is None else str(thread))
+
+    def _record(
+        self, mirror: Mirror, request: ModelRequest[Any], entries: list[Entry], answer: Answer
+    ) -> None:
         """Store the answer; the input tokens the provider reports correct later estimates."""
         messages = _answered(answer)
-        self.mirror.sync([*entries, *to_entries(messages)])
+        mirror.sync([*entries, *to_entries(messages)], _system(request))
         usage = next((m.usage_metadata for m in messages if isinstance(m, AIMessage)), None)
-        if usage and usage["input_tokens"] > 0 and self.mirror.last is not None:
-            estimated = self.mirror.last.tokens
-            self.session.engine.anchor_usage(usage["input_tokens"], estimated=estimated)
+        if usage and usage["input_tokens"] > 0 and mirror.last is not None:
+            estimated = mirror.last.tokens
+            mirror.session.engine.anchor_usage(usage["input_tokens"], estimated=estimated)
 
-    def _request(self, request: ModelRequest[Any], entries: list[Entry]) -> ModelRequest[Any]:
-        schemas = [schema for tool in request.tools if (schema := _schema(tool))]
-        paired = self.mirror.render(entries, schemas)
-        return request.override(messages=from_messages(paired))
+    def _request(
+        self, mirror: Mirror, request: ModelRequest[Any], entries: list[Entry]
+    ) -> ModelRequest[Any]:
+        tools = request.tools
+        if not _binds_tools(request.model):  # the model could not take even ours
+            ours = {tool.name for tool in self.tools}
+            tools = [t for t in tools if not (isinstance(t, BaseTool) and t.name in ours)]
+        schemas = [schema for tool in tools if (schema := _schema(tool))]
+        system = _system(request)
+        paired = mirror.render(entries, schemas, system)
+        instructions = "\n\n".join(
+            _text(p.message.get("content"))
+            for p in paired
+            if p.entry is None and p.message.get("role") == "system"
+        )
+        message = request.system_message
+        if instructions != (system or ""):
+            message = SystemMessage(instructions) if instructions else None
+        rest = [p for p in paired if p.entry is not None or p.message.get("role") != "system"]
+        return request.override(messages=from_messages(rest), system_message=message, tools=tools)
+
+
+def _system(request: ModelRequest[Any]) -> str | None:
+    message = request.system_message
+    return str(message.text) if message is not None else None
+
+
+def _binds_tools(model: Any) -> bool:
+    """Whether the model implements ``bind_tools`` (``BaseChatModel``'s raises)."""
+    if not isinstance(model, BaseChatModel):
+        return True
+    return type(model).bind_tools is not BaseChatModel.bind_tools
 
 
 def history_tools(session: Session) -> list[BaseTool]:
@@ -115,8 +162,13 @@ def _answered(answer: Any) -> list[BaseMessage]:
 
 # -- LangChain messages -> chat messages ---------------------------------------------------
 def to_entries(messages: Sequence[BaseMessage]) -> list[Entry]:
-    """Each message as an :class:`Entry` (``original``: the message itself)."""
-    return [Entry(_message(m), m, _meta(m)) for m in messages]
+    """Each message as an :class:`Entry` (``original``: the message itself), converted by
+    LangChain's own ``convert_to_openai_messages``."""
+    entries = []
+    for message in messages:
+        label = f"{type(message).__name__} id={message.id}" if message.id else ""
+        entries.append(Entry(_message(message), message, _meta(message), label))
+    return entries
 
 
 def _meta(message: BaseMessage) -> dict[str, Any]:
@@ -139,52 +191,25 @@ def _meta(message: BaseMessage) -> dict[str, Any]:
 
 
 def _message(message: BaseMessage) -> dict[str, Any]:
-    if isinstance(message, AIMessage):
-        chat: dict[str, Any] = {"role": "assistant", "content": _text(message.content) or None}
-        if message.tool_calls:
-            chat["tool_calls"] = [
-                {
-                    "id": call["id"] or f"call_{index}",
-                    "type": "function",
-                    "function": {
-                        "name": call["name"],
-                        "arguments": json.dumps(call["args"], ensure_ascii=False),
-                    },
-                }
-                for index, call in enumerate(message.tool_calls)
-            ]
-        return chat
-    if isinstance(message, ToolMessage):
-        chat = {"role": "tool", "tool_call_id": message.tool_call_id}
-        chat["content"] = _text(message.content)
-        if message.status == "error":
+    chat: dict[str, Any] = dict(convert_to_openai_messages(message))
+    chat.pop("name", None)
+    role = chat.get("role")
+    if role == "developer":
+        chat["role"] = "system"
+    if role == "assistant":
+        chat["content"] = str(message.text) or None
+    elif role == "tool":
+        chat["content"] = str(message.text)
+        if isinstance(message, ToolMessage) and message.status == "error":
             chat["is_error"] = True
-        return chat
-    role = "system" if isinstance(message, SystemMessage) else "user"
-    return {"role": role, "content": _content(message.content)}
-
-
-def _content(content: Any) -> Any:
-    if isinstance(content, str):
-        return content
-    parts: list[dict[str, Any]] = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append({"type": "text", "text": block})
-        elif block.get("type") == "text":
-            parts.append({"type": "text", "text": str(block.get("text", ""))})
-        elif block.get("type") == "image_url":
-            parts.append({"type": "image_url", "image_url": block["image_url"]})
-        else:
-            parts.append({"type": "text", "text": f"[{block.get('type')}]"})
-    return parts
+    return chat
 
 
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     texts = []
-    for block in content:
+    for block in content or ():
         if isinstance(block, str):
             texts.append(block)
         elif block.get("type") == "text":
@@ -210,24 +235,9 @@ def from_messages(paired: Sequence[Paired]) -> list[AnyMessage]:
 
 
 def _new(message: dict[str, Any], names: dict[str, str]) -> AnyMessage:
-    content = message.get("content")
-    role = message.get("role")
-    if role == "assistant":
-        calls = [
-            {
-                "id": call["id"],
-                "name": call["function"]["name"],
-                "args": json.loads(call["function"].get("arguments") or "{}"),
-                "type": "tool_call",
-            }
-            for call in message.get("tool_calls") or ()
-        ]
-        return AIMessage(content=_text(content or ""), tool_calls=calls)
-    if role == "tool":
-        call_id = str(message.get("tool_call_id"))
-        return ToolMessage(
-            content=_text(content or ""), tool_call_id=call_id, name=names.get(call_id)
-        )
-    if role == "system":
-        return SystemMessage(content=content or "")
-    return HumanMessage(content=content or "")
+    """A message compaction made or changed, by LangChain's own ``convert_to_messages``."""
+    chat = {key: value for key, value in message.items() if key in CHAT_KEYS}
+    chat["content"] = chat.get("content") or ""
+    if chat.get("role") == "tool" and chat.get("tool_call_id") in names:
+        chat["name"] = names[chat["tool_call_id"]]
+    return cast("AnyMessage", convert_to_messages([chat])[0])

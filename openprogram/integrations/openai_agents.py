@@ -1,20 +1,26 @@
 """OpenProgram as an OpenAI Agents SDK ``Session``, with the filter that compacts each call.
 
     memory = OpenProgramSession(Session("agent.db"))
-    run_config = RunConfig(call_model_input_filter=memory.input_filter)
-    agent = Agent("helper", tools=[*memory.tools], model=...)
-    await Runner.run(agent, "…", session=memory, run_config=run_config)
+    result = memory.run_sync(agent, "…")  # or: await memory.run(agent, "…")
+
+``run`` wires the three pieces a compacting session needs: the session itself, its
+``input_filter`` as ``RunConfig.call_model_input_filter`` (without it nothing is compacted,
+and the session warns), and the history tools in the agent's ``tools`` (without them a model
+that reads a compacted output back ends the run with ``Tool read_output not found``). Wired
+by hand: ``Runner.run(agent.clone(tools=[*agent.tools, *memory.tools]), …, session=memory,
+run_config=memory.run_config())``.
 
 The session stores the exact items the SDK writes and returns exactly those: the SDK reads
 ``get_items`` back to check and rewind its own writes by comparing digests, so it must
 never see our compacted copy there. ``pop_item`` is a head move (the item stays stored, and
 the graph forks back), ``clear_session`` starts a new branch; nothing is ever deleted.
-Every item is also a graph node (``function_call`` and its ``function_call_output`` a tool
-node, the SDK's ids in meta), and the compacted rendering goes in through
-``RunConfig.call_model_input_filter``: ``input_filter`` returns the SDK's own items for
-what compaction left alone and new items for summaries, notes and cleared outputs. An item
-the SDK adds while a render runs waits for it and is stored whole. ``memory.tools`` are the
-history tools as SDK function tools; ``memory.session`` gives layers, rollback and records.
+Items are converted to chat messages by the SDK's own ``Converter.items_to_messages``, so
+the calls of one turn are one assistant message, as the model sent them (each call a tool
+node, the SDK's ids in meta). The compacted rendering goes in through the filter: the SDK's
+own items for what compaction left alone, new items for summaries, notes and cleared
+outputs, and the agent's ``instructions``, stored as the session's system message (again
+where they change) and counted in the budget. An item the SDK adds while a render runs
+waits for it and is stored whole. ``memory.session`` gives layers, rollback and records.
 Needs ``pip install 'openprogram[openai-agents]'``.
 """
 
@@ -22,18 +28,23 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import hashlib
 import json
 import threading
+import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
-from agents import FunctionTool, function_tool
+from agents import Agent, FunctionTool, RunConfig, Runner, RunResult, Tool, function_tool
+from agents.exceptions import UserError
 from agents.items import TResponseInputItem
-from agents.memory import SessionSettings
+from agents.memory import SessionABC, SessionSettings
 from agents.memory.session_settings import resolve_session_limit
+from agents.models.chatcmpl_converter import Converter
 from agents.run_config import CallModelData, ModelInputData
 
+from openprogram._errors import MalformedMessage
 from openprogram._session import Session
 from openprogram.integrations._history import history_functions
 from openprogram.integrations._mirror import Entry, Mirror, Paired
@@ -45,9 +56,12 @@ ITEMS = "openai_agents.items"
 """Store side-data namespace: every item the SDK wrote, by the sha256 of its JSON."""
 LIVE = "openai_agents.live"
 """Store side-data namespace: the session's current item list (keys into ``ITEMS``)."""
+T = TypeVar("T")
+ASSISTANT_SIDE = ("function_call", "reasoning")
+KEPT = ("role", "content", "tool_calls", "tool_call_id")
 
 
-class OpenProgramSession:
+class OpenProgramSession(SessionABC):
     """An Agents SDK session over an OpenProgram ``Session`` (see the module docstring)."""
 
     session_settings: SessionSettings | None = None
@@ -63,13 +77,43 @@ class OpenProgramSession:
         self.session_id = session_id or session.id
         self.session_settings = session_settings
         self.mirror = Mirror(session, NAME)
-        self.tools: list[FunctionTool] = [function_tool(fn) for fn in history_functions(session)]
+        self.tools: list[Tool] = [function_tool(fn) for fn in history_functions(session)]
         self._lock = threading.RLock()
         self._keys: list[str] | None = None
         self._items: dict[str, TResponseInputItem] = {}
+        self._adds: int | None = None
+        self._filtered = False
+        self._warned = False
+
+    # -- the three pieces, wired -------------------------------------------------------------
+    def agent(self, agent: Agent[T]) -> Agent[T]:
+        """``agent`` with the history tools it does not have yet."""
+        names = {getattr(tool, "name", None) for tool in agent.tools}
+        missing = [tool for tool in self.tools if getattr(tool, "name", None) not in names]
+        return agent.clone(tools=[*agent.tools, *missing]) if missing else agent
+
+    def run_config(self, config: RunConfig | None = None) -> RunConfig:
+        """``config`` (or a default one) with this session's ``input_filter``."""
+        return dataclasses.replace(config or RunConfig(), call_model_input_filter=self.input_filter)
+
+    async def run(
+        self, agent: Agent[Any], input: str | list[TResponseInputItem], **kwargs: Any
+    ) -> RunResult:
+        """``Runner.run`` with this session, its filter and its tools (``run_config=``
+        and every other argument of ``Runner.run`` pass through)."""
+        config = self.run_config(kwargs.pop("run_config", None))
+        return await Runner.run(self.agent(agent), input, session=self, run_config=config, **kwargs)
+
+    def run_sync(
+        self, agent: Agent[Any], input: str | list[TResponseInputItem], **kwargs: Any
+    ) -> RunResult:
+        """``Runner.run_sync`` with this session, its filter and its tools."""
+        config = self.run_config(kwargs.pop("run_config", None))
+        return Runner.run_sync(self.agent(agent), input, session=self, run_config=config, **kwargs)
 
     # -- the Session protocol -------------------------------------------------------------
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        self._adds, self._filtered = 0, False
         items = await asyncio.to_thread(self._live)
         limit = resolve_session_limit(limit, self.session_settings)
         if limit is not None and limit >= 0:  # as SQLiteSession: 0 is none, negative all
@@ -77,6 +121,19 @@ class OpenProgramSession:
         return copy.deepcopy(items)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
+        if self._adds is not None:  # the first write after a read is the run's input
+            self._adds += 1
+            unfiltered = self._adds > 1 and not self._filtered
+            if unfiltered and not self._warned and _answers(items):
+                self._warned = True
+                warnings.warn(
+                    "OpenProgramSession: a run stored the model's answer without the "
+                    "session's input_filter, so nothing was compacted; use "
+                    "memory.run(agent, ...) or "
+                    "RunConfig(call_model_input_filter=memory.input_filter)",
+                    UserWarning,
+                    stacklevel=2,
+                )
         await asyncio.to_thread(self._add, copy.deepcopy(items))
 
     async def pop_item(self) -> TResponseInputItem | None:
@@ -87,21 +144,31 @@ class OpenProgramSession:
 
     # -- the model input filter -----------------------------------------------------------
     async def input_filter(self, data: CallModelData[Any]) -> ModelInputData:
-        """``RunConfig.call_model_input_filter``: the call's items, rendered under the
-        session's budget (instructions unchanged)."""
+        """``RunConfig.call_model_input_filter``: the call's items and instructions,
+        rendered under the session's budget."""
+        self._filtered = True
         items = list(data.model_data.input)
         tools = [
             _schema(t) for t in getattr(data.agent, "tools", ()) if isinstance(t, FunctionTool)
         ]
-        rendered = await asyncio.to_thread(self._render, items, tools)
-        return ModelInputData(input=rendered, instructions=data.model_data.instructions)
+        system = data.model_data.instructions
+        paired = await asyncio.to_thread(self._render, items, tools, system)
+        instructions = "\n\n".join(
+            _text(p.message.get("content"))
+            for p in paired
+            if p.entry is None and p.message.get("role") == "system"
+        )
+        rest = [p for p in paired if p.entry is not None or p.message.get("role") != "system"]
+        if instructions != (system or ""):
+            system = instructions or None
+        return ModelInputData(input=from_messages(rest), instructions=system)
 
     def _render(
-        self, items: list[TResponseInputItem], tools: list[dict[str, Any]]
-    ) -> list[TResponseInputItem]:
+        self, items: list[TResponseInputItem], tools: list[dict[str, Any]], system: str | None
+    ) -> list[Paired]:
         entries = to_entries(items)
         with self._lock:
-            return from_messages(self.mirror.render(entries, tools))
+            return self.mirror.render(entries, tools, system)
 
     # -- stored items ---------------------------------------------------------------------
     def _live(self) -> list[TResponseInputItem]:
@@ -132,6 +199,7 @@ class OpenProgramSession:
         """Make ``items`` the session's list: new ones stored first (never lost), then the
         list, then the graph moved to match."""
         with self._lock:
+            entries = to_entries(items)  # a malformed item is refused before anything is stored
             store, session = self.session.store, self.session.id
             keys = [_item_key(item) for item in items]
             new = {k: i for k, i in zip(keys, items, strict=True) if k not in self._items}
@@ -147,7 +215,15 @@ class OpenProgramSession:
                 self._items.update((k, json.loads(json.dumps(i))) for k, i in new.items())
             store.put_values(session, LIVE, {self.session_id: json.dumps(keys)})
             self._keys = keys
-            self.mirror.sync(to_entries(items))
+            self.mirror.sync(entries)
+
+
+def _answers(items: Sequence[Any]) -> bool:
+    """Whether ``items`` hold a model's answer (what the SDK stores after a model call)."""
+    return any(
+        isinstance(i, dict) and (i.get("type") in ASSISTANT_SIDE or i.get("role") == "assistant")
+        for i in items
+    )
 
 
 def _schema(tool: FunctionTool) -> dict[str, Any]:
@@ -166,37 +242,102 @@ def _item_key(item: Any) -> str:
 
 # -- items -> chat messages ---------------------------------------------------------------
 def to_entries(items: Sequence[TResponseInputItem]) -> list[Entry]:
-    """Each item as an :class:`Entry` (``original``: the item itself)."""
-    return [Entry(_message(item), item, _meta(item)) for item in items]
+    """The items as chat messages by the SDK's ``Converter.items_to_messages``: one entry
+    per message (``original``: the tuple of items it was made from), so the calls of one
+    turn are one assistant message; an item the converter does not take (a hosted tool's
+    call or output) is an entry of its own, named."""
+    for index, item in enumerate(items):
+        _check(index, item)
+    entries: list[Entry] = []
+    at = 0
+    while at < len(items):
+        end = at + 1
+        if _assistant_side(items[at]):
+            while end < len(items) and _assistant_side(items[end]):
+                end += 1
+        entries.extend(_group(items[at:end], at))
+        at = end
+    return entries
 
 
-def _meta(item: Any) -> dict[str, Any]:
-    ids = {key: item[key] for key in ("id", "type", "call_id") if key in item}
-    provider = item.get("provider_data")
-    meta: dict[str, Any] = {NAME: ids}
-    if isinstance(provider, dict) and provider.get("model"):
-        meta["model"] = provider["model"]
-    return meta
+def _check(index: int, item: Any) -> None:
+    kind = item.get("type") if isinstance(item, dict) else None
+    where = f"{NAME} item {index} ({kind or type(item).__name__})"
+    if not isinstance(item, dict):
+        raise MalformedMessage(f"{where}: expected a dict")
+    if kind in ("function_call", "function_call_output"):
+        call_id = item.get("call_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise MalformedMessage(f"{where}: no call_id")
+    if kind == "function_call" and not isinstance(item.get("name"), str):
+        raise MalformedMessage(f"{where} ({item['call_id']!r}): no name")
 
 
-def _message(item: Any) -> dict[str, Any]:
-    kind = item.get("type")
-    if kind == "function_call":
-        call = {"name": item["name"], "arguments": item.get("arguments") or "{}"}
-        tool_call = {"id": item["call_id"], "type": "function", "function": call}
-        return {"role": "assistant", "content": None, "tool_calls": [tool_call]}
-    if kind == "function_call_output":
-        return {"role": "tool", "tool_call_id": item["call_id"], "content": _text(item["output"])}
-    if kind == "reasoning":
-        summary = [s.get("text", "") for s in item.get("summary") or () if isinstance(s, dict)]
-        return {"role": "assistant", "content": None, "thinking": "\n".join(summary) or None}
-    role = item.get("role")
-    if role in ("user", "system", "developer", "assistant") and "content" in item:
-        chat_role = "system" if role == "developer" else role
-        return {"role": chat_role, "content": _text(item["content"])}
-    # Another kind (a hosted tool's call or output, a handoff): named, sent back as it is.
+def _assistant_side(item: Any) -> bool:
+    return item.get("type") in ASSISTANT_SIDE or (
+        item.get("role") == "assistant" and item.get("type", "message") == "message"
+    )
+
+
+def _group(items: Sequence[Any], start: int) -> list[Entry]:
+    """The entries of a run of items: each message the converter makes of them, with the
+    items it was made from (a reasoning item goes with the message after it)."""
+    try:
+        messages = Converter.items_to_messages(list(items))
+        owner = [
+            max(0, len(Converter.items_to_messages(list(items[: k + 1]))) - 1)
+            for k in range(len(items))
+        ]
+    except (UserError, KeyError, TypeError):
+        return [_placeholder(item, start + k) for k, item in enumerate(items)]
+    if not messages:
+        return [_placeholder(item, start + k) for k, item in enumerate(items)]
+    entries = []
+    for n, message in enumerate(messages):
+        own = tuple(item for item, o in zip(items, owner, strict=True) if o == n)
+        chat = _chat(dict(message))
+        meta = {NAME: [_ids(item) for item in own]}
+        models = [
+            i["provider_data"]["model"]
+            for i in own
+            if isinstance(i.get("provider_data"), dict) and i["provider_data"].get("model")
+        ]
+        if models:
+            meta["model"] = models[0]
+        first = start + next(k for k, o in enumerate(owner) if o == n)
+        entries.append(Entry(chat, own, meta, f"item {first}"))
+    return entries
+
+
+def _placeholder(item: Any, index: int) -> Entry:
+    """An item the converter does not take, named, and sent back as it is."""
+    kind = item.get("type") or "item"
     by = "user" if str(kind).endswith("_output") else "assistant"
-    return {"role": by, "content": f"[{kind or 'item'}]"}
+    return Entry(
+        {"role": by, "content": f"[{kind}]"}, (item,), {NAME: [_ids(item)]}, f"item {index}"
+    )
+
+
+def _ids(item: Any) -> dict[str, Any]:
+    return {key: item[key] for key in ("id", "type", "call_id") if key in item}
+
+
+def _chat(message: dict[str, Any]) -> dict[str, Any]:
+    """A converter's message as the graph stores it (a developer message is a system one;
+    provider fields the graph does not keep are left to the original items)."""
+    chat = {key: value for key, value in message.items() if key in KEPT}
+    if message.get("role") == "developer":
+        chat["role"] = "system"
+    if chat.get("role") in ("user", "system", "tool", "assistant") and "content" in chat:
+        chat["content"] = _text(chat["content"]) if chat["content"] is not None else None
+    if chat.get("tool_calls"):
+        chat["tool_calls"] = [
+            {"id": c["id"], "type": "function", "function": dict(c["function"])}
+            for c in chat["tool_calls"]
+        ]
+    if chat.get("role") == "assistant" and "content" not in chat:
+        chat["content"] = None
+    return chat
 
 
 def _text(content: Any) -> str:
@@ -219,8 +360,8 @@ def from_messages(paired: Sequence[Paired]) -> list[TResponseInputItem]:
     ones for the rest."""
     items: list[Any] = []
     for item in paired:
-        if item.entry is not None and isinstance(item.entry.original, dict):
-            items.append(item.entry.original)
+        if item.entry is not None and isinstance(item.entry.original, tuple):
+            items.extend(item.entry.original)
             continue
         message = item.message
         content = message.get("content")

@@ -8,14 +8,19 @@ stays whole, unlike a history processor, which writes its result back into it. E
 message is stored in the session's graph (request parts and responses; tool calls and
 their returns as tool nodes), and the request goes out with the session's render of it —
 the framework's original messages for what compaction left alone, new ones for summaries,
-notes and cleared outputs. The history tools come as the capability's toolset, so the
-model can read back what was put away; ``capability.session`` gives layers, rollback and
-records. Needs ``pip install 'openprogram[pydantic-ai]'``.
+notes and cleared outputs. The agent's ``instructions`` are stored as the session's system
+message (again where they change) and counted in the budget; they go out as the request's
+instructions. Each conversation (``conversation_id``: a run continues the one of its
+``message_history``) is a session of its own; ``capability.session`` is the first one's,
+``capability.sessions`` all of them: layers, rollback and records. The history tools come
+as the capability's toolset, so the model can read back what was put away. Needs
+``pip install 'openprogram[pydantic-ai]'``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,6 +30,7 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import (
     BaseToolReturnPart,
     ImageUrl,
+    InstructionPart,
     ModelMessage,
     ModelRequest,
     ModelRequestPart,
@@ -48,6 +54,7 @@ from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 from openprogram._session import Session
 from openprogram.integrations._history import history_functions
 from openprogram.integrations._mirror import Entry, Mirror, Paired
+from openprogram.integrations._threads import Conversations
 
 __all__ = ["OpenProgramCapability", "from_messages", "to_entries"]
 
@@ -68,9 +75,17 @@ class OpenProgramCapability(AbstractCapability[Any]):
     """Correct token estimates with the input tokens the provider reports; ``None``: yes,
     except for Pydantic AI's ``FunctionModel`` and ``TestModel``, which only guess them."""
     mirror: Mirror = field(init=False, repr=False)
+    """The mirror of the first conversation (the given session's)."""
+    conversations: Conversations = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.mirror = Mirror(self.session, NAME)
+        self.conversations = Conversations(self.session, NAME)
+        self.mirror = self.conversations.mirror
+
+    @property
+    def sessions(self) -> dict[str, Session]:
+        """The session of each conversation seen so far."""
+        return self.conversations.sessions
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
@@ -88,25 +103,52 @@ class OpenProgramCapability(AbstractCapability[Any]):
         request_context: ModelRequestContext,
         handler: Any,
     ) -> ModelResponse:
+        mirror = self.conversations.mirror_for(ctx.conversation_id)
         entries = to_entries(request_context.messages)
-        tools = [_schema(t) for t in request_context.model_request_parameters.function_tools]
-        paired = await asyncio.to_thread(self.mirror.render, entries, tools)
-        request_context.messages = from_messages(paired)
-        edits = self.mirror.last.context_management if self.mirror.last else None
+        parameters = request_context.model_request_parameters
+        tools = [_schema(t) for t in parameters.function_tools]
+        system = _instructions(parameters.instruction_parts, request_context.messages)
+        paired = await asyncio.to_thread(mirror.render, entries, tools, system)
+        instructions = "\n\n".join(
+            _text(p.message.get("content"))
+            for p in paired
+            if p.entry is None and p.message.get("role") == "system"
+        )
+        rest = [p for p in paired if p.entry is not None or p.message.get("role") != "system"]
+        request_context.messages = from_messages(rest)
+        if instructions != (system or ""):
+            parts = [InstructionPart(instructions)] if instructions else []
+            request_context.model_request_parameters = dataclasses.replace(
+                parameters, instruction_parts=parts
+            )
+        last = mirror.last
+        edits = last.context_management if last else None
         if edits:  # cache edits (Anthropic): the messages stay, the provider clears
             settings: dict[str, Any] = dict(request_context.model_settings or {})
             settings["extra_body"] = {**dict(settings.get("extra_body") or {}), **{CM: edits}}
             settings["extra_headers"] = {**settings.get("extra_headers", {}), **CM_BETA}
             request_context.model_settings = cast(ModelSettings, settings)
         response: ModelResponse = await handler(request_context)
-        await asyncio.to_thread(self.mirror.sync, [*entries, *to_entries([response])])
+        await asyncio.to_thread(mirror.sync, [*entries, *to_entries([response])], system)
         anchor = self.anchor_usage
         if anchor is None:
             anchor = not isinstance(request_context.model, FunctionModel | TestModel)
-        if anchor and response.usage.input_tokens > 0 and self.mirror.last is not None:
-            estimated = self.mirror.last.tokens
-            self.session.engine.anchor_usage(response.usage.input_tokens, estimated=estimated)
+        if anchor and response.usage.input_tokens > 0 and last is not None:
+            mirror.session.engine.anchor_usage(response.usage.input_tokens, estimated=last.tokens)
         return response
+
+
+def _instructions(
+    parts: Sequence[InstructionPart] | None, messages: Sequence[ModelMessage]
+) -> str | None:
+    """The instructions the request goes out with: its parameters' parts (the agent flow),
+    or else the newest request's ``instructions``."""
+    if parts is not None:
+        return InstructionPart.join(parts)
+    for message in reversed(messages):
+        if isinstance(message, ModelRequest) and message.instructions is not None:
+            return message.instructions
+    return None
 
 
 # -- Pydantic AI messages -> chat messages ------------------------------------------------
@@ -274,6 +316,8 @@ def _response(message: dict[str, Any]) -> ModelResponse:
 
 
 def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
     if not content:
         return ""
     return "\n".join(str(p.get("text", "")) for p in content if p.get("type") == "text")

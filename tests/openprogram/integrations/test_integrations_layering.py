@@ -11,7 +11,14 @@ import pytest
 
 FRAMEWORKS = ("pydantic_ai", "langchain", "langchain_core", "langgraph", "agents", "openai")
 SURFACES = {
-    "openprogram.integrations": ["Entry", "Mirror", "Paired", "history_functions"],
+    "openprogram.integrations": [
+        "Conversations",
+        "Entry",
+        "MalformedMessage",
+        "Mirror",
+        "Paired",
+        "history_functions",
+    ],
     "openprogram.integrations.langchain": [
         "OpenProgramMiddleware",
         "from_messages",

@@ -99,3 +99,37 @@ def test_a_dropped_result_leaves_the_call_pending_on_a_new_branch(tmp_path: Path
     shown = session.graph.to_openai(head=mirror.head)
     assert shown[-1]["content"].startswith("[no result yet")
     assert [text_of(n.result.content) for n in session.graph.nodes() if n.result] == ["old"]
+
+
+def test_histories_that_interleave_each_append_only_what_is_new(tmp_path: Path) -> None:
+    session = Session(tmp_path / "op.db", "s1")
+    mirror = Mirror(session, "test")
+    histories: dict[str, list[dict[str, Any]]] = {"a": [], "b": []}
+    for turn in range(5):
+        for name, history in histories.items():
+            history += [{"role": "user", "content": f"{name}{turn}"}, _call(f"{name}{turn}")]
+            history.append(_result(f"{name}{turn}", f"out {name}{turn}"))
+            nodes = mirror.sync(_entries(*history))
+            shown = session.graph.to_openai(head=mirror.head)
+            assert [m.get("content") for m in shown][-1] == f"out {name}{turn}"
+            assert len(nodes) == len(history)
+    assert len(session.graph) == 2 * 5 * 3  # a user, an assistant and a tool node a turn
+    again = Mirror(Session(tmp_path / "op.db", "s1"), "test")  # another process: the index
+    again.sync(_entries(*histories["a"]))
+    assert len(Session(tmp_path / "op.db", "s1").graph) == 30
+
+
+def test_a_branch_stored_before_the_index_is_resumed(tmp_path: Path) -> None:
+    """A mirror's branch as earlier versions stored it (one list of steps) is read into
+    the index: the same history appends nothing."""
+    import json
+
+    session = Session(tmp_path / "op.db", "s1")
+    entries = _entries({"role": "user", "content": "q"}, {"role": "assistant", "content": "a"})
+    user = session.graph.append(entries[0].message)
+    answer = session.graph.append(entries[1].message)
+    steps = [[e.digest, n.id, n.id, {}] for e, n in zip(entries, (user, answer), strict=True)]
+    old = json.dumps({"base": None, "steps": steps})
+    session.store.put_values(session.id, "integrations", {"test": old})
+    nodes = Mirror(Session(tmp_path / "op.db", "s1"), "test").sync(entries)
+    assert nodes == [user.id, answer.id] and len(Session(tmp_path / "op.db", "s1").graph) == 2

@@ -92,3 +92,26 @@ def test_the_branch_is_always_the_frameworks_history(ops: list[Op]) -> None:
     again = Mirror(session, "test")  # another process: the branch is read from the store
     again.sync([Entry(message) for message in history])
     assert len(session.graph) == stored and again.head == mirror.head
+
+
+@settings(max_examples=100, deadline=None, database=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 1), OPS.filter(bool).map(lambda ops: ops[0])), max_size=30)
+)
+def test_interleaved_histories_are_each_their_branch_and_stored_once(
+    ops: list[tuple[int, Op]],
+) -> None:
+    """Two framework histories synced in turns through one mirror: each is its branch,
+    and syncing either again (or a history that only extends one) appends nothing new."""
+    session = Session(":memory:", budget=50_000)
+    mirror = Mirror(session, "test")
+    histories: list[list[dict[str, Any]]] = [[], []]
+    for which, op in ops:
+        histories[which] = _apply(histories[which], op)
+        mirror.sync([Entry(message) for message in histories[which]])
+        assert _shown(session, mirror.head) == histories[which]
+    stored = len(session.graph)
+    for history in histories:
+        mirror.sync([Entry(message) for message in history])
+        assert _shown(session, mirror.head) == history
+    assert len(session.graph) == stored

@@ -1,0 +1,76 @@
+"""Tool call ids between a framework and the graph: what an entry must hold to be stored,
+and a render's graph ids mapped back to the framework's without repeating one."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from openprogram._errors import MalformedMessage
+
+if TYPE_CHECKING:
+    from openprogram.integrations._mirror import Entry
+
+__all__ = ["FrameworkIds", "call_counts", "call_ids", "check_entries"]
+
+
+class FrameworkIds:
+    """Maps a render's graph call ids back to the framework's, never to one already used in
+    the same prompt (two calls the framework gave one id keep their graph ids)."""
+
+    def __init__(self, framework_ids: dict[str, str]) -> None:
+        self.framework_ids = framework_ids
+        self.used: set[str] = set()
+        self.assigned: dict[str, str] = {}
+
+    def map(self, message: dict[str, Any]) -> dict[str, Any]:
+        if message.get("role") == "tool":
+            graph_id = str(message.get("tool_call_id"))
+            out = self.assigned.get(graph_id, self.framework_ids.get(graph_id, graph_id))
+            return message if out == graph_id else {**message, "tool_call_id": out}
+        if not message.get("tool_calls"):
+            return message
+        calls = []
+        for call in message["tool_calls"]:
+            graph_id = call["id"]
+            out = self.framework_ids.get(graph_id, graph_id)
+            if out in self.used:
+                out = graph_id
+            self.used.add(out)
+            self.assigned[graph_id] = out
+            calls.append(call if out == graph_id else {**call, "id": out})
+        return {**message, "tool_calls": calls}
+
+
+def check_entries(name: str, entries: Sequence[Entry]) -> None:
+    """Refuse, before anything is stored, a message the graph cannot hold as it is."""
+    for index, entry in enumerate(entries):
+        message = entry.message
+        where = f"{name} message {index} ({entry.label or message.get('role')})"
+        role = message.get("role")
+        if role not in ("system", "user", "assistant", "tool"):
+            raise MalformedMessage(f"{where}: role {role!r} is not system, user, assistant or tool")
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if not isinstance(call_id, str) or not call_id:
+                raise MalformedMessage(f"{where}: a tool result without the id of its call")
+        for n, call in enumerate(message.get("tool_calls") or ()):
+            call_id = call.get("id") if isinstance(call, dict) else None
+            if not isinstance(call_id, str) or not call_id:
+                raise MalformedMessage(f"{where}: tool call {n} has no id")
+            function = call.get("function")
+            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+                raise MalformedMessage(f"{where}: tool call {n} ({call_id!r}) has no name")
+
+
+def call_counts(message: dict[str, Any]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for call in message.get("tool_calls") or ():
+        counts[call["id"]] = counts.get(call["id"], 0) + 1
+    return counts
+
+
+def call_ids(message: dict[str, Any]) -> list[str]:
+    if message.get("role") == "tool":
+        return [str(message.get("tool_call_id"))]
+    return [call["id"] for call in message.get("tool_calls") or ()]

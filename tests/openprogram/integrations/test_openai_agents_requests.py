@@ -1,0 +1,193 @@
+"""The Agents SDK session through ``Runner`` runs on a scripted ``Model``: parallel calls
+as one assistant message, instructions inside the budget, the three pieces wired by one
+object, and a malformed item named (two calls of one id in a response the SDK refuses
+itself: ``ModelBehaviorError``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _adapter_helpers import lookup
+
+pytest.importorskip("agents")
+
+from agents import (
+    Agent,
+    FunctionTool,
+    Model,
+    ModelResponse,
+    Runner,
+    function_tool,
+    set_tracing_disabled,
+)
+from agents.models.chatcmpl_converter import Converter
+from agents.usage import Usage
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
+
+from openprogram import Session
+from openprogram.integrations import MalformedMessage
+from openprogram.integrations.openai_agents import OpenProgramSession
+
+LONG = "Follow the house rules. " + " ".join(
+    f"Rule {i}: keep key k_{i} in mind." for i in range(300)
+)
+Script = Callable[[int, list[Any]], list[Any]]
+
+
+@pytest.fixture(autouse=True)
+def _no_tracing() -> Iterator[None]:
+    set_tracing_disabled(True)
+    yield
+
+
+def call(call_id: str, name: str = "lookup", **args: Any) -> ResponseFunctionToolCall:
+    return ResponseFunctionToolCall(
+        type="function_call", call_id=call_id, name=name, arguments=json.dumps(args)
+    )
+
+
+def say(text: str) -> ResponseOutputMessage:
+    part = ResponseOutputText(type="output_text", text=text, annotations=[])
+    return ResponseOutputMessage(
+        id="msg", type="message", role="assistant", status="completed", content=[part]
+    )
+
+
+class Scripted(Model):
+    """A model answering from a script, recording each request (instructions, input, tools)."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.requests: list[tuple[str | None, list[Any], list[Any]]] = []
+
+    async def get_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[Any],
+        model_settings: Any,
+        tools: list[Any],
+        output_schema: Any,
+        handoffs: list[Any],
+        tracing: Any,
+        *,
+        previous_response_id: str | None = None,
+        conversation_id: str | None = None,
+        prompt: Any = None,
+    ) -> ModelResponse:
+        items = [{"role": "user", "content": input}] if isinstance(input, str) else list(input)
+        self.requests.append((system_instructions, items, list(tools)))
+        output = self.script(len(self.requests), items)
+        return ModelResponse(output=output, usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+def _tokens(session: Session, request: tuple[str | None, list[Any], list[Any]]) -> int:
+    """Tokens of what the model received: instructions, input items and tool schemas."""
+    instructions, items, tools = request
+    messages: list[Any] = list(Converter.items_to_messages(items))
+    if instructions:
+        messages.insert(0, {"role": "system", "content": instructions})
+    schemas = [
+        {
+            "type": "function",
+            "function": {
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.params_json_schema,
+            },
+        }
+        for t in tools
+        if isinstance(t, FunctionTool)
+    ]
+    counter = session.engine.counter
+    return int(counter.count_messages(messages) + counter.count_tools(schemas))
+
+
+def test_parallel_calls_are_one_assistant_message(tmp_path: Path) -> None:
+    session = Session(tmp_path / "op.db", budget=50_000)
+    memory = OpenProgramSession(session)
+
+    def script(turn: int, items: list[Any]) -> list[Any]:
+        if turn == 1:
+            return [call(f"c{i}", key=f"k_{i}") for i in (1, 2, 3)]
+        return [say("done")]
+
+    model = Scripted(script)
+    agent = Agent("a", model=model, tools=[function_tool(lookup)])
+    assert asyncio.run(memory.run(agent, "Look up k_1, k_2 and k_3.")).final_output == "done"
+    assistants = [n for n in session.graph.nodes() if n.role == "assistant"]
+    assert len(assistants) == 2  # the three calls' turn, and the answer
+    assert [t.payload.call_id for t in session.graph.tools(assistants[0].id)] == ["c1", "c2", "c3"]  # type: ignore[union-attr]
+    sent = Converter.items_to_messages(model.requests[-1][1])
+    assert [len(m.get("tool_calls") or ()) for m in sent if m["role"] == "assistant"] == [3]
+    last = memory.mirror.last
+    assert last is not None
+    rendered = [m for m in last.messages if m["role"] == "assistant"]
+    assert [len(m.get("tool_calls") or ()) for m in rendered] == [3]
+
+
+def test_instructions_are_stored_and_counted_in_the_budget(tmp_path: Path) -> None:
+    session = Session(tmp_path / "op.db", budget=6_000, state_dir=tmp_path / "state")
+    memory = OpenProgramSession(session)
+
+    def script(turn: int, items: list[Any]) -> list[Any]:
+        return [call(f"c{turn}", key=f"k_{turn}")] if turn <= 20 else [say("done")]
+
+    model = Scripted(script)
+    agent = Agent("a", instructions=LONG, model=model, tools=[function_tool(lookup)])
+    asyncio.run(memory.run(agent, "Look up k_1 to k_20.", max_turns=30))
+    largest = max(_tokens(session, request) for request in model.requests)
+    assert largest <= 6_000
+    assert all(request[0] == LONG for request in model.requests)
+    systems = [n for n in session.graph.nodes() if n.role == "system"]
+    assert len(systems) == 1 and systems[0].payload.content == LONG  # type: ignore[union-attr]
+
+
+def test_run_wires_the_filter_and_the_tools(tmp_path: Path) -> None:
+    session = Session(tmp_path / "op.db", budget=50_000)
+    memory = OpenProgramSession(session)
+
+    def script(turn: int, items: list[Any]) -> list[Any]:
+        if turn == 1:  # a history tool the agent was not given
+            return [call("r1", "search_history", query="k_1")]
+        return [say("read it")]
+
+    model = Scripted(script)
+    agent = Agent("a", model=model)
+    assert asyncio.run(memory.run(agent, "What did we find?")).final_output == "read it"
+    assert "search_history" in {t.name for t in model.requests[0][2]}
+    assert agent.tools == []  # the caller's agent is left as it was
+    assert memory.mirror.last is not None  # the filter rendered the calls
+
+
+def test_a_run_without_the_filter_warns(tmp_path: Path) -> None:
+    memory = OpenProgramSession(Session(tmp_path / "op.db", budget=50_000))
+    agent = Agent("a", model=Scripted(lambda turn, items: [say("hi")]))
+    with pytest.warns(UserWarning, match="input_filter"):
+        asyncio.run(Runner.run(agent, "hello", session=memory))
+
+
+def test_a_function_call_without_a_call_id_is_named(tmp_path: Path) -> None:
+    session = Session(tmp_path / "op.db", budget=50_000)
+    memory = OpenProgramSession(session)
+    agent = Agent("a", model=Scripted(lambda turn, items: [say("hi")]))
+    broken: list[Any] = [
+        {"role": "user", "content": "go"},
+        {"type": "function_call", "name": "lookup", "arguments": "{}"},
+    ]
+    with pytest.raises(
+        MalformedMessage, match=r"openai_agents item 1 \(function_call\): no call_id"
+    ):
+        asyncio.run(memory.run(agent, broken))
+    assert len(session.graph) == 0
