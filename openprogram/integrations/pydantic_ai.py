@@ -90,7 +90,9 @@ class OpenProgramCapability(AbstractCapability[Any]):
     ) -> ModelResponse:
         entries = to_entries(request_context.messages)
         tools = [_schema(t) for t in request_context.model_request_parameters.function_tools]
-        paired = await asyncio.to_thread(self.mirror.render, entries, tools)
+        paired = await asyncio.to_thread(
+            self.mirror.render, entries, tools, conversation=ctx.conversation_id
+        )
         request_context.messages = from_messages(paired)
         edits = self.mirror.last.context_management if self.mirror.last else None
         if edits:  # cache edits (Anthropic): the messages stay, the provider clears
