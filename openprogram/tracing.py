@@ -137,6 +137,7 @@ def start(operation: str, target: str | None = None, attributes: Attributes | No
 
 
 def end(current: Any, error: BaseException | None = None) -> None:
+    """End a span from :func:`start` (failed by ``error`` if given); ``None`` is a no-op."""
     if current is None:
         return
     if error is not None:
