@@ -101,7 +101,8 @@ class OpenProgramSession:
     ) -> list[TResponseInputItem]:
         entries = to_entries(items)
         with self._lock:
-            return from_messages(self.mirror.render(entries, tools))
+            rendered = self.mirror.render(entries, tools, conversation=self.session_id)
+            return from_messages(rendered)
 
     # -- stored items ---------------------------------------------------------------------
     def _live(self) -> list[TResponseInputItem]:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from _adapter_helpers import ROUNDS, lookup, small_session
+from _fake_provider import FakeProvider
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -177,4 +178,43 @@ def test_a_langchain_invocation_is_one_trace(
     for span in spans:
         attributes = span.attributes or {}
         assert attributes[GEN_AI_CONVERSATION_ID] == "thread-7"
+        assert attributes["openprogram.session.id"] == session.id
+
+
+def test_an_agents_sdk_run_s_renders_carry_its_session_id(
+    provider: tuple[TracerProvider, InMemorySpanExporter],
+    tmp_path: Path,
+    fake_provider: FakeProvider,
+) -> None:
+    """The Agents SDK traces with its own (non-OpenTelemetry) tracer, so there is no span
+    to nest in; the renders carry the SDK session's id as the conversation id."""
+    pytest.importorskip("agents")
+    from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner
+    from agents.tracing import set_tracing_disabled
+    from openai import AsyncOpenAI
+
+    from openprogram.integrations.openai_agents import OpenProgramSession
+
+    _, exported = provider
+    set_tracing_disabled(True)
+    session = small_session(tmp_path)
+    memory = OpenProgramSession(session, "sdk-conversation-3")
+    client = AsyncOpenAI(base_url=fake_provider.base_url, api_key="test-key", max_retries=0)
+    model = OpenAIChatCompletionsModel("gpt-4o-mini", client)
+    agent = Agent("helper", tools=[*memory.tools], model=model)
+    fake_provider.reply("done")
+
+    async def run() -> Any:
+        try:
+            config = RunConfig(call_model_input_filter=memory.input_filter)
+            return await Runner.run(agent, "Hello.", session=memory, run_config=config)
+        finally:
+            await client.close()
+
+    assert asyncio.run(run()).final_output == "done"
+    renders = [s for s in exported.get_finished_spans() if s.name == "render_context"]
+    assert renders
+    for render in renders:
+        attributes = render.attributes or {}
+        assert attributes[GEN_AI_CONVERSATION_ID] == "sdk-conversation-3"
         assert attributes["openprogram.session.id"] == session.id
