@@ -18,8 +18,8 @@ from typing import Any, TypeVar, overload
 from pydantic import BaseModel
 
 from graph import FunctionHandle
-from openprogram._current import FRAME, TOOL_NODE, current_frame, current_session
-from openprogram.tracing import span
+from openprogram._current import FRAME, MODEL, TOOL_NODE, current_frame, current_session
+from openprogram.tracing import conversation_attributes, provider_name, semconv, span
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -46,13 +46,20 @@ def called(name: str, expose: str, input: Any) -> Iterator[FunctionHandle]:
     session.leases.take(handle.id)
     frame_token = FRAME.set(handle.frame)
     tool_token = TOOL_NODE.set(None)
-    attributes = {
-        "gen_ai.operation.name": "invoke_agent",
-        "gen_ai.agent.name": name,
-        "gen_ai.agent.id": handle.id,
-        "gen_ai.conversation.id": session.id,
-        "openprogram.function.expose": expose,
-    }
+
+    def attributes() -> dict[str, Any]:
+        g = semconv()
+        model = MODEL.get() or session.model
+        return {
+            **conversation_attributes(session.id),
+            g.GEN_AI_OPERATION_NAME: g.GenAiOperationNameValues.INVOKE_AGENT.value,
+            g.GEN_AI_PROVIDER_NAME: provider_name(model) if model is not None else None,
+            g.GEN_AI_REQUEST_MODEL: model.name if model is not None else None,
+            g.GEN_AI_AGENT_NAME: name,
+            g.GEN_AI_AGENT_ID: handle.id,
+            "openprogram.function.expose": expose,
+        }
+
     try:
         with span("invoke_agent", name, attributes):
             try:

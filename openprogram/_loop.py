@@ -28,7 +28,15 @@ from openprogram._current import FRAME, MODEL, SESSION, TOOL_NODE
 from openprogram._errors import ModelError, OutputValidationError, StepLimitExceeded
 from openprogram._models import Model, ModelResponse
 from openprogram._tools import ToolSpec, arun_tool, as_spec, run_tool
-from openprogram.tracing import set_attributes, span, traced_render, usage_attributes
+from openprogram.tracing import (
+    conversation_attributes,
+    provider_name,
+    response_attributes,
+    semconv,
+    set_attributes,
+    span,
+    traced_render,
+)
 
 if TYPE_CHECKING:
     from openprogram._session import Session
@@ -114,33 +122,36 @@ class Call:
         )
         return rendered
 
-    def _conversation(self) -> dict[str, Any]:
-        return {"gen_ai.conversation.id": self.session.id}
-
     def _chat(self) -> Any:
         """The span of one model call (``chat {model}``)."""
-        attributes = {
-            **self._conversation(),
-            "gen_ai.operation.name": "chat",
-            "gen_ai.request.model": self.model.name,
-        }
+
+        def attributes() -> dict[str, Any]:
+            g = semconv()
+            return {
+                **conversation_attributes(self.session.id),
+                g.GEN_AI_OPERATION_NAME: g.GenAiOperationNameValues.CHAT.value,
+                g.GEN_AI_PROVIDER_NAME: provider_name(self.model),
+                g.GEN_AI_REQUEST_MODEL: self.model.name,
+            }
+
         return span("chat", self.model.name, attributes)
 
     def _traced(self, current: Any, response: ModelResponse) -> None:
-        set_attributes(
-            current,
-            {**usage_attributes(response.usage), "gen_ai.response.model": response.model or None},
-        )
+        if current is not None:
+            set_attributes(current, response_attributes(response))
 
     def _tool_span(self, name: str, tool: Node) -> Any:
-        attributes = {
-            **self._conversation(),
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": name,
-            "gen_ai.tool.type": "function",
-            "gen_ai.tool.call.id": tool.payload.call_id,  # type: ignore[union-attr]
-            "openprogram.node.id": tool.id,
-        }
+        def attributes() -> dict[str, Any]:
+            g = semconv()
+            return {
+                **conversation_attributes(self.session.id),
+                g.GEN_AI_OPERATION_NAME: g.GenAiOperationNameValues.EXECUTE_TOOL.value,
+                g.GEN_AI_TOOL_NAME: name,
+                g.GEN_AI_TOOL_TYPE: "function",
+                g.GEN_AI_TOOL_CALL_ID: tool.payload.call_id,  # type: ignore[union-attr]
+                "openprogram.node.id": tool.id,
+            }
+
         return span("execute_tool", name, attributes)
 
     def _options(self, rendered: Rendered) -> dict[str, Any]:

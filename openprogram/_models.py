@@ -39,6 +39,10 @@ class ModelResponse(msgspec.Struct, frozen=True):
     model: str = ""
     provider_items: list[dict[str, Any]] = msgspec.field(default_factory=list)
     """Provider-side compaction blocks or items returned with the message, if any."""
+    id: str = ""
+    """The provider's id of the response, when it gave one."""
+    finish_reason: str | None = None
+    """Why the model stopped (``stop``, ``tool_calls``, ``length``…), when known."""
 
 
 @runtime_checkable
@@ -164,6 +168,8 @@ def from_litellm(response: Any, name: str) -> ModelResponse:
         ),
         model=str(getattr(response, "model", "") or name),
         provider_items=provider,
+        id=str(getattr(response, "id", "") or ""),
+        finish_reason=getattr(choice, "finish_reason", None) or None,
     )
 
 

@@ -65,7 +65,7 @@ def _estimate(messages: Sequence[dict[str, Any]]) -> int:
     return sum(len(json.dumps(m, default=str)) for m in messages) // 4
 
 
-def _response(reply: Any, request: ModelRequest, name: str) -> ModelResponse:
+def _response(reply: Any, request: ModelRequest, name: str, number: int) -> ModelResponse:
     if isinstance(reply, BaseException):
         raise reply
     if isinstance(reply, ModelResponse):
@@ -77,11 +77,16 @@ def _response(reply: Any, request: ModelRequest, name: str) -> ModelResponse:
     else:
         raise TypeError(f"a fake model's reply must be str, dict or ModelResponse, not {reply!r}")
     usage = Usage(input_tokens=_estimate(request.messages), output_tokens=_estimate([message]))
-    return ModelResponse(message=message, usage=usage, model=name)
+    finish = "tool_calls" if message.get("tool_calls") else "stop"
+    return ModelResponse(
+        message=message, usage=usage, model=name, id=f"{name}-{number}", finish_reason=finish
+    )
 
 
 class _Fake:
     name = "test"
+    provider = "openprogram.testing"
+    """``gen_ai.provider.name`` on this model's spans."""
 
     def __init__(self) -> None:
         self.requests: list[ModelRequest] = []
@@ -99,7 +104,7 @@ class _Fake:
             json.loads(json.dumps(list(messages), default=str)), list(tools), options
         )
         self.requests.append(request)
-        return _response(self._reply(request), request, self.name)
+        return _response(self._reply(request), request, self.name, len(self.requests))
 
     async def acomplete(
         self,

@@ -341,18 +341,23 @@ class Mirror:
         entries: Sequence[Entry],
         tools: Sequence[dict[str, Any]] = (),
         system: str | None = None,
+        *,
+        conversation: str | None = None,
     ) -> list[Paired]:
         """Sync ``entries`` (and ``system``), render the session from their last node under
         its budget (``tools``: the schemas the request goes out with, counted in the
         budget), and pair each rendered message with the entry it shows unchanged
-        (:attr:`last` is the whole render: tokens, tiers, cache edits)."""
+        (:attr:`last` is the whole render: tokens, tiers, cache edits). ``conversation``:
+        the framework's conversation id, for the render's span."""
         with self._lock:
             self.sync(entries, system)
             engine = self.session.engine
             if tools:
                 engine.set_tools(list(tools))
             head = self.head
-            self.last = traced_render(lambda: engine.render(head=head), self.session.id)
+            self.last = traced_render(
+                lambda: engine.render(head=head), self.session.id, conversation=conversation
+            )
             return self._pair(self.last, entries)
 
     def _pair(self, rendered: Rendered, entries: Sequence[Entry]) -> list[Paired]:

@@ -15,6 +15,11 @@ field, as ``create_agent`` sends it. Each thread (``configurable.thread_id``) is
 of its own (see ``Conversations``); ``middleware.session`` is the first thread's, and
 ``middleware.sessions`` all of them: layers, rollback and records. Needs
 ``pip install 'openprogram[langchain]'``.
+
+With tracing on, each agent invocation is one ``invoke_agent`` span (opened in
+``before_agent``, closed in ``after_agent``: LangChain has no OpenTelemetry of its own) with
+a ``chat`` span per model call and its ``render_context`` beside it; the conversation id is
+the LangGraph thread id when the run has one.
 """
 
 from __future__ import annotations
@@ -37,7 +42,9 @@ from langchain_core.messages import (
 )
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.runtime import Runtime
 
+from openprogram import tracing
 from openprogram._session import Session
 from openprogram.integrations._history import history_functions
 from openprogram.integrations._mirror import Entry, Mirror, Paired
@@ -63,29 +70,87 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
         self.conversations = Conversations(session, NAME)
         self.mirror = self.conversations.mirror
         self.tools: Sequence[BaseTool] = _tools(session) if history_tools else []
+        self._agents: dict[str, Any] = {}
+        """The open ``invoke_agent`` span of each LangGraph thread ("" for none)."""
 
     @property
     def sessions(self) -> dict[str, Session]:
         """The session of each thread seen so far."""
         return self.conversations.sessions
 
+    # -- one span per agent invocation --------------------------------------------------
+    def before_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        if not tracing.enabled():
+            return None
+        thread = _thread(runtime)
+        tracing.end(self._agents.pop(thread, None), _Unfinished("the next invocation began"))
+        session = self.conversations.mirror_for(thread or None).session
+
+        def attributes() -> dict[str, Any]:
+            g = tracing.semconv()
+            return {
+                **tracing.conversation_attributes(session.id, thread or None),
+                g.GEN_AI_OPERATION_NAME: g.GenAiOperationNameValues.INVOKE_AGENT.value,
+            }
+
+        self._agents[thread] = tracing.start("invoke_agent", None, attributes)
+        return None
+
+    def after_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        tracing.end(self._agents.pop(_thread(runtime), None))
+        return None
+
+    async def abefore_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return self.before_agent(state, runtime)
+
+    async def aafter_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return self.after_agent(state, runtime)
+
+    def _agent(self, request: ModelRequest[Any]) -> Any:
+        return self._agents.get(_thread(request.runtime)) if self._agents else None
+
+    # -- model calls --------------------------------------------------------------------
     def wrap_model_call(self, request: ModelRequest[Any], handler: Handler) -> Answer:
         mirror, entries = self._mirror(request), to_entries(request.messages)
-        answer = handler(self._request(mirror, request, entries))
+        with tracing.under(self._agent(request)):
+            ready = self._request(mirror, request, entries)
+            with self._chat(mirror, request) as current:
+                answer = handler(ready)
+                _traced(current, answer)
         self._record(mirror, request, entries, answer)
         return answer
 
     async def awrap_model_call(self, request: ModelRequest[Any], handler: AsyncHandler) -> Answer:
         mirror, entries = self._mirror(request), to_entries(request.messages)
-        ready = await asyncio.to_thread(self._request, mirror, request, entries)
-        answer = await handler(ready)
+        with tracing.under(self._agent(request)):
+            ready = await asyncio.to_thread(self._request, mirror, request, entries)
+            with self._chat(mirror, request) as current:
+                answer = await handler(ready)
+                _traced(current, answer)
         await asyncio.to_thread(self._record, mirror, request, entries, answer)
         return answer
 
+    def _chat(self, mirror: Mirror, request: ModelRequest[Any]) -> Any:
+        model = _model_name(request.model)
+
+        def attributes() -> dict[str, Any]:
+            g = tracing.semconv()
+            thread = _thread(request.runtime)
+            provider = _provider(request.model)
+            agent = self._agent(request)
+            if agent is not None and provider:
+                agent.set_attribute(g.GEN_AI_PROVIDER_NAME, provider)
+            return {
+                **tracing.conversation_attributes(mirror.session.id, thread or None),
+                g.GEN_AI_OPERATION_NAME: g.GenAiOperationNameValues.CHAT.value,
+                g.GEN_AI_PROVIDER_NAME: provider or "_OTHER",
+                g.GEN_AI_REQUEST_MODEL: model,
+            }
+
+        return tracing.span("chat", model, attributes)
+
     def _mirror(self, request: ModelRequest[Any]) -> Mirror:
-        info = getattr(request.runtime, "execution_info", None)
-        thread = getattr(info, "thread_id", None)
-        return self.conversations.mirror_for(None if thread is None else str(thread))
+        return self.conversations.mirror_for(_thread(request.runtime) or None)
 
     def _record(
         self, mirror: Mirror, request: ModelRequest[Any], entries: list[Entry], answer: Answer
@@ -107,7 +172,8 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
             tools = [t for t in tools if not (isinstance(t, BaseTool) and t.name in ours)]
         schemas = [schema for tool in tools if (schema := _schema(tool))]
         system = _system(request)
-        paired = mirror.render(entries, schemas, system)
+        thread = _thread(request.runtime)
+        paired = mirror.render(entries, schemas, system, conversation=thread or None)
         instructions = "\n\n".join(
             _text(p.message.get("content"))
             for p in paired
@@ -118,6 +184,60 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
             message = SystemMessage(instructions) if instructions else None
         rest = [p for p in paired if p.entry is not None or p.message.get("role") != "system"]
         return request.override(messages=from_messages(rest), system_message=message, tools=tools)
+
+
+class _Unfinished(Exception):
+    """An invocation whose ``after_agent`` never ran (it failed or was interrupted)."""
+
+
+def _thread(runtime: Any) -> str:
+    info = getattr(runtime, "execution_info", None)
+    return str(getattr(info, "thread_id", None) or "")
+
+
+def _ls_params(model: Any) -> dict[str, Any]:
+    try:
+        params = model._get_ls_params()
+    except Exception:  # a model that is not a BaseChatModel
+        return {}
+    return params if isinstance(params, dict) else {}
+
+
+def _provider(model: Any) -> str:
+    return str(_ls_params(model).get("ls_provider") or "")
+
+
+def _model_name(model: Any) -> str:
+    for name in (_ls_params(model).get("ls_model_name"), getattr(model, "model_name", None)):
+        if isinstance(name, str) and name:
+            return name
+    return str(getattr(model, "model", "") or type(model).__name__)
+
+
+def _traced(current: Any, answer: Any) -> None:
+    """The response's id, model, finish reason and usage on its ``chat`` span."""
+    if current is None:
+        return
+    message = next((m for m in _answered(answer) if isinstance(m, AIMessage)), None)
+    if message is None:
+        return
+    g = tracing.semconv()
+    metadata = message.response_metadata or {}
+    finish = metadata.get("finish_reason") or metadata.get("stop_reason")
+    usage: dict[str, Any] = dict(message.usage_metadata or {})
+    details = usage.get("input_token_details") or {}
+    tracing.set_attributes(
+        current,
+        {
+            g.GEN_AI_RESPONSE_ID: metadata.get("id") or message.id,
+            g.GEN_AI_RESPONSE_MODEL: metadata.get("model_name") or metadata.get("model"),
+            g.GEN_AI_RESPONSE_FINISH_REASONS: [str(finish)] if finish else None,
+            g.GEN_AI_USAGE_INPUT_TOKENS: usage.get("input_tokens"),
+            g.GEN_AI_USAGE_OUTPUT_TOKENS: usage.get("output_tokens"),
+            g.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: details.get("cache_read"),
+            g.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: details.get("cache_creation"),
+        },
+    )
 
 
 def _system(request: ModelRequest[Any]) -> str | None:

@@ -7,8 +7,12 @@ finished function hides, search the whole history, and see where the next prompt
 go. Resources give a session's rendered prompt and its compaction records.
 
 It is read-only towards the model: no tool changes a layer unless ``allow_write`` adds
-``rollback`` and ``compact``. ``session`` scopes the server to one session; a session
-outside it, an unknown id or an oversized request is an MCP error (``INVALID_PARAMS``).
+``rollback`` and ``compact``. Every tool-level failure — an unknown id, a bound the input
+schema declares (``offset``, ``limit``, ``depth``, the query's length) — is a tool result
+with ``isError`` (SEP-1303), so the model reads the message and tries again; a resource
+that cannot be read is a protocol error. ``session`` binds the server to one session:
+anything outside it is "not found", as if the database held nothing else, and no answer
+names another session or shows its text or ids.
 """
 
 from __future__ import annotations
@@ -17,11 +21,11 @@ import json
 import os
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from pydantic import Field
 
 from context import ContextError, Policy
 from graph import ConversationGraph, GraphError, SQLStore, Store
@@ -32,6 +36,13 @@ __all__ = ["MAX_QUERY_CHARS", "HistoryServer", "build_server"]
 MAX_QUERY_CHARS = 2_000
 """A longer search query is refused as an oversized request."""
 MAX_RESULTS = 200
+MAX_DEPTH = 32
+
+Offset = Annotated[int, Field(ge=0, description="the first character to return")]
+Limit = Annotated[int, Field(ge=1, le=READ_LIMIT, description="how many characters at most")]
+Depth = Annotated[int, Field(ge=1, le=MAX_DEPTH, description="1: nested functions closed")]
+Results = Annotated[int, Field(ge=1, le=MAX_RESULTS, description="how many matches at most")]
+Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
 
 
 class _Reader:
@@ -72,36 +83,46 @@ class HistoryServer:
         self._readers: dict[str, _Reader] = {}
         self._lock = threading.RLock()
         if session is not None and not self.store.has_session(session):
-            raise MCPError(INVALID_PARAMS, f"no session {session!r} in {self.store.url}")
+            raise ValueError(f"no session {session!r} in {self.store.url}")
 
     # -- scoping ---------------------------------------------------------------------------
     def reader(self, session: str | None) -> _Reader:
         """The session a call names (the scoped one when it names none), caught up with what
-        its writers appended since the last call."""
+        its writers appended since the last call. Outside the scope a session is unknown."""
         name = session or self.scope
         if name is None:
-            raise MCPError(INVALID_PARAMS, "name a session: list_sessions lists them")
-        if self.scope is not None and name != self.scope:
-            raise MCPError(
-                INVALID_PARAMS, f"session {name!r} is outside this server's scope ({self.scope!r})"
-            )
+            raise ToolError("name a session: list_sessions lists them")
+        known = name == self.scope or (self.scope is None and self.store.has_session(name))
+        if not known:
+            raise ToolError(f"no session {name!r}; list_sessions lists them")
         with self._lock:
             reader = self._readers.get(name)
             if reader is None:
-                if not self.store.has_session(name):
-                    raise MCPError(INVALID_PARAMS, f"no session {name!r}; list_sessions lists them")
                 reader = self._readers[name] = _Reader(self.store, name, self.policy)
             else:
                 reader.graph.refresh()
             return reader
 
-    def _history(self, session: str | None, call: Callable[[HistoryTools], str]) -> str:
+    def _history(self, session: str | None, ref: str, call: Callable[[HistoryTools], str]) -> str:
         reader = self.reader(session)
         with self._lock:
             try:
                 return call(reader.history)
             except (ValueError, KeyError, ContextError, GraphError) as error:
-                raise MCPError(INVALID_PARAMS, " ".join(str(error).split())) from error
+                raise ToolError(self._said(error, ref)) from error
+
+    def _said(self, error: BaseException, ref: str) -> str:
+        """What a failure tells the client: its message, unless the server is bound to a
+        session and the message names another one (``ref``, an id of another session, is
+        then simply not found here)."""
+        message = " ".join(str(error).split())
+        if self.scope is None:
+            return message
+        if "belongs to" in message or any(
+            info.id != self.scope and repr(info.id) in message for info in self.store.sessions()
+        ):
+            return f"{ref!r} is not found in this session; list_layers and search_history list ids"
+        return message
 
     # -- tools -----------------------------------------------------------------------------
     def list_sessions(self) -> str:
@@ -145,10 +166,10 @@ class HistoryServer:
             id: the node id (as placeholders and notes name it)
             session: the session id (optional when the server serves one session)
         """
-        return self._history(session, lambda tools: tools.inspect_node(id))
+        return self._history(session, id, lambda tools: tools.inspect_node(id))
 
     def read_output(
-        self, id: str, session: str | None = None, offset: int = 0, limit: int = READ_LIMIT
+        self, id: str, session: str | None = None, offset: Offset = 0, limit: Limit = READ_LIMIT
     ) -> str:
         """The full text of a node (an offloaded, reduced or cleared output, a function's
         output, a message) from ``offset``, at most ``limit`` characters.
@@ -160,10 +181,10 @@ class HistoryServer:
             limit: how many characters to return at most
         """
         _check_page(offset, limit)
-        return self._history(session, lambda tools: tools.read_output(id, offset, limit))
+        return self._history(session, id, lambda tools: tools.read_output(id, offset, limit))
 
     def read_history(
-        self, first: str, last: str, session: str | None = None, offset: int = 0
+        self, first: str, last: str, session: str | None = None, offset: Offset = 0
     ) -> str:
         """Earlier rounds removed to fit the context, from node ``first`` to ``last``.
 
@@ -174,9 +195,11 @@ class HistoryServer:
             offset: the first character to return
         """
         _check_page(offset, READ_LIMIT)
-        return self._history(session, lambda tools: tools.read_history(first, last, offset))
+        return self._history(
+            session, f"{first}..{last}", lambda tools: tools.read_history(first, last, offset)
+        )
 
-    def expand_layer(self, id: str, session: str | None = None, offset: int = 0) -> str:
+    def expand_layer(self, id: str, session: str | None = None, offset: Offset = 0) -> str:
         """The original messages under a collapse or compaction layer.
 
         Args:
@@ -185,10 +208,10 @@ class HistoryServer:
             offset: the first character to return
         """
         _check_page(offset, READ_LIMIT)
-        return self._history(session, lambda tools: tools.expand_layer(id, offset))
+        return self._history(session, id, lambda tools: tools.expand_layer(id, offset))
 
     def expand_function(
-        self, id: str, session: str | None = None, depth: int = 1, offset: int = 0
+        self, id: str, session: str | None = None, depth: Depth = 1, offset: Offset = 0
     ) -> str:
         """A finished function's internals, as they were seen inside it while it ran.
 
@@ -199,11 +222,11 @@ class HistoryServer:
             offset: the first character to return
         """
         _check_page(offset, READ_LIMIT)
-        if not 1 <= depth <= 32:
-            raise MCPError(INVALID_PARAMS, f"depth must be between 1 and 32, not {depth}")
-        return self._history(session, lambda tools: tools.expand_function(id, depth, offset))
+        if not 1 <= depth <= MAX_DEPTH:
+            raise ToolError(f"depth must be between 1 and {MAX_DEPTH}, not {depth}")
+        return self._history(session, id, lambda tools: tools.expand_function(id, depth, offset))
 
-    def search_history(self, query: str, session: str | None = None, limit: int = 20) -> str:
+    def search_history(self, query: Query, session: str | None = None, limit: Results = 20) -> str:
         """Search the whole session — collapsed, snipped and offloaded parts included — for
         nodes whose text holds every word of ``query``; newest first.
 
@@ -213,14 +236,10 @@ class HistoryServer:
             limit: how many matches to list at most
         """
         if len(query) > MAX_QUERY_CHARS:
-            raise MCPError(
-                INVALID_PARAMS, f"query of {len(query):,} characters (at most {MAX_QUERY_CHARS:,})"
-            )
+            raise ToolError(f"query of {len(query):,} characters (at most {MAX_QUERY_CHARS:,})")
         if not 1 <= limit <= MAX_RESULTS:
-            raise MCPError(
-                INVALID_PARAMS, f"limit must be between 1 and {MAX_RESULTS}, not {limit}"
-            )
-        return self._history(session, lambda tools: tools.search_history(query, limit))
+            raise ToolError(f"limit must be between 1 and {MAX_RESULTS}, not {limit}")
+        return self._history(session, query, lambda tools: tools.search_history(query, limit))
 
     def context(self, session: str | None = None) -> str:
         """Where the session's next prompt's tokens go (a preview: nothing is written), as JSON.
@@ -262,8 +281,8 @@ class HistoryServer:
         with self._lock:
             try:
                 done = reader.engine.rollback(layer, reason="rolled back over MCP")
-            except ContextError as error:
-                raise MCPError(INVALID_PARAMS, " ".join(str(error).split())) from error
+            except (ContextError, GraphError) as error:
+                raise ToolError(self._said(error, layer)) from error
         return json.dumps({"rolled_back": [info.id for info in done]})
 
     def compact(self, focus: str | None = None, session: str | None = None) -> str:
@@ -277,14 +296,20 @@ class HistoryServer:
         with self._lock:
             try:
                 info = reader.engine.compact(focus)
-            except ContextError as error:
-                raise MCPError(INVALID_PARAMS, " ".join(str(error).split())) from error
+            except (ContextError, GraphError) as error:
+                raise ToolError(self._said(error, "compact")) from error
         return json.dumps({"layer": info.id, "covers": len(info.covers)})
 
     # -- resources -------------------------------------------------------------------------
+    def _resource_reader(self, session: str) -> _Reader:
+        try:
+            return self.reader(session)
+        except ToolError as error:
+            raise ResourceNotFoundError(str(error)) from None
+
     def prompt(self, session: str) -> str:
         """A session's next prompt as it would be sent (messages in OpenAI format)."""
-        reader = self.reader(session)
+        reader = self._resource_reader(session)
         with self._lock:
             rendered = reader.engine.preview()
         return json.dumps({"tokens": rendered.tokens, "messages": rendered.messages}, default=str)
@@ -293,7 +318,7 @@ class HistoryServer:
         """A session's compaction records, oldest first, as JSON lines."""
         import msgspec
 
-        reader = self.reader(session)
+        reader = self._resource_reader(session)
         return "\n".join(msgspec.json.encode(r).decode() for r in reader.engine.records())
 
 
@@ -312,12 +337,11 @@ WRITE_TOOLS = ("rollback", "compact")
 
 
 def _check_page(offset: int, limit: int) -> None:
+    """The bounds the input schemas declare, for a caller that skips the schema."""
     if offset < 0:
-        raise MCPError(INVALID_PARAMS, f"offset must be 0 or more, not {offset}")
+        raise ToolError(f"offset must be 0 or more, not {offset}")
     if not 1 <= limit <= READ_LIMIT:
-        raise MCPError(
-            INVALID_PARAMS, f"limit must be between 1 and {READ_LIMIT:,} characters, not {limit}"
-        )
+        raise ToolError(f"limit must be between 1 and {READ_LIMIT:,} characters, not {limit}")
 
 
 def build_server(history: HistoryServer) -> MCPServer[Any]:

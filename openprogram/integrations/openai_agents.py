@@ -168,7 +168,7 @@ class OpenProgramSession(SessionABC):
     ) -> list[Paired]:
         entries = to_entries(items)
         with self._lock:
-            return self.mirror.render(entries, tools, system)
+            return self.mirror.render(entries, tools, system, conversation=self.session_id)
 
     # -- stored items ---------------------------------------------------------------------
     def _live(self) -> list[TResponseInputItem]:

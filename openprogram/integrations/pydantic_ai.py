@@ -108,7 +108,9 @@ class OpenProgramCapability(AbstractCapability[Any]):
         parameters = request_context.model_request_parameters
         tools = [_schema(t) for t in parameters.function_tools]
         system = _instructions(parameters.instruction_parts, request_context.messages)
-        paired = await asyncio.to_thread(mirror.render, entries, tools, system)
+        paired = await asyncio.to_thread(
+            mirror.render, entries, tools, system, conversation=ctx.conversation_id
+        )
         instructions = "\n\n".join(
             _text(p.message.get("content"))
             for p in paired

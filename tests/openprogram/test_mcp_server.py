@@ -1,12 +1,14 @@
 """``openprogram mcp``: the SDK's own client starts the server over stdio and calls every tool
 on a session with offloads, collapses and a compaction; scoping, unknown ids and oversized
-requests are MCP errors; writing tools only with ``--allow-write``."""
+requests are tool errors the model reads (SEP-1303), declared bounds, a server bound to one session
+knowing no other; writing tools only with ``--allow-write``."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import re
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -150,37 +152,145 @@ def test_every_tool_over_stdio(stored: tuple[Path, Session]) -> None:
     }
 
 
-def test_scope_unknown_ids_and_oversized_requests_are_mcp_errors(
-    stored: tuple[Path, Session],
-) -> None:
+async def _outcome(client: Client, tool: str, **arguments: Any) -> tuple[bool, str]:
+    """Whether the call was a tool error, and its text (a protocol error fails the test)."""
+    result = await client.call_tool(tool, arguments)
+    return result.is_error, "".join(getattr(part, "text", "") for part in result.content)
+
+
+def test_tool_errors_are_results_the_model_reads(stored: tuple[Path, Session]) -> None:
+    """SEP-1303: an unknown id, a session outside the scope, a value past a bound — each a
+    result with isError (no JSON-RPC error), the same for the schema's bounds and ours."""
     db, session = stored
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("inspect_node", {"id": "01NOSUCHNODE0000000000000", "session": session.id}),
+        ("read_output", {"id": "x", "session": "another"}),
+        ("search_history", {"query": "word " * 1_000}),
+        ("read_output", {"id": "x", "limit": 10**7}),
+        ("read_output", {"id": "x", "offset": -1}),
+        ("expand_function", {"id": "x", "depth": 0}),
+        ("search_history", {"query": "k_3", "limit": 0}),
+        ("expand_layer", {"id": "nolayer"}),
+    ]
 
-    async def body(client: Client) -> list[str]:
-        messages = []
-        for tool, arguments in (
-            ("inspect_node", {"id": "01NOSUCHNODE0000000000000", "session": session.id}),
-            ("read_output", {"id": "x", "session": "another"}),
-            ("search_history", {"query": "word " * 1_000}),
-            ("read_output", {"id": "x", "limit": 10**7}),
-            ("expand_layer", {"id": "nolayer"}),
-        ):
+    async def body(client: Client) -> list[tuple[bool, str]]:
+        out = [await _outcome(client, tool, **arguments) for tool, arguments in calls]
+        out.append(await _outcome(client, "list_sessions"))
+        return out
+
+    out = _with_client(_server(db, "--session", session.id), body)
+    assert [error for error, _ in out[:-1]] == [True] * len(calls)
+    texts = [text for _, text in out]
+    assert "no node" in texts[0]
+    assert "no session 'another'" in texts[1]
+    assert "query" in texts[2] and "2000" in texts[2]
+    assert "limit" in texts[3] and "8000" in texts[3]
+    assert "offset" in texts[4] and "greater than or equal to 0" in texts[4]
+    assert "depth" in texts[5] and "greater than or equal to 1" in texts[5]
+    assert "limit" in texts[6]
+    assert "nolayer" in texts[7]
+    assert out[-1][0] is False and len(json.loads(texts[-1])) == 1
+
+
+def test_input_schemas_declare_the_bounds(stored: tuple[Path, Session]) -> None:
+    db, _ = stored
+
+    async def body(client: Client) -> dict[str, Any]:
+        return {tool.name: tool.input_schema for tool in (await client.list_tools()).tools}
+
+    schemas = _with_client(_server(db), body)
+
+    def bounds(tool: str, name: str) -> tuple[Any, Any]:
+        field = schemas[tool]["properties"][name]
+        return field.get("minimum", field.get("minLength")), field.get(
+            "maximum", field.get("maxLength")
+        )
+
+    for tool in ("read_output", "read_history", "expand_layer", "expand_function"):
+        assert bounds(tool, "offset") == (0, None)
+    assert bounds("read_output", "limit") == (1, 8_000)
+    assert bounds("expand_function", "depth") == (1, 32)
+    assert bounds("search_history", "limit") == (1, 200)
+    assert bounds("search_history", "query") == (1, 2_000)
+
+
+SECRET = "the vault code of session b is 4417"
+
+
+@pytest.fixture(scope="module")
+def two_sessions(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Session, Session]:
+    """Sessions A and B in one database, B with layers, a function and a secret."""
+    tmp_path = tmp_path_factory.mktemp("mcp-two")
+    db = tmp_path / "two.db"
+    first = long_session(tmp_path, str(db), rounds=12, budget=4_000)
+    second = long_session(tmp_path, str(db), rounds=30, budget=4_000)
+
+    @function
+    def vault() -> str:
+        return str(llm(f"Remember: {SECRET}."))
+
+    second.model = TestModel([SECRET])
+    with second:
+        vault()
+    second.engine.compact("the vault")
+    assert second.graph.layers()
+    return db, first, second
+
+
+def test_a_server_bound_to_a_session_knows_no_other(
+    two_sessions: tuple[Path, Session, Session],
+) -> None:
+    """Served with --session A, everything of B — its name, layers, nodes, function,
+    outputs, text in search results, resources — is "not found", and no answer names B,
+    shows B's text or lists B's ids (beyond the one id a request itself passed)."""
+    db, a, b = two_sessions
+    b_layers = [layer.id for layer in b.graph.layers()]
+    b_nodes = [node.id for node in b.graph.nodes()]
+    b_function = next(n.id for n in b.graph.nodes() if n.kind == "function")
+    b_tool = next(n.id for n in b.graph.nodes() if n.kind == "tool")
+    b_ids = {b.id, *b_layers, *b_nodes}
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("expand_layer", {"id": b_layers[0]}),
+        ("expand_layer", {"id": b_layers[-1], "session": a.id}),
+        ("inspect_node", {"id": b_function}),
+        ("read_output", {"id": b_tool}),
+        ("expand_function", {"id": b_function}),
+        ("read_history", {"first": b_nodes[1], "last": b_nodes[-1]}),
+        ("list_layers", {"session": b.id}),
+        ("read_output", {"id": b_tool, "session": b.id}),
+        ("rollback", {"layer": b_layers[-1]}),
+    ]
+
+    async def body(client: Client) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "calls": [await _outcome(client, tool, **arguments) for tool, arguments in calls],
+            "search": await _outcome(client, "search_history", query="vault code"),
+            "sessions": await _outcome(client, "list_sessions"),
+            "resources": [],
+        }
+        for kind in ("prompt", "records"):
             try:
-                await client.call_tool(tool, arguments)
+                await client.read_resource(f"openprogram://sessions/{b.id}/{kind}")
+                out["resources"].append("read")
             except MCPError as error:
-                messages.append(error.message)
-            else:
-                messages.append("no error")
-        sessions = json.loads(await _text(client, "list_sessions"))
-        messages.append(str(len(sessions)))
-        return messages
+                out["resources"].append(error.message)
+        return out
 
-    messages = _with_client(_server(db, "--session", session.id), body)
-    assert "no node" in messages[0]
-    assert "outside this server's scope" in messages[1]
-    assert "query of" in messages[2]
-    assert "limit must be between" in messages[3]
-    assert "nolayer" in messages[4]
-    assert messages[5] == "1"
+    out = _with_client(_server(db, "--session", a.id, "--allow-write"), body)
+    for (tool, arguments), (error, text) in zip(calls, out["calls"], strict=True):
+        assert error, (tool, text)
+        assert re.search(r"not found|no (node|layer|session) ", text), (tool, text)
+        assert "belongs" not in text and SECRET not in text, (tool, text)
+        leaked = {i for i in b_ids - set(arguments.values()) if i in text}
+        assert not leaked, (tool, text)
+    error, text = out["search"]
+    assert not error and SECRET not in text and not {i for i in b_ids if i in text}
+    assert [s["id"] for s in json.loads(out["sessions"][1])] == [a.id]
+    for message in out["resources"]:
+        assert message != "read" and "no session" in message
+        assert not {i for i in b_ids - {b.id} if i in message}
+    b.graph.refresh()
+    assert all(layer.active for layer in b.graph.layers() if layer.id == b_layers[-1])
 
 
 def test_rollback_and_compact_need_allow_write(stored: tuple[Path, Session]) -> None:
@@ -191,11 +301,8 @@ def test_rollback_and_compact_need_allow_write(stored: tuple[Path, Session]) -> 
     async def body(client: Client) -> dict[str, Any]:
         tools = {tool.name for tool in (await client.list_tools()).tools}
         rolled = json.loads(await _text(client, "rollback", layer=target.id, session=session.id))
-        try:
-            await client.call_tool("rollback", {"layer": target.id, "session": session.id})
-            again = "no error"
-        except MCPError as error:
-            again = error.message
+        error, again = await _outcome(client, "rollback", layer=target.id, session=session.id)
+        assert error
         return {"tools": tools, "rolled": rolled, "again": again}
 
     async def read_only(client: Client) -> set[str]:

@@ -9,14 +9,25 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.semconv._incubating.attributes.gen_ai_attributes import (
+    GEN_AI_CONVERSATION_ID,
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_PROVIDER_NAME,
+    GEN_AI_REQUEST_MODEL,
+    GEN_AI_RESPONSE_FINISH_REASONS,
+    GEN_AI_RESPONSE_ID,
+    GenAiOperationNameValues,
+    GenAiProviderNameValues,
+)
 from opentelemetry.trace import SpanKind
 
-from openprogram import Session, function, llm, tracing
+from openprogram import LiteLLMModel, Session, function, llm, tracing
 from openprogram.examples.corpus import QUESTIONS
 from openprogram.examples.research import research, scripted_model
 from openprogram.testing import TestModel, tool_call
@@ -168,7 +179,7 @@ def test_without_opentelemetry_nothing_is_imported_and_agents_run() -> None:
                 return None
 
         sys.meta_path.insert(0, Block())
-        from openprogram import Session, function, llm, tracing
+        from openprogram import LiteLLMModel, Session, function, llm, tracing
         from openprogram.testing import TestModel
 
         @function
@@ -224,3 +235,61 @@ def test_an_adapter_s_renders_are_traced(exporter: InMemorySpanExporter, tmp_pat
         attributes["openprogram.render.tokens_before"],
     )
     assert tokens <= 2_000 < before
+
+
+def _required(span: ReadableSpan, *names: str) -> dict[str, Any]:
+    attributes = dict(span.attributes or {})
+    missing = [name for name in names if name not in attributes]
+    assert not missing, (span.name, missing)
+    return attributes
+
+
+def test_spans_carry_the_conventions_required_attributes(
+    exporter: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    """``chat`` and ``invoke_agent`` have ``gen_ai.provider.name`` (required), ``chat`` the
+    response id and finish reasons, all under the conventions' own names; a litellm model
+    (mock_response: no provider is reached) is named by its well-known provider value."""
+
+    @function
+    def ask(question: str) -> str:
+        return str(llm(question))
+
+    model = LiteLLMModel("openai/gpt-4o-mini", mock_response="the answer")
+    with Session(tmp_path / "c.db", model=model) as session:
+        assert ask("What is it?") == "the answer"
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    chat = _required(
+        spans["chat openai/gpt-4o-mini"],
+        GEN_AI_OPERATION_NAME,
+        GEN_AI_PROVIDER_NAME,
+        GEN_AI_REQUEST_MODEL,
+        GEN_AI_RESPONSE_ID,
+        GEN_AI_RESPONSE_FINISH_REASONS,
+        GEN_AI_CONVERSATION_ID,
+    )
+    assert chat[GEN_AI_OPERATION_NAME] == GenAiOperationNameValues.CHAT.value
+    assert chat[GEN_AI_PROVIDER_NAME] == GenAiProviderNameValues.OPENAI.value
+    assert str(chat[GEN_AI_RESPONSE_ID]).startswith("chatcmpl-")
+    assert tuple(chat[GEN_AI_RESPONSE_FINISH_REASONS]) == ("stop",)
+    agent = _required(spans["invoke_agent ask"], GEN_AI_OPERATION_NAME, GEN_AI_PROVIDER_NAME)
+    assert agent[GEN_AI_OPERATION_NAME] == GenAiOperationNameValues.INVOKE_AGENT.value
+    assert agent[GEN_AI_PROVIDER_NAME] == GenAiProviderNameValues.OPENAI.value
+    assert agent[GEN_AI_CONVERSATION_ID] == chat[GEN_AI_CONVERSATION_ID] == session.id
+
+
+def test_a_fake_model_s_chat_spans_say_why_it_stopped(exporter: InMemorySpanExporter) -> None:
+    def read(path: str) -> str:
+        """Read a file."""
+        return path
+
+    model = TestModel([{"tool_calls": [tool_call("read", {"path": "a.py"})]}, "done"])
+    with Session(":memory:", model=model):
+        assert llm("Read a.py.", tools=[read]) == "done"
+    chats = [s for s in exporter.get_finished_spans() if s.name.startswith("chat ")]
+    reasons = [tuple((s.attributes or {})[GEN_AI_RESPONSE_FINISH_REASONS]) for s in chats]
+    assert reasons == [("tool_calls",), ("stop",)]
+    assert [(s.attributes or {})[GEN_AI_PROVIDER_NAME] for s in chats] == [
+        "openprogram.testing"
+    ] * 2
+    assert len({(s.attributes or {})[GEN_AI_RESPONSE_ID] for s in chats}) == 2

@@ -1,0 +1,220 @@
+"""OpenTelemetry under the adapters, through the frameworks' own agent runs and an in-memory
+exporter: one trace per run, our spans nested in the framework's (Pydantic AI instruments
+itself) or in the ``invoke_agent`` span the LangChain middleware opens (LangChain does
+not), and the framework's conversation id on our spans too."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _adapter_helpers import ROUNDS, lookup, small_session
+from _fake_provider import FakeProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.semconv._incubating.attributes.gen_ai_attributes import (
+    GEN_AI_CONVERSATION_ID,
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_PROVIDER_NAME,
+    GEN_AI_RESPONSE_FINISH_REASONS,
+    GEN_AI_RESPONSE_ID,
+    GenAiOperationNameValues,
+)
+
+from openprogram import tracing
+
+
+@pytest.fixture
+def provider() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
+    exported = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exported))
+    tracing.enable(tracer_provider)
+    try:
+        yield tracer_provider, exported
+    finally:
+        tracing.disable()
+        tracer_provider.shutdown()
+
+
+def _by_id(spans: tuple[ReadableSpan, ...]) -> dict[int, ReadableSpan]:
+    return {s.context.span_id: s for s in spans}
+
+
+def _parent(span: ReadableSpan, spans: dict[int, ReadableSpan]) -> ReadableSpan | None:
+    return spans.get(span.parent.span_id) if span.parent is not None else None
+
+
+def _ancestors(span: ReadableSpan, spans: dict[int, ReadableSpan]) -> list[str]:
+    names = []
+    parent = _parent(span, spans)
+    while parent is not None:
+        names.append(parent.name)
+        parent = _parent(parent, spans)
+    return names
+
+
+def test_pydantic_ai_instrumented_run_holds_our_renders(
+    provider: tuple[TracerProvider, InMemorySpanExporter], tmp_path: Path
+) -> None:
+    pytest.importorskip("pydantic_ai")
+    from pydantic_ai import Agent
+    from pydantic_ai.capabilities.instrumentation import Instrumentation
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+
+    from openprogram.integrations.pydantic_ai import OpenProgramCapability
+
+    tracer_provider, exported = provider
+    turns = iter(range(1, ROUNDS + 2))
+
+    def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        turn = next(turns)
+        if turn <= ROUNDS:
+            return ModelResponse(parts=[ToolCallPart("lookup", {"key": f"k_{turn}"}, f"c{turn}")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    session = small_session(tmp_path)
+    agent = Agent(
+        FunctionModel(script),
+        tools=[lookup],
+        capabilities=[
+            OpenProgramCapability(session),
+            Instrumentation(settings=InstrumentationSettings(tracer_provider=tracer_provider)),
+        ],
+    )
+    result = agent.run_sync("Look up k_1 to k_10.")
+    assert result.output == "done"
+    spans = exported.get_finished_spans()
+    by_id = _by_id(spans)
+    assert len({s.context.trace_id for s in spans}) == 1
+    renders = [s for s in spans if s.name == "render_context"]
+    assert len(renders) == ROUNDS + 1
+    assert any((s.attributes or {}).get("openprogram.render.tiers") for s in renders)
+    for render in renders:
+        parent = _parent(render, by_id)
+        assert parent is not None and parent.name.startswith("chat ")
+        assert _ancestors(render, by_id)[-1].startswith("invoke_agent")
+    # One conversation id on every span that carries one: Pydantic AI's.
+    conversation = {
+        (s.attributes or {})[GEN_AI_CONVERSATION_ID]
+        for s in spans
+        if GEN_AI_CONVERSATION_ID in (s.attributes or {})
+    }
+    assert conversation == {result.conversation_id}
+    assert {(s.attributes or {})["openprogram.session.id"] for s in renders} == {session.id}
+
+
+class _Chat:
+    """LangChain's fake chat model, answering with finish reasons and usage as a provider
+    would (tools bound as is)."""
+
+    @staticmethod
+    def make() -> Any:
+        from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+        from langchain_core.messages import AIMessage
+
+        class Fake(GenericFakeChatModel):
+            def bind_tools(self, tools: Any, **kwargs: Any) -> Fake:  # type: ignore[override]
+                return self
+
+        def script() -> Iterator[AIMessage]:
+            for turn in range(1, ROUNDS + 1):
+                call = {"name": "lookup", "args": {"key": f"k_{turn}"}, "id": f"c{turn}"}
+                yield AIMessage(
+                    content="",
+                    tool_calls=[call],
+                    response_metadata={"finish_reason": "tool_calls", "id": f"resp-{turn}"},
+                    usage_metadata={"input_tokens": 10, "output_tokens": 5, "total_tokens": 15},
+                )
+            yield AIMessage(
+                content="done",
+                response_metadata={"finish_reason": "stop", "id": "resp-last"},
+                usage_metadata={"input_tokens": 10, "output_tokens": 1, "total_tokens": 11},
+            )
+
+        return Fake(messages=script())
+
+
+@pytest.mark.parametrize("run", ["invoke", "ainvoke"])
+def test_a_langchain_invocation_is_one_trace(
+    provider: tuple[TracerProvider, InMemorySpanExporter], tmp_path: Path, run: str
+) -> None:
+    pytest.importorskip("langchain")
+    from langchain.agents import create_agent
+
+    from openprogram.integrations.langchain import OpenProgramMiddleware
+
+    _, exported = provider
+    session = small_session(tmp_path)
+    agent = create_agent(_Chat.make(), tools=[lookup], middleware=[OpenProgramMiddleware(session)])
+    task = {"messages": [{"role": "user", "content": "Look up k_1 to k_10."}]}
+    config = {"configurable": {"thread_id": "thread-7"}}
+    if run == "invoke":
+        state = agent.invoke(task, config)  # type: ignore[arg-type]
+    else:
+        state = asyncio.run(agent.ainvoke(task, config))  # type: ignore[arg-type]
+    assert state["messages"][-1].content == "done"
+    spans = exported.get_finished_spans()
+    by_id = _by_id(spans)
+    assert len({s.context.trace_id for s in spans}) == 1
+    roots = [s for s in spans if s.parent is None]
+    assert [s.name for s in roots] == ["invoke_agent"]
+    root = dict(roots[0].attributes or {})
+    assert root[GEN_AI_OPERATION_NAME] == GenAiOperationNameValues.INVOKE_AGENT.value
+    assert root[GEN_AI_PROVIDER_NAME]
+    renders = [s for s in spans if s.name == "render_context"]
+    chats = [s for s in spans if s.name.startswith("chat ")]
+    assert len(renders) == len(chats) == ROUNDS + 1
+    assert all(_parent(s, by_id) is roots[0] for s in [*renders, *chats])
+    reasons = [tuple((s.attributes or {})[GEN_AI_RESPONSE_FINISH_REASONS]) for s in chats]
+    assert reasons == [("tool_calls",)] * ROUNDS + [("stop",)]
+    assert (chats[-1].attributes or {})[GEN_AI_RESPONSE_ID] == "resp-last"
+    for span in spans:
+        attributes = span.attributes or {}
+        assert attributes[GEN_AI_CONVERSATION_ID] == "thread-7"
+        assert attributes["openprogram.session.id"] == session.id
+
+
+def test_an_agents_sdk_run_s_renders_carry_its_session_id(
+    provider: tuple[TracerProvider, InMemorySpanExporter],
+    tmp_path: Path,
+    fake_provider: FakeProvider,
+) -> None:
+    """The Agents SDK traces with its own (non-OpenTelemetry) tracer, so there is no span
+    to nest in; the renders carry the SDK session's id as the conversation id."""
+    pytest.importorskip("agents")
+    from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner
+    from agents.tracing import set_tracing_disabled
+    from openai import AsyncOpenAI
+
+    from openprogram.integrations.openai_agents import OpenProgramSession
+
+    _, exported = provider
+    set_tracing_disabled(True)
+    session = small_session(tmp_path)
+    memory = OpenProgramSession(session, "sdk-conversation-3")
+    client = AsyncOpenAI(base_url=fake_provider.base_url, api_key="test-key", max_retries=0)
+    model = OpenAIChatCompletionsModel("gpt-4o-mini", client)
+    agent = Agent("helper", tools=[*memory.tools], model=model)
+    fake_provider.reply("done")
+
+    async def run() -> Any:
+        try:
+            config = RunConfig(call_model_input_filter=memory.input_filter)
+            return await Runner.run(agent, "Hello.", session=memory, run_config=config)
+        finally:
+            await client.close()
+
+    assert asyncio.run(run()).final_output == "done"
+    renders = [s for s in exported.get_finished_spans() if s.name == "render_context"]
+    assert renders
+    for render in renders:
+        attributes = render.attributes or {}
+        assert attributes[GEN_AI_CONVERSATION_ID] == "sdk-conversation-3"
+        assert attributes["openprogram.session.id"] == session.id
