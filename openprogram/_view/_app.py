@@ -27,6 +27,10 @@ from openprogram._view import _pages as pages
 from openprogram._view._data import Viewer
 
 COOKIE = "openprogram_view"
+DETAILED_NODES = 20_000
+"""Up to this many nodes a timeline page stacks each call by kind at once (rendering the
+page's calls again); a longer session's first page shows the receipts' totals and links
+to the stacked chart, so it opens without loading the graph."""
 Scope = MutableMapping[str, Any]
 ASGI = Callable[[Scope, Any, Any], Awaitable[None]]
 
@@ -171,10 +175,9 @@ def create_app(viewer: Viewer, *, token: str, hosts: set[str], live: bool = True
     def timeline(request: Request, session: str) -> str:
         page = page_of(request)
         kinds = request.query_params.get("kinds") == "1"
-        calls, total = viewer.calls(session, page, pages.PAGE, kinds=kinds)
-        if not kinds and calls and all(c.by_kind is None for c in calls) and total <= pages.PAGE:
-            calls, total = viewer.calls(session, page, pages.PAGE, kinds=True)
         info = next(i for i in viewer.store.sessions() if i.id == session)
+        kinds = kinds or info.nodes <= DETAILED_NODES
+        calls, total = viewer.calls(session, page, pages.PAGE, kinds=kinds)
         records = viewer.records(session)
         summary = f"{info.nodes:,} nodes, {total:,} LLM calls, {len(records):,} compaction records"
         return pages.timeline_page(session, calls, total, page, links, summary=summary)

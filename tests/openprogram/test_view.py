@@ -150,7 +150,12 @@ def _shot(page: Any, name: str) -> None:
     folder = os.environ.get("OPENPROGRAM_VIEW_SCREENSHOTS")
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(folder) / f"{name}.png"))
+        target = Path(folder) / f"{name}.png"
+        page.screenshot(path=str(target))
+        from PIL import Image  # a palette of 64 colors: a fifth of the bytes
+
+        with Image.open(target) as image:
+            image.convert("RGB").quantize(64).save(target, optimize=True)
 
 
 def test_the_session_list_shows_every_session_and_searches_them(
