@@ -48,10 +48,11 @@ def serve(viewer: Viewer, sock: socket.socket, *, token: str | None = None) -> A
     """Serve the app on ``sock`` until interrupted (uvicorn); returns when it stops."""
     import uvicorn
 
-    from openprogram._view._app import create_app
+    from openprogram._view._app import COOKIE, create_app
 
     host, port = sock.getsockname()[:2]
-    app = create_app(viewer, token=token or secrets.token_urlsafe(24), hosts=hosts_for(host, port))
+    token = token or secrets.token_urlsafe(24)
+    app = create_app(viewer, token=token, hosts=hosts_for(host, port), cookie=f"{COOKIE}_{port}")
     config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
     server = uvicorn.Server(config)
     server.run(sockets=[sock])

@@ -61,8 +61,9 @@ fetched again and swapped in place (the scroll position and the URL stay)."""
 class Guard:
     """The checks of every request (see the module): token or cookie, Host, CSRF."""
 
-    def __init__(self, app: ASGI, *, token: str, hosts: set[str]):
+    def __init__(self, app: ASGI, *, token: str, hosts: set[str], cookie: str = COOKIE):
         self.app = app
+        self.cookie = cookie
         self.token = token
         self.hosts = hosts
         self.csrf = hmac.new(token.encode(), b"csrf", "sha256").hexdigest()
@@ -91,10 +92,10 @@ class Guard:
                                if k != "token"])  # fmt: skip
             response = Response(status_code=303, headers={
                 "location": scope["path"] + (f"?{query}" if query else "")})  # fmt: skip
-            response.set_cookie(COOKIE, self.token, httponly=True, samesite="strict")
+            response.set_cookie(self.cookie, self.token, httponly=True, samesite="strict")
             await response(scope, receive, send)
             return
-        cookie = request.cookies.get(COOKIE, "")
+        cookie = request.cookies.get(self.cookie, "")
         if not hmac.compare_digest(cookie, self.token):
             await PlainTextResponse(
                 "a token is needed: open the URL `openprogram view` printed", 403
@@ -111,8 +112,11 @@ class Guard:
         await self.app(scope, receive, send)
 
 
-def create_app(viewer: Viewer, *, token: str, hosts: set[str], live: bool = True) -> Guard:
-    """The app, wrapped in its :class:`Guard`."""
+def create_app(
+    viewer: Viewer, *, token: str, hosts: set[str], cookie: str = COOKIE, live: bool = True
+) -> Guard:
+    """The app, wrapped in its :class:`Guard` (``cookie``: the cookie's name; cookies do
+    not tell ports apart, so each server names its own)."""
     links = pages.Links()
 
     def html(request: Request, title: str, body: str, *, version: str = "") -> HTMLResponse:
@@ -186,7 +190,8 @@ def create_app(viewer: Viewer, *, token: str, hosts: set[str], live: bool = True
         receipt_id = request.path_params.get("receipt")
         found = viewer.prompt(session, receipt_id)
         ids = [r.id for r in viewer.receipts(session)]
-        return pages.prompt_page(session, found, ids.index(found.receipt.id), links)
+        number = -1 if found.receipt is None else ids.index(found.receipt.id)
+        return pages.prompt_page(session, found, number, links)
 
     def layers(request: Request, session: str) -> str:
         return pages.layers_page(session, viewer.layers(session), links)
@@ -290,4 +295,4 @@ def create_app(viewer: Viewer, *, token: str, hosts: set[str], live: bool = True
         Route("/s/{session}/node/{node}", view(node)),
         Route("/files/{path:path}", state_file),
     ]
-    return Guard(Starlette(routes=routes), token=token, hosts=hosts)
+    return Guard(Starlette(routes=routes), token=token, hosts=hosts, cookie=cookie)

@@ -70,9 +70,10 @@ class PromptRow:
 
 @dataclass(frozen=True)
 class Prompt:
-    """A call's prompt, rendered again from its receipt."""
+    """A call's prompt, rendered again from its receipt (None: the session has sent none
+    yet, and this is its next prompt)."""
 
-    receipt: RenderReceipt
+    receipt: RenderReceipt | None
     rows: list[PromptRow]
     by_kind: dict[str, int]
     tokens: int
@@ -250,11 +251,16 @@ class Viewer:
 
     def prompt(self, session: str, receipt_id: str | None = None) -> Prompt:
         """A call's prompt as sent: rendered again from its receipt with the session's own
-        counter (the numbers ``openprogram context --json`` reports for the last one)."""
+        counter (the numbers ``openprogram context --json`` reports for the last one); for
+        a session that has sent none (an imported trace), its next prompt, as ``context``
+        shows it."""
         with self.lock:
             graph, engine = self.loaded(session)
-            receipt = self.receipt(session, receipt_id)
-            rendered = render_receipt(engine, receipt)
+            if receipt_id is None and not self.receipts(session):
+                receipt, rendered = None, engine.preview()  # as `context` shows it
+            else:
+                receipt = self.receipt(session, receipt_id)
+                rendered = render_receipt(engine, receipt)
             rows = list(_provenance(graph, rendered.messages, engine))
             by_kind: dict[str, int] = dict.fromkeys(KINDS, 0)
             for row in rows:

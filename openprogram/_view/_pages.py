@@ -177,7 +177,16 @@ def calls_table(session: str, calls: Sequence[Call], links: Links) -> str:
 
 def prompt_page(session: str, prompt: Prompt, number: int, links: Links) -> str:
     receipt = prompt.receipt
-    where = "the top level" if receipt.frame is None else f"function {receipt.frame}"
+    if receipt is None:
+        heading = "The next prompt (no prompt sent yet)"
+        said = "rendered from the session's head under its stored configuration"
+    else:
+        where = "the top level" if receipt.frame is None else f"function {receipt.frame}"
+        heading = f"Call {number + 1}: the prompt as sent"
+        said = (
+            f"receipt {e(receipt.id)}, rendered from {e(where)} at "
+            f"{e(receipt.at[:19].replace('T', ' '))}"
+        )
     kinds = "".join(
         f'<tr><td><span class="key"><i style="background:{COLORS[k]}"></i>{e(k)}</span></td>'
         f'<td class="n" data-kind="{e(k)}">{prompt.by_kind.get(k, 0):,}</td>'
@@ -198,9 +207,8 @@ def prompt_page(session: str, prompt: Prompt, number: int, links: Links) -> str:
             f"<td><pre>{e(row.text)}</pre></td></tr>"
         )
     return (
-        f"{tabs(session, links)}<h3>Call {number + 1}: the prompt as sent</h3>"
-        f"<p>receipt {e(receipt.id)}, rendered from {e(where)} at "
-        f"{e(receipt.at[:19].replace('T', ' '))}: <b id='total'>{prompt.tokens:,}</b> of "
+        f"{tabs(session, links)}<h3>{heading}</h3>"
+        f"<p>{said}: <b id='total'>{prompt.tokens:,}</b> of "
         f"{prompt.budget:,} tokens, {len(prompt.rows)} messages; tiers: "
         f"{e(', '.join(prompt.tiers) or 'none')}</p>{kind_bar(prompt.by_kind, prompt.budget)}"
         '<table id="kinds" style="width:auto"><thead><tr><th>kind</th><th>tokens</th>'

@@ -152,10 +152,10 @@ def _shot(page: Any, name: str) -> None:
         Path(folder).mkdir(parents=True, exist_ok=True)
         target = Path(folder) / f"{name}.png"
         page.screenshot(path=str(target))
-        from PIL import Image  # a palette of 64 colors: a fifth of the bytes
+        from PIL import Image  # a palette of 128 colors: a fourth of the bytes
 
         with Image.open(target) as image:
-            image.convert("RGB").quantize(64).save(target, optimize=True)
+            image.convert("RGB").quantize(128).save(target, optimize=True)
 
 
 def test_the_session_list_shows_every_session_and_searches_them(
@@ -262,7 +262,8 @@ def test_a_request_without_the_token_is_refused(
     assert _get(f"{base}/") == 403
     assert _get(f"{base}/s/{db['session']}/prompt") == 403
     assert _get(f"{base}/?token=wrong") == 403
-    cookie = f"openprogram_view={server['token']}"
+    port = base.rsplit(":", 1)[1]
+    cookie = f"openprogram_view_{port}={server['token']}"
     assert _get(f"{base}/", Cookie=cookie) == 200
     assert _get(f"{base}/", Cookie=cookie, Host="attacker.example:80") == 403  # DNS rebinding
     assert _get(f"{base}/files/..%2F..%2F..%2Fetc%2Fpasswd", Cookie=cookie) == 404
@@ -286,6 +287,20 @@ def test_a_write_needs_the_csrf_token_and_the_same_origin(
         url, form={"csrf": "guess"}, headers={"Origin": "http://evil.example"}
     )
     assert cross.status == 403
+
+
+def test_a_session_that_sent_no_prompt_shows_its_next_one_as_context_does(
+    page: Any, db: dict[str, Any], server: dict[str, str]
+) -> None:
+    expected = _cli("context", "hostile-session", "--db", db["path"])
+    assert expected["source"] == "configuration"
+    page.goto(f"{server['base']}/s/hostile-session/prompt")
+    assert "no prompt sent yet" in page.locator("h3").inner_text()
+    tokens = page.locator("#messages td.tokens").all_inner_texts()
+    assert [int(t.replace(",", "")) for t in tokens] == expected["message_tokens"]
+    assert page.locator("#total").inner_text() == f"{expected['tokens']:,}"
+    assert HOSTILE in page.locator("#messages").inner_text()
+    assert page.evaluate("window.__pwned") is None
 
 
 def test_hostile_messages_are_shown_as_text(page: Any, server: dict[str, str]) -> None:
