@@ -355,9 +355,10 @@ def test_the_html_export_holds_the_same_views(
     browser: Any, db: dict[str, Any], tmp_path: Path
 ) -> None:
     out = tmp_path / "report.html"
-    assert main(["view", "--db", db["path"], "--html", str(out), db["session"]]) == 0
+    assert main(["view", "--db", db["path"], "--html", str(out)]) == 0
     text = out.read_text()
-    assert "<script" not in text.replace("&lt;script", "")  # static: no script at all
+    assert "<script" not in text  # static: no script at all, the hostile one escaped
+    assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;&lt;/textarea&gt;" in text
     receipt = _cli("context", db["session"], "--db", db["path"])["receipt"]["id"]
     context = browser.new_context()
     try:
@@ -369,3 +370,15 @@ def test_the_html_export_holds_the_same_views(
         assert not tab.locator("#index").is_visible()
     finally:
         context.close()
+
+
+def test_bad_command_lines_are_one_line_errors(
+    db: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["view", "--db", str(tmp_path / "none.db"), "--no-open"]) == 1
+    assert main(["view", "--db", db["path"], "no-such-session", "--no-open"]) == 2
+    assert main(["view", "--db", db["path"], "--html", str(tmp_path / "no" / "x.html")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 3 and all(line.startswith("error:") for line in lines)
+    assert "no-such-session" in lines[1] and "no folder" in lines[2]
+    assert not (tmp_path / "none.db").exists()
