@@ -382,3 +382,68 @@ def test_bad_command_lines_are_one_line_errors(
     assert len(lines) == 3 and all(line.startswith("error:") for line in lines)
     assert "no-such-session" in lines[1] and "no folder" in lines[2]
     assert not (tmp_path / "none.db").exists()
+
+
+def _cc_turns(first: int, last: int) -> list[dict[str, Any]]:
+    """Claude Code transcript records: a user prompt and an assistant answer a round."""
+    records = []
+    for n in range(first, last + 1):
+        base = {"isSidechain": False, "userType": "external", "sessionId": "follow-view",
+                "timestamp": "2026-01-01T10:00:00.000Z"}  # fmt: skip
+        parent = f"a{n - 1}" if n > 1 else None
+        records.append({**base, "type": "user", "uuid": f"u{n}", "parentUuid": parent,
+                        "message": {"role": "user", "content": f"step {n}"}})  # fmt: skip
+        answer = {"model": "claude-test", "id": f"m{n}", "type": "message", "role": "assistant",
+                  "content": [{"type": "text", "text": f"done with step {n}"}],
+                  "usage": {"input_tokens": 10, "output_tokens": 1}}  # fmt: skip
+        records.append({**base, "type": "assistant", "uuid": f"a{n}", "parentUuid": f"u{n}",
+                        "message": answer})  # fmt: skip
+    return records
+
+
+def _start(*argv: str, stdin: Any = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", "from openprogram._cli import run; run()", *argv],
+        stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    process.terminate()
+    process.wait(timeout=30)
+    for stream in (process.stdin, process.stdout, process.stderr):
+        if stream is not None:
+            stream.close()
+
+
+def test_a_session_mcp_follow_imports_updates_in_place(browser: Any, tmp_path: Path) -> None:
+    trace = tmp_path / "session.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in _cc_turns(1, 2)))
+    db = tmp_path / "follow.db"
+    follow = _start("mcp", "--db", str(db), "--follow", str(trace), "--settle", "0",
+                    stdin=subprocess.PIPE)  # fmt: skip
+    view = None
+    context = browser.new_context()
+    try:
+        tab = context.new_page()
+        for _ in range(600):  # the follower's first import, then the viewer on its database
+            if db.exists() and _cli("sessions", "--db", str(db)):
+                break
+            tab.wait_for_timeout(100)
+        view = _start("view", "--db", str(db), "--port", "0", "--no-open")
+        assert view.stdout is not None
+        url = view.stdout.readline().strip()
+        tab.goto(url)
+        (session,) = _cli("sessions", "--db", str(db))
+        tab.goto(f"{url.split('/?token=')[0]}/s/{session['id']}/nodes")
+        assert "step 2" in tab.inner_text("#nodes") and "step 3" not in tab.inner_text("#nodes")
+        with trace.open("a") as out:
+            out.writelines(json.dumps(r) + "\n" for r in _cc_turns(3, 4))
+        tab.wait_for_selector("text=done with step 4", timeout=30_000)
+        assert tab.locator("#nodes tbody tr").count() == 8
+    finally:
+        context.close()
+        _stop(follow)
+        if view is not None:
+            _stop(view)
