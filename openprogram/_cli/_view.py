@@ -7,8 +7,18 @@ import os
 import secrets
 import sys
 from pathlib import Path
+from urllib.parse import quote
 
-from openprogram._cli._common import UsageError, common_options, console
+from openprogram._cli._common import UsageError, common_options, console, errors
+
+
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def cmd_view(args: argparse.Namespace) -> int:
@@ -41,7 +51,12 @@ def cmd_view(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {error.strerror}") from error
     host, port = sock.getsockname()[:2]
     token = secrets.token_urlsafe(24)
-    path = "/" if args.session is None else f"/s/{args.session}"
+    path = "/" if args.session is None else f"/s/{quote(args.session, safe='')}"
+    if not _loopback(host):
+        errors.print(
+            f"[yellow]warning:[/] listening on {host}, not loopback: whoever can reach it and "
+            "holds the token reads every session"
+        )
     url = f"{url_of(host, port)}{path}?token={token}"
     sys.stdout.write(url + "\n")
     sys.stdout.flush()

@@ -1,6 +1,8 @@
 """The timeline chart, drawn as SVG on the server: one bar per LLM call, its prompt tokens
 stacked by kind against the budget, a marker at each call whose render compacted (with
-the tokens it freed). Every bar links to its prompt."""
+the tokens it freed). Every bar links to its prompt. A call is stacked from its receipt
+rendered again, under the layers of now; where that differs from what was sent (a layer
+rolled back since), a black tick marks the receipt's own total."""
 
 from __future__ import annotations
 
@@ -99,6 +101,13 @@ def timeline_svg(calls: Sequence[Call], href: Callable[[Call], str]) -> str:
             )
             base += tokens
         receipt = call.receipt
+        if call.by_kind is not None and base != receipt.tokens:
+            parts.append(  # the layers changed since it was sent (a rollback, say)
+                f'<line class="sent" x1="{x - 2:.1f}" x2="{x + bar + 2:.1f}" '
+                f'y1="{y(receipt.tokens):.1f}" y2="{y(receipt.tokens):.1f}" stroke="#111" '
+                f'stroke-width="2"><title>sent: {receipt.tokens:,} tokens; rendered now '
+                f"under today's layers: {base:,}</title></line>"
+            )
         where = "" if receipt.frame is None else f" in function {receipt.frame}"
         title = (
             f"call {call.number + 1}{where}: {receipt.tokens:,} of {receipt.budget:,} tokens "
@@ -118,7 +127,9 @@ def timeline_svg(calls: Sequence[Call], href: Callable[[Call], str]) -> str:
         'stroke-width="1.5"><title>budget</title></polyline>'
         f'<text x="{LEFT}" y="{HEIGHT - 6}" fill="#444">LLM call →</text>'
         f'<text x="{WIDTH - 12}" y="{HEIGHT - 6}" text-anchor="end" fill="#d93025">'
-        "— budget</text></svg>"
+        "— budget</text>"
+        f'<text x="{WIDTH - 90}" y="{HEIGHT - 6}" text-anchor="end" fill="#111">'
+        "— as sent, where the layers changed since</text></svg>"
     )
     return "".join(out)
 
