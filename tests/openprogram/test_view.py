@@ -447,3 +447,28 @@ def test_a_session_mcp_follow_imports_updates_in_place(browser: Any, tmp_path: P
         _stop(follow)
         if view is not None:
             _stop(view)
+
+
+def test_without_allow_write_there_is_no_button_and_a_write_is_refused(
+    db: dict[str, Any],
+) -> None:
+    from starlette.testclient import TestClient
+
+    from openprogram._view import Viewer
+    from openprogram._view._app import COOKIE, create_app
+
+    app = create_app(Viewer(db["path"], None), token="t", hosts={"127.0.0.1:9"})
+    layer = _cli("collapses", db["session"], "--db", db["path"])[0]["id"]
+    with TestClient(app, base_url="http://127.0.0.1:9") as client:
+        client.cookies.set(COOKIE, "t")
+        page = client.get(f"/s/{db['session']}/layer/{layer}?confirm=1")
+        assert page.status_code == 200 and 'id="rollback"' not in page.text
+        assert "confirm-rollback" not in page.text
+        policy = page.headers["content-security-policy"]
+        script = next(part for part in policy.split(";") if "script-src" in part)
+        assert script.split()[1:] and all(src.startswith("'nonce-") for src in script.split()[1:])
+        csrf = app.csrf
+        refused = client.post(f"/s/{db['session']}/layer/{layer}/rollback", data={"csrf": csrf})
+        assert refused.status_code == 403 and "--allow-write" in refused.text
+    before = _cli("collapses", db["session"], "--db", db["path"])
+    assert before[0]["id"] == layer
