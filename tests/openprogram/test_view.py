@@ -472,3 +472,40 @@ def test_without_allow_write_there_is_no_button_and_a_write_is_refused(
         assert refused.status_code == 403 and "--allow-write" in refused.text
     before = _cli("collapses", db["session"], "--db", db["path"])
     assert before[0]["id"] == layer
+
+
+def test_viewing_writes_nothing(tmp_path: Path) -> None:
+    """Every page, and the export, of a database made by ``import`` (with none of the
+    context tables yet) leave its bytes as they were."""
+    from starlette.testclient import TestClient
+
+    from graph import dispose_engines
+    from openprogram._view import Viewer
+    from openprogram._view._app import COOKIE, create_app
+
+    db = tmp_path / "op.db"
+    trace = tmp_path / "chat.json"
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    trace.write_text(json.dumps([
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "list"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
+        {"role": "assistant", "content": "one file"},
+    ]))  # fmt: skip
+    assert main(["--db", str(db), "import", str(trace), "--session", "s"]) == 0
+    dispose_engines()
+    before = db.read_bytes()
+    folders = sorted(p.name for p in tmp_path.iterdir())
+    app = create_app(Viewer(str(db), None), token="t", hosts={"127.0.0.1:9"})
+    with TestClient(app, base_url="http://127.0.0.1:9") as client:
+        client.cookies.set(COOKIE, "t")
+        views = ["", "prompt", "layers", "functions", "records", "search?q=a.py", "nodes"]
+        for view in ["/", *(f"/s/s/{v}" for v in views)]:
+            assert client.get(view).status_code == 200, view
+    out = tmp_path / "out.html"
+    assert main(["view", "--db", str(db), "--html", str(out)]) == 0
+    dispose_engines()
+    assert db.read_bytes() == before
+    made = {p.name for p in tmp_path.iterdir()} - {*folders, "out.html"}
+    assert made <= {"op.db-wal", "op.db-shm"}  # SQLite's own reader files; no state folder
