@@ -49,6 +49,9 @@ class ExportLinks(pages.Links):
     def function(self, session: str, node: str) -> str:
         return _anchor("s", session, "function", node)
 
+    def file(self, path: str) -> str | None:
+        return None  # the file's text is in the node, which the export shows
+
 
 def _section(anchor: str, body: str) -> str:
     return f'<section class="view" id="{escape(anchor[1:])}">{body}</section>'

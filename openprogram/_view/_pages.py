@@ -5,6 +5,7 @@ so the same pages serve the app (paths) and the static export (anchors in one fi
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from html import escape
 from typing import Any
@@ -16,6 +17,7 @@ from openprogram._view._data import KINDS, Call, Prompt, SessionRow, message_tex
 from openprogram._view._svg import COLORS, kind_bar, legend, timeline_svg
 
 PAGE = 50
+_OFFLOADED = re.compile(r"tool_results/[A-Za-z0-9_-]+/[A-Za-z0-9_-]+\.txt")
 """Calls, nodes and search hits per page."""
 
 STYLE = """
@@ -62,6 +64,10 @@ class Links:
 
     def function(self, session: str, node: str) -> str:
         return self.session(session, f"function/{quote(node, safe='')}")
+
+    def file(self, path: str) -> str | None:
+        """An offloaded output, by its path in the state folder (None: not served)."""
+        return f"/files/{quote(path)}"
 
 
 def e(value: object) -> str:
@@ -200,6 +206,10 @@ def prompt_page(session: str, prompt: Prompt, number: int, links: Links) -> str:
             source = f'<a href="{e(links.layer(session, row.layer))}">{source}</a>'
         elif row.node:
             source = f'<a href="{e(links.node(session, row.node))}">{source}</a>'
+        for path in dict.fromkeys(_OFFLOADED.findall(row.text)):
+            href = links.file(path)
+            if href is not None:
+                source += f'<br><a class="file" href="{e(href)}">offloaded file</a>'
         rows.append(
             f'<tr class="msg" data-kind="{e(row.kind)}"><td class="n">{row.index + 1}</td>'
             f"<td>{e(row.role)}</td><td>{e(row.kind)}</td>"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import urllib.error
@@ -509,3 +510,39 @@ def test_viewing_writes_nothing(tmp_path: Path) -> None:
     assert db.read_bytes() == before
     made = {p.name for p in tmp_path.iterdir()} - {*folders, "out.html"}
     assert made <= {"op.db-wal", "op.db-shm"}  # SQLite's own reader files; no state folder
+
+
+def test_an_offloaded_output_is_served_and_nothing_beside_the_state_folder(
+    db: dict[str, Any],
+) -> None:
+    from starlette.testclient import TestClient
+
+    from openprogram._view import Viewer
+    from openprogram._view._app import COOKIE, create_app
+
+    records = _cli("records", db["session"], "--db", db["path"])
+    path = next(r["offloaded"][0]["path"] for r in records if r["offloaded"])
+    state = Path(db["path"] + ".state")
+    app = create_app(Viewer(db["path"], None), token="t", hosts={"127.0.0.1:9"})
+    with TestClient(app, base_url="http://127.0.0.1:9") as client:
+        client.cookies.set(COOKIE, "t")
+        served = client.get(f"/files/{path}")
+        assert served.status_code == 200 and served.text == (state / path).read_text()
+        for outside in ("../agent.db", "%2e%2e/agent.db", "..%2fagent.db", "/etc/hostname"):
+            assert client.get(f"/files/{outside}").status_code == 404, outside
+        pages = [client.get(f"/s/{db['session']}/call/{r}").text for r in _receipt_ids(db)]
+        linked = {m for page in pages for m in re.findall(r'href="(/files/[^"]+)"', page)}
+        assert linked and all(client.get(link).status_code == 200 for link in linked)
+
+
+def _receipt_ids(db: dict[str, Any]) -> list[str]:
+    from context import ContextStorage, state_folder
+    from graph import SQLStore
+
+    store = SQLStore(db["path"], create=False, read_only=True)
+    try:
+        return [
+            r.id for r in ContextStorage(store, db["session"], state_folder(store, None)).receipts()
+        ]
+    finally:
+        store.close()
