@@ -21,6 +21,7 @@ from openprogram._cli import (
     _scrub,
     _sessions,
     _traces,
+    _view,
 )
 from openprogram._cli._common import UsageError, errors
 
@@ -61,7 +62,7 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--state-dir", help="offloaded outputs and record logs (.openprogram)")
     top.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (_programs, _traces, _sessions, _configure, _layers, _scrub, _check, _mcp):
+    for module in (_programs, _traces, _sessions, _configure, _layers, _scrub, _check, _mcp, _view):
         module.register(sub)
     _fill_help(top)
     return top

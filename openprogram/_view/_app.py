@@ -1,0 +1,298 @@
+"""The viewer's ASGI app (Starlette): routes, and the checks every request passes.
+
+As Jupyter does, every request needs the random token of the printed URL: ``?token=``
+once, then a cookie (``HttpOnly``, ``SameSite=Strict``). The ``Host`` header must name
+this server (a DNS-rebinding page gets a 403), writes need ``--allow-write`` and a
+same-origin POST carrying the CSRF token, and a Content-Security-Policy lets only the
+page's own nonce-tagged script run, so even a stored ``<script>`` could not.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import secrets
+from collections.abc import Awaitable, Callable, MutableMapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from openprogram._view import _pages as pages
+from openprogram._view._data import Viewer
+
+COOKIE = "openprogram_view"
+DETAILED_NODES = 20_000
+"""Up to this many nodes a timeline page stacks each call by kind at once (rendering the
+page's calls again); a longer session's first page shows the receipts' totals and links
+to the stacked chart, so it opens without loading the graph."""
+Scope = MutableMapping[str, Any]
+ASGI = Callable[[Scope, Any, Any], Awaitable[None]]
+
+LIVE = """
+(function(){
+  const main=document.getElementById('main'); const url=main.dataset.version;
+  if(!url) return; let seen=null;
+  async function poll(){
+    try{
+      const v=await (await fetch(url,{credentials:'same-origin'})).text();
+      if(seen!==null && v!==seen){
+        const html=await (await fetch(location.href,{credentials:'same-origin'})).text();
+        const doc=new DOMParser().parseFromString(html,'text/html');
+        const fresh=doc.getElementById('main'); if(fresh){main.innerHTML=fresh.innerHTML;}
+        main.dataset.updated=String(Number(main.dataset.updated||0)+1);
+      }
+      seen=v;
+    }catch(e){}
+    setTimeout(poll, 1000);
+  }
+  poll();
+})();
+"""
+"""Live updates by polling: when the session's version changes, the page's main part is
+fetched again and swapped in place (the scroll position and the URL stay)."""
+
+
+class Guard:
+    """The checks of every request (see the module): token or cookie, Host, CSRF."""
+
+    def __init__(self, app: ASGI, *, token: str, hosts: set[str], cookie: str = COOKIE):
+        self.app = app
+        self.cookie = cookie
+        self.token = token
+        self.hosts = hosts
+        self.csrf = hmac.new(token.encode(), b"csrf", "sha256").hexdigest()
+
+    def host_ok(self, host: str) -> bool:
+        if host in self.hosts:
+            return True
+        name = host.rsplit(":", 1)[0].strip("[]")
+        try:  # a bare IP literal cannot be rebound by DNS
+            ipaddress.ip_address(name)
+        except ValueError:
+            return False
+        return "*" in self.hosts
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        if not self.host_ok(request.headers.get("host", "")):
+            await PlainTextResponse("unknown Host header", 403)(scope, receive, send)
+            return
+        given = request.query_params.get("token")
+        if given is not None and hmac.compare_digest(given, self.token):
+            query = urlencode([(k, v) for k, v in parse_qsl(scope["query_string"].decode())
+                               if k != "token"])  # fmt: skip
+            response = Response(status_code=303, headers={
+                "location": scope["path"] + (f"?{query}" if query else "")})  # fmt: skip
+            response.set_cookie(self.cookie, self.token, httponly=True, samesite="strict")
+            await response(scope, receive, send)
+            return
+        cookie = request.cookies.get(self.cookie, "")
+        if not hmac.compare_digest(cookie, self.token):
+            await PlainTextResponse(
+                "a token is needed: open the URL `openprogram view` printed", 403
+            )(scope, receive, send)
+            return
+        if request.method not in ("GET", "HEAD"):
+            origin = request.headers.get("origin")
+            site = request.headers.get("sec-fetch-site", "same-origin")
+            own = {f"http://{h}" for h in self.hosts}
+            if site not in ("same-origin", "none") or (origin is not None and origin not in own):
+                await PlainTextResponse("cross-origin write refused", 403)(scope, receive, send)
+                return
+        scope.setdefault("state", {})["csrf"] = self.csrf
+        await self.app(scope, receive, send)
+
+
+def create_app(
+    viewer: Viewer, *, token: str, hosts: set[str], cookie: str = COOKIE, live: bool = True
+) -> Guard:
+    """The app, wrapped in its :class:`Guard` (``cookie``: the cookie's name; cookies do
+    not tell ports apart, so each server names its own)."""
+    links = pages.Links()
+
+    def html(request: Request, title: str, body: str, *, version: str = "") -> HTMLResponse:
+        nonce = secrets.token_urlsafe(12)
+        if version and live:
+            page = pages.document(title, body, script=LIVE, nonce=nonce, version=version)
+        else:
+            page = pages.document(title, body)
+        return HTMLResponse(
+            page,
+            headers={
+                "content-security-policy": (
+                    f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline';"
+                    " img-src 'self' data:; connect-src 'self'; form-action 'self';"
+                    " frame-ancestors 'none'; base-uri 'none'"
+                ),
+                "x-content-type-options": "nosniff",
+                "referrer-policy": "same-origin",
+                "cache-control": "no-store",
+            },
+        )
+
+    def missing(text: str) -> HTMLResponse:
+        return HTMLResponse(pages.document("not found", f"<p>{pages.e(text)}</p>"), 404)
+
+    async def index(request: Request) -> Response:
+        query = request.query_params.get("q", "")
+        rows = await run_in_threadpool(viewer.sessions, query)
+        body = pages.sessions_page(rows, links, query=query, url=viewer.store.url)
+        return html(request, "sessions", body, version="/version")
+
+    async def all_versions(request: Request) -> Response:
+        infos = await run_in_threadpool(viewer.store.sessions)
+        return PlainTextResponse(";".join(f"{i.id}:{i.nodes}" for i in infos))
+
+    def sid(request: Request) -> str:
+        session = str(request.path_params["session"])
+        if not viewer.store.has_session(session):
+            raise KeyError(f"no session {session}")
+        return session
+
+    def view(
+        build: Callable[[Request, str], str], *, live_view: bool = True
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                session = await run_in_threadpool(sid, request)
+                body = await run_in_threadpool(build, request, session)
+            except KeyError as error:
+                return missing(str(error.args[0] if error.args else error))
+            version = links.session(session, "version") if live_view else ""
+            return html(request, session, body, version=version)
+
+        return endpoint
+
+    def page_of(request: Request) -> int:
+        raw = request.query_params.get("page", "0")
+        return max(0, int(raw)) if raw.isdigit() else 0
+
+    def timeline(request: Request, session: str) -> str:
+        page = page_of(request)
+        kinds = request.query_params.get("kinds") == "1"
+        info = next(i for i in viewer.store.sessions() if i.id == session)
+        kinds = kinds or info.nodes <= DETAILED_NODES
+        calls, total = viewer.calls(session, page, pages.PAGE, kinds=kinds)
+        records = viewer.records(session)
+        summary = f"{info.nodes:,} nodes, {total:,} LLM calls, {len(records):,} compaction records"
+        return pages.timeline_page(session, calls, total, page, links, summary=summary)
+
+    def prompt(request: Request, session: str) -> str:
+        receipt_id = request.path_params.get("receipt")
+        found = viewer.prompt(session, receipt_id)
+        ids = [r.id for r in viewer.receipts(session)]
+        number = -1 if found.receipt is None else ids.index(found.receipt.id)
+        return pages.prompt_page(session, found, number, links)
+
+    def layers(request: Request, session: str) -> str:
+        return pages.layers_page(session, viewer.layers(session), links)
+
+    def layer(request: Request, session: str) -> str:
+        layer_id = str(request.path_params["layer"])
+        if layer_id not in {x.id for x in viewer.layers(session)}:
+            raise KeyError(f"no layer {layer_id} in session {session}")
+        confirm = None
+        if request.query_params.get("confirm") == "1":
+            confirm = viewer.takes_with_it(session, layer_id)
+        return pages.layer_page(
+            session,
+            viewer.layer(session, layer_id),
+            links,
+            writable=viewer.allow_write,
+            confirm=confirm,
+            csrf=request.scope["state"]["csrf"],
+        )
+
+    async def rollback(request: Request) -> Response:
+        if not viewer.allow_write:
+            return PlainTextResponse("read-only: start the viewer with --allow-write", 403)
+        form = await request.form()
+        csrf = str(form.get("csrf", ""))
+        if not hmac.compare_digest(csrf, request.scope["state"]["csrf"]):
+            return PlainTextResponse("missing or wrong CSRF token", 403)
+        session = str(request.path_params["session"])
+        layer_id = str(request.path_params["layer"])
+        try:
+            done, before, after = await run_in_threadpool(viewer.rollback, session, layer_id)
+        except Exception as error:
+            body = f"<div class='warn'>rollback failed: {pages.e(error)}</div>"
+            return html(request, session, body)
+        body = pages.rolled_back_page(session, layer_id, done, before, after, links)
+        return html(request, session, body)
+
+    def functions(request: Request, session: str) -> str:
+        return pages.functions_page(session, viewer.functions(session), links)
+
+    def function(request: Request, session: str) -> str:
+        graph, _ = viewer.loaded(session)
+        node_id = str(request.path_params["node"])
+        if node_id not in graph or graph.get(node_id).kind != "function":
+            raise KeyError(f"no function {node_id} in session {session}")
+        return pages.function_page(
+            session, graph.get(node_id), viewer.expand(session, node_id), links
+        )
+
+    def records(request: Request, session: str) -> str:
+        tier = request.query_params.get("tier", "")
+        return pages.records_page(session, viewer.records(session), links, tier=tier)
+
+    def search(request: Request, session: str) -> str:
+        query = request.query_params.get("q", "")
+        hits, total = viewer.search(session, query, pages.PAGE) if query else ([], 0)
+        return pages.search_page(session, query, hits, total, links)
+
+    def nodes(request: Request, session: str) -> str:
+        page = page_of(request)
+        found, total = viewer.nodes(session, page, pages.PAGE)
+        return pages.nodes_page(session, found, total, page, links)
+
+    def node(request: Request, session: str) -> str:
+        graph, _ = viewer.loaded(session)
+        node_id = str(request.path_params["node"])
+        if node_id not in graph:
+            raise KeyError(f"no node {node_id} in session {session}")
+        return pages.node_page(session, graph.get(node_id), graph.layers(), links)
+
+    async def version(request: Request) -> Response:
+        try:
+            session = await run_in_threadpool(sid, request)
+        except KeyError:
+            return PlainTextResponse("", 404)
+        return PlainTextResponse(await run_in_threadpool(viewer.version, session))
+
+    async def state_file(request: Request) -> Response:
+        """An offloaded output, by its path in the state folder; nothing outside it."""
+        root = viewer.state_path.resolve()
+        target = (root / str(request.path_params["path"])).resolve()
+        if not target.is_relative_to(root) or not target.is_file():
+            return PlainTextResponse("no such file in the state folder", 404)
+        return FileResponse(Path(target), media_type="text/plain; charset=utf-8")
+
+    routes = [
+        Route("/", index),
+        Route("/version", all_versions),
+        Route("/s/{session}", view(timeline)),
+        Route("/s/{session}/version", version),
+        Route("/s/{session}/prompt", view(prompt)),
+        Route("/s/{session}/call/{receipt}", view(prompt)),
+        Route("/s/{session}/layers", view(layers)),
+        Route("/s/{session}/layer/{layer}", view(layer, live_view=False)),
+        Route("/s/{session}/layer/{layer}/rollback", rollback, methods=["POST"]),
+        Route("/s/{session}/functions", view(functions)),
+        Route("/s/{session}/function/{node}", view(function)),
+        Route("/s/{session}/records", view(records)),
+        Route("/s/{session}/search", view(search, live_view=False)),
+        Route("/s/{session}/nodes", view(nodes)),
+        Route("/s/{session}/node/{node}", view(node)),
+        Route("/files/{path:path}", state_file),
+    ]
+    return Guard(Starlette(routes=routes), token=token, hosts=hosts, cookie=cookie)

@@ -1,0 +1,492 @@
+"""What the viewer reads: sessions, the prompts they sent, layers, functions, records.
+
+Everything comes through the public API and the CLI's own helpers (``engine_for``,
+``render_receipt``, ``layer_savings``, ``fired_by_frame``), opened read-only: looking at a
+session never changes what its agent sends. A session's graph and engine are loaded once
+and refreshed (what other processes appended) on each request; the cheap facts — the
+session list, the receipts of its calls, its records — never load a graph, so a long
+session's first page does not wait for its 100,000 nodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from context import CompactionRecord, ContextEngine, ContextStorage, RenderReceipt, render_receipt
+from graph import ConversationGraph, LayerInfo, Node, Store, StoreError, text_of
+from openprogram._cli._common import engine_for, folder_of, open_store
+
+KINDS = (
+    "system",
+    "tool schemas",
+    "user",
+    "assistant",
+    "tool outputs",
+    "summaries",
+    "placeholders",
+)
+"""The parts a prompt's tokens are stacked by, in the chart's order (bottom first)."""
+
+_LAYER_ID = re.compile(r'expand_layer\("([0-9A-Za-z_-]+)"\)')
+_SUMMARY_PREFIXES = ("[Collapsed", "[Context Compaction")
+_NOTE = "removed to fit the context window"
+BRANCHES = "graph.branches"
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    """One line of the session list."""
+
+    id: str
+    nodes: int
+    created: str
+    last_activity: str
+    branches: int
+    layers_active: int
+    layers_made: int
+    calls: int
+
+
+@dataclass(frozen=True)
+class PromptRow:
+    """One message of a prompt as sent, where it came from and its tokens."""
+
+    index: int
+    role: str
+    kind: str
+    tokens: int
+    source: str
+    node: str | None
+    layer: str | None
+    text: str
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A call's prompt, rendered again from its receipt (None: the session has sent none
+    yet, and this is its next prompt)."""
+
+    receipt: RenderReceipt | None
+    rows: list[PromptRow]
+    by_kind: dict[str, int]
+    tokens: int
+    budget: int
+    tiers: list[str]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One LLM call on the timeline: its receipt, and its prompt by kind when known."""
+
+    number: int
+    receipt: RenderReceipt
+    by_kind: dict[str, int] | None
+    compactions: list[CompactionRecord] = field(default_factory=list)
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """A message's text, its tool calls written out after it (as a reader sees them)."""
+    text = text_of(message.get("content"))
+    for call in message.get("tool_calls") or []:
+        function = call.get("function", {})
+        text += f"\n→ {function.get('name')}({function.get('arguments', '')})"
+    return text
+
+
+def kind_of(message: dict[str, Any], placeholder: bool) -> str:
+    """Which part of a prompt a message is (see :data:`KINDS`)."""
+    role = message.get("role")
+    text = text_of(message.get("content"))
+    if role == "system":
+        return "system"
+    if text.startswith(_SUMMARY_PREFIXES):
+        return "summaries"
+    if _NOTE in text or placeholder:
+        return "placeholders"
+    if role == "tool":
+        return "tool outputs"
+    return "assistant" if role == "assistant" else "user"
+
+
+class Viewer:
+    """One database's sessions as the web app reads them (thread-safe: one lock)."""
+
+    def __init__(self, db: str | None, state_dir: str | None, *, allow_write: bool = False):
+        self.args = argparse.Namespace(
+            db=db, state_dir=state_dir, policy=None, model=None, budget=None
+        )
+        self.allow_write = allow_write
+        self.lock = threading.RLock()
+        self.store: Store = open_store(self.args, create=False, read_only=True)
+        self._loaded: dict[str, tuple[ConversationGraph, ContextEngine]] = {}
+        self._kinds: dict[tuple[str, int], dict[str, int]] = {}
+        self._storages: dict[str, ContextStorage] = {}
+
+    @property
+    def state_path(self) -> Path:
+        return folder_of(self.args, self.store).path
+
+    def storage(self, session: str) -> ContextStorage:
+        if session not in self._storages:
+            self._storages[session] = ContextStorage(
+                self.store, session, folder_of(self.args, self.store)
+            )
+        return self._storages[session]
+
+    def sessions(self, query: str = "") -> list[SessionRow]:
+        """Every session (or those whose id contains ``query``), newest activity first,
+        from the store's session table and side tables only (no graph is loaded)."""
+        rows = []
+        for info in self.store.sessions():
+            if query and query.lower() not in info.id.lower():
+                continue
+            receipts = self.receipts(info.id)
+            records = self.records(info.id)
+            made = {r.details["layer"] for r in records if r.details.get("layer")}
+            undone = {
+                x for r in records for x in r.details.get("layers", ()) if r.tier == "rollback"
+            }
+            moments = [info.created.isoformat(timespec="seconds")]
+            moments += [r.at[:19] for r in receipts[-1:]] + [r.timestamp[:19] for r in records[-1:]]
+            rows.append(
+                SessionRow(
+                    id=info.id,
+                    nodes=info.nodes,
+                    created=info.created.strftime("%Y-%m-%d %H:%M:%S"),
+                    last_activity=max(moments)[:19].replace("T", " "),
+                    branches=1 + len(self._branch_heads(info.id)),
+                    layers_active=len(made - undone),
+                    layers_made=len(made),
+                    calls=len(receipts),
+                )
+            )
+        return sorted(rows, key=lambda row: row.last_activity, reverse=True)
+
+    def _branch_heads(self, session: str) -> dict[str, str]:
+        try:
+            return self.store.get_values(session, BRANCHES)
+        except StoreError:
+            return {}
+
+    def receipts(self, session: str) -> list[RenderReceipt]:
+        try:
+            return self.storage(session).receipts()
+        except StoreError:
+            return []
+
+    def records(self, session: str) -> list[CompactionRecord]:
+        try:
+            return self.storage(session).read_records()
+        except StoreError:
+            return []
+
+    def loaded(self, session: str) -> tuple[ConversationGraph, ContextEngine]:
+        """The session's graph and engine, loaded once and caught up on every call."""
+        with self.lock:
+            if session not in self._loaded:
+                if not self.store.has_session(session):
+                    raise KeyError(session)
+                graph = ConversationGraph(self.store, session)
+                self._loaded[session] = (graph, engine_for(self.args, graph))
+            graph, engine = self._loaded[session]
+            graph.refresh()
+            return graph, engine
+
+    def version(self, session: str) -> str:
+        """What changes when anything is stored for the session (the live view polls it)."""
+        receipts = self.receipts(session)
+        records = self.records(session)
+        nodes = next((i.nodes for i in self.store.sessions() if i.id == session), 0)
+        last = receipts[-1].id if receipts else ""
+        return f"{nodes}.{len(receipts)}.{last}.{len(records)}"
+
+    # --- calls and prompts -------------------------------------------------------------
+
+    def calls(self, session: str, page: int, size: int, *, kinds: bool) -> tuple[list[Call], int]:
+        """One page of the timeline and the number of calls; ``kinds`` renders each call on
+        the page again to stack its tokens by kind (cached per receipt and layer state)."""
+        receipts = self.receipts(session)
+        records = self.records(session)
+        start = page * size
+        chosen = receipts[start : start + size]
+        compactions = _records_by_call(receipts, records)
+        found = []
+        for offset, receipt in enumerate(chosen):
+            number = start + offset
+            by_kind = self.by_kind(session, receipt) if kinds else self._cached(session, receipt)
+            found.append(Call(number, receipt, by_kind, compactions.get(number, [])))
+        return found, len(receipts)
+
+    def _cached(self, session: str, receipt: RenderReceipt) -> dict[str, int] | None:
+        loaded = self._loaded.get(session)
+        if loaded is None:
+            return None
+        return self._kinds.get((receipt.id, len(loaded[0].events())))
+
+    def by_kind(self, session: str, receipt: RenderReceipt) -> dict[str, int]:
+        with self.lock:
+            graph, _ = self.loaded(session)
+            key = (receipt.id, len(graph.events()))
+            if key not in self._kinds:
+                self._kinds[key] = self.prompt(session, receipt.id).by_kind
+            return self._kinds[key]
+
+    def receipt(self, session: str, receipt_id: str | None) -> RenderReceipt:
+        receipts = self.receipts(session)
+        if not receipts:
+            raise KeyError(f"session {session} has sent no prompt yet")
+        if receipt_id is None:
+            return receipts[-1]
+        for receipt in receipts:
+            if receipt.id == receipt_id:
+                return receipt
+        raise KeyError(f"no call {receipt_id} in session {session}")
+
+    def prompt(self, session: str, receipt_id: str | None = None) -> Prompt:
+        """A call's prompt as sent: rendered again from its receipt with the session's own
+        counter (the numbers ``openprogram context --json`` reports for the last one); for
+        a session that has sent none (an imported trace), its next prompt, as ``context``
+        shows it."""
+        with self.lock:
+            graph, engine = self.loaded(session)
+            if receipt_id is None and not self.receipts(session):
+                receipt, rendered = None, engine.preview()  # as `context` shows it
+            else:
+                receipt = self.receipt(session, receipt_id)
+                rendered = render_receipt(engine, receipt)
+            rows = list(_provenance(graph, rendered.messages, engine))
+            by_kind: dict[str, int] = dict.fromkeys(KINDS, 0)
+            for row in rows:
+                by_kind[row.kind] += row.tokens
+            by_kind["tool schemas"] = max(0, rendered.tokens - sum(by_kind.values()))
+            tiers = list(dict.fromkeys(a.tier for a in rendered.actions))
+            return Prompt(receipt, rows, by_kind, rendered.tokens, rendered.budget, tiers)
+
+    # --- layers --------------------------------------------------------------------------
+
+    def layers(self, session: str) -> list[LayerInfo]:
+        graph, _ = self.loaded(session)
+        return graph.layers()
+
+    def layer(self, session: str, layer_id: str) -> dict[str, Any]:
+        """A layer before and after: the originals it covers, its replacement, tokens
+        saved, the layers built on it, its anchors (from its compaction record)."""
+        from openprogram._views import layer_savings
+
+        with self.lock:
+            graph, engine = self.loaded(session)
+            info = graph.layer(layer_id)
+            originals = engine.expand(layer_id)
+            replacement = info.layer.replacement
+            shown = replacement if isinstance(replacement, list) else []
+            counter = engine.counter
+            record = next(
+                (r for r in self.records(session) if r.details.get("layer") == layer_id), None
+            )
+            return {
+                "info": info,
+                "originals": [(m, counter.count_message(m)) for m in originals],
+                "replacement": [(m, counter.count_message(m)) for m in shown],
+                "saved": layer_savings(engine, [info])[layer_id],
+                "built_on_it": [x for x in graph.layers() if layer_id in x.builds_on],
+                "builds_on": list(info.layer.builds_on),
+                "anchors": (record.anchors if record is not None else None) or {},
+                "record": record,
+            }
+
+    def takes_with_it(self, session: str, layer_id: str) -> list[LayerInfo]:
+        """The active layers a rollback of ``layer_id`` also ends (those built on it, and
+        on those), as ``engine.rollback`` does."""
+        graph, _ = self.loaded(session)
+        active = [x for x in graph.layers() if x.active]
+        taken: set[str] = {layer_id}
+        grew = True
+        while grew:
+            grew = False
+            for layer in active:
+                if layer.id not in taken and taken & set(layer.layer.builds_on):
+                    taken.add(layer.id)
+                    grew = True
+        return [x for x in active if x.id in taken and x.id != layer_id]
+
+    def rollback(self, session: str, layer_id: str) -> tuple[list[str], int, int]:
+        """Roll a layer back (what ``openprogram rollback`` does) on a writable store:
+        the layers ended, and the next prompt's tokens before and after."""
+        if not self.allow_write:
+            raise PermissionError("the viewer was started without --allow-write")
+        from graph import SQLStore
+
+        with self.lock:
+            store = SQLStore(self.args.db, create=False)
+            try:
+                graph = ConversationGraph(store, session)
+                engine = engine_for(self.args, graph)
+                before = engine.preview().tokens
+                done = engine.rollback(layer_id, reason="rolled back in openprogram view")
+                after = engine.preview().tokens
+                engine.close()
+            finally:
+                store.close()
+            self._loaded.pop(session, None)
+            return [x.id for x in done], before, after
+
+    # --- functions, records, search ------------------------------------------------------
+
+    def functions(self, session: str) -> list[tuple[int, Node, dict[str, int]]]:
+        """Function nodes in call order with their depth and the tiers fired in each."""
+        from openprogram._views import fired_by_frame
+
+        graph, _ = self.loaded(session)
+        fired = fired_by_frame(graph, self.records(session))
+        caller = graph.state.caller
+        found = []
+        for node in graph.nodes():
+            if node.kind != "function":
+                continue
+            depth, up = 0, caller.get(node.id)
+            while up is not None:
+                depth += graph.get(up).kind == "function"
+                up = caller.get(up)
+            found.append((depth, node, dict(fired.get(node.id, {}))))
+        return found
+
+    def expand(self, session: str, node_id: str) -> list[dict[str, Any]]:
+        with self.lock:
+            _, engine = self.loaded(session)
+            return engine.expand(node_id, depth=1)
+
+    def search(self, session: str, query: str, limit: int) -> tuple[list[tuple[Node, str]], int]:
+        """Nodes whose text contains ``query`` (case-insensitive), every node searched —
+        those under layers too — and at most ``limit`` returned, with a snippet each."""
+        graph, _ = self.loaded(session)
+        needle = query.lower()
+        hits: list[tuple[Node, str]] = []
+        total = 0
+        for node in graph.nodes():
+            text = node_text(node)
+            at = text.lower().find(needle)
+            if at < 0:
+                continue
+            total += 1
+            if len(hits) < limit:
+                start = max(0, at - 80)
+                hits.append((node, text[start : at + len(query) + 80]))
+        return hits, total
+
+    def nodes(self, session: str, page: int, size: int) -> tuple[list[Node], int]:
+        graph, _ = self.loaded(session)
+        every = graph.nodes()
+        return every[page * size : (page + 1) * size], len(every)
+
+
+def node_text(node: Node) -> str:
+    """All the text a node holds: its message, a function's input and output, a tool's
+    arguments and result."""
+    payload: Any = node.payload
+    if node.kind == "dialogue":
+        return text_of(payload.content)
+    if node.kind == "tool":
+        result = text_of(node.result.content) if node.result is not None else ""
+        return f"{payload.name}({payload.arguments})\n{result}"
+    finish = node.finish
+    out = "" if finish is None else str(finish.output if finish.error is None else finish.error)
+    return f"{payload.name}({payload.input})\n{out}"
+
+
+def _records_by_call(
+    receipts: Sequence[RenderReceipt], records: Sequence[CompactionRecord]
+) -> dict[int, list[CompactionRecord]]:
+    """The compactions each call's render made: the records written before its receipt
+    and after the previous one (by time)."""
+    found: dict[int, list[CompactionRecord]] = collections.defaultdict(list)
+    marks = [r.at for r in receipts]
+    call = 0
+    for record in sorted(records, key=lambda r: r.timestamp):
+        if record.tier not in ("collapse", "compact", "snip", "microcompact", "emergency"):
+            continue
+        stamp = record.timestamp[:23]
+        while call < len(marks) and marks[call][:23] < stamp:
+            call += 1
+        found[min(call, max(0, len(marks) - 1))].append(record)
+    return found
+
+
+def _provenance(
+    graph: ConversationGraph, messages: Sequence[dict[str, Any]], engine: ContextEngine
+) -> Iterator[PromptRow]:
+    """Each message with where it came from: a node (whole, or a placeholder for it), a
+    layer's summary, or a note the cascade wrote."""
+    from graph import function_call_id
+
+    by_call: dict[str, Node] = {}
+    by_text: dict[tuple[str | None, str], Node] = {}
+    for stored in graph.nodes():
+        payload: Any = stored.payload
+        if stored.kind == "tool":
+            by_call[payload.call_id] = stored
+        elif stored.kind == "function":
+            by_call[function_call_id(stored)] = stored
+        else:
+            by_text.setdefault((stored.role, text_of(payload.content)), stored)
+    for index, message in enumerate(messages):
+        text = text_of(message.get("content"))
+        tokens = engine.counter.count_message(message)
+        layer = None
+        node: Node | None = None
+        placeholder = False
+        if text.startswith(_SUMMARY_PREFIXES):
+            found = _LAYER_ID.search(text)
+            layer = found.group(1) if found else None
+            source = f"layer {layer}" if layer else "a layer's summary"
+        elif _NOTE in text:
+            source = "note (snipped rounds)"
+        elif message.get("role") == "tool":
+            node = by_call.get(str(message.get("tool_call_id")))
+            full = "" if node is None else _full_output(node)
+            placeholder = node is not None and text.strip() != full.strip()
+            if node is None:
+                source = "tool output"
+            elif placeholder:
+                source = f"placeholder for {node.id}"
+            else:
+                source = f"node {node.id}"
+        elif message.get("tool_calls"):
+            first = by_call.get(str(message["tool_calls"][0].get("id")))
+            if first is not None and first.kind == "function":
+                node, source = first, f"call of function {first.id}"
+            else:
+                asker = None if first is None else graph.state.requested_by.get(first.id)
+                node = graph.get(asker) if asker is not None and asker in graph else None
+                source = f"node {node.id}" if node is not None else "assistant tool call"
+        else:
+            node = by_text.get((message.get("role"), text))
+            source = f"node {node.id}" if node is not None else "written by the engine"
+        yield PromptRow(
+            index,
+            str(message.get("role")),
+            kind_of(message, placeholder),
+            tokens,
+            source,
+            None if node is None else node.id,
+            layer,
+            message_text(message),
+        )
+
+
+def _full_output(node: Node) -> str:
+    if node.kind == "tool":
+        return text_of(node.result.content) if node.result is not None else ""
+    finish = node.finish
+    if finish is None:
+        return ""
+    from graph import function_messages
+
+    messages = function_messages(node)
+    return text_of(messages[-1].get("content")) if messages else ""

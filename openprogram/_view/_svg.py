@@ -1,0 +1,162 @@
+"""The timeline chart, drawn as SVG on the server: one bar per LLM call, its prompt tokens
+stacked by kind against the budget, a marker at each call whose render compacted (with
+the tokens it freed). Every bar links to its prompt. A call is stacked from its receipt
+rendered again, under the layers of now; where that differs from what was sent (a layer
+rolled back since), a black tick marks the receipt's own total."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from html import escape
+
+from openprogram._view._data import KINDS, Call
+
+COLORS = {
+    "system": "#6c757d",
+    "tool schemas": "#adb5bd",
+    "user": "#4c8bf5",
+    "assistant": "#34a853",
+    "tool outputs": "#f4a236",
+    "summaries": "#a142f4",
+    "placeholders": "#e8710a",
+    "messages": "#9aa9c2",
+}
+"""A color per kind; ``messages`` is the part of a call not yet broken down by kind."""
+
+WIDTH = 960
+HEIGHT = 300
+LEFT = 64
+BOTTOM = 40
+TOP = 24
+
+
+def legend(kinds: Sequence[str]) -> str:
+    spans = "".join(
+        f'<span class="key"><i style="background:{COLORS[k]}"></i>{escape(k)}</span>' for k in kinds
+    )
+    return f'<div class="legend">{spans}</div>'
+
+
+def _parts(call: Call) -> list[tuple[str, int]]:
+    if call.by_kind is not None:
+        return [(k, call.by_kind.get(k, 0)) for k in KINDS]
+    schemas = call.receipt.tool_tokens
+    return [("tool schemas", schemas), ("messages", max(0, call.receipt.tokens - schemas))]
+
+
+def timeline_svg(calls: Sequence[Call], href: Callable[[Call], str]) -> str:
+    """The chart of ``calls`` (one page of them)."""
+    if not calls:
+        return '<p class="dim">no LLM call recorded yet</p>'
+    top = max(max(c.receipt.budget, c.receipt.tokens) for c in calls)
+    top = max(1, int(top * 1.08))
+    inner_w, inner_h = WIDTH - LEFT - 12, HEIGHT - TOP - BOTTOM
+    step = inner_w / len(calls)
+    bar = max(2.0, step * 0.72)
+
+    def y(tokens: float) -> float:
+        return TOP + inner_h - inner_h * tokens / top
+
+    out = [
+        f'<svg class="timeline" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" '
+        f'height="{HEIGHT}" role="img" aria-label="prompt tokens per LLM call" '
+        'xmlns="http://www.w3.org/2000/svg" font-family="sans-serif" font-size="11">'
+    ]
+    for fraction in (0, 0.25, 0.5, 0.75, 1.0):
+        tokens = int(top * fraction)
+        out.append(
+            f'<line x1="{LEFT}" x2="{WIDTH - 12}" y1="{y(tokens):.1f}" y2="{y(tokens):.1f}" '
+            'stroke="#e6e6e6"/>'
+            f'<text x="{LEFT - 6}" y="{y(tokens) + 4:.1f}" text-anchor="end" fill="#666">'
+            f"{tokens:,}</text>"
+        )
+    budget_points = []
+    for position, call in enumerate(calls):
+        x = LEFT + position * step + (step - bar) / 2
+        budget_points.append(f"{x:.1f},{y(call.receipt.budget):.1f}")
+        budget_points.append(f"{x + bar:.1f},{y(call.receipt.budget):.1f}")
+        if call.compactions:
+            freed = sum(max(0, r.tokens_before - r.tokens_after) for r in call.compactions)
+            tiers = ", ".join(dict.fromkeys(r.tier for r in call.compactions))
+            cx = x + bar / 2
+            out.append(
+                f'<g class="compaction"><title>call {call.number + 1}: {escape(tiers)} '
+                f"freed {freed:,} tokens</title>"
+                f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{TOP - 6}" y2="{TOP + inner_h}" '
+                'stroke="#d93025" stroke-dasharray="3,3"/>'
+                f'<path d="M{cx - 5:.1f},{TOP - 14} L{cx + 5:.1f},{TOP - 14} L{cx:.1f},'
+                f'{TOP - 6} Z" fill="#d93025"/>'
+                f'<text x="{cx + 6:.1f}" y="{TOP - 8}" fill="#d93025" font-size="9">'
+                f"−{_short(freed)}</text></g>"
+            )
+        base = 0
+        parts = []
+        for kind, tokens in _parts(call):
+            if tokens <= 0:
+                continue
+            parts.append(
+                f'<rect x="{x:.1f}" y="{y(base + tokens):.1f}" width="{bar:.1f}" '
+                f'height="{y(base) - y(base + tokens):.1f}" fill="{COLORS[kind]}">'
+                f"<title>{escape(kind)}: {tokens:,}</title></rect>"
+            )
+            base += tokens
+        receipt = call.receipt
+        if call.by_kind is not None and base != receipt.tokens:
+            parts.append(  # the layers changed since it was sent (a rollback, say)
+                f'<line class="sent" x1="{x - 2:.1f}" x2="{x + bar + 2:.1f}" '
+                f'y1="{y(receipt.tokens):.1f}" y2="{y(receipt.tokens):.1f}" stroke="#111" '
+                f'stroke-width="2"><title>sent: {receipt.tokens:,} tokens; rendered now '
+                f"under today's layers: {base:,}</title></line>"
+            )
+        where = "" if receipt.frame is None else f" in function {receipt.frame}"
+        title = (
+            f"call {call.number + 1}{where}: {receipt.tokens:,} of {receipt.budget:,} tokens "
+            f"({receipt.at[11:19]})"
+        )
+        out.append(
+            f'<a href="{escape(href(call))}" class="bar" data-call="{escape(receipt.id)}">'
+            f"<title>{escape(title)}</title>{''.join(parts)}</a>"
+        )
+        if len(calls) <= 40 or position % max(1, len(calls) // 20) == 0:
+            out.append(
+                f'<text x="{x + bar / 2:.1f}" y="{TOP + inner_h + 14}" text-anchor="middle" '
+                f'fill="#666">{call.number + 1}</text>'
+            )
+    out.append(
+        f'<polyline points="{" ".join(budget_points)}" fill="none" stroke="#d93025" '
+        'stroke-width="1.5"><title>budget</title></polyline>'
+        f'<text x="{LEFT}" y="{HEIGHT - 6}" fill="#444">LLM call →</text>'
+        f'<text x="{WIDTH - 12}" y="{HEIGHT - 6}" text-anchor="end" fill="#d93025">'
+        "— budget</text>"
+        f'<text x="{WIDTH - 90}" y="{HEIGHT - 6}" text-anchor="end" fill="#111">'
+        "— as sent, where the layers changed since</text></svg>"
+    )
+    return "".join(out)
+
+
+def _short(tokens: int) -> str:
+    return f"{tokens / 1000:.1f}k" if tokens >= 1000 else str(tokens)
+
+
+def kind_bar(by_kind: dict[str, int], budget: int) -> str:
+    """One horizontal bar of a prompt's kinds against its budget."""
+    total = max(budget, sum(by_kind.values()), 1)
+    rects = []
+    x = 0.0
+    for kind in KINDS:
+        tokens = by_kind.get(kind, 0)
+        if tokens <= 0:
+            continue
+        w = 900 * tokens / total
+        rects.append(
+            f'<rect x="{x:.1f}" y="0" width="{w:.1f}" height="22" fill="{COLORS[kind]}">'
+            f"<title>{escape(kind)}: {tokens:,}</title></rect>"
+        )
+        x += w
+    edge = 900 * budget / total
+    return (
+        '<svg class="kindbar" viewBox="0 0 904 26" width="904" height="26" '
+        f'xmlns="http://www.w3.org/2000/svg">{"".join(rects)}'
+        f'<line x1="{edge:.1f}" x2="{edge:.1f}" y1="0" y2="26" stroke="#d93025" '
+        'stroke-width="2"><title>budget</title></line></svg>'
+    )
