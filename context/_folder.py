@@ -32,7 +32,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from graph import Store
+from graph import SideData
 
 from ._errors import ForeignStateFolder, StateDirError
 
@@ -135,12 +135,12 @@ def default_path(url: str, database: str | None) -> Path | None:
     return state_home() / database
 
 
-_TEMPORARY: weakref.WeakKeyDictionary[Store, StateFolder] = weakref.WeakKeyDictionary()
+_TEMPORARY: weakref.WeakKeyDictionary[SideData, StateFolder] = weakref.WeakKeyDictionary()
 _TEMPORARY_LOCK = threading.Lock()
 
 
 def state_folder(
-    store: Store | None, override: str | os.PathLike[str] | None = None
+    store: SideData | None, override: str | os.PathLike[str] | None = None
 ) -> StateFolder:
     """The state folder of ``store``'s database (``override``: the caller's choice),
     checked against its marker. Writes nothing; :meth:`StateFolder.claim` does.
@@ -164,7 +164,7 @@ def state_folder(
     return found
 
 
-def _temporary(store: Store | None) -> StateFolder:
+def _temporary(store: SideData | None) -> StateFolder:
     if store is None:
         return _made(None)
     with _TEMPORARY_LOCK:
@@ -174,7 +174,7 @@ def _temporary(store: Store | None) -> StateFolder:
         return found
 
 
-def _made(store: Store | None) -> StateFolder:
+def _made(store: SideData | None) -> StateFolder:
     """A temporary folder's place (made by the first write, so a store that never
     offloads costs no folder)."""
     path = Path(tempfile.gettempdir()) / f"openprogram-state-{uuid.uuid4().hex}"
@@ -184,7 +184,7 @@ def _made(store: Store | None) -> StateFolder:
     return folder
 
 
-def release_state_folder(store: Store) -> None:
+def release_state_folder(store: SideData) -> None:
     """Remove an in-memory store's temporary state folder now (``Session.close``)."""
     with _TEMPORARY_LOCK:
         found = _TEMPORARY.pop(store, None)

@@ -2,10 +2,11 @@
 
 Layers are graph facts (``graph.Layer``): the covered nodes stay untouched and a rollback
 brings them back exactly. A layer applies on every branch whose walk holds all the nodes it
-covers as whole, adjacent units. A newer layer that holds older ones hides them (it builds
-on them); a newer layer inside an older one refines it: the finest layer shows there, and
-the older one once, at its first unit no refinement holds. The projection is cached and
-extended like the layout, so its cost does not grow with history.
+covers as whole, adjacent units; elsewhere it neither shows nor blocks. A newer layer that
+holds older ones hides them (it builds on them); a newer layer inside an older one refines
+it: the finest layer shows there, and the older one once, at its first unit no refinement
+holds. The projection is cached and extended like the layout, so its cost does not grow
+with history.
 """
 
 from __future__ import annotations
@@ -173,34 +174,39 @@ class _Shown(NamedTuple):
 
 def _visible(units: list[Unit], layers: list[LayerInfo]) -> tuple[list[_Shown], set[str]]:
     """The layers a walk shows, and the node ids of those it cannot (``layers`` oldest
-    first). Newest first: a layer inside a newer one's span is hidden by it (the newer
-    builds on it); a newer layer inside an older one refines it, and both show; one that
-    overlaps a newer one in part (only possible across branches) does not apply."""
+    first). A layer applies only where the walk holds all its nodes; of two that apply and
+    overlap in part (a fork's layer over nodes its parent shares), the older shows and the
+    newer neither shows nor blocks. A layer inside a newer one's span is hidden by it (the
+    newer builds on it); a newer layer inside an older one refines it, and both show."""
     where = _positions(units)
-    shown: list[_Shown] = []
+    applied: list[_Shown] = []
     idle: set[str] = set()
-    for info in reversed(layers):
+    for info in layers:
         span = _span(units, where, info.covers)
         if span is None:
             idle.update(info.covers)
             continue
         start, end = span
-        hidden = False
-        for newer in shown:
-            if newer.start <= start and end <= newer.end:
-                hidden = True  # built on by a newer layer
-                break
-            if (
-                newer.start < end
-                and start < newer.end
-                and not (start <= newer.start and newer.end <= end)
-            ):
-                hidden = True  # overlaps a newer layer in part
-                idle.update(info.covers)
-                break
-        if not hidden:
-            shown.append(_Shown(info, start, end))
+        if any(_crosses(start, end, older) for older in applied):
+            idle.update(info.covers)
+            continue
+        applied.append(_Shown(info, start, end))
+    shown = [
+        layer
+        for index, layer in enumerate(applied)
+        if not any(
+            newer.start <= layer.start and layer.end <= newer.end for newer in applied[index + 1 :]
+        )
+    ]
     return shown, idle
+
+
+def _crosses(start: int, end: int, other: _Shown) -> bool:
+    """Whether the span overlaps ``other``'s in part (neither holds the other)."""
+    if end <= other.start or other.end <= start:
+        return False
+    inside = other.start <= start and end <= other.end
+    return not inside and not (start <= other.start and other.end <= end)
 
 
 def _owners(shown: list[_Shown]) -> dict[int, _Shown]:

@@ -28,6 +28,8 @@ from ._collapse import collapse_segment
 from ._commit import Decision, Redo
 from ._compact import compact_now
 from ._errors import AlreadyRolledBack, CommitConflict, ContextError, UnknownLayer
+from ._layers import project
+from ._layout import Layout
 from ._locking import locked
 from ._provider import provider_layer
 from ._records import CompactionRecord
@@ -98,22 +100,41 @@ class LayerOperations:
         ctx, view, state = self.context(head, frame)
         units = list(view.units)
         first, last = _index_of(units, from_node), _index_of(units, to_node)
+        if first == last and units[first].kind == "layer":  # inside one layer: refine it
+            return self._refine(from_node, to_node, head, frame)
         if first > last:
             first, last = last, first
         covered = units[first : last + 1]
-        for unit in covered:
-            if unit.pinned or unit.running or unit.kind not in ("round", "call", "layer"):
-                where = f"node {unit.node_ids[0] if unit.node_ids else '?'}"
-                what = "the system prompt or the task" if unit.pinned else f"a {unit.kind}"
-                if unit.running:
-                    what = "a running function"
-                elif unit.kind == "layer":
-                    what, where = "a compaction", f"layer {unit.layer}"
-                raise ContextError(
-                    f"cannot collapse {what} ({where}); pick rounds or finished functions"
-                )
+        _collapsible(covered)
         ctx.tier = "collapse"
         after, error = collapse_segment(view, ctx, covered, reason="manual", force=True)
+        self._settle(Decision(ctx, after, state, frame, [], 0), "collapse")
+        if error is not None:
+            raise ContextError(f"collapse failed: {error}")
+        return self.book.get(str(ctx.records[-1].details["layer"]))
+
+    def _refine(
+        self, from_node: str, to_node: str, head: str | None, frame: str | None
+    ) -> LayerInfo:
+        """A manual collapse inside a layer's span (a compaction, a collapse): a finer
+        layer over the rounds it covers, which shows there in the coarse layer's place
+        (the coarse one shows once, at its first unit left); rolling it back restores the
+        coarse prompt. Built on the walked units, never on a checkpoint's placeholders."""
+        ctx, view, state = self.context(head, frame)
+        raw = list(ctx.units)
+        first, last = sorted((_index_of(raw, from_node), _index_of(raw, to_node)))
+        covered = raw[first : last + 1]
+        if any(not unit.items for unit in covered):  # placeholders of a checkpointed span
+            state.layout = Layout()
+            ctx, view, state = self.context(head, frame)
+            raw = list(ctx.units)
+            first, last = sorted((_index_of(raw, from_node), _index_of(raw, to_node)))
+            covered = raw[first : last + 1]
+        _collapsible(covered)
+        ctx.tier = "collapse"
+        walked = View(tuple(raw), view.extra_tokens)
+        _, error = collapse_segment(walked, ctx, covered, reason="manual", force=True)
+        after = project(walked, ctx, self.book.active()) if error is None else view
         self._settle(Decision(ctx, after, state, frame, [], 0), "collapse")
         if error is not None:
             raise ContextError(f"collapse failed: {error}")
@@ -268,3 +289,18 @@ def _covered_steps(ops: LayerOperations, info: LayerInfo) -> list[Step]:
         elif node.kind == "function":
             steps.append(Step(node, "call", 0, False))
     return steps
+
+
+def _collapsible(covered: list[Unit]) -> None:
+    """Refuse a manual collapse over what cannot be summarized away."""
+    for unit in covered:
+        if unit.pinned or unit.running or unit.kind not in ("round", "call", "layer"):
+            where = f"node {unit.node_ids[0] if unit.node_ids else '?'}"
+            what = "the system prompt or the task" if unit.pinned else f"a {unit.kind}"
+            if unit.running:
+                what = "a running function"
+            elif unit.kind == "layer":
+                what, where = "a compaction", f"layer {unit.layer}"
+            raise ContextError(
+                f"cannot collapse {what} ({where}); pick rounds or finished functions"
+            )

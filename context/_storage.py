@@ -1,9 +1,10 @@
 """The one persistence seam of ``context``: records, token counts and tier state.
 
-Everything goes through the graph store's side data (``get_values``/``put_values``,
-``append_log``/``read_log``), which the memory store and the SQL store both implement, so
-no code here knows which store it has. ``context`` lists its migrations explicitly and
-applies them when a :class:`ContextStorage` first opens a store.
+Everything goes through the graph store's side data (``graph.SideData``: ``get_values``/
+``put_values``, ``append_log``/``read_log``), which the memory store and the SQL store both
+implement, so no code here knows which store it has, nor writes SQL. ``context`` lists its
+side-data migrations explicitly and applies them when a :class:`ContextStorage` first opens
+a store.
 
 Writing fails open: a record that could not be written (database down, disk full, a
 symlinked records folder) is kept and retried on the next write, and the caller is told.
@@ -19,9 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, inspect, text
-
-from graph import GraphError, Migration, Store
+from graph import GraphError, SideData, SideImport, SideMigration
 
 from ._errors import ContextError, PartialAppend, RecordError
 from ._folder import StateFolder, state_folder
@@ -51,34 +50,28 @@ def _tokens(encoding: str) -> str:
     return f"context.tokens.{encoding}"
 
 
-def _move_old_tables(connection: Connection) -> None:
+def _move_old_tables(side: SideImport) -> None:
     """Databases written before the seam kept records and counts in tables of their own;
-    copy them into the side tables and drop the old ones (nothing is lost)."""
-    tables = set(inspect(connection).get_table_names())
+    copy them into side data and drop the old ones (nothing is lost)."""
+    tables = side.tables()
     if "context_records" in tables:
-        connection.execute(
-            text(
-                "INSERT INTO graph_logs (session, namespace, key, seq, body) "
-                "SELECT session, :namespace, id, seq, body FROM context_records ORDER BY seq"
-            ),
-            {"namespace": RECORDS},
-        )
-        connection.execute(text("DROP TABLE context_records"))
+        rows = side.rows("context_records", ("session", "id", "seq", "body"), order_by="seq")
+        side.append_logs((session, RECORDS, key, seq, body) for session, key, seq, body in rows)
+        side.drop("context_records")
     if "context_token_cache" in tables:
-        connection.execute(
-            text(
-                "INSERT INTO graph_values (session, namespace, key, value) "
-                "SELECT session, 'context.tokens.' || encoding, key, CAST(tokens AS TEXT) "
-                "FROM context_token_cache"
-            )
+        rows = side.rows("context_token_cache", ("session", "encoding", "key", "tokens"))
+        side.put_values(
+            (session, _tokens(encoding), key, str(tokens))
+            for session, encoding, key, tokens in rows
         )
-        connection.execute(text("DROP TABLE context_token_cache"))
+        side.drop("context_token_cache")
 
 
-CONTEXT_MIGRATIONS: tuple[Migration, ...] = (
-    Migration("context_0003_side_tables", _move_old_tables),
+CONTEXT_MIGRATIONS: tuple[SideMigration, ...] = (
+    SideMigration("context_0003_side_tables", _move_old_tables),
 )
-"""The context package's migrations, in order (0001 and 0002 made the old tables)."""
+"""The context package's side-data migrations, in order (0001 and 0002 made the old
+tables)."""
 
 
 class ContextStorage:
@@ -91,7 +84,7 @@ class ContextStorage:
 
     def __init__(
         self,
-        store: Store,
+        store: SideData,
         session: str,
         state_dir: StateFolder | str | os.PathLike[str] | None = None,
         *,
@@ -103,7 +96,7 @@ class ContextStorage:
             state_dir if isinstance(state_dir, StateFolder) else state_folder(store, state_dir)
         )
         if migrate:
-            store.migrate(CONTEXT_MIGRATIONS)
+            store.migrate_side(CONTEXT_MIGRATIONS)
         self._unsaved: list[tuple[CompactionRecord, int]] = []
         self._unlogged: list[CompactionRecord] = []
 

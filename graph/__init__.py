@@ -51,6 +51,7 @@ from ._nodes import (
     Tool,
     ToolResult,
 )
+from ._open import open_store, register_store, store_schemes
 from ._openai import (
     as_text,
     dialogue_message,
@@ -61,12 +62,14 @@ from ._openai import (
     tool_call,
     tool_result_message,
 )
+from ._protocols import EventLog, Leases, LogEntry, SessionInfo, SideData
 from ._reader import GraphReader, GraphView
 from ._redact import DEFAULT_PATTERNS, Redactor, redaction_setting, redactor_from
 from ._scrub import AUDIT, Scrubber, ScrubReport, scrub, scrubber
+from ._side_migrations import SideImport, SideMigration
 from ._sql import SQLStore
 from ._state import GraphState
-from ._store import LogEntry, MemoryStore, SessionInfo, Store
+from ._store import MemoryStore, Store
 from ._walk import Step, inside, visible, visible_since
 
 if TYPE_CHECKING:
@@ -108,6 +111,7 @@ __all__ = [
     "DuplicateToolResult",
     "Edge",
     "Event",
+    "EventLog",
     "Finish",
     "Fork",
     "Frame",
@@ -125,6 +129,7 @@ __all__ = [
     "LayerInfo",
     "LayerNotFound",
     "LayerRolledBack",
+    "Leases",
     "LogEntry",
     "MemoryStore",
     "Migration",
@@ -137,6 +142,9 @@ __all__ = [
     "ScrubReport",
     "Scrubber",
     "SessionInfo",
+    "SideData",
+    "SideImport",
+    "SideMigration",
     "Step",
     "Store",
     "StoreError",
@@ -163,14 +171,17 @@ __all__ = [
     "migrate",
     "migration",
     "new_id",
+    "open_store",
     "redaction_setting",
     "redactor_from",
     "register_migration",
+    "register_store",
     "registered_migrations",
     "scrub",
     "scrubber",
     "seeded_ids",
     "steps_to_messages",
+    "store_schemes",
     "text_of",
     "to_networkx",
     "tool_call",

@@ -36,10 +36,11 @@ from ._layers import LayerWriter
 from ._loading import paused
 from ._messages import ParsedResult, parse_message, stored_fields
 from ._nodes import Edge, Event, EventData, Finish, Fork, Layer, Node, Payload, Tool
+from ._open import open_store
+from ._protocols import Loaded
 from ._redact import Redactor
-from ._sql import SQLStore
 from ._state import GraphState
-from ._store import Loaded, MemoryStore, Store
+from ._store import MemoryStore, Store
 
 _ULID = re.compile(r"(?<![0-9A-Za-z])[0-9A-Z]{26}(?![0-9A-Za-z])")
 
@@ -103,7 +104,8 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
         ``StoreError`` naming session, seq and table; ``repair=True`` loads everything
         readable instead and lists what it left out in ``repairs``.
         """
-        return cls(SQLStore(url_or_path), session or new_id(), redactor=redactor, repair=repair)
+        store = open_store(url_or_path)
+        return cls(store, session or new_id(), redactor=redactor, repair=repair)
 
     def _load(self) -> None:
         loaded = self._catch_up()

@@ -11,6 +11,7 @@ import threading
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from ._branches import BRANCHES
 from ._codec import normalize_event, normalize_meta, normalize_time
 from ._errors import (
     InvalidMessage,
@@ -136,12 +137,32 @@ class LayerWriter(GraphReader):
                 continue
             if overlap == set(info.covers):
                 built.append(info.id)
-            elif self._state.one_walk(inside.union(info.covers)):
+            elif self._blocks(inside, info.covers):
                 raise LayerConflict(
                     f"the new layer overlaps layer {info.id} only in part "
                     f"(node {sorted(overlap)[0]}); layers on one branch must nest"
                 )
         return built
+
+    def _blocks(self, covered: set[str], other: tuple[str, ...]) -> bool:
+        """Whether ``other`` (overlapping ``covered`` in part) applies on every branch whose
+        walk holds ``covered``: a layer applies to a branch only where the branch holds all
+        its nodes, so on a fork that lacks some of ``other``'s nodes the new layer is free
+        (where both apply, the older one shows and the newer neither shows nor blocks)."""
+        state = self._state
+        if not state.one_walk(covered.union(other)):
+            return False  # no walk holds both
+        mine = {state.top(n) for n in covered}
+        theirs = {state.top(n) for n in other}
+        heads = {*state.tips(), *self.store.get_values(self.session, BRANCHES).values()}
+        if self.head is not None:
+            heads.add(self.head)
+        for head in heads:
+            if head in state.nodes:
+                chain = set(state.chain(state.top(head)))
+                if mine <= chain and not theirs <= chain:
+                    return False
+        return True
 
     def rollback_layer(self, layer_id: str, reason: str | None = None) -> list[LayerInfo]:
         """Roll back a layer and every active layer built on it (those first); returns them

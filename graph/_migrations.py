@@ -23,7 +23,7 @@ from typing import NamedTuple
 from sqlalchemy import Connection, Engine, inspect, select, text
 
 from ._errors import MigrationError
-from ._schema import DATABASE, EDGES, EVENTS, LEASES, LOGS, MIGRATIONS, NODES, SESSIONS, VALUES
+from ._schema import MIGRATIONS
 
 
 class Migration(NamedTuple):
@@ -33,39 +33,98 @@ class Migration(NamedTuple):
     apply: Callable[[Connection], None]
 
 
+# Each migration's DDL is frozen as it was written (what the sqlmodel tables of its day
+# emitted), so a migration's body never changes when a model in ``_schema`` does; a test
+# checks that migrating an empty database gives exactly the schema the models make now.
+# ``{serial}`` is the dialect's auto-incrementing big integer key.
+
+_SERIAL = {"sqlite": "INTEGER", "postgresql": "BIGSERIAL"}
+
+_MIGRATIONS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS graph_migrations (name VARCHAR(200) NOT NULL, "
+    "applied_us BIGINT NOT NULL, PRIMARY KEY (name))"
+)
+
+_INITIAL = (  # 6de9ab8: sessions, nodes, edges (by session), events
+    "CREATE TABLE IF NOT EXISTS graph_sessions (id VARCHAR(128) NOT NULL, "
+    "created_us BIGINT NOT NULL, next_seq BIGINT NOT NULL, head VARCHAR(128), "
+    "meta TEXT NOT NULL, PRIMARY KEY (id))",
+    "CREATE TABLE IF NOT EXISTS graph_nodes (id VARCHAR(128) NOT NULL, "
+    "session VARCHAR(128) NOT NULL, seq BIGINT NOT NULL, kind VARCHAR(16) NOT NULL, "
+    "at_us BIGINT NOT NULL, payload TEXT NOT NULL, meta TEXT NOT NULL, PRIMARY KEY (id))",
+    "CREATE UNIQUE INDEX IF NOT EXISTS ix_graph_nodes_session_seq ON graph_nodes (session, seq)",
+    "CREATE TABLE IF NOT EXISTS graph_edges (src VARCHAR(128) NOT NULL, "
+    "dst VARCHAR(128) NOT NULL, type VARCHAR(16) NOT NULL, session VARCHAR(128) NOT NULL, "
+    "PRIMARY KEY (src, dst, type))",
+    "CREATE INDEX IF NOT EXISTS ix_graph_edges_session ON graph_edges (session)",
+    "CREATE TABLE IF NOT EXISTS graph_events (session VARCHAR(128) NOT NULL, "
+    "seq BIGINT NOT NULL, node_id VARCHAR(128) NOT NULL, at_us BIGINT NOT NULL, "
+    "data TEXT NOT NULL, PRIMARY KEY (session, seq))",
+    "CREATE INDEX IF NOT EXISTS ix_graph_events_node_id ON graph_events (node_id)",
+)
+
+_SIDE_TABLES = (  # 2c973a1: keyed values and append-only logs for the layers above
+    "CREATE TABLE IF NOT EXISTS graph_values (session VARCHAR(128) NOT NULL, "
+    'namespace VARCHAR(64) NOT NULL, "key" VARCHAR(200) NOT NULL, value TEXT NOT NULL, '
+    'PRIMARY KEY (session, namespace, "key"))',
+    "CREATE TABLE IF NOT EXISTS graph_logs (position {serial} NOT NULL, "
+    "session VARCHAR(128) NOT NULL, namespace VARCHAR(64) NOT NULL, "
+    '"key" VARCHAR(200) NOT NULL, seq BIGINT NOT NULL, body TEXT NOT NULL, '
+    "PRIMARY KEY (position))",
+    'CREATE UNIQUE INDEX IF NOT EXISTS ix_graph_logs_key ON graph_logs (session, namespace, "key")',
+    "CREATE INDEX IF NOT EXISTS ix_graph_logs_order ON graph_logs (session, namespace, position)",
+)
+
+_LEASES = (  # dd164c9: who runs a function node, until when
+    "CREATE TABLE IF NOT EXISTS graph_leases (session VARCHAR(128) NOT NULL, "
+    "function_id VARCHAR(128) NOT NULL, owner VARCHAR(200) NOT NULL, "
+    "expires_us BIGINT NOT NULL, PRIMARY KEY (session, function_id))",
+)
+
+_EDGE_TARGETS = (  # 9d2c652: edges by session and target replace edges by session
+    "CREATE INDEX IF NOT EXISTS ix_graph_edges_session_dst ON graph_edges (session, dst)",
+    "DROP INDEX IF EXISTS ix_graph_edges_session",
+)
+
+_DATABASE = (  # a3e1e59: the database's own identity
+    "CREATE TABLE IF NOT EXISTS graph_database "
+    "(key VARCHAR(64) NOT NULL PRIMARY KEY, value TEXT NOT NULL)",
+)
+
+
+def _run(connection: Connection, statements: Sequence[str]) -> None:
+    serial = _SERIAL.get(connection.dialect.name, "BIGINT")
+    for statement in statements:
+        connection.exec_driver_sql(statement.replace("{serial}", serial))
+
+
 def _initial(connection: Connection) -> None:
-    for table in (SESSIONS, NODES, EDGES, EVENTS):
-        table.create(connection, checkfirst=True)
+    _run(connection, _INITIAL)
 
 
 def _side_tables(connection: Connection) -> None:
-    for table in (VALUES, LOGS):
-        table.create(connection, checkfirst=True)
+    _run(connection, _SIDE_TABLES)
 
 
 def _leases(connection: Connection) -> None:
-    LEASES.create(connection, checkfirst=True)
+    _run(connection, _LEASES)
 
 
 def _edge_targets(connection: Connection) -> None:
     """Edges by session and target node (it replaces the session index it extends): a
     refresh reads only the new nodes' edges, and an append still updates one index."""
-    for index in EDGES.indexes:
-        index.create(connection, checkfirst=True)
-    connection.execute(text("DROP INDEX IF EXISTS ix_graph_edges_session"))
+    _run(connection, _EDGE_TARGETS)
 
 
 def _database_id(connection: Connection) -> None:
     """The database's own identity: a UUID made once, which its state folder names."""
-    connection.execute(
-        text(
-            "CREATE TABLE IF NOT EXISTS graph_database "
-            "(key VARCHAR(64) NOT NULL PRIMARY KEY, value TEXT NOT NULL)"
-        )
-    )
-    found = connection.execute(select(DATABASE.c.value).where(DATABASE.c.key == "id")).first()
+    _run(connection, _DATABASE)
+    found = connection.execute(text("SELECT value FROM graph_database WHERE key = 'id'")).first()
     if found is None:
-        connection.execute(DATABASE.insert().values(key="id", value=str(uuid.uuid4())))
+        connection.execute(
+            text("INSERT INTO graph_database (key, value) VALUES ('id', :value)"),
+            {"value": str(uuid.uuid4())},
+        )
 
 
 GRAPH_MIGRATIONS: tuple[Migration, ...] = (
@@ -124,7 +183,7 @@ def migrate(engine: Engine, extra: Sequence[Migration] = ()) -> list[str]:
             return []
     with engine.begin() as connection:  # under the lock too: openers of a new database race
         _lock(connection)
-        MIGRATIONS.create(connection, checkfirst=True)
+        connection.exec_driver_sql(_MIGRATIONS_TABLE)
     done: list[str] = []
     for item in wanted:
         with engine.begin() as connection:

@@ -28,10 +28,12 @@ from ._migrations import Migration, migrate
 from ._nodes import Edge
 from ._pending import FLUSH_ROWS, Pending, Row, add_rows
 from ._pg import insert_rows, is_psycopg, streamed
+from ._protocols import Loaded, SessionInfo
 from ._schema import DATABASE, EDGES, EVENTS, LEASES, LOGS, NODES, SESSIONS, VALUES
+from ._side_migrations import SideMigration, as_schema_migrations
 from ._sql_errors import TABLES, Unreadable, store_error
 from ._sql_side import SideTables, upsert_for
-from ._store import Loaded, Record, SessionInfo, Store
+from ._store import Record, Store
 
 _HOT_SQL = {
     "bump": "UPDATE graph_sessions SET next_seq = next_seq + :count, head = COALESCE(:head, head) "
@@ -401,3 +403,7 @@ class SQLStore(SideTables, Store):
             migrate(self.engine, migrations)
         except SQLAlchemyError as error:
             raise StoreError(f"cannot migrate {self.url}: {error}") from error
+
+    def migrate_side(self, migrations: Sequence[SideMigration]) -> None:
+        """Apply side-data migrations, each recorded as a schema migration of its name."""
+        self.migrate(as_schema_migrations(migrations, self))

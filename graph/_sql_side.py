@@ -14,8 +14,8 @@ from sqlalchemy import Connection, Engine, delete, select, update
 
 from ._codec import decode_any, encode, normalize_meta
 from ._errors import StoreError
+from ._protocols import LogEntry
 from ._schema import LEASES, LOGS, SESSIONS, VALUES
-from ._store import LogEntry
 
 KEYS_PER_QUERY = 500
 """Keys per ``IN`` list when side values are read by key (below SQLite's variable limit)."""

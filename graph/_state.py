@@ -242,13 +242,15 @@ class GraphState:
         """Whether one branch's walk can hold all of ``node_ids``: their top-level chain
         nodes (a tool counts as its requester, a nested node as its outermost function)
         all lie on the chain of the newest of them. Nodes of two forks never do."""
-        tops = {self._top(node_id) for node_id in node_ids}
+        tops = {self.top(node_id) for node_id in node_ids}
         if len(tops) < 2:
             return True
         newest = max(tops, key=lambda node_id: self.nodes[node_id].seq)
         return tops <= set(self.chain(newest))
 
-    def _top(self, node_id: str) -> str:
+    def top(self, node_id: str) -> str:
+        """The top-level chain node holding ``node_id`` (a tool's requester, a nested
+        node's outermost function)."""
         node_id = self.requested_by.get(node_id, node_id)
         while node_id in self.caller:
             node_id = self.caller[node_id]

@@ -1,7 +1,7 @@
-"""Where sessions live: the interface every store implements, and the in-memory store.
+"""Where sessions live: the base every store builds on, and the in-memory store.
 
-A store is append-only; the SQL store (SQLite by default, PostgreSQL by URL) is in
-``_sql.py``.
+A store is append-only; what it offers is three protocols (``_protocols``); the SQL store
+(SQLite by default, PostgreSQL by URL) is in ``_sql.py``.
 """
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 
@@ -21,49 +21,22 @@ from ._codec import normalize_meta
 from ._errors import StoreError
 from ._migrations import Migration
 from ._nodes import Edge, Event, Node
+from ._protocols import EventLog, Leases, Loaded, LogEntry, SessionInfo, SideData, WriteGuard
+from ._side_migrations import SideMigration
 
 DEFAULT_PATH = Path(".openprogram") / "openprogram.db"
 
 Record = Node | Event
 
 
-class Loaded(NamedTuple):
-    """A session as stored: its records in seq order and the last head."""
-
-    records: list[tuple[Node, tuple[Edge, ...]] | Event]
-    head: str | None
-
-
-class LogEntry(NamedTuple):
-    """One appended entry of a side log."""
-
-    key: str
-    seq: int
-    body: str
-
-
-class SessionInfo(NamedTuple):
-    """A session as listed: its id, when it was created (UTC, the type of ``LayerInfo.at``
-    and ``Node.at``) and how many nodes it holds."""
-
-    id: str
-    created: datetime
-    nodes: int
-
-
-WriteGuard = Callable[[str, Sequence["Record"], Sequence[Edge]], None]
-"""Called with (session, records, edges) inside a commit's transaction, before anything is
-written; raising refuses the commit (the runtime fences writes under a lost lease)."""
-
-
-class Store:
-    """The interface every store implements."""
+class Store(EventLog, SideData, Leases):
+    """Every store: an event log, side data and leases (see ``_protocols``) behind one
+    database. What is shared by all stores is here; the rest each store implements."""
 
     url: str = "memory:"
     _guards: tuple[WriteGuard, ...] = ()
 
     def add_write_guard(self, guard: WriteGuard) -> None:
-        """Run ``guard`` in every later commit's transaction, before it writes."""
         self._guards = (*self._guards, guard)
 
     def remove_write_guard(self, guard: WriteGuard) -> None:
@@ -73,130 +46,25 @@ class Store:
         for guard in self._guards:
             guard(session, records, edges)
 
-    def ensure_session(self, session: str) -> bool:
-        """Create the session if missing; True when it already existed.
-
-        Writing needs no call to this first: ``commit`` and ``update_session_meta`` create
-        a missing session in their own transaction, so a write that fails (or a process
-        killed before it commits) leaves no empty session behind."""
-        raise NotImplementedError
-
-    def database_id(self) -> str | None:
-        """The database's UUID, made once and stored in it (None: a database that predates
-        it, opened read-only). A state folder names the database it serves by it."""
-        raise NotImplementedError
-
     def has_session(self, session: str) -> bool:
-        """Whether the session exists (nothing is created)."""
         return any(info.id == session for info in self.sessions())
-
-    def commit(
-        self,
-        session: str,
-        records: Sequence[Record],
-        edges: Sequence[Edge],
-        head: str | None,
-        *,
-        create: bool = True,
-    ) -> int:
-        """Store ``records`` with consecutive seqs (in list order); return the first seq.
-        ``head`` becomes the session's head; None keeps the one it has. A session's first
-        write creates it, in the same transaction; with ``create`` false a missing session
-        (deleted by another process) is a ``StoreError`` and nothing is written."""
-        raise NotImplementedError
-
-    def load(self, session: str, after: int = 0, *, skipped: list[str] | None = None) -> Loaded:
-        """The records with a seq above ``after``, and the last head. A row that cannot be
-        read is a ``StoreError`` naming session, seq and table; given a ``skipped`` list,
-        the readable rest is loaded and each unreadable row described there."""
-        raise NotImplementedError
-
-    def session_of(self, node_id: str) -> str | None:
-        raise NotImplementedError
-
-    def sessions(self) -> list[SessionInfo]:
-        raise NotImplementedError
-
-    def delete_session(self, session: str) -> None:
-        raise NotImplementedError
-
-    def session_meta(self, session: str) -> dict[str, Any]:
-        """The session's own metadata, a JSON object (``{}`` until something is recorded,
-        and for a session that does not exist)."""
-        raise NotImplementedError
-
-    def update_session_meta(self, session: str, values: Mapping[str, Any]) -> dict[str, Any]:
-        """Set top-level keys of the session's metadata (others are kept); return it all.
-
-        Inside ``transaction()`` the update commits or rolls back with the appends around it,
-        which is what lets a caller record "done" atomically with the work it describes.
-        """
-        raise NotImplementedError
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """Group several commits into one transaction (a no-op where it does not matter)."""
         yield
 
     def lock_session(self, session: str) -> None:
-        """Hold the session's row until the enclosing ``transaction()`` ends, so writers
-        that check before they write (layers, rollbacks) take turns. The memory store's
-        transaction holds its lock already; so does SQLite's (``BEGIN IMMEDIATE``)."""
+        """The memory store's transaction holds its lock already; so does SQLite's
+        (``BEGIN IMMEDIATE``)."""
 
     def close(self) -> None:
-        """Release connections."""
+        pass
 
-    # -- side data: what other layers keep per session, behind one interface -----------
     def migrate(self, migrations: Sequence[Migration]) -> None:
-        """Apply another package's migrations to this store (where it has a schema)."""
+        pass
 
-    def get_values(
-        self, session: str, namespace: str, keys: Collection[str] | None = None
-    ) -> dict[str, str]:
-        """Every keyed value of a namespace (e.g. token counts, tier state), or only those
-        of ``keys`` (a reader that needs a few of many need not load them all)."""
-        raise NotImplementedError
-
-    def put_values(self, session: str, namespace: str, values: Mapping[str, str]) -> None:
-        """Insert or replace keyed values."""
-        raise NotImplementedError
-
-    def append_log(
-        self, session: str, namespace: str, entries: Sequence[tuple[str, str]], seq: int
-    ) -> None:
-        """Append ``(key, body)`` entries; a key already logged is skipped (retries are
-        safe). ``seq`` is the graph seq the entries belong to."""
-        raise NotImplementedError
-
-    def read_log(self, session: str, namespace: str) -> list[LogEntry]:
-        """A namespace's entries in the order they were appended."""
-        raise NotImplementedError
-
-    # -- leases: which process runs which function, until when ---------------------------
-    def put_lease(self, session: str, function_id: str, owner: str, expires_us: int) -> None:
-        """Take or renew the lease on a running function."""
-        raise NotImplementedError
-
-    def renew_lease(
-        self,
-        session: str,
-        function_id: str,
-        owner: str,
-        expires_us: int,
-        *,
-        previous: str | None = None,
-    ) -> bool:
-        """Set the lease's owner and expiry only where it is held by ``previous`` (by
-        ``owner`` itself when None): a heartbeat that never takes back a lease another
-        process claimed, and a claim that loses to a renewal. True when it was set."""
-        raise NotImplementedError
-
-    def drop_lease(self, session: str, function_id: str) -> None:
-        raise NotImplementedError
-
-    def leases(self, session: str) -> dict[str, tuple[str, int]]:
-        """Leases by function id: (owner, expiry in epoch microseconds)."""
-        raise NotImplementedError
+    def migrate_side(self, migrations: Sequence[SideMigration]) -> None:
+        pass
 
 
 def _with_seq(record: Record, seq: int) -> Record:

@@ -16,11 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from context import COLLAPSE_FIRST_CASCADE, CompactionRecord, Policy, Rendered, state_folder
-from graph import LayerInfo, Node, Tool, new_id, seeded_ids
+from graph import LayerInfo, Node, Tool, new_id, open_store, seeded_ids
 from openprogram._current import current_frame
 from openprogram._errors import OpenProgramError
 from openprogram._session import Session
-from openprogram._stores import open_store
 from openprogram._tools import ToolSpec
 from openprogram.examples.corpus import QUESTIONS, read, search
 from openprogram.examples.research import research, review, scripted_model

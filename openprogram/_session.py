@@ -44,6 +44,7 @@ from graph import (
     Store,
     is_safe_id,
     new_id,
+    open_store,
     redactor_from,
 )
 from openprogram._binding import Binding
@@ -63,7 +64,7 @@ from openprogram._loop import Call
 from openprogram._models import Model, resolve_model
 from openprogram._overview import session_html
 from openprogram._receipts import Receipts
-from openprogram._stores import migrate_old_files, open_store
+from openprogram._stores import migrate_old_files
 from openprogram._tools import ToolSpec
 from openprogram._usage import usage_of
 

@@ -1,30 +1,17 @@
-"""Where sessions live: a store opened from a path, URL or ``":memory:"``, and the files of
-an old shared ``./.openprogram`` folder copied into a database's own state folder.
-
-Kept apart from ``Session`` because the CLI and the demo open stores without a session.
+"""The files of an old shared ``./.openprogram`` folder, copied into a database's own
+state folder (stores themselves are opened by ``graph.open_store``, the one registry).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 from pathlib import Path
 
 from context import ContextError, StateFolder, migrate_state
-from graph import MemoryStore, SQLStore, Store, StoreError
+from graph import MemoryStore, Store, StoreError
 
-MEMORY = ":memory:"
 OLD_FOLDER = Path(".openprogram")
 """The state folder every database shared before each had its own."""
-
-
-def open_store(db: str | os.PathLike[str] | Store | None) -> Store:
-    """A store from a path or URL (``None``: ``$OPENPROGRAM_DB`` or the default file)."""
-    if isinstance(db, Store):
-        return db
-    if db == MEMORY:
-        return MemoryStore()
-    return SQLStore(db)
 
 
 def migrate_old_files(store: Store, folder: StateFolder, session: str) -> None:

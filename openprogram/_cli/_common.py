@@ -19,7 +19,8 @@ from typing import Any
 from rich.console import Console
 
 from context import ContextEngine, Policy, StateFolder, state_folder
-from graph import ConversationGraph, SQLStore, Store
+from graph import ConversationGraph, Store
+from graph import open_store as graph_open_store
 from openprogram._errors import OpenProgramError, SessionError
 from openprogram._tables import console_width
 
@@ -65,7 +66,8 @@ def folder_of(args: argparse.Namespace, store: Store) -> StateFolder:
 
 
 def open_store(args: argparse.Namespace, *, create: bool, read_only: bool = False) -> Store:
-    """The database named by ``--db``; reading commands refuse one that does not exist and
+    """The database named by ``--db`` (opened by ``graph.open_store``, after checking what
+    only a command line can get wrong); reading commands refuse one that does not exist and
     (``read_only``) open it so that nothing is written or migrated, and a folder that does
     not exist is never created behind the user's back (only the default ``.openprogram``
     folder is)."""
@@ -78,7 +80,7 @@ def open_store(args: argparse.Namespace, *, create: bool, read_only: bool = Fals
             )
         if path is not None and create and not path.parent.is_dir():
             raise UsageError(f"--db {url}: there is no folder {path.parent}; create it first")
-    return SQLStore(url, create=create, read_only=read_only)
+    return graph_open_store(url, create=create, read_only=read_only)
 
 
 def _sqlite_path(url: str) -> Path | None:

@@ -350,7 +350,7 @@ def cmd_checkout(args: argparse.Namespace) -> int:
 
 
 def cmd_copy(args: argparse.Namespace) -> int:
-    from openprogram._stores import open_store as open_target
+    from graph import open_store as open_target
 
     graph = existing_session(args, args.session)
     target = open_target(args.to)

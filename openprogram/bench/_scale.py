@@ -87,9 +87,9 @@ def _run_step(step: str, args: dict[str, Any], timeout: float | None) -> dict[st
 
 
 def _fresh_session(url: str, session: str) -> None:
-    from graph import SQLStore, dispose_engines
+    from graph import dispose_engines, open_store
 
-    store = SQLStore(url)
+    store = open_store(url)
     try:
         if store.has_session(session):
             store.delete_session(session)
@@ -98,10 +98,10 @@ def _fresh_session(url: str, session: str) -> None:
 
 
 def _normalized(url: str) -> str:
-    from graph import SQLStore, dispose_engines
+    from graph import dispose_engines, open_store
 
     try:
-        return SQLStore(url).url
+        return open_store(url).url
     finally:
         dispose_engines()
 

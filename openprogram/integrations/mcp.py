@@ -28,7 +28,7 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from pydantic import Field
 
 from context import ContextError, Policy
-from graph import ConversationGraph, GraphError, SQLStore, Store
+from graph import ConversationGraph, GraphError, Store, open_store
 from openprogram._history import READ_LIMIT, HistoryTools
 
 __all__ = ["MAX_QUERY_CHARS", "HistoryServer", "build_server"]
@@ -75,7 +75,7 @@ class HistoryServer:
         allow_write: bool = False,
         policy: Policy | None = None,
     ) -> None:
-        self.store = db if isinstance(db, Store) else SQLStore(db, create=False)
+        self.store = db if isinstance(db, Store) else open_store(db, create=False)
         self.scope = session
         self.allow_write = allow_write
         self.policy = policy

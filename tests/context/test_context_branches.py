@@ -175,12 +175,27 @@ def built_on(info: LayerInfo, layers: list[LayerInfo]) -> bool:
     return any(o.seq > info.seq and set(info.covers) <= set(o.covers) for o in layers)
 
 
+def crosses(a: LayerInfo, b: LayerInfo) -> bool:
+    shared = set(a.covers) & set(b.covers)
+    return bool(shared) and shared not in (set(a.covers), set(b.covers))
+
+
+def winners(layers: list[LayerInfo]) -> list[LayerInfo]:
+    """Of layers a walk holds whole (oldest first), those that apply: one crossing an older
+    one that applies (a fork's layer over nodes its parent's layer holds too) does not."""
+    kept: list[LayerInfo] = []
+    for info in layers:
+        if not any(crosses(info, older) for older in kept):
+            kept.append(info)
+    return kept
+
+
 def check(w: World, e: ContextEngine) -> None:
     g = w.g
     for head in heads(w).values():
         walk = {n for r in round_ids(g, head) for n in r}
-        layers = [i for i in g.layers() if applies(i, walk)]
-        for a in layers:  # on one walk, layers nest or are apart
+        layers = winners([i for i in g.layers() if applies(i, walk)])
+        for a in layers:  # on one walk, the layers that apply nest or are apart
             for b in layers:
                 shared = set(a.covers) & set(b.covers)
                 assert not shared or shared in (set(a.covers), set(b.covers))

@@ -25,7 +25,8 @@ def test_a_second_opener_waits_while_the_first_makes_the_tables(pg_db_url: str) 
     def meanwhile(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
         # the first opener is about to create the migrations table: start the second and
         # let it get as far as it can (done, or waiting for the lock the first holds)
-        if statement.lstrip().startswith("CREATE TABLE graph_migrations") and not other.ident:
+        creating = statement.lstrip().startswith("CREATE TABLE")
+        if creating and "graph_migrations" in statement.split("(")[0] and not other.ident:
             other.start()
             while other.is_alive() and not _waiting_for_a_lock(watcher):
                 time.sleep(0.01)
