@@ -23,6 +23,7 @@ from typing import NamedTuple
 from sqlalchemy import Connection, Engine, inspect, select, text
 
 from ._errors import MigrationError
+from ._identity import record_identity
 from ._schema import DATABASE, EDGES, EVENTS, LEASES, LOGS, MIGRATIONS, NODES, SESSIONS, VALUES
 
 
@@ -66,6 +67,7 @@ def _database_id(connection: Connection) -> None:
     found = connection.execute(select(DATABASE.c.value).where(DATABASE.c.key == "id")).first()
     if found is None:
         connection.execute(DATABASE.insert().values(key="id", value=str(uuid.uuid4())))
+    record_identity(connection)  # what tells a clone (which copies the UUID) from it
 
 
 GRAPH_MIGRATIONS: tuple[Migration, ...] = (

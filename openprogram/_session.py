@@ -385,12 +385,13 @@ class Session(Binding, Receipts):
         the secret. This session object then reads the scrubbed session afresh."""
         chosen = scrub_patterns(patterns)
         self.engine.close()
-        report = scrub_session(self.store, self.id, chosen, self.folder.path, vacuum=vacuum)
-        tools = self.engine.tools
-        self.graph = ConversationGraph(self.store, self.id, redactor=self.graph.redactor)
-        self.engine = self._engine(tools)
-        self.history = HistoryTools(self)
-        return report
+        try:
+            return scrub_session(self.store, self.id, chosen, self.folder.path, vacuum=vacuum)
+        finally:
+            tools = self.engine.tools
+            self.graph = ConversationGraph(self.store, self.id, redactor=self.graph.redactor)
+            self.engine = self._engine(tools)
+            self.history = HistoryTools(self)
 
     def close(self) -> None:
         """Stop background work (the summary worker, the lease heartbeat); an in-memory
