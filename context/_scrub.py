@@ -16,6 +16,7 @@ FIFO) is refused: the rest is scrubbed, then :class:`ScrubRefused` names what wa
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import stat
@@ -28,7 +29,7 @@ import msgspec
 from graph import Redactor, Scrubber, ScrubReport, Store, is_safe_id, scrub, scrubber
 
 from ._errors import ContextError, StateDirError
-from ._files import DIR_FLAGS, open_regular
+from ._files import DIR_FLAGS, FILE_FLAGS
 from ._folder import state_folder
 
 _ZEROS = b"\0" * (1 << 16)
@@ -40,8 +41,9 @@ class ScrubRefused(StateDirError):
 
     def __init__(self, report: ScrubReport, folder: Path, refused: list[str]) -> None:
         super().__init__(
-            f"scrubbed {report.replaced} match(es), but left {len(refused)} file(s) of the "
-            f"state folder {folder} as they were: {'; '.join(refused)}"
+            f"scrubbed {report.replaced} match(es), but left {len(refused)} file(s) as they "
+            f"were: {', '.join(refused)}; a file with a second name (a hardlink) or not a "
+            f"regular file is never rewritten: remove it from {folder} and scrub again"
         )
         self.report = report
         self.refused = tuple(refused)
@@ -175,16 +177,25 @@ def _cleaned(data: bytes, name: str, scrubbing: Scrubber) -> bytes:
 
 def _rewrite(folder: int, name: str, where: str, scrubbing: Scrubber, refused: Refused) -> bool:
     """Scrub one file by writing a new one and renaming it over ``name``; True when it
-    changed. Anything but a regular file of one link is refused (said in ``refused``)."""
+    changed. Anything but a regular file of one link is refused (said in ``refused``), and
+    is opened without blocking, so a FIFO is refused rather than waited on."""
     try:
-        old = open_regular(folder, name, os.O_RDWR, where)
+        old = os.open(name, os.O_RDWR | FILE_FLAGS, dir_fd=folder)
     except FileNotFoundError:
         return False
-    except StateDirError as error:
-        refused.append(str(error))
-        return False
     except OSError as error:
-        refused.append(f"{where}: cannot open it ({error.strerror})")
+        if error.errno != errno.ELOOP:  # a symlink swapped in: skipped, as one found is
+            refused.append(f"{where} (cannot open it: {error.strerror})")
+        return False
+    info = os.fstat(old)
+    why = (
+        "not a regular file"
+        if not stat.S_ISREG(info.st_mode)
+        else (f"has {info.st_nlink} links" if info.st_nlink > 1 else "")
+    )
+    if why:
+        os.close(old)
+        refused.append(f"{where} {why}")
         return False
     try:
         data = _read_all(old)
@@ -208,7 +219,7 @@ def _rewrite(folder: int, name: str, where: str, scrubbing: Scrubber, refused: R
         if os.fstat(old).st_nlink == 0:
             _zero(old, len(data))
         else:  # linked elsewhere since it was opened: that name keeps the old bytes
-            refused.append(f"{where}: its old bytes got another name while it was scrubbed")
+            refused.append(f"{where} (its old bytes got another name while scrubbed)")
         return True
     finally:
         os.close(old)
