@@ -55,6 +55,13 @@ def record_identity(connection: Connection) -> None:
         connection.execute(DATABASE.insert().values(key=IDENTITY, value=identity))
 
 
+def _same(recorded: str, identity: str) -> bool:
+    """Whether two identities are one database's: the oids agree, and so do the system
+    identifiers where both were readable (a role may gain or lose the right to read it)."""
+    (was_system, _, was_oid), (system, _, oid) = recorded.partition(":"), identity.partition(":")
+    return was_oid == oid and (was_system == system or "-" in (was_system, system))
+
+
 def database_id(connection: Connection, *, writable: bool) -> str | None:
     """The UUID of the database ``connection`` is on, a clone's own one (see above);
     ``writable``: store what was found (an identity not yet recorded, a clone's UUID)."""
@@ -65,7 +72,7 @@ def database_id(connection: Connection, *, writable: bool) -> str | None:
         return None
     identity = own_identity(connection)
     recorded = rows.get(IDENTITY)
-    if identity is None or recorded == identity:
+    if identity is None or (recorded is not None and _same(recorded, identity)):
         return str(stored)
     if recorded is None:
         if writable:
