@@ -43,7 +43,7 @@ from ._registry import TIERS, resolve_tiers
 from ._removal import Removal
 from ._rendered import Rendered
 from ._rereads import read_target, write_target
-from ._scrub import scrub_session
+from ._scrub import ScrubRefused, scrub_session
 from ._sessions import collect_garbage, delete_session
 from ._storage import CONTEXT_MIGRATIONS, ContextStorage
 from ._summary import (
@@ -100,6 +100,7 @@ __all__ = [
     "RenderInputs",
     "RenderReceipt",
     "Rendered",
+    "ScrubRefused",
     "SessionWriter",
     "StateDirError",
     "StateFolder",

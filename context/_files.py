@@ -6,6 +6,12 @@ a write that followed one could overwrite any file we can write, e.g. ``authoriz
 So every write walks from the state folder with directory descriptors, refusing a symlink
 at every step (``O_NOFOLLOW``), creates its temporary file exclusively (``O_EXCL``) and
 renames it into place within the verified folder: no path is resolved twice.
+
+A file is never written through its inode: a rewrite is a new file renamed over the old
+name, and a file in the state folder with a second name (a hardlink planted to make it the
+user's ``.env``) is refused, as is anything that is not a regular file. Every open is
+non-blocking (``O_NONBLOCK``) and checked with ``fstat``, so a FIFO planted there is
+refused at once instead of hanging whoever opens it.
 """
 
 from __future__ import annotations
@@ -27,6 +33,39 @@ _CHUNK = 1 << 20
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 """Open a folder, never through a link, never blocking (a FIFO swapped in is refused)."""
+FILE_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+"""Open a file in the state folder: never through a link, never blocking on a FIFO."""
+
+
+def refuse_odd(info: os.stat_result, where: Path | str) -> None:
+    """Refuse what a state-folder file must not be: anything but a regular file (a FIFO,
+    a device, a folder), or a regular file with another name somewhere (a hardlink: writing
+    to it, or reading it into a prompt, would reach that other file)."""
+    if not stat.S_ISREG(info.st_mode):
+        raise StateDirError(f"{where} is not a regular file (a FIFO or device?); refusing it")
+    if info.st_nlink > 1:
+        raise StateDirError(
+            f"{where} has {info.st_nlink} links (a second name of a file elsewhere?); "
+            "refusing it: remove that file from the state folder"
+        )
+
+
+def open_regular(folder: int | None, name: str | Path, flags: int, where: Path | str) -> int:
+    """A descriptor of the state-folder file ``name`` (relative to ``folder``, a folder
+    descriptor, or a path when None), opened without following a link or blocking, and
+    checked by ``fstat`` to be a regular file with one link (:func:`refuse_odd`)."""
+    try:
+        handle = os.open(name, flags | FILE_FLAGS, 0o644, dir_fd=folder)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise StateDirError(f"{where} is a symlink; refusing to follow it") from error
+        raise
+    try:
+        refuse_odd(os.fstat(handle), where)
+    except BaseException:
+        os.close(handle)
+        raise
+    return handle
 
 
 @contextmanager
@@ -40,7 +79,7 @@ def verified_folder(state_dir: Path, parts: Sequence[str]) -> Iterator[int]:
             raise StateDirError(f"{part!r} cannot name a folder under {state_dir}")
     try:
         Path(state_dir).mkdir(parents=True, exist_ok=True)
-        fd = os.open(state_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = os.open(state_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as error:
         raise StateDirError(f"cannot open the state folder {state_dir}: {error}") from error
     where = Path(state_dir)
@@ -62,13 +101,17 @@ def verified_folder(state_dir: Path, parts: Sequence[str]) -> Iterator[int]:
         os.close(fd)
 
 
-def _existing(folder: int, name: str) -> os.stat_result | None:
-    """The regular file ``name`` in ``folder`` (a link or anything else counts as absent)."""
+def _existing(folder: int, name: str, where: Path) -> os.stat_result | None:
+    """The regular file ``name`` in ``folder`` (a symlink or anything else counts as
+    absent: it is replaced); a regular file with a second name is refused."""
     try:
         found = os.stat(name, dir_fd=folder, follow_symlinks=False)
     except FileNotFoundError:
         return None
-    return found if stat.S_ISREG(found.st_mode) else None
+    if not stat.S_ISREG(found.st_mode):
+        return None
+    refuse_odd(found, where)
+    return found
 
 
 def _write_all(handle: int, data: bytes) -> None:
@@ -109,7 +152,7 @@ def write_text_once(state_dir: Path, parts: Sequence[str], name: str, text: str)
     if not is_safe_id(name):
         raise StateDirError(f"{name!r} cannot name a file under {state_dir}")
     with verified_folder(state_dir, parts) as folder:
-        existing = _existing(folder, name)
+        existing = _existing(folder, name, Path(state_dir, *parts, name))
         if existing is not None and existing.st_size == utf8_length(text):
             return False
         chunks = (
@@ -120,20 +163,6 @@ def write_text_once(state_dir: Path, parts: Sequence[str], name: str, text: str)
         return True
 
 
-def _read(folder: int, name: str) -> bytes | None:
-    """The bytes of the regular file ``name``; None when it is anything else by now (it
-    may have been swapped for a FIFO since it was looked at: opened without blocking)."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-    try:
-        handle = os.open(name, flags, dir_fd=folder)
-    except OSError:
-        return None
-    try:
-        return _read_all(handle) if stat.S_ISREG(os.fstat(handle).st_mode) else None
-    finally:
-        os.close(handle)
-
-
 def _read_all(handle: int) -> bytes:
     chunks = []
     while chunk := os.read(handle, _CHUNK):
@@ -142,16 +171,15 @@ def _read_all(handle: int) -> bytes:
 
 
 def read_regular(path: Path) -> bytes:
-    """The bytes of ``path``, which must be a regular file (a link to one is followed: the
-    path is the reader's choice). Opened without blocking, so a FIFO planted there is
-    refused at once instead of hanging the reader."""
+    """The bytes of ``path``, which must be a regular file of one link (a symlink to one
+    is followed: the path is the reader's choice). Opened without blocking, so a FIFO
+    planted there is refused at once instead of hanging the reader."""
     try:
         handle = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as error:
         raise StateDirError(f"cannot read {path}: {error.strerror}") from error
     try:
-        if not stat.S_ISREG(os.fstat(handle).st_mode):
-            raise StateDirError(f"{path} is not a regular file; refusing to read it")
+        refuse_odd(os.fstat(handle), path)
         return _read_all(handle)
     finally:
         os.close(handle)
@@ -170,15 +198,12 @@ def append_lines(state_dir: Path, parts: Sequence[str], name: str, lines: Sequen
         raise StateDirError(f"{name!r} cannot name a file under {state_dir}")
     where = Path(state_dir, *parts, name)
     with verified_folder(state_dir, parts) as folder:
-        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
         try:
-            handle = os.open(name, flags, 0o644, dir_fd=folder)
+            handle = open_regular(folder, name, os.O_RDWR | os.O_APPEND | os.O_CREAT, where)
         except OSError as error:
             raise StateDirError(f"cannot append to {where}: {error}") from error
         try:
             info = os.fstat(handle)
-            if not stat.S_ISREG(info.st_mode):
-                raise StateDirError(f"{where} is not a regular file")
             prefix = b""
             if info.st_size and os.pread(handle, 1, info.st_size - 1) != b"\n":
                 prefix = b"\n"

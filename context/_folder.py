@@ -23,8 +23,11 @@ claim (make the folder and its marker) before their first file.
 
 from __future__ import annotations
 
+import errno
 import os
+import secrets
 import shutil
+import stat
 import tempfile
 import threading
 import uuid
@@ -40,6 +43,7 @@ MARKER = ".openprogram-database"
 """The marker file: the UUID of the database the folder serves, on one line."""
 STATE_HOME = "OPENPROGRAM_STATE_HOME"
 SUFFIX = ".state"
+_MARKER_LIMIT = 4096
 
 
 class StateFolder:
@@ -57,14 +61,33 @@ class StateFolder:
         return f"StateFolder({str(self.path)!r}, database={self.database!r})"
 
     def served(self) -> str | None:
-        """The UUID the folder's marker names (None: no marker, or no folder yet)."""
+        """The UUID the folder's marker names (None: no marker, or no folder yet).
+
+        The marker is opened without blocking and checked to be a regular file: a FIFO
+        (or a link, a device) planted in its place is refused at once, in one line,
+        instead of hanging every open of the database."""
+        marker = self.path / MARKER
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
         try:
-            text = (self.path / MARKER).read_text(encoding="utf-8")
+            handle = os.open(marker, flags)
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as error:
-            raise StateDirError(f"cannot read {self.path / MARKER}: {error}") from error
-        return text.strip() or None
+            if error.errno == errno.ELOOP:
+                raise StateDirError(f"{marker} is a symlink; refusing to follow it") from error
+            raise StateDirError(f"cannot read {marker}: {error.strerror}") from error
+        try:
+            if not stat.S_ISREG(os.fstat(handle).st_mode):
+                raise StateDirError(
+                    f"{marker} is not a regular file (a FIFO or device?); refusing it: "
+                    "remove it and the folder's database writes it again"
+                )
+            data = os.read(handle, _MARKER_LIMIT)
+        except OSError as error:
+            raise StateDirError(f"cannot read {marker}: {error.strerror}") from error
+        finally:
+            os.close(handle)
+        return data.decode("utf-8", "replace").strip() or None
 
     def check(self) -> None:
         """Refuse a folder that serves another database (reading never writes a marker)."""
@@ -106,9 +129,14 @@ class StateFolder:
 
 
 def _write_marker(folder: Path, database: str) -> None:
-    temporary = folder / f"{MARKER}.{os.getpid()}.tmp"
-    temporary.write_text(database + "\n", encoding="utf-8")
+    temporary = folder / f"{MARKER}.{secrets.token_hex(6)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    handle = os.open(temporary, flags, 0o644)
     try:
+        try:
+            os.write(handle, (database + "\n").encode("utf-8"))
+        finally:
+            os.close(handle)
         os.link(temporary, folder / MARKER)  # never replaces a marker another writer made
     except FileExistsError:
         pass

@@ -104,12 +104,14 @@ def _record_id(line: bytes) -> str | None:
 
 
 def _read_regular(path: Path) -> bytes | None:
-    """A regular file's bytes, never through a symlink (None: missing or not a file)."""
+    """A regular file's bytes, never through a symlink (None: missing, not a regular file,
+    or one with a second name: a hardlink planted there is never copied in as ours)."""
     try:
         handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
         return None
     with os.fdopen(handle, "rb") as file:
-        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
             return None
         return file.read()

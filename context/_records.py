@@ -88,8 +88,8 @@ def append_jsonl(state_dir: Path, session: str, records: list[CompactionRecord])
 def read_jsonl(path: Path) -> Iterator[CompactionRecord]:
     """Records in file order; a line that is not a record is skipped with a warning that
     names it (``path:line``), so one damaged line never hides the others. A path that is
-    not a regular file (a FIFO, a device) is refused with :class:`RecordError` at once,
-    never waited on."""
+    not a regular file (a FIFO, a device) or has a second name (a hardlink) is refused with
+    :class:`RecordError` at once, never waited on or read."""
     if not path.exists():
         return
     try:

@@ -23,6 +23,7 @@ from typing import NamedTuple
 from sqlalchemy import Connection, Engine, inspect, select, text
 
 from ._errors import MigrationError
+from ._identity import record_identity
 from ._schema import MIGRATIONS
 
 
@@ -125,6 +126,7 @@ def _database_id(connection: Connection) -> None:
             text("INSERT INTO graph_database (key, value) VALUES ('id', :value)"),
             {"value": str(uuid.uuid4())},
         )
+    record_identity(connection)  # what tells a clone (which copies the UUID) from it
 
 
 GRAPH_MIGRATIONS: tuple[Migration, ...] = (

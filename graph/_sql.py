@@ -23,6 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ._engines import engine_for, normalize_url
 from ._errors import StoreError
+from ._identity import database_id as identified
 from ._loading import records_of
 from ._migrations import Migration, migrate
 from ._nodes import Edge
@@ -175,12 +176,11 @@ class SQLStore(SideTables, Store):
         return not connection.execute(insert).rowcount
 
     def database_id(self) -> str | None:
-        query = select(DATABASE.c.value).where(DATABASE.c.key == "id")
+        """The stored UUID; a PostgreSQL clone's own one (``_identity``)."""
         with self._connection() as connection:
             if not connection.dialect.has_table(connection, DATABASE.name):
                 return None
-            value = connection.execute(query).scalar()
-        return None if value is None else str(value)
+            return identified(connection, writable=not self.read_only)
 
     def _statement(self, connection: Connection, name: str) -> str:
         """The hot-path statements as driver SQL (``:name``/``?`` placeholders, or

@@ -383,15 +383,18 @@ class Session(Binding, Receipts):
         ``{label: regex}``, or a :class:`~graph.Redactor` such as ``Redactor()`` for every
         known key format) in this session's rows and offload files, physically (the
         database is vacuumed), and leave an audit entry naming labels and counts, never
-        the secret. This session object then reads the scrubbed session afresh."""
+        the secret. This session object then reads the scrubbed session afresh. A state
+        folder file it must not rewrite (a hardlink, a FIFO) is left as it was and named by
+        :class:`~context.ScrubRefused`, raised after everything else is scrubbed."""
         chosen = scrub_patterns(patterns)
         self.engine.close()
-        report = scrub_session(self.store, self.id, chosen, self.folder.path, vacuum=vacuum)
-        tools = self.engine.tools
-        self.graph = ConversationGraph(self.store, self.id, redactor=self.graph.redactor)
-        self.engine = self._engine(tools)
-        self.history = HistoryTools(self)
-        return report
+        try:
+            return scrub_session(self.store, self.id, chosen, self.folder.path, vacuum=vacuum)
+        finally:
+            tools = self.engine.tools
+            self.graph = ConversationGraph(self.store, self.id, redactor=self.graph.redactor)
+            self.engine = self._engine(tools)
+            self.history = HistoryTools(self)
 
     def close(self) -> None:
         """Stop background work (the summary worker, the lease heartbeat); an in-memory

@@ -4,7 +4,11 @@ names what was scrubbed but not the secret."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import sqlite3
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +21,7 @@ from openprogram import Session
 
 # Matches no default pattern: only a scrub (not redaction) can take it out.
 SECRET = "hunter2-internal-XQ7Z-9981-correcthorse"
+ROOT = Path(__file__).resolve().parents[1]
 KNOWN = "sk-ant-api03-Zx8Lq2Wm5Np9Rt4Yv7Bc1Df6Gh3Jk0Mn-_QpRsTuVwXyZaB"
 
 
@@ -147,3 +152,125 @@ def test_scrub_vacuums_postgresql_so_the_table_files_lose_the_secret(
     assert folder.is_dir()
     assert _files_holding(folder, SECRET.encode()) == []
     assert _files_holding(tmp_path / "state", SECRET.encode()) == []
+
+
+# -- one implementation, the database's own folder, and nothing left anywhere -------------
+
+
+def _cli(capsys: Any, *argv: str) -> str:
+    """``openprogram ARGV…`` as a user runs it; what it printed (exit 0 asserted)."""
+    from openprogram._cli import main
+
+    code = main(list(argv))
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return out.out + out.err
+
+
+def _mcp_answers(db: Path, node: str) -> str:
+    """What the MCP server gives a client about the session: tool results and resources."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    code = "import sys; from openprogram._cli import run; sys.argv[0] = 'openprogram'; run()"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-c", code, "mcp", "--db", str(db)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=str(db.parent),
+    )
+
+    async def run() -> str:
+        async with Client(params, raise_exceptions=True) as client:
+            parts = []
+            for tool, arguments in (
+                ("read_output", {"id": node}),
+                ("search_history", {"query": "hunter2"}),
+                ("search_history", {"query": "deploy"}),
+                ("context", {}),
+                ("list_layers", {}),
+            ):
+                result = await client.call_tool(tool, {**arguments, "session": "s"})
+                parts += [getattr(part, "text", "") for part in result.content]
+            for name in ("prompt", "records"):
+                found = await client.read_resource(f"openprogram://sessions/s/{name}")
+                parts += [getattr(part, "text", "") for part in found.contents]
+            return "\n".join(parts)
+
+    return asyncio.run(run())
+
+
+def _rows_holding(db: Path, needle: str) -> list[str]:
+    """Every table of the SQLite file, every column, as text: where ``needle`` is."""
+    connection = sqlite3.connect(db)
+    try:
+        tables = [
+            r[0] for r in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        ]
+        found = []
+        for table in tables:
+            for row in connection.execute(f'SELECT * FROM "{table}"'):
+                if any(needle in str(value) for value in row):
+                    found.append(table)
+        return found
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("entry", ["cli", "session"])
+def test_scrub_with_the_default_state_folder_leaves_the_secret_nowhere(
+    tmp_path: Path, entry: str, capsys: Any
+) -> None:
+    db = tmp_path / "op.db"
+    s = Session(str(db), "s", system="You deploy.", budget=8_000)
+    assert s.folder.path == tmp_path / "op.db.state"
+    g = s.graph
+    g.append({"role": "user", "content": f"deploy with {SECRET}"})
+    call = {"id": "c1", "type": "function", "function": {"name": "Bash", "arguments": "{}"}}
+    g.append({"role": "assistant", "content": None, "tool_calls": [call]})
+    tool = g.append({"role": "tool", "tool_call_id": "c1", "content": f"{SECRET}\n" + "x" * 30_000})
+    for i in range(6):
+        g.append({"role": "user", "content": f"step {i} {SECRET}"})
+        g.append({"role": "assistant", "content": f"did {i} with {SECRET} " + "w " * 40})
+    s.engine.render()
+    s.engine.collapse(g.nodes()[2].id, g.nodes()[-1].id)
+    offloaded = tmp_path / "op.db.state" / "tool_results" / "s" / f"{tool.id}.txt"
+    log = tmp_path / "op.db.state" / "records" / "s.jsonl"
+    assert SECRET.encode() in offloaded.read_bytes() and SECRET.encode() in log.read_bytes()
+    if entry == "cli":
+        s.close()
+        dispose_engines()
+        out = _cli(capsys, "--db", str(db), "scrub", "s", "--pattern", SECRET, "--literal")
+        assert "rewrote tool_results/s/" in out and "rewrote records/s.jsonl" in out
+        dispose_engines()
+    else:
+        report = s.scrub({"deploy-key": SECRET})
+        assert f"tool_results/s/{tool.id}.txt" in report.files and "records/s.jsonl" in report.files
+        s.close()
+        dispose_engines()
+    assert b"[REDACTED:" in offloaded.read_bytes() and b"[REDACTED:" in log.read_bytes()
+    # at rest: every table, the database file's bytes (free pages, -wal, -shm), the folder
+    assert _rows_holding(db, SECRET) == []
+    assert _files_holding(tmp_path, SECRET.encode()) == []
+    # and everything read from it afterwards: exports, rendered prompts, MCP results
+    shown = []
+    for name, extra in (
+        ("out.json", ()),
+        ("out.graphml", ()),
+        ("openai.json", ("--format", "openai")),
+    ):
+        _cli(capsys, "--db", str(db), "export", "s", str(tmp_path / name), *extra)
+        shown.append((tmp_path / name).read_text())
+    for command in (["context", "s"], ["context", "s", "--json"], ["show", "s"], ["records", "s"]):
+        shown.append(_cli(capsys, "--db", str(db), *command))
+    again = Session(str(db), "s")
+    shown.append(json.dumps(again.engine.render().messages))
+    shown.append(again.history.read_output(tool.id))
+    again.close()
+    dispose_engines()
+    with capsys.disabled():  # the stdio client hands the server a real stderr
+        shown.append(_mcp_answers(db, tool.id))
+    for index in (0, -3, -2, -1):  # the export, the render, the output read, MCP's answers
+        assert "[REDACTED:" in shown[index]
+    assert [SECRET in text for text in shown] == [False] * len(shown)
+    assert _files_holding(tmp_path, SECRET.encode()) == []

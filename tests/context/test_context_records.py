@@ -297,6 +297,7 @@ def test_public_surface() -> None:
         "RenderInputs",
         "RenderReceipt",
         "Rendered",
+        "ScrubRefused",
         "SessionWriter",
         "StateDirError",
         "StateFolder",

@@ -131,3 +131,46 @@ def test_reading_writes_no_marker_and_makes_no_folder(tmp_path: Path) -> None:
         assert isinstance(found, StateFolder) and found.served() is None
     finally:
         g.close()
+
+
+@pytest.mark.postgres
+def test_a_cloned_postgres_database_gets_its_own_uuid_and_folder(
+    pg_url: str, pg_db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sqlalchemy import make_url
+
+    import graph
+    from context import collect_garbage
+    from tests import _postgres
+
+    monkeypatch.setenv("OPENPROGRAM_STATE_HOME", str(tmp_path / "registry"))
+    g = ConversationGraph.open(pg_db_url, session="s1")
+    offloading(g)
+    ContextEngine(g, policy(tmp_path), budget=100_000).render()
+    original = g.store.database_id()
+    folder = tmp_path / "registry" / str(original)
+    files = sorted(p.relative_to(folder) for p in folder.rglob("*"))
+    g.close()
+    graph.dispose_engines()  # a template may have no connection open
+    name = f"{make_url(pg_db_url).database}_clone"
+    _postgres._admin_execute(
+        pg_url, f'CREATE DATABASE "{name}" TEMPLATE "{make_url(pg_db_url).database}"'
+    )
+    clone_url = _postgres.with_database(pg_url, name)
+    try:
+        reader = SQLStore(clone_url, read_only=True)
+        derived = reader.database_id()  # a read-only reader cannot store it, and agrees
+        clone = ConversationGraph.open(clone_url, session="s1")
+        mine = clone.store.database_id()
+        assert mine == derived and mine not in (None, original)
+        assert SQLStore(clone_url).database_id() == mine  # stored by the first writer
+        assert SQLStore(pg_db_url).database_id() == original  # the original keeps its own
+        assert state_folder(clone.store).path == tmp_path / "registry" / str(mine)
+        # the clone's sessions are gone from it: gc against it never touches the original's
+        clone.store.delete_session("s1")
+        collect_garbage(clone.store)
+        assert sorted(p.relative_to(folder) for p in folder.rglob("*")) == files
+        clone.close()
+    finally:
+        graph.dispose_engines()
+        _postgres.drop_database(pg_url, clone_url)

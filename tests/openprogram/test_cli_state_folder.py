@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from _faults import snapshot
 
+from context import StateDirError
 from graph import ConversationGraph
 from openprogram import Session
 from openprogram._cli import main
@@ -149,3 +150,90 @@ def test_records_log_on_a_fifo_is_refused_not_waited_on(
     code, _, err = run(capsys, *base, "records", "s1", "--log")
     assert code == 1
     assert f"{state / 'records' / 's1.jsonl'} is not a regular file" in err
+
+
+# -- hardlinks and a FIFO marker, through the command line and a Session --------------------
+
+KEY = "OPENAI_API_KEY=sk-live-Q9x7-do-not-touch"
+
+
+def _offloaded(db: Path) -> tuple[Session, str]:
+    """A session in ``db``'s default state folder whose tool output (holding ``KEY``) was
+    offloaded by a render."""
+    s = Session(str(db), "s1", system="You deploy.", budget=8_000)
+    call = {"id": "c1", "type": "function", "function": {"name": "Bash", "arguments": "{}"}}
+    s.graph.append({"role": "user", "content": "deploy"})
+    s.graph.append({"role": "assistant", "content": None, "tool_calls": [call]})
+    tool = s.graph.append(
+        {"role": "tool", "tool_call_id": "c1", "content": f"{KEY}\n" + "x" * 30_000}
+    )
+    s.graph.append({"role": "assistant", "content": "deployed"})
+    s.engine.render()
+    return s, tool.id
+
+
+def _env(tmp_path: Path) -> Path:
+    env = tmp_path / "project" / ".env"
+    env.parent.mkdir()
+    env.write_text(KEY + "\n")
+    return env
+
+
+def _link(env: Path, where: Path) -> None:
+    where.parent.mkdir(parents=True, exist_ok=True)
+    where.unlink(missing_ok=True)
+    os.link(env, where)
+
+
+def test_cli_scrub_never_writes_through_a_hardlink(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "op.db"
+    s, tool_id = _offloaded(db)
+    s.close()
+    env = _env(tmp_path)
+    state = tmp_path / "op.db.state"
+    _link(env, state / "tool_results" / "s1" / f"{tool_id}.txt")
+    _link(env, state / "records" / "s1.jsonl")
+    code, out, err = run(capsys, "--db", str(db), "scrub", "s1", "--pattern", "sk-live-Q9x7")
+    assert code == 1 and out == ""
+    [line] = err.strip().splitlines()
+    assert "has 3 links" in line and f"tool_results/s1/{tool_id}.txt" in line
+    assert "records/s1.jsonl" in line
+    assert env.read_text() == KEY + "\n" and os.stat(env).st_nlink == 3
+    assert KEY not in json.dumps(ConversationGraph.open(db, session="s1").to_openai())
+
+
+def test_a_session_render_never_appends_to_a_hardlinked_records_log(tmp_path: Path) -> None:
+    db = tmp_path / "op.db"
+    env = _env(tmp_path)
+    _link(env, tmp_path / "op.db.state" / "records" / "s1.jsonl")
+    s, _ = _offloaded(db)
+    try:
+        assert [r.tier for r in s.engine.records()] == ["offload"]  # kept in the database
+        assert env.read_text() == KEY + "\n"
+        again = s.engine.render()
+        assert any("2 links" in str(a.error) for a in again.actions if a.tier == "records")
+        assert env.read_text() == KEY + "\n"
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["context", "s1"], ["records", "s1", "--log"], ["scrub", "s1", "--known"], ["gc"]],
+    ids=["context", "records", "scrub", "gc"],
+)
+def test_a_fifo_marker_is_one_line_not_a_hang(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], never_hangs: None, command: list[str]
+) -> None:
+    url, _ = _db(tmp_path)
+    state = tmp_path / "op.db.state"
+    state.mkdir()
+    os.mkfifo(state / ".openprogram-database")
+    code, out, err = run(capsys, "--db", url, *command)
+    assert code == 1 and out == ""
+    [line] = err.strip().splitlines()
+    assert f"{state / '.openprogram-database'} is not a regular file" in line
+    with pytest.raises(StateDirError, match="is not a regular file"):
+        Session(url, "s1")

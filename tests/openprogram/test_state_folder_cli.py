@@ -4,6 +4,7 @@ and the runtime each use their own database's state folder. Files left in an old
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -130,3 +131,23 @@ def test_a_memory_session_leaves_nothing_behind(
     assert list(tmp_path.iterdir()) == []  # nothing in the working folder
     session.close()
     assert not folder.exists()
+
+
+def test_migrate_state_never_copies_a_hardlinked_file_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    session = busy(tmp_path / "cli.db", "msx")
+    outputs = [n for n in files(session.folder.path) if n.startswith("tool_results/")]
+    assert outputs
+    old = tmp_path / ".openprogram"
+    env = tmp_path / ".env"
+    env.write_text("OPENAI_API_KEY=sk-live-do-not-copy\n")
+    for name in outputs:  # the old folder's outputs: second names of the user's .env
+        (old / name).parent.mkdir(parents=True, exist_ok=True)
+        os.link(env, old / name)
+    shutil.rmtree(session.folder.path)
+    session.close()
+    assert main(["--db", str(tmp_path / "cli.db"), "migrate-state"]) == 0
+    copied = [p for p in session.folder.path.rglob("*.txt")] if session.folder.path.exists() else []
+    assert copied == [] and env.read_text() == "OPENAI_API_KEY=sk-live-do-not-copy\n"
