@@ -70,7 +70,7 @@ from ._store import LogEntry, MemoryStore, SessionInfo, Store
 from ._walk import Step, inside, visible, visible_since
 
 if TYPE_CHECKING:
-    from ._export import export_format, export_session, is_export, load_export
+    from ._export import export_format, export_session, is_export, load_export, session_side
     from ._nx import export_graphml, export_json, to_networkx
 
 _LAZY = {
@@ -81,6 +81,7 @@ _LAZY = {
     "export_session": "_export",
     "is_export": "_export",
     "load_export": "_export",
+    "session_side": "_export",
 }
 
 
@@ -170,6 +171,7 @@ __all__ = [
     "scrub",
     "scrubber",
     "seeded_ids",
+    "session_side",
     "steps_to_messages",
     "text_of",
     "to_networkx",

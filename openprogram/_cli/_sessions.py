@@ -19,6 +19,7 @@ from context import (
     records_path,
     render_receipt,
 )
+from context._storage import CONFIG, RECEIPTS, RECORDS, STATE, TOOLS
 from graph import (
     ConversationGraph,
     Frame,
@@ -272,22 +273,35 @@ def redacted(graph: ConversationGraph) -> ConversationGraph:
     return ConversationGraph(copy.store, copy.session)
 
 
+SIDE_VALUES = (STATE, RECEIPTS, TOOLS)
+"""What a session keeps as side values that an export carries: tier state, the last
+receipts, the tool schemas they name (named branches are the graph's own)."""
+SIDE_LOGS = (RECORDS, RECEIPTS, CONFIG)
+"""And as side logs: compaction records, every receipt, configuration events."""
+
+
 def cmd_export(args: argparse.Namespace) -> int:
-    """A session to a file: the whole record log (JSON or GraphML, by the extension, which
-    ``openprogram import`` loads back) or the OpenAI messages of its main branch."""
-    from graph import export_format, export_session
+    """A session to a file: the whole session (JSON or GraphML, by the extension, which
+    ``openprogram import`` loads back): its records, configuration, branches, layers,
+    compaction records, tier state and render receipts, so that the session loaded
+    elsewhere renders the same prompts; or the OpenAI messages of its main branch."""
+    from graph import export_format, export_session, session_side
 
     graph = existing_session(args, args.session, read_only=True)
     out = Path(args.out)
     if not out.parent.is_dir():
         raise UsageError(f"no folder {out.parent} for {out}")
     chosen = args.format or export_format(out)
+    side = session_side(graph.store, graph.session, values=SIDE_VALUES, logs=SIDE_LOGS)
     if not args.no_redact:
         graph = redacted(graph)  # every record, function inputs and errors included
+        side = Redactor().value(side)
     if chosen == "openai":
         out.write_text(json.dumps(graph.to_openai(), ensure_ascii=False))
     else:
-        export_session(graph.state, out, head=graph.head, format=export_format(f"x.{chosen}"))
+        export_session(
+            graph.state, out, head=graph.head, format=export_format(f"x.{chosen}"), side=side
+        )
     secrets = "" if args.no_redact else " (secrets redacted; --no-redact keeps them)"
     console.print(f"wrote {out}{secrets}")
     return 0

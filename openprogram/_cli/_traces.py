@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.progress import Progress
 
 from context import Policy, records_path
-from graph import ConversationGraph, SQLStore, Store, new_id
+from graph import ConversationGraph, MemoryStore, Store, new_id
 from openprogram._cli._common import (
     UsageError,
     common_options,
@@ -94,7 +94,10 @@ def _load_export(args: argparse.Namespace) -> int:
     store = open_store(args, create=True)
     session = load_export(args.trace, store, args.session)
     nodes = len(ConversationGraph(store, session))
-    console.print(f"session {session}: loaded {nodes} nodes from the export {args.trace}")
+    console.print(
+        f"session {session}: loaded {nodes} nodes from the export {args.trace}, with its "
+        "configuration, branches, layers, compaction records, tier state and receipts"
+    )
     return 0
 
 
@@ -140,7 +143,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     preset = "progressive" if args.policy == "progressive" else "claude-code"
     chosen = Policy.named(preset, args.model) if args.model else None
     budget = args.budget if args.budget is not None else (chosen.budget if chosen else 32_000)
-    store = SQLStore(":memory:") if args.memory else open_store(args, create=True)
+    store = MemoryStore() if args.memory else open_store(args, create=True)
     key = _replay_key(args, budget)
     if not args.memory and (held := _replayed(store, key)) is not None:
         if args.json:

@@ -83,6 +83,7 @@ EXPECTED = [
     "scrub",
     "scrubber",
     "seeded_ids",
+    "session_side",
     "steps_to_messages",
     "text_of",
     "to_networkx",
