@@ -120,44 +120,24 @@ def _tiers(counts: Mapping[str, int]) -> str:
 
 
 def distribution_table(rendered: Rendered, counter: TokenCounter, *, title: str) -> Grid:
-    """Where a prompt's tokens go (by kind of message) and what each tier saved."""
-    shares: collections.Counter[str] = collections.Counter()
-    for message in rendered.messages:
-        role = message["role"]
-        content = message.get("content")
-        text = content if isinstance(content, str) else ""
-        if role == "tool":
-            kind = "tool outputs"
-        elif text.startswith(("[Collapsed", "[Context Compaction")):
-            kind = "summaries (layers)"
-        elif "removed to fit the context window" in text:
-            kind = "notes (snipped rounds)"
-        elif role == "assistant" and message.get("tool_calls"):
-            kind = "assistant tool calls"
-        else:
-            kind = f"{role} messages"
-        shares[kind] += counter.count_message(message)
+    """Where a prompt's tokens go (by part, as ``openprogram._prompts.parts`` tells them)
+    and what each tier saved."""
+    from openprogram._prompts import parts, saved_by_tier
+
     table = Grid(title)
     table.column("part", key=True)
     table.column("tokens", "number")
     table.column("share of budget", "number")
-    schema = rendered.tokens - sum(shares.values())
-    if schema > 0:
-        shares["tool schemas"] += schema
-    for kind, tokens in shares.most_common():
+    for kind, tokens in parts(rendered, counter).most_common():
         table.row(kind, f"{tokens:,}", f"{tokens / rendered.budget:.1%}")
     table.row(
         "[bold]total[/]",
         f"[bold]{rendered.tokens:,}[/]",
         f"{rendered.tokens / rendered.budget:.1%}",
     )
-    saved: collections.Counter[str] = collections.Counter()
-    for action in rendered.actions:
-        saved[action.tier] += action.tokens_before - action.tokens_after
     table.section()
-    for tier, tokens in saved.most_common():
-        if tokens > 0:
-            table.row(f"saved by {tier}", f"{tokens:,}", "")
+    for tier, tokens in saved_by_tier(rendered).items():
+        table.row(f"saved by {tier}", f"{tokens:,}", "")
     return table
 
 

@@ -17,12 +17,10 @@ from context import (
     delete_session,
     read_jsonl,
     records_path,
-    render_receipt,
 )
 from context._storage import CONFIG, RECEIPTS, RECORDS, STATE, TOOLS
 from graph import (
     ConversationGraph,
-    Frame,
     Redactor,
     StoreError,
     scrub,
@@ -41,6 +39,7 @@ from openprogram._cli._common import (
     what_if,
 )
 from openprogram._errors import SessionError
+from openprogram._prompts import context_report, prompts
 from openprogram._views import distribution_table, fired_by_frame, records_table, session_tree
 
 
@@ -165,83 +164,57 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_context(args: argparse.Namespace) -> int:
-    """The prompt the agent sent last (re-rendered from its receipt: the same head, frame,
-    tools and effective budget) and the next one's size, under the session's stored
-    configuration. ``--policy``/``--model``/``--budget`` make it a what-if preview of the
-    next prompt instead, marked as such. Nothing is written either way."""
+    """The last prompt the agent sent, as its receipt recorded it, and the next one, each
+    labelled (``openprogram._prompts``: the MCP ``context`` tool reports the same), under
+    the session's stored configuration. ``--policy``/``--model``/``--budget`` make it a
+    what-if preview of the next prompt instead, marked as such. Nothing is written."""
     graph = existing_session(args, args.session, read_only=True)
     engine = engine_for(args, graph)
     asked = what_if(args)
-    receipt = None if asked or engine.storage is None else engine.storage.last_receipt()
+    found = prompts(graph, engine, receipts=not asked)
+    receipt = found.last
     policy = engine.policy
-    if receipt is not None:
-        rendered = render_receipt(engine, receipt)
-        frame = _next_frame(graph, receipt.frame)
-        upcoming = engine.preview(head=_next_head(graph, frame), frame=frame)
-        source = "receipt"
-    else:
-        rendered = engine.preview()
-        upcoming = rendered
-        source = "what-if" if asked else "configuration"
+    source = "receipt" if receipt is not None else "what-if" if asked else "configuration"
     if args.json:
-        counts = [engine.counter.count_message(m) for m in rendered.messages]
+        report = context_report(graph, found, engine.counter)
+        shown = report["next"] if receipt is None else report["last_sent"]["shown"] or {}
         print_json(
             {
-                "session": graph.session,
+                **report,
                 "source": source,
                 "what_if": asked,
                 "window": policy.context_window,
-                "budget": rendered.budget,
-                "tokens": rendered.tokens,
-                "messages": len(rendered.messages),
-                "message_tokens": counts,
-                "actions": [_plain(a) for a in rendered.actions],
+                "message_tokens": shown.get("message_tokens", []),
+                "actions": shown.get("actions", []),
                 "receipt": None if receipt is None else _plain(receipt),
-                "next": {"budget": upcoming.budget, "tokens": upcoming.tokens},
             }
         )
         return 0
     window = f"{policy.context_window:,}-token window, {policy.name}"
-    if asked:
-        title = (
-            f"WHAT-IF preview ({' '.join(asked)}), not the session's configuration: next "
-            f"prompt of {graph.session}: {rendered.tokens:,} of {rendered.budget:,} tokens "
-            f"({window})"
-        )
-    elif receipt is not None:
-        where = "" if receipt.frame is None else f" in function {receipt.frame}"
-        title = (
-            f"last prompt {graph.session} sent{where} (receipt {receipt.id}): "
-            f"{rendered.tokens:,} of {rendered.budget:,} tokens ({window})"
-        )
-    else:
-        title = (
-            f"next prompt of {graph.session} (no prompt sent yet): {rendered.tokens:,} of "
-            f"{rendered.budget:,} tokens ({window})"
-        )
-    console.print(distribution_table(rendered, engine.counter, title=title))
+    upcoming = found.next
     if receipt is not None:
-        added = graph.last_seq - receipt.seq
+        where = "" if receipt.frame is None else f" in function {receipt.frame}"
         console.print(
-            f"next prompt: {upcoming.tokens:,} of {upcoming.budget:,} tokens "
-            f"({added} record(s) stored since the last one was sent)"
+            f"last prompt sent{where} (receipt {receipt.id}, {receipt.at or 'time unknown'}): "
+            f"{receipt.tokens:,} of {receipt.budget:,} tokens, {receipt.messages} messages"
         )
+        if found.again is None:
+            console.print(
+                "[dim]its layers changed since (a rollback or a compaction), so it cannot be "
+                "shown again as sent; the figures above are the receipt's[/]"
+            )
+        added = graph.last_seq - receipt.seq
+        since = f", {added} record(s) stored since the last one was sent"
+    else:
+        since = ", none sent yet" if not asked else ""
+    label = "WHAT-IF preview of the next prompt" if asked else "next prompt"
+    extra = f" ({' '.join(asked)}, not the session's configuration)" if asked else ""
+    title = (
+        f"{label}{extra} of {graph.session}: {upcoming.tokens:,} of {upcoming.budget:,} "
+        f"tokens, {len(upcoming.messages)} messages ({window}{since})"
+    )
+    console.print(distribution_table(upcoming, engine.counter, title=title))
     return 0
-
-
-def _next_frame(graph: ConversationGraph, frame: str | None) -> str | None:
-    """Where the next prompt renders: the last prompt's frame while its function runs, the
-    top level once it has finished."""
-    if frame is None or frame not in graph or graph.get(frame).finish is not None:
-        return None
-    return frame
-
-
-def _next_head(graph: ConversationGraph, frame: str | None) -> str | None:
-    """Where the next prompt of ``frame`` renders from: its newest node."""
-    if frame is None:
-        return graph.default_head()
-    return graph.head_of(Frame(frame))
 
 
 def cmd_records(args: argparse.Namespace) -> int:
