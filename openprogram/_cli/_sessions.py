@@ -148,8 +148,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         errors.print(f"[yellow]warning:[/] no compaction records shown: {escape(str(error))}")
         records = []
     fired = fired_by_frame(graph, records)
-    console.print(session_tree(graph, title=title, fired=fired))
     branches = _branches(graph)
+    console.print(session_tree(graph, title=title, fired=fired, heads=branches))
     if len(branches) > 1:
         heads = ", ".join(f"{name} at {head}" for name, head in branches.items())
         console.print(f"branches: {heads}")
