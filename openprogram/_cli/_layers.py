@@ -13,6 +13,7 @@ from openprogram._cli._common import (
     existing_session,
     open_store,
     print_json,
+    token_budget,
 )
 from openprogram._history import messages_text
 from openprogram._views import SAVED, layer_savings, layers_table
@@ -107,7 +108,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     compact.add_argument("--focus", help="what the summary must keep (like /compact FOCUS)")
     compact.add_argument("--model")
     compact.add_argument("--policy", choices=("claude-code", "progressive"))
-    compact.add_argument("--budget", type=int)
+    compact.add_argument("--budget", type=token_budget)
     compact.set_defaults(run=cmd_compact)
     collapses = sub.add_parser(
         "collapses", parents=[common], help="a session's layers: active or rolled back"

@@ -35,6 +35,7 @@ from openprogram._cli._common import (
     folder_of,
     open_store,
     print_json,
+    token_budget,
     warnings_shown,
     what_if,
 )
@@ -207,10 +208,11 @@ def cmd_context(args: argparse.Namespace) -> int:
         since = f", {added} record(s) stored since the last one was sent"
     else:
         since = ", none sent yet" if not asked else ""
-    label = "WHAT-IF preview of the next prompt" if asked else "next prompt"
-    extra = f" ({' '.join(asked)}, not the session's configuration)" if asked else ""
+    label = (
+        f"WHAT-IF preview ({' '.join(asked)}), not the session's configuration: " if asked else ""
+    )
     title = (
-        f"{label}{extra} of {graph.session}: {upcoming.tokens:,} of {upcoming.budget:,} "
+        f"{label}next prompt of {graph.session}: {upcoming.tokens:,} of {upcoming.budget:,} "
         f"tokens, {len(upcoming.messages)} messages ({window}{since})"
     )
     console.print(distribution_table(upcoming, engine.counter, title=title))
@@ -396,7 +398,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "context", parents=[common], help="where the next prompt's tokens go (writes nothing)"
     )
     context.add_argument("session")
-    context.add_argument("--budget", type=int)
+    context.add_argument("--budget", type=token_budget)
     context.add_argument("--model")
     context.add_argument("--policy", choices=("claude-code", "progressive"))
     context.add_argument("--json", action="store_true")

@@ -27,6 +27,7 @@ from openprogram._cli._common import (
     open_store,
     print_json,
     state_dir,
+    token_budget,
 )
 from openprogram._cli._scale import add_options as add_scale_options
 from openprogram._cli._scale import bench_scale
@@ -62,6 +63,12 @@ def cmd_import(args: argparse.Namespace) -> int:
         )
     session = args.session or (found[0] if found else new_id())
     created = not store.has_session(session)
+    if created and args.append:
+        raise UsageError(
+            f"--append adds to a session that exists; there is no session {session!r} in "
+            f"{store.url} (`openprogram sessions` lists them; without --append, --session "
+            "names a new session)"
+        )
     graph = ConversationGraph(store, session)
     try:
         stats = import_parsed(parsed, graph, append=args.append)
@@ -76,8 +83,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         )
         return 0
     grew = f" after the {stats.held} records it held" if stats.held else ""
+    made = "new session" if created else "session"
     console.print(
-        f"session {graph.session}: {stats.messages} messages, {stats.tool_calls} tool calls, "
+        f"{made} {graph.session}: {stats.messages} messages, {stats.tool_calls} tool calls, "
         f"{stats.functions} functions ({stats.format}){grew}; skipped {stats.skipped}"
     )
     for warning in stats.warnings[:20]:
@@ -355,7 +363,7 @@ def _bench_losses(args: argparse.Namespace) -> int:
         raise UsageError(f"--losses compares our policies ({', '.join(our_policies())})")
     counter = MessageCounter(args.encoding)
     table = Grid(f"identifier uses {args.losses} held and ours did not, by cause")
-    table.column("trace", key=True)
+    table.column("trace", "id", key=True)
     table.column("policy", key=True)
     table.column("lost", "number")
     table.column("causes")
@@ -391,7 +399,7 @@ def _behaviour(
 
 def _behaviour_table(rows: list[Any], model: str) -> Grid:
     table = Grid(f"next action, full history vs compacted prompt ({model})")
-    table.column("trace", key=True)
+    table.column("trace", "id", key=True)
     table.column("policy", key=True)
     for column in ("budget", "turns", "agree", "full = real", "ours = real", "calls", "tokens in"):
         table.column(column, "number")
@@ -444,8 +452,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     imp.add_argument("trace", help="the trace file")
     imp.add_argument(
         "--session",
-        help="the session to import into (default: a new one, or the one "
-        "that holds this trace already)",
+        help="the session to import into: a new session of this name when there is none "
+        "(with --append: one that exists); default: the session that holds this trace "
+        "already, else a new one",
     )
     imp.add_argument(
         "--append",
@@ -467,7 +476,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "replay", parents=[common], help="render every turn of a trace and report the tiers"
     )
     replay.add_argument("trace")
-    replay.add_argument("--budget", type=int, help="default: 32000, or the model's budget")
+    replay.add_argument("--budget", type=token_budget, help="default: 32000, or the model's budget")
     replay.add_argument(
         "--policy",
         default="claude-code",
@@ -486,7 +495,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     bench.add_argument("traces", nargs="*")
     bench.add_argument(
-        "--budget", type=int, action="append", help="a token budget (repeatable; default 32000)"
+        "--budget",
+        type=token_budget,
+        action="append",
+        help="a token budget (repeatable; default 32000)",
     )
     bench.add_argument(
         "--policies",
