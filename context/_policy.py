@@ -67,15 +67,20 @@ class Policy(BaseModel):
     16385
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     name: str = "claude-code"
+    """The preset this policy was made from (claude-code, progressive), for records and display."""
     model: str | None = None
+    """The litellm model name: its window, output limit and tokenizer (None: the 128k default)."""
     context_window: Count = Field(default=128_000, gt=0)
+    """The model's context window in tokens (from litellm's model map when ``model`` is given)."""
     max_output_tokens: Count = Field(default=16_384, ge=0)
+    """Tokens kept free for the answer: the budget is the window less this and ``buffer_tokens``."""
     buffer_tokens: Count = Field(default=13_000, ge=0)
     """Room kept free besides the answer (Claude Code's 13k), at most a tenth of the window."""
     cascade: tuple[str, ...] = CLAUDE_CODE_CASCADE
+    """The tiers a render runs, in order, until the prompt fits."""
     always: tuple[str, ...] = ("offload",)
     """Tiers whose ``compact`` runs every turn, fitting or not (their output is byte-stable).
     Budget reduction is not among them by default: reducing only once the prompt does not
@@ -85,8 +90,11 @@ class Policy(BaseModel):
     """Share of the budget above which a tier acts (default 1.0: only when over budget)."""
 
     budget_reduction_chars: Count = Field(default=4_000, gt=0)
+    """Budget reduction cuts a tool output longer than this many characters…"""
     reduction_head_chars: Count = Field(default=2_400, ge=0)
+    """…keeping its first this many characters…"""
     reduction_tail_chars: Count = Field(default=1_600, ge=0)
+    """…and its last this many, with a marker between."""
 
     offload_chars: Count = Field(default=20_000, gt=0)
     """Outputs longer than this go to a file every turn (the prompt keeps head and tail);
@@ -98,11 +106,14 @@ class Policy(BaseModel):
     peer (pydantic-ai-harness) keeps whole: once older outputs are cleared first, the newest
     output is what the agent quotes next (at 32k, 0.15 → 0.25: recall 0.9768 → 0.9792)."""
     offload_preview_head_chars: Count = Field(default=2_400, ge=0)
+    """An offloaded output's preview in the prompt: its first this many characters…"""
     offload_preview_tail_chars: Count = Field(default=1_600, ge=0)
+    """…and its last this many."""
 
     microcompact_keep: Count = Field(default=5, ge=0)
     """Microcompact keeps this many newest compactable outputs whole."""
     microcompact_first: Count = Field(default=1, ge=1)
+    """The tool-call count at which microcompact first clears (see ``microcompact_every``)."""
     microcompact_every: Count = Field(default=1, ge=1)
     """Microcompact clears at these tool-call counts (first, then every), when the prompt
     is over budget. 1 and 1 (Claude Code: 50 and 25): whenever it is over budget and a tool
@@ -110,13 +121,18 @@ class Policy(BaseModel):
     takes all but the newest outputs at once, so the next one waits until the prompt has
     filled again: the prefix before it stays byte-stable."""
     microcompact_idle_minutes: float = Field(default=60.0, gt=0)
+    """Minutes without a turn after which microcompact clears old outputs (the cache is cold)."""
     compactable_tools: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_COMPACTABLE))
+    """Tools whose old outputs microcompact may clear: name → kind (read, shell, grep, …)."""
     cache_edits: Literal["auto", "on", "off"] = "auto"
     """Anthropic's ``clear_tool_uses`` edits instead of rewriting messages (auto: Claude)."""
 
     collapse_min_rounds: Count = Field(default=5, ge=1)
+    """Fewest rounds a collapse segment covers…"""
     collapse_max_rounds: Count = Field(default=10, ge=1)
+    """…and the most."""
     collapse_summary_tokens: Count = Field(default=300, gt=0)
+    """Tokens a collapse segment's summary is asked to fit in."""
     low_water: float = Field(default=0.75, gt=0, le=1)
     """Once a render is over budget, the cascade goes on until the prompt is under this
     share of the budget (hysteresis: the next turns append under a stable prefix)..."""
@@ -197,9 +213,11 @@ class Policy(BaseModel):
     """Input tokens at which the provider compacts (default: the low-water mark)."""
 
     emergency_stub_chars: Count = Field(default=160, gt=0)
+    """Characters of a round the emergency tier keeps as its stub."""
     recover_budget_factor: float = Field(default=0.8, gt=0, lt=1)
     """Each ``recover`` after an overflow error renders under this share of the last budget."""
     recover_max_failures: Count = Field(default=3, ge=1)
+    """Overflow recoveries failed in a row after which the circuit breaker stops retrying."""
     callers: Count | None = Field(default=None, ge=0)
     """Caller-chain units a frame render keeps before the function's entry (None: all)."""
 
@@ -475,3 +493,16 @@ def _from_env(variable: str, text: str, annotation: Any) -> Any:
         if "str" in str(annotation):
             return text
         raise PolicyError(f"{variable}={text!r} is not a valid value") from None
+
+
+def _fields_doc(model: type[BaseModel]) -> str:
+    """Every field with its default and description, for ``help(Policy)``."""
+    lines = ["", "Fields:", ""]
+    for name, info in model.model_fields.items():
+        default = "computed" if info.default_factory is not None else repr(info.default)
+        text = " ".join((info.description or "").split())
+        lines.append(f"    {name} (default {default}): {text}")
+    return "\n".join(lines) + "\n"
+
+
+Policy.__doc__ = (Policy.__doc__ or "") + _fields_doc(Policy)

@@ -73,7 +73,7 @@ from ._store import MemoryStore, Store
 from ._walk import Step, inside, visible, visible_since
 
 if TYPE_CHECKING:
-    from ._export import export_format, export_session, is_export, load_export
+    from ._export import export_format, export_session, is_export, load_export, session_side
     from ._nx import export_graphml, export_json, to_networkx
 
 _LAZY = {
@@ -84,6 +84,7 @@ _LAZY = {
     "export_session": "_export",
     "is_export": "_export",
     "load_export": "_export",
+    "session_side": "_export",
 }
 
 
@@ -180,6 +181,7 @@ __all__ = [
     "scrub",
     "scrubber",
     "seeded_ids",
+    "session_side",
     "steps_to_messages",
     "store_schemes",
     "text_of",

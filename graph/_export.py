@@ -6,26 +6,32 @@ record log: every node as appended and every later event (tool results, finishes
 layers, rollbacks) in seq order, with the edges. Loading an export replays that log into a
 store, so the session comes back with the same ids, seqs, timestamps, payloads, meta and
 layers. The format is taken from the file's extension (``.json``, ``.graphml``).
+
+An export can also carry what is kept beside the records (``side``, see
+:func:`session_side`): the session's metadata, named branches, and the side values and logs
+other packages name (configuration, compaction records, tier state, render receipts), so
+a session loaded elsewhere renders the same prompts.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
 import networkx as nx
 
+from ._branches import BRANCHES
 from ._errors import GraphError
 from ._nodes import Dialogue, Edge, Event, Function, Node, Tool
 from ._nx import to_networkx
 from ._state import GraphState
 from ._store import Store
 
-__all__ = ["EXPORT_FORMATS", "export_format", "export_session", "load_export"]
+__all__ = ["EXPORT_FORMATS", "export_format", "export_session", "load_export", "session_side"]
 
 EXPORT_FORMATS: dict[str, Literal["json", "graphml"]] = {".json": "json", ".graphml": "graphml"}
 """File extension → export format."""
@@ -54,7 +60,37 @@ def _text(node: Node) -> str:
     return json.dumps(payload.input, default=str)
 
 
-def _log(state: GraphState, head: str | None, redact: Callable[[Any], Any]) -> dict[str, Any]:
+def session_side(
+    store: Store, session: str, *, values: Sequence[str] = (), logs: Sequence[str] = ()
+) -> dict[str, Any]:
+    """What ``store`` keeps beside a session's records, for an export: its metadata, its
+    named branches, and the side values and logs of the namespaces given."""
+    found: dict[str, Any] = {"meta": store.session_meta(session), "values": {}, "logs": {}}
+    for namespace in (BRANCHES, *values):
+        if kept := store.get_values(session, namespace):
+            found["values"][namespace] = kept
+    for namespace in logs:
+        if entries := store.read_log(session, namespace):
+            found["logs"][namespace] = [[e.key, e.seq, e.body] for e in entries]
+    return found
+
+
+def _write_side(store: Store, session: str, side: Mapping[str, Any]) -> None:
+    if side.get("meta"):
+        store.update_session_meta(session, side["meta"])
+    for namespace, values in (side.get("values") or {}).items():
+        store.put_values(session, namespace, {str(k): str(v) for k, v in values.items()})
+    for namespace, entries in (side.get("logs") or {}).items():
+        for key, seq, body in entries:
+            store.append_log(session, namespace, [(str(key), str(body))], int(seq))
+
+
+def _log(
+    state: GraphState,
+    head: str | None,
+    redact: Callable[[Any], Any],
+    side: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     records: list[dict[str, Any]] = []
     for record in state.records:
         if isinstance(record, Event):
@@ -64,7 +100,10 @@ def _log(state: GraphState, head: str | None, redact: Callable[[Any], Any]) -> d
             records.append(
                 {"node": msgspec.to_builtins(node), "edges": msgspec.to_builtins(list(edges))}
             )
-    return {"version": _VERSION, "session": state.session, "head": head, "records": redact(records)}
+    log = {"version": _VERSION, "session": state.session, "head": head, "records": redact(records)}
+    if side is not None:
+        log["side"] = redact(dict(side))
+    return log
 
 
 def export_session(
@@ -74,16 +113,18 @@ def export_session(
     head: str | None = None,
     format: Literal["json", "graphml"] | None = None,
     redact: Callable[[Any], Any] | None = None,
+    side: Mapping[str, Any] | None = None,
 ) -> None:
     """Write the session to ``path`` as node-link JSON or GraphML (``format``, default from
     the extension), complete enough for :func:`load_export`. ``redact`` maps the record log
-    (plain JSON values) before it is written, e.g. ``Redactor().value``."""
+    (plain JSON values) before it is written, e.g. ``Redactor().value``; ``side`` (from
+    :func:`session_side`) is written with it and loaded back."""
     chosen = format or export_format(path)
     clean = redact or (lambda value: value)
     view = to_networkx(state)
     for node_id in view:
         view.nodes[node_id]["text"] = clean(_text(state.nodes[node_id]))
-    log = _log(state, head, clean)
+    log = _log(state, head, clean, side)
     if chosen == "json":
         view.graph[_KEY] = log
         data = nx.node_link_data(view, edges="edges")
@@ -124,7 +165,9 @@ def is_export(path: str | Path) -> bool:
 def load_export(path: str | Path, store: Store, session: str | None = None) -> str:
     """Load an export into ``store`` as ``session`` (default: the exported session's id);
     returns the session id. Ids are kept, so a store that already holds them (the session
-    it came from, say) is refused with ``GraphError``, as is a session that is not empty."""
+    it came from, say) is refused with ``GraphError``, as is a session that is not empty.
+    What the export carries beside the records (``side``) is written in the same
+    transaction."""
     log = _read_log(Path(path))
     name = session or str(log["session"])
     records: list[Node | Event] = []
@@ -148,7 +191,12 @@ def load_export(path: str | Path, store: Store, session: str | None = None) -> s
         )
     if store.ensure_session(name) and store.load(name).records:
         raise GraphError(f"session {name!r} already holds nodes in {store.url}")
-    if records:
-        with store.transaction():
+    side = log.get("side")
+    if side is not None and not isinstance(side, dict):
+        raise GraphError(f"{path}: a damaged side section")
+    with store.transaction():
+        if records:
             store.commit(name, records, edges, log.get("head"))
+        if side:
+            _write_side(store, name, side)
     return name

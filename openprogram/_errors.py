@@ -46,6 +46,10 @@ class BaselineUnavailable(OpenProgramError, ImportError):
     """A baseline whose optional dependency is not installed."""
 
 
+class MissingExtra(OpenProgramError, ImportError):
+    """A feature whose optional dependencies (an extra) are not installed."""
+
+
 class SessionError(OpenProgramError):
     """A session that does not exist or cannot be used."""
 

@@ -3,7 +3,9 @@
 Rich shrinks a table wider than the console by cutting cells ("1,0…"). Here numbers and
 ids keep their full width; labels wrap; headers break between words; and a table that still
 does not fit is printed as several, each repeating the key columns (which trace, which
-policy). The console's width honours ``COLUMNS``.
+policy). A console too narrow even for that (the key columns and one more) gets the
+rows as lists instead, one ``column: value`` a line, so an id or a file name is still
+whole. The console's width honours ``COLUMNS``.
 """
 
 from __future__ import annotations
@@ -88,6 +90,34 @@ class Grid:
         if group or not rest:
             yield keys + group, width - used
 
+    def too_narrow(self, width: int) -> bool:
+        """Whether even the key columns and one more do not fit in ``width``."""
+        keys = [i for i, c in enumerate(self.columns) if c.key]
+        rest = [i for i, c in enumerate(self.columns) if not c.key]
+        base = 1 + sum(self._need(i) + 3 for i in keys)
+        return base > width or any(base + self._need(i) + 3 > width for i in rest)
+
+    def listed(self, width: int) -> list[Text]:
+        """The rows as lists, one ``column: value`` a line (a value that does not fit
+        beside its column's name goes on the next line, indented)."""
+        lines = [Text.from_markup(f"[bold]{self.title}[/]")] if self.title else []
+        for cells, _ in self.rows:
+            lines.append(Text(""))
+            for column, cell in zip(self.columns, cells, strict=True):
+                if not cell:
+                    continue
+                values = cell.split("\n")
+                name = column.header
+                first = Text.from_markup(values[0])
+                if len(name) + 2 + first.cell_len <= width:
+                    lines.append(Text(f"{name}: ") + first)
+                    rest = values[1:]
+                else:
+                    lines.append(Text(f"{name}:"))
+                    rest = values
+                lines.extend(Text("  ") + Text.from_markup(value) for value in rest)
+        return lines
+
     def tables(self, width: int) -> list[Table]:
         """The tables this grid prints as in ``width`` columns (one when it fits)."""
         groups = list(self._groups(width))
@@ -129,6 +159,10 @@ class Grid:
         # Cells wrap even on a console that soft-wraps its messages (one line per message
         # when piped, so a path or an id is never broken).
         wrapping = options.update(no_wrap=False, overflow="fold")
+        if self.too_narrow(options.max_width):
+            for line in self.listed(options.max_width):
+                yield from console.render(line, wrapping)
+            return
         for table in self.tables(options.max_width):
             yield from console.render(table, wrapping)
 

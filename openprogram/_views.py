@@ -37,10 +37,16 @@ def session_tree(
     title: str,
     fired: Mapping[str | None, Mapping[str, int]] | None = None,
     messages: bool = True,
+    heads: Mapping[str, str | None] | None = None,
 ) -> Tree:
     """Functions nested under their callers (status colored: running, interrupted…), the
-    tiers that fired inside each, and the layers over top-level nodes."""
+    tiers that fired inside each, and the layers over top-level nodes; ``heads`` (branch
+    name → head node) marks each branch's head, so a checkout shows where the session is."""
     tree = Tree(title)
+    marks: dict[str, list[str]] = collections.defaultdict(list)
+    for name, head in (heads or {}).items():
+        if head is not None:
+            marks[head].append(name)
     covered: dict[str, list[LayerInfo]] = collections.defaultdict(list)
     for layer in graph.layers():
         for node_id in layer.covers[:1]:
@@ -61,13 +67,16 @@ def session_tree(
                     f"[magenta]layer {layer.kind}[/] {layer.id} ({state}, "
                     f"{len(layer.covers)} nodes)"
                 )
+            mark = ""
+            if marks.get(node.id):
+                mark = f" [bold reverse]◀ head of {', '.join(marks[node.id])}[/]"
             if node.kind == "function":
-                sub = branch.add(_label(node, graph))
+                sub = branch.add(_label(node, graph) + mark)
                 if fired and fired.get(node.id) and _tiers(fired[node.id]):
                     sub.add(f"[cyan]tiers:[/] {_tiers(fired[node.id])}")
                 add(sub, node.id)
-            elif messages:
-                branch.add(_label(node, graph))
+            elif messages or mark:
+                branch.add(_label(node, graph) + mark)
 
     add(tree, None)
     return tree
@@ -120,44 +129,24 @@ def _tiers(counts: Mapping[str, int]) -> str:
 
 
 def distribution_table(rendered: Rendered, counter: TokenCounter, *, title: str) -> Grid:
-    """Where a prompt's tokens go (by kind of message) and what each tier saved."""
-    shares: collections.Counter[str] = collections.Counter()
-    for message in rendered.messages:
-        role = message["role"]
-        content = message.get("content")
-        text = content if isinstance(content, str) else ""
-        if role == "tool":
-            kind = "tool outputs"
-        elif text.startswith(("[Collapsed", "[Context Compaction")):
-            kind = "summaries (layers)"
-        elif "removed to fit the context window" in text:
-            kind = "notes (snipped rounds)"
-        elif role == "assistant" and message.get("tool_calls"):
-            kind = "assistant tool calls"
-        else:
-            kind = f"{role} messages"
-        shares[kind] += counter.count_message(message)
+    """Where a prompt's tokens go (by part, as ``openprogram._prompts.parts`` tells them)
+    and what each tier saved."""
+    from openprogram._prompts import parts, saved_by_tier
+
     table = Grid(title)
     table.column("part", key=True)
     table.column("tokens", "number")
     table.column("share of budget", "number")
-    schema = rendered.tokens - sum(shares.values())
-    if schema > 0:
-        shares["tool schemas"] += schema
-    for kind, tokens in shares.most_common():
+    for kind, tokens in parts(rendered, counter).most_common():
         table.row(kind, f"{tokens:,}", f"{tokens / rendered.budget:.1%}")
     table.row(
         "[bold]total[/]",
         f"[bold]{rendered.tokens:,}[/]",
         f"{rendered.tokens / rendered.budget:.1%}",
     )
-    saved: collections.Counter[str] = collections.Counter()
-    for action in rendered.actions:
-        saved[action.tier] += action.tokens_before - action.tokens_after
     table.section()
-    for tier, tokens in saved.most_common():
-        if tokens > 0:
-            table.row(f"saved by {tier}", f"{tokens:,}", "")
+    for tier, tokens in saved_by_tier(rendered).items():
+        table.row(f"saved by {tier}", f"{tokens:,}", "")
     return table
 
 
@@ -216,8 +205,13 @@ def layers_table(layers: Sequence[LayerInfo], saved: Mapping[str, int], *, title
     return table
 
 
+SAVED = "the covered messages in full, less the layer's summary"
+"""What "tokens saved" by a layer means, wherever it is shown (``compact``, ``collapses``)."""
+
+
 def layer_savings(engine: Any, layers: Sequence[LayerInfo]) -> dict[str, int]:
-    """Tokens each layer saves: its covered messages in full, less its replacement."""
+    """Tokens each layer saves (:data:`SAVED`): its covered messages in full, less its
+    replacement. The one definition ``compact`` and ``collapses`` both print."""
     counter = engine.counter
     found = {}
     for layer in layers:

@@ -49,7 +49,15 @@ _state: bool | None = None
 def enable(tracer_provider: Any = None) -> None:
     """Emit spans from now on, through ``tracer_provider`` (the global one by default)."""
     global _tracer, _state
-    from opentelemetry import trace
+    try:
+        from opentelemetry import trace
+    except ImportError as error:
+        from openprogram._errors import MissingExtra
+
+        raise MissingExtra(
+            "tracing needs OpenTelemetry, which is not installed: "
+            f"pip install 'openprogram[otel]' ({error})"
+        ) from error
 
     provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
     _tracer = provider.get_tracer(INSTRUMENTATION)

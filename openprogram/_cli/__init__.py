@@ -7,6 +7,7 @@ Start with `openprogram demo`. Exit codes: 0 ok, 1 error, 2 usage. Errors are on
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 
@@ -23,7 +24,7 @@ from openprogram._cli import (
     _traces,
     _view,
 )
-from openprogram._cli._common import UsageError, errors
+from openprogram._cli._common import UsageError, check_budgets, errors
 
 __all__ = ["main", "parser", "run"]
 
@@ -68,6 +69,10 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+_DRIVER = re.compile(r"^\((?:[a-z_][\w]*\.)+\w+\)\s*")
+"""A database driver's exception class in brackets: ``(sqlite3.OperationalError)``."""
+_BACKGROUND = re.compile(r"\s*\(Background on this error at: [^)]*\)")
+"""SQLAlchemy's link to its error page."""
 ERROR_CHARS = 300
 """An error line longer than this is cut (``--debug`` shows the whole error)."""
 
@@ -80,6 +85,9 @@ def one_line(error: BaseException) -> str:
     else:
         text = " ".join(str(error).split())
     text = text.split(" [SQL: ")[0]
+    text = _BACKGROUND.sub("", _DRIVER.sub("", text)).strip()
+    if text == "database is locked":
+        text = "the database is locked by another process; try again when it is done"
     if not text:
         text = f"unexpected {type(error).__name__}; --debug shows where"
     if len(text) > ERROR_CHARS:
@@ -91,6 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code."""
     args = parser().parse_args(argv)
     try:
+        check_budgets(args)
         return int(args.run(args))
     except KeyboardInterrupt:
         errors.print("[red]interrupted[/]")

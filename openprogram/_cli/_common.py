@@ -102,6 +102,24 @@ def encoding(name: str) -> str:
     return name
 
 
+def token_budget(text: str) -> int:
+    """A ``--budget`` (argparse type): a whole number of tokens; :func:`check_budgets`
+    refuses one that is not above zero, in one line, for every command alike."""
+    try:
+        return int(text.replace(",", "").replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of tokens") from None
+
+
+def check_budgets(args: argparse.Namespace) -> None:
+    """Every command's ``--budget`` checked the same way before it runs (a replay used to
+    run at 32,000 when given 0, while ``context`` refused)."""
+    given = getattr(args, "budget", None)
+    for value in given if isinstance(given, list) else [given]:
+        if value is not None and value <= 0:
+            raise UsageError(f"--budget must be positive (a number of tokens), got {value}")
+
+
 def existing_session(
     args: argparse.Namespace, session: str, *, create: bool = False, read_only: bool = False
 ) -> ConversationGraph:

@@ -17,6 +17,7 @@ from openprogram._cli._common import (
     folder_of,
     open_store,
     print_json,
+    token_budget,
 )
 from openprogram._config import (
     SessionConfig,
@@ -32,7 +33,8 @@ def cmd_configure(args: argparse.Namespace) -> int:
     later reopening, render and process uses (and that starts new tier state)."""
     from openprogram._config import policy_for
 
-    graph = existing_session(args, args.session)
+    asked = bool(args.policy or args.model or args.set or args.budget is not None)
+    graph = existing_session(args, args.session, read_only=not asked)  # showing writes nothing
     store = graph.store
     stored = load_config(store, graph.session)
     current = stored or SessionConfig(policy=policy_for(None).stored())
@@ -52,15 +54,19 @@ def cmd_configure(args: argparse.Namespace) -> int:
     wanted = msgspec.structs.replace(current, **values)
     if wanted.budget is not None and wanted.budget <= 0:
         raise UsageError(f"--budget must be positive, got {wanted.budget}")
-    found = record_change(store, graph.session, folder_of(args, store), stored, wanted)
+    found = (
+        record_change(store, graph.session, folder_of(args, store), stored, wanted) if asked else {}
+    )  # without a change asked for it only shows (what a session without one runs with)
     shown = load_config(store, graph.session) or wanted
     if args.json:
         print_json({"session": graph.session, "changed": found, "config": shown.describe()})
         return 0
     if found:
         console.print(f"session {graph.session}: changed {', '.join(sorted(found))} (recorded)")
-    else:
+    elif asked:
         console.print(f"session {graph.session}: nothing changed")
+    elif stored is None:
+        console.print(f"session {graph.session}: no configuration stored; it runs with defaults")
     policy = shown.make_policy()
     budget = shown.budget if shown.budget is not None else policy.budget
     console.print(
@@ -93,7 +99,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="show or change how a session runs (stored with it, recorded)",
     )
     configure.add_argument("session")
-    configure.add_argument("--budget", type=int, help="the prompt budget in tokens")
+    configure.add_argument("--budget", type=token_budget, help="the prompt budget in tokens")
     configure.add_argument(
         "--policy", choices=("claude-code", "progressive"), help="start from this preset"
     )

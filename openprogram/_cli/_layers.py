@@ -13,9 +13,10 @@ from openprogram._cli._common import (
     existing_session,
     open_store,
     print_json,
+    token_budget,
 )
 from openprogram._history import messages_text
-from openprogram._views import layer_savings, layers_table
+from openprogram._views import SAVED, layer_savings, layers_table
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
@@ -24,9 +25,11 @@ def cmd_compact(args: argparse.Namespace) -> int:
     before = engine.preview().tokens
     layer = engine.compact(args.focus)
     after = engine.preview().tokens
+    saved = layer_savings(engine, [layer])[layer.id]
     console.print(
         f"compacted {len(layer.covers)} nodes of {graph.session} into layer {layer.id}: "
-        f"next prompt {before:,} → {after:,} tokens"
+        f"tokens saved {saved:,} ({SAVED}); next prompt {before:,} → {after:,} tokens (what "
+        "is sent: the nodes were already cut down by other tiers)"
     )
     return 0
 
@@ -56,6 +59,7 @@ def cmd_collapses(args: argparse.Namespace) -> int:
         console.print(f"session {graph.session} has no layers")
         return 0
     console.print(layers_table(layers, saved, title=f"layers of {graph.session}"))
+    console.print(f"[dim]tokens saved: {SAVED}[/]")
     return 0
 
 
@@ -104,7 +108,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     compact.add_argument("--focus", help="what the summary must keep (like /compact FOCUS)")
     compact.add_argument("--model")
     compact.add_argument("--policy", choices=("claude-code", "progressive"))
-    compact.add_argument("--budget", type=int)
+    compact.add_argument("--budget", type=token_budget)
     compact.set_defaults(run=cmd_compact)
     collapses = sub.add_parser(
         "collapses", parents=[common], help="a session's layers: active or rolled back"

@@ -22,6 +22,7 @@ from openprogram._cli._common import (
     errors,
     policy_from,
     state_dir,
+    token_budget,
 )
 
 TIER_WORDS = {
@@ -224,7 +225,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "demo", parents=[common], help="run the nested research agent offline, then show it"
     )
     demo.add_argument(
-        "--budget", type=int, default=2_200, help="the prompt's token budget (default 2200)"
+        "--budget",
+        type=token_budget,
+        default=2_200,
+        help="the prompt's token budget (default 2200)",
     )
     demo.set_defaults(run=cmd_demo)
     run = sub.add_parser(
@@ -240,5 +244,5 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--model", help="a litellm model the program's llm() calls use")
     run.add_argument("--session", help="a session id to continue (default: a new session)")
     run.add_argument("--policy", choices=("claude-code", "progressive"))
-    run.add_argument("--budget", type=int)
+    run.add_argument("--budget", type=token_budget)
     run.set_defaults(run=cmd_run)

@@ -17,11 +17,10 @@ from context import (
     delete_session,
     read_jsonl,
     records_path,
-    render_receipt,
 )
+from context._storage import CONFIG, RECEIPTS, RECORDS, STATE, TOOLS
 from graph import (
     ConversationGraph,
-    Frame,
     Redactor,
     StoreError,
     scrub,
@@ -36,10 +35,12 @@ from openprogram._cli._common import (
     folder_of,
     open_store,
     print_json,
+    token_budget,
     warnings_shown,
     what_if,
 )
 from openprogram._errors import SessionError
+from openprogram._prompts import context_report, prompts
 from openprogram._views import distribution_table, fired_by_frame, records_table, session_tree
 
 
@@ -148,8 +149,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         errors.print(f"[yellow]warning:[/] no compaction records shown: {escape(str(error))}")
         records = []
     fired = fired_by_frame(graph, records)
-    console.print(session_tree(graph, title=title, fired=fired))
     branches = _branches(graph)
+    console.print(session_tree(graph, title=title, fired=fired, heads=branches))
     if len(branches) > 1:
         heads = ", ".join(f"{name} at {head}" for name, head in branches.items())
         console.print(f"branches: {heads}")
@@ -164,83 +165,58 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_context(args: argparse.Namespace) -> int:
-    """The prompt the agent sent last (re-rendered from its receipt: the same head, frame,
-    tools and effective budget) and the next one's size, under the session's stored
-    configuration. ``--policy``/``--model``/``--budget`` make it a what-if preview of the
-    next prompt instead, marked as such. Nothing is written either way."""
+    """The last prompt the agent sent, as its receipt recorded it, and the next one, each
+    labelled (``openprogram._prompts``: the MCP ``context`` tool reports the same), under
+    the session's stored configuration. ``--policy``/``--model``/``--budget`` make it a
+    what-if preview of the next prompt instead, marked as such. Nothing is written."""
     graph = existing_session(args, args.session, read_only=True)
     engine = engine_for(args, graph)
     asked = what_if(args)
-    receipt = None if asked or engine.storage is None else engine.storage.last_receipt()
+    found = prompts(graph, engine, receipts=not asked)
+    receipt = found.last
     policy = engine.policy
-    if receipt is not None:
-        rendered = render_receipt(engine, receipt)
-        frame = _next_frame(graph, receipt.frame)
-        upcoming = engine.preview(head=_next_head(graph, frame), frame=frame)
-        source = "receipt"
-    else:
-        rendered = engine.preview()
-        upcoming = rendered
-        source = "what-if" if asked else "configuration"
+    source = "receipt" if receipt is not None else "what-if" if asked else "configuration"
     if args.json:
-        counts = [engine.counter.count_message(m) for m in rendered.messages]
+        report = context_report(graph, found, engine.counter)
+        shown = report["next"] if receipt is None else report["last_sent"]["shown"] or {}
         print_json(
             {
-                "session": graph.session,
+                **report,
                 "source": source,
                 "what_if": asked,
                 "window": policy.context_window,
-                "budget": rendered.budget,
-                "tokens": rendered.tokens,
-                "messages": len(rendered.messages),
-                "message_tokens": counts,
-                "actions": [_plain(a) for a in rendered.actions],
+                "message_tokens": shown.get("message_tokens", []),
+                "actions": shown.get("actions", []),
                 "receipt": None if receipt is None else _plain(receipt),
-                "next": {"budget": upcoming.budget, "tokens": upcoming.tokens},
             }
         )
         return 0
     window = f"{policy.context_window:,}-token window, {policy.name}"
-    if asked:
-        title = (
-            f"WHAT-IF preview ({' '.join(asked)}), not the session's configuration: next "
-            f"prompt of {graph.session}: {rendered.tokens:,} of {rendered.budget:,} tokens "
-            f"({window})"
-        )
-    elif receipt is not None:
-        where = "" if receipt.frame is None else f" in function {receipt.frame}"
-        title = (
-            f"last prompt {graph.session} sent{where} (receipt {receipt.id}): "
-            f"{rendered.tokens:,} of {rendered.budget:,} tokens ({window})"
-        )
-    else:
-        title = (
-            f"next prompt of {graph.session} (no prompt sent yet): {rendered.tokens:,} of "
-            f"{rendered.budget:,} tokens ({window})"
-        )
-    console.print(distribution_table(rendered, engine.counter, title=title))
+    upcoming = found.next
     if receipt is not None:
-        added = graph.last_seq - receipt.seq
+        where = "" if receipt.frame is None else f" in function {receipt.frame}"
         console.print(
-            f"next prompt: {upcoming.tokens:,} of {upcoming.budget:,} tokens "
-            f"({added} record(s) stored since the last one was sent)"
+            f"last prompt sent{where} (receipt {receipt.id}, {receipt.at or 'time unknown'}): "
+            f"{receipt.tokens:,} of {receipt.budget:,} tokens, {receipt.messages} messages"
         )
+        if found.again is None:
+            console.print(
+                "[dim]its layers changed since (a rollback or a compaction), so it cannot be "
+                "shown again as sent; the figures above are the receipt's[/]"
+            )
+        added = graph.last_seq - receipt.seq
+        since = f", {added} record(s) stored since the last one was sent"
+    else:
+        since = ", none sent yet" if not asked else ""
+    label = (
+        f"WHAT-IF preview ({' '.join(asked)}), not the session's configuration: " if asked else ""
+    )
+    title = (
+        f"{label}next prompt of {graph.session}: {upcoming.tokens:,} of {upcoming.budget:,} "
+        f"tokens, {len(upcoming.messages)} messages ({window}{since})"
+    )
+    console.print(distribution_table(upcoming, engine.counter, title=title))
     return 0
-
-
-def _next_frame(graph: ConversationGraph, frame: str | None) -> str | None:
-    """Where the next prompt renders: the last prompt's frame while its function runs, the
-    top level once it has finished."""
-    if frame is None or frame not in graph or graph.get(frame).finish is not None:
-        return None
-    return frame
-
-
-def _next_head(graph: ConversationGraph, frame: str | None) -> str | None:
-    """Where the next prompt of ``frame`` renders from: its newest node."""
-    if frame is None:
-        return graph.default_head()
-    return graph.head_of(Frame(frame))
 
 
 def cmd_records(args: argparse.Namespace) -> int:
@@ -272,22 +248,35 @@ def redacted(graph: ConversationGraph) -> ConversationGraph:
     return ConversationGraph(copy.store, copy.session)
 
 
+SIDE_VALUES = (STATE, RECEIPTS, TOOLS)
+"""What a session keeps as side values that an export carries: tier state, the last
+receipts, the tool schemas they name (named branches are the graph's own)."""
+SIDE_LOGS = (RECORDS, RECEIPTS, CONFIG)
+"""And as side logs: compaction records, every receipt, configuration events."""
+
+
 def cmd_export(args: argparse.Namespace) -> int:
-    """A session to a file: the whole record log (JSON or GraphML, by the extension, which
-    ``openprogram import`` loads back) or the OpenAI messages of its main branch."""
-    from graph import export_format, export_session
+    """A session to a file: the whole session (JSON or GraphML, by the extension, which
+    ``openprogram import`` loads back): its records, configuration, branches, layers,
+    compaction records, tier state and render receipts, so that the session loaded
+    elsewhere renders the same prompts; or the OpenAI messages of its main branch."""
+    from graph import export_format, export_session, session_side
 
     graph = existing_session(args, args.session, read_only=True)
     out = Path(args.out)
     if not out.parent.is_dir():
         raise UsageError(f"no folder {out.parent} for {out}")
     chosen = args.format or export_format(out)
+    side = session_side(graph.store, graph.session, values=SIDE_VALUES, logs=SIDE_LOGS)
     if not args.no_redact:
         graph = redacted(graph)  # every record, function inputs and errors included
+        side = Redactor().value(side)
     if chosen == "openai":
         out.write_text(json.dumps(graph.to_openai(), ensure_ascii=False))
     else:
-        export_session(graph.state, out, head=graph.head, format=export_format(f"x.{chosen}"))
+        export_session(
+            graph.state, out, head=graph.head, format=export_format(f"x.{chosen}"), side=side
+        )
     secrets = "" if args.no_redact else " (secrets redacted; --no-redact keeps them)"
     console.print(f"wrote {out}{secrets}")
     return 0
@@ -409,7 +398,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "context", parents=[common], help="where the next prompt's tokens go (writes nothing)"
     )
     context.add_argument("session")
-    context.add_argument("--budget", type=int)
+    context.add_argument("--budget", type=token_budget)
     context.add_argument("--model")
     context.add_argument("--policy", choices=("claude-code", "progressive"))
     context.add_argument("--json", action="store_true")

@@ -15,8 +15,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress
 
-from context import Policy, read_jsonl, records_path
-from graph import ConversationGraph, new_id
+from context import Policy, records_path
+from graph import ConversationGraph, MemoryStore, Store, new_id
 from openprogram._cli._common import (
     UsageError,
     common_options,
@@ -26,7 +26,8 @@ from openprogram._cli._common import (
     folder_of,
     open_store,
     print_json,
-    warnings_shown,
+    state_dir,
+    token_budget,
 )
 from openprogram._cli._scale import add_options as add_scale_options
 from openprogram._cli._scale import bench_scale
@@ -62,6 +63,12 @@ def cmd_import(args: argparse.Namespace) -> int:
         )
     session = args.session or (found[0] if found else new_id())
     created = not store.has_session(session)
+    if created and args.append:
+        raise UsageError(
+            f"--append adds to a session that exists; there is no session {session!r} in "
+            f"{store.url} (`openprogram sessions` lists them; without --append, --session "
+            "names a new session)"
+        )
     graph = ConversationGraph(store, session)
     try:
         stats = import_parsed(parsed, graph, append=args.append)
@@ -76,8 +83,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         )
         return 0
     grew = f" after the {stats.held} records it held" if stats.held else ""
+    made = "new session" if created else "session"
     console.print(
-        f"session {graph.session}: {stats.messages} messages, {stats.tool_calls} tool calls, "
+        f"{made} {graph.session}: {stats.messages} messages, {stats.tool_calls} tool calls, "
         f"{stats.functions} functions ({stats.format}){grew}; skipped {stats.skipped}"
     )
     for warning in stats.warnings[:20]:
@@ -94,33 +102,103 @@ def _load_export(args: argparse.Namespace) -> int:
     store = open_store(args, create=True)
     session = load_export(args.trace, store, args.session)
     nodes = len(ConversationGraph(store, session))
-    console.print(f"session {session}: loaded {nodes} nodes from the export {args.trace}")
+    console.print(
+        f"session {session}: loaded {nodes} nodes from the export {args.trace}, with its "
+        "configuration, branches, layers, compaction records, tier state and receipts"
+    )
     return 0
 
 
+REPLAYED = "openprogram.replay"
+"""Session-meta key of a replay: the trace's digest and the settings it ran under."""
+
+
+def _replay_key(args: argparse.Namespace, budget: int) -> dict[str, Any]:
+    import hashlib
+
+    digest = hashlib.sha256(Path(args.trace).read_bytes()).hexdigest()
+    return {
+        "trace": digest,
+        "policy": args.policy,
+        "budget": budget,
+        "model": args.model,
+        "encoding": args.encoding,
+        "format": args.format,
+    }
+
+
+def _replayed(store: Store, key: dict[str, Any]) -> str | None:
+    """The session of ``store`` that holds this very replay (same trace and settings)."""
+    for info in store.sessions():
+        if store.session_meta(info.id).get(REPLAYED) == key:
+            return info.id
+    return None
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
-    from openprogram.bench import MessageCounter, Turn, format_table, load_trace, run_policy
+    """Replay a trace into a new session: its messages, and the layers, records, receipts
+    and configuration the cascade made (our policies), so ``collapses``, ``records`` and
+    ``context`` show what the replay did. The same replay again (same trace and settings)
+    into the same database reuses the session that holds it."""
+    from openprogram._session import Session
+    from openprogram.bench import our_policies
 
     if args.plot:
         from openprogram._plot import check_plot_target
 
         check_plot_target(Path(args.plot))
-    graph = (
-        ConversationGraph.memory()
-        if args.memory
-        else ConversationGraph(open_store(args, create=True), new_id())
-    )
+    ours = args.policy in our_policies()
+    preset = "progressive" if args.policy == "progressive" else "claude-code"
+    chosen = Policy.named(preset, args.model) if args.model else None
+    budget = args.budget if args.budget is not None else (chosen.budget if chosen else 32_000)
+    store = MemoryStore() if args.memory else open_store(args, create=True)
+    key = _replay_key(args, budget)
+    if not args.memory and (held := _replayed(store, key)) is not None:
+        if args.json:
+            print_json({"session": held, "already_replayed": True})
+            return 0
+        console.print(
+            f"{args.trace} was replayed with these settings already: session {held} in "
+            f"{store.url} holds it (`openprogram collapses {held}`, `records {held}`, "
+            f"`context {held}`); nothing replayed"
+        )
+        return 0
+    session = None
+    if ours:
+        session = Session(
+            store,
+            policy=chosen or Policy.named(preset),
+            budget=budget,
+            history_tools=False,
+            state_dir=state_dir(args),
+        )
+        graph = session.graph
+    else:
+        graph = ConversationGraph(store, new_id())
+    try:
+        return _replay_into(args, graph, session, key, budget, chosen)
+    finally:
+        if session is not None:
+            session.close()
+
+
+def _replay_into(
+    args: argparse.Namespace,
+    graph: ConversationGraph,
+    session: Any,
+    key: dict[str, Any],
+    budget: int,
+    chosen: Policy | None,
+) -> int:
+    from openprogram.bench import MessageCounter, Turn, format_table, load_trace, run_policy
+
     # A stored replay is a new session each run, so its ids are seeded by that session.
-    seed = None if args.memory else f"import:{graph.session}"
-    trace = load_trace(Path(args.trace), format=args.format, graph=graph, seed=seed)
+    trace = load_trace(
+        Path(args.trace), format=args.format, graph=graph, seed=f"import:{graph.session}"
+    )
+    graph.store.update_session_meta(graph.session, {REPLAYED: key})
     counter = MessageCounter(args.encoding)
-    folder = folder_of(args, graph.store)
-    state = folder.path
-    chosen = None
-    if args.model:
-        preset = "progressive" if args.policy == "progressive" else "claude-code"
-        chosen = Policy.named(preset, args.model)
-    budget = args.budget or (chosen.budget if chosen else 32_000)
+    folder = session.folder if session is not None else folder_of(args, graph.store)
     history: list[int] = []
     prompt: list[int] = []
     fired: list[list[str]] = []
@@ -141,17 +219,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
             on_turn=on_turn,
             state_dir=folder,
             policy_object=chosen,
+            engine=session.engine if session is not None else None,
         )
     if metrics is None:
         raise OpenProgramError(f"policy {args.policy} does not apply to {trace.name}")
     if args.json:
-        print_json(metrics.to_json())
+        print_json({**metrics.to_json(), "session": graph.session})
         return 0
     console.print(f"session {graph.session} in {graph.store.url}")
     console.print(format_table([metrics], title=f"replay of {trace.name} at {budget:,} tokens"))
-    path = records_path(state, graph.session)
-    with warnings_shown():
-        records = list(read_jsonl(path))
+    records = session.engine.records() if session is not None else []
     table = Grid("compactions (new decisions)")
     table.column("tier", "id")
     table.column("fired", "number")
@@ -163,7 +240,18 @@ def cmd_replay(args: argparse.Namespace) -> int:
     for tier, count in tiers.items():
         table.row(tier, f"{count:,}", f"{saved[tier]:,}")
     console.print(table)
-    console.print(f"records: {path}" if records else "no compaction was needed")
+    if not records:
+        console.print("no compaction was needed")
+    elif args.memory:
+        console.print(
+            f"{len(records)} records, in memory only (gone on exit; --db keeps the session)"
+        )
+    else:
+        path = records_path(folder.path, graph.session)
+        console.print(
+            f"{len(records)} records in {graph.store.url} (`openprogram records "
+            f"{graph.session}`), logged to {path}"
+        )
     if args.plot:
         from openprogram._plot import plot_replay
 
@@ -275,7 +363,7 @@ def _bench_losses(args: argparse.Namespace) -> int:
         raise UsageError(f"--losses compares our policies ({', '.join(our_policies())})")
     counter = MessageCounter(args.encoding)
     table = Grid(f"identifier uses {args.losses} held and ours did not, by cause")
-    table.column("trace", key=True)
+    table.column("trace", "id", key=True)
     table.column("policy", key=True)
     table.column("lost", "number")
     table.column("causes")
@@ -311,7 +399,7 @@ def _behaviour(
 
 def _behaviour_table(rows: list[Any], model: str) -> Grid:
     table = Grid(f"next action, full history vs compacted prompt ({model})")
-    table.column("trace", key=True)
+    table.column("trace", "id", key=True)
     table.column("policy", key=True)
     for column in ("budget", "turns", "agree", "full = real", "ours = real", "calls", "tokens in"):
         table.column(column, "number")
@@ -364,8 +452,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     imp.add_argument("trace", help="the trace file")
     imp.add_argument(
         "--session",
-        help="the session to import into (default: a new one, or the one "
-        "that holds this trace already)",
+        help="the session to import into: a new session of this name when there is none "
+        "(with --append: one that exists); default: the session that holds this trace "
+        "already, else a new one",
     )
     imp.add_argument(
         "--append",
@@ -387,7 +476,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "replay", parents=[common], help="render every turn of a trace and report the tiers"
     )
     replay.add_argument("trace")
-    replay.add_argument("--budget", type=int, help="default: 32000, or the model's budget")
+    replay.add_argument("--budget", type=token_budget, help="default: 32000, or the model's budget")
     replay.add_argument(
         "--policy",
         default="claude-code",
@@ -406,7 +495,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     bench.add_argument("traces", nargs="*")
     bench.add_argument(
-        "--budget", type=int, action="append", help="a token budget (repeatable; default 32000)"
+        "--budget",
+        type=token_budget,
+        action="append",
+        help="a token budget (repeatable; default 32000)",
     )
     bench.add_argument(
         "--policies",

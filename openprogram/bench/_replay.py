@@ -183,6 +183,7 @@ def run_policy(
     anchored: bool = False,
     summarizer: Any = None,
     overrides: dict[str, Any] | None = None,
+    engine: ContextEngine | None = None,
 ) -> TraceMetrics | None:
     """Replay one trace under one policy at one budget; None when it does not apply.
 
@@ -202,13 +203,21 @@ def run_policy(
 
     Ids made during the replay (layers) are seeded by trace, policy and budget, so a run
     repeats its figures exactly (random ids in placeholders tokenize differently).
+
+    ``engine`` (our policies) renders on the trace's own graph instead of a copy: a
+    session's engine keeps the layers, records and receipts the replay made in its
+    database (ids are then seeded by its session, unique in that database).
     """
     if policy == "native" and not trace.has_native:
         return None
-    with seeded_ids(f"replay:{trace.name}:{policy}:{budget}"):
-        engine = None
+    given = engine
+    seed = f"replay:{trace.name}:{policy}:{budget}"
+    with seeded_ids(seed if given is None else f"replay:{trace.graph.session}"):
         charged: Charged | None = None
-        if policy in _OURS:
+        if given is not None:
+            charged = Charged(given.summarizer, count.counter)
+            given.summarizer = charged
+        elif policy in _OURS:
             chosen = policy_object or Policy.named(_OURS[policy], **(overrides or {}))
             charged = Charged(summarizer or HeuristicSummarizer(), count.counter)
             # A copy per run: the layers one policy makes must not show in another's replay.
@@ -280,6 +289,8 @@ def run_policy(
                 on_turn(turn, fired)
         if peer is not None:
             peer.close()
+        if given is not None and charged is not None:
+            given.summarizer = charged.inner
         if charged is not None:
             calls = charged.calls
             summary_tokens = charged.tokens_in + charged.tokens_out

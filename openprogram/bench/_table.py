@@ -68,7 +68,7 @@ def format_table(rows: Sequence[TraceMetrics], *, title: str = "openprogram benc
     and a narrow console gets the columns in parts, each with trace and policy."""
     anchored = any(row.usage_turns is not None for row in rows)
     table = Grid(title)
-    table.column("trace", key=True)  # names differ at the end: they wrap, never cut
+    table.column("trace", "id", key=True)  # file names: whole, never cut or wrapped
     table.column("policy", "id", key=True)
     table.column("turns", "number")
     table.column("over budget", "number")

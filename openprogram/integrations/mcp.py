@@ -30,6 +30,7 @@ from pydantic import Field
 from context import ContextError, Policy
 from graph import ConversationGraph, GraphError, Store, open_store
 from openprogram._history import READ_LIMIT, HistoryTools
+from openprogram._prompts import context_report, prompts
 
 __all__ = ["MAX_QUERY_CHARS", "HistoryServer", "build_server"]
 
@@ -242,33 +243,17 @@ class HistoryServer:
         return self._history(session, query, lambda tools: tools.search_history(query, limit))
 
     def context(self, session: str | None = None) -> str:
-        """Where the session's next prompt's tokens go (a preview: nothing is written), as JSON.
+        """The last prompt the session sent (as its receipt recorded it) and the next one
+        it would send (a preview: nothing is written), each with where its tokens go, as
+        JSON: the report ``openprogram context SESSION --json`` gives.
 
         Args:
             session: the session id (optional when the server serves one session)
         """
         reader = self.reader(session)
         with self._lock:
-            rendered = reader.engine.preview()
-        counter = reader.engine.counter
-        parts: dict[str, int] = {}
-        for message in rendered.messages:
-            role = str(message.get("role"))
-            kind = "tool outputs" if role == "tool" else f"{role} messages"
-            parts[kind] = parts.get(kind, 0) + counter.count_message(message)
-        saved: dict[str, int] = {}
-        for action in rendered.actions:
-            saved[action.tier] = saved.get(action.tier, 0) + action.saved
-        return json.dumps(
-            {
-                "session": reader.id,
-                "budget": rendered.budget,
-                "tokens": rendered.tokens,
-                "messages": len(rendered.messages),
-                "parts": parts,
-                "saved_by_tier": {k: v for k, v in saved.items() if v > 0},
-            }
-        )
+            found = prompts(reader.graph, reader.engine)
+        return json.dumps(context_report(reader.graph, found, reader.engine.counter))
 
     def rollback(self, layer: str, session: str | None = None) -> str:
         """Roll back a layer (and the layers built on it): the originals show again.

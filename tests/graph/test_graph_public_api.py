@@ -90,6 +90,7 @@ EXPECTED = [
     "scrub",
     "scrubber",
     "seeded_ids",
+    "session_side",
     "steps_to_messages",
     "store_schemes",
     "text_of",

@@ -131,7 +131,6 @@ def test_write_commands(
         (["show", "nope"], "no session 'nope'"),
         (["rollback", "s1", "01NOPE"], "no layer '01NOPE'"),
         (["expand", "01NOPE"], "no layer or node '01NOPE'"),
-        (["context", "s1", "--budget", "0"], "budget must be positive"),
         (["context", "s1", "--model", "nope-model"], "model"),
         (["records", "nope", "--log"], "no records log"),
     ],

@@ -201,7 +201,8 @@ def test_without_opentelemetry_nothing_is_imported_and_agents_run() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT
     )
     assert done.returncode == 0, done.stderr
-    assert "enable: blocked: opentelemetry" in done.stdout
+    assert "pip install 'openprogram[otel]'" in done.stdout  # what to do, then the cause
+    assert "(blocked: opentelemetry)" in done.stdout
 
 
 def test_the_environment_variable_switches_tracing_on(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,139 @@
+"""The last prompt a session sent and the next one it would send, told apart.
+
+The last prompt is what its render receipt recorded (tokens, messages, budget); it is
+rendered again from the receipt only to show where its tokens went, and only when that
+render still matches the receipt: after a rollback or a new compaction the same head
+renders differently, and that render was never sent. The next prompt is a preview from
+the session's head. The CLI's ``context`` and the MCP ``context`` tool both report
+through :func:`context_report`, so they agree on which is which.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from context import ContextEngine, Rendered, RenderReceipt, TokenCounter, render_receipt
+from graph import ConversationGraph, Frame
+
+
+@dataclass(frozen=True)
+class Prompts:
+    """The last prompt sent (its receipt; None before the first) and the next one."""
+
+    last: RenderReceipt | None
+    again: Rendered | None
+    """The last prompt rendered again from its receipt, when that render matches the
+    receipt (the same tokens and messages); None when it no longer can be."""
+    next: Rendered
+
+
+def prompts(graph: ConversationGraph, engine: ContextEngine, *, receipts: bool = True) -> Prompts:
+    """The session's last prompt (from its receipt unless ``receipts`` is False, as for a
+    what-if) and its next one, as previews: nothing is written."""
+    receipt = engine.storage.last_receipt() if receipts and engine.storage else None
+    if receipt is None:
+        return Prompts(None, None, engine.preview())
+    again: Rendered | None = render_receipt(engine, receipt)
+    if again is not None and (again.tokens, len(again.messages)) != (
+        receipt.tokens,
+        receipt.messages,
+    ):
+        again = None
+    frame = next_frame(graph, receipt.frame)
+    return Prompts(receipt, again, engine.preview(head=next_head(graph, frame), frame=frame))
+
+
+def next_frame(graph: ConversationGraph, frame: str | None) -> str | None:
+    """Where the next prompt renders: the last prompt's frame while its function runs, the
+    top level once it has finished."""
+    if frame is None or frame not in graph or graph.get(frame).finish is not None:
+        return None
+    return frame
+
+
+def next_head(graph: ConversationGraph, frame: str | None) -> str | None:
+    """Where the next prompt of ``frame`` renders from: its newest node."""
+    if frame is None:
+        return graph.default_head()
+    return graph.head_of(Frame(frame))
+
+
+def part_of(message: dict[str, Any]) -> str:
+    """Which part of a prompt a message is (tool outputs, summaries, notes, …)."""
+    role = message["role"]
+    content = message.get("content")
+    text = content if isinstance(content, str) else ""
+    if role == "tool":
+        return "tool outputs"
+    if text.startswith(("[Collapsed", "[Context Compaction")):
+        return "summaries (layers)"
+    if "removed to fit the context window" in text:
+        return "notes (snipped rounds)"
+    if role == "assistant" and message.get("tool_calls"):
+        return "assistant tool calls"
+    return f"{role} messages"
+
+
+def parts(rendered: Rendered, counter: TokenCounter) -> collections.Counter[str]:
+    """A prompt's tokens by part, the tool schemas included (what the messages leave)."""
+    found: collections.Counter[str] = collections.Counter()
+    for message in rendered.messages:
+        found[part_of(message)] += counter.count_message(message)
+    schema = rendered.tokens - sum(found.values())
+    if schema > 0:
+        found["tool schemas"] += schema
+    return found
+
+
+def saved_by_tier(rendered: Rendered) -> dict[str, int]:
+    """Tokens each tier took out of this prompt (tiers that saved nothing left out)."""
+    saved: collections.Counter[str] = collections.Counter()
+    for action in rendered.actions:
+        saved[action.tier] += action.tokens_before - action.tokens_after
+    return {tier: tokens for tier, tokens in saved.most_common() if tokens > 0}
+
+
+def _prompt(rendered: Rendered, counter: TokenCounter) -> dict[str, Any]:
+    return {
+        "budget": rendered.budget,
+        "tokens": rendered.tokens,
+        "messages": len(rendered.messages),
+        "message_tokens": [counter.count_message(m) for m in rendered.messages],
+        "parts": dict(parts(rendered, counter).most_common()),
+        "saved_by_tier": saved_by_tier(rendered),
+        "actions": [msgspec.to_builtins(a) for a in rendered.actions],
+    }
+
+
+def context_report(
+    graph: ConversationGraph, found: Prompts, counter: TokenCounter
+) -> dict[str, Any]:
+    """Both prompts as JSON values: ``last_sent`` from the receipt (with ``shown``, its
+    render again, when it still matches) and ``next``; ``budget``, ``tokens`` and
+    ``messages`` at the top are the last sent prompt's, else the next one's."""
+    receipt = found.last
+    last = None
+    if receipt is not None:
+        last = {
+            "receipt": receipt.id,
+            "at": receipt.at,
+            "frame": receipt.frame,
+            "budget": receipt.budget,
+            "tokens": receipt.tokens,
+            "messages": receipt.messages,
+            "shown": None if found.again is None else _prompt(found.again, counter),
+        }
+    upcoming = _prompt(found.next, counter)
+    top = last or upcoming
+    return {
+        "session": graph.session,
+        "budget": top["budget"],
+        "tokens": top["tokens"],
+        "messages": top["messages"],
+        "last_sent": last,
+        "next": upcoming,
+    }

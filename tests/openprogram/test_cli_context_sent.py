@@ -1,0 +1,105 @@
+"""`openprogram context` after a rollback (issue 22, item 10): the last prompt is the one
+its receipt recorded, the prompt the head renders now is the next one, each labelled, and
+the MCP ``context`` tool reports the same two."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from context import ContextStorage
+from graph import SQLStore
+from openprogram import Session
+from openprogram._cli import main
+from openprogram.testing import TestModel
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _sent_then_rolled_back(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    session = Session(db, "s1", model=TestModel(default="ok"), system="Fix.", budget=4_000)
+    for i in range(30):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "Read", "arguments": "{}"}}
+        session.graph.append({"role": "user", "content": f"look at part {i}"})
+        session.graph.append(
+            {"role": "assistant", "content": f"reading part_{i}.py", "tool_calls": [call]}
+        )
+        session.graph.append(
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"def fn_{i}(): ...\n" * 80}
+        )
+    assert session.llm("go on") == "ok"
+    session.close()
+    code, out, _ = run(capsys, "--db", str(db), "collapses", "s1", "--json")
+    layers = [layer["id"] for layer in json.loads(out) if layer["active"]]
+    assert code == 0 and layers
+    assert run(capsys, "--db", str(db), "rollback", "s1", layers[0])[0] == 0
+
+
+def _mcp_context(db: Path) -> dict[str, object]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    code = "import sys; from openprogram._cli import run; sys.argv[0] = 'openprogram'; run()"
+    params = StdioServerParameters(
+        command=sys.executable, args=["-c", code, "mcp", "--db", str(db)], env=env,
+        cwd=str(db.parent),
+    )  # fmt: skip
+
+    async def call() -> str:
+        async with Client(params, raise_exceptions=True) as client:
+            result = await client.call_tool("context", {"session": "s1"})
+            assert not result.is_error, result.content
+            return "".join(getattr(part, "text", "") for part in result.content)
+
+    found: dict[str, object] = json.loads(asyncio.run(call()))
+    return found
+
+
+def test_after_a_rollback_the_last_prompt_is_the_receipts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "a.db"
+    _sent_then_rolled_back(db, capsys)
+    receipt = ContextStorage(SQLStore(db, create=False), "s1").last_receipt()
+    assert receipt is not None
+    code, out, _ = run(capsys, "--db", str(db), "context", "s1", "--json")
+    shown = json.loads(out)
+    assert code == 0 and shown["source"] == "receipt"
+    last = shown["last_sent"]
+    assert (last["tokens"], last["messages"]) == (receipt.tokens, receipt.messages)
+    assert (shown["tokens"], shown["messages"]) == (receipt.tokens, receipt.messages)
+    assert last["shown"] is None  # the head renders otherwise now: never sent
+    upcoming = shown["next"]
+    assert (upcoming["tokens"], upcoming["messages"]) != (receipt.tokens, receipt.messages)
+    code, out, _ = run(capsys, "--db", str(db), "context", "s1")
+    assert code == 0
+    sent = next(line for line in out.splitlines() if line.startswith("last prompt sent"))
+    assert f"{receipt.tokens:,} of {receipt.budget:,} tokens, {receipt.messages} messages" in sent
+    assert f"next prompt of s1: {upcoming['tokens']:,} of" in " ".join(out.split())
+    served = _mcp_context(db)
+    assert served["last_sent"] == last and served["next"] == upcoming
+
+
+def test_before_any_rollback_the_last_prompt_is_shown_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "a.db"
+    session = Session(db, "s1", model=TestModel(default="ok"), system="Be brief.")
+    assert session.llm("hello") == "ok"
+    session.close()
+    code, out, _ = run(capsys, "--db", str(db), "context", "s1", "--json")
+    shown = json.loads(out)
+    last = shown["last_sent"]
+    assert code == 0 and last["shown"] is not None and last["shown"]["tokens"] == last["tokens"]
+    assert shown["next"]["messages"] == last["messages"] + 1  # the answer came after it
