@@ -34,14 +34,14 @@ def middle_truncate(
     names the identifiers the elided part ``mentions``.
 
     >>> middle_truncate("a" * 10 + "b" * 10, 3, 2, "N1").splitlines()[1]
-    '[... 15 characters elided from node N1; page by page: read_output("N1", offset=3) ...]'
+    '[... 15 characters elided; page by page: read_output("N1", offset=3) ...]'
     >>> middle_truncate("a" * 10 + "b" * 10, 3, 2, None, ["parse_header"])
     'aaa\\n[... 15 characters elided; they mention parse_header ...]\\nbb'
     """
     elided = len(text) - head - tail
     if elided <= 0:
         return text
-    where = f" from node {node_id}; {read_from(node_id, head)}" if node_id else ""
+    where = f"; {read_from(node_id, head)}" if node_id else ""
     if mentions:
         where += f"; they mention {', '.join(mentions)}"
     tail_text = text[len(text) - tail :] if tail else ""

@@ -28,8 +28,7 @@ def test_budget_reduction_keeps_head_and_tail(tmp_path: Path) -> None:
     rendered = render_context(g, budget=100_000, policy=policy(tmp_path))
     tool_id = g.tools(node.id)[0].id
     marker = (
-        f"\n[... 1000 characters elided from node {tool_id}; "
-        f'page by page: read_output("{tool_id}", offset=2400) ...]\n'
+        f'\n[... 1000 characters elided; page by page: read_output("{tool_id}", offset=2400) ...]\n'
     )
     assert rendered.messages[3]["content"] == output[:2_400] + marker + output[-1_600:]
     assert Stable()(rendered.messages) == snapshot(
@@ -52,7 +51,7 @@ def test_budget_reduction_keeps_head_and_tail(tmp_path: Path) -> None:
                 "tool_call_id": "c_0",
                 "content": """\
 <a×2400>
-[... 1000 characters elided from node N1; page by page: read_output("N1", offset=2400) ...]
+[... 1000 characters elided; page by page: read_output("N1", offset=2400) ...]
 <b×1600>\
 """,
             },
@@ -154,7 +153,7 @@ line 0037 <.×49>
 line 0038 <.×49>
 line 0039 <.×49>
 
-[... 8000 characters elided from node N1; page by page: read_output("N1", offset=2400) ...]
+[... 8000 characters elided; page by page: read_output("N1", offset=2400) ...]
 <.×39>
 line 0174 <.×49>
 line 0175 <.×49>
@@ -422,7 +421,7 @@ def test_emergency_cuts_an_oversized_task(tmp_path: Path) -> None:
                 "role": "user",
                 "content": """\
 please <q×31>
-[... 5950 characters elided from node N1; page by page: read_output("N1", offset=38) ...]
+[... 5950 characters elided; page by page: read_output("N1", offset=38) ...]
 <q×19> thanks\
 """,
             },
