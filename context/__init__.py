@@ -10,6 +10,7 @@ from ._commit import SessionWriter
 from ._engine import ContextEngine, render_context
 from ._errors import (
     AlreadyRolledBack,
+    BudgetFloorWarning,
     CommitConflict,
     ContextError,
     ContextOverflowError,
@@ -34,6 +35,7 @@ from ._offload import offload_path
 from ._policy import POLICY_SCHEMA, Policy
 from ._presets import COLLAPSE_FIRST_CASCADE, DEFAULT_COMPACTABLE
 from ._provider import request_options as provider_request_options
+from ._readback import HISTORY_TOOLS
 from ._receipt import RenderReceipt, render_receipt, tools_digest
 from ._records import CompactionRecord, read_jsonl, records_path
 from ._recover import is_context_overflow, reported_tokens
@@ -74,11 +76,13 @@ __all__ = [
     "COLLAPSE_FIRST_CASCADE",
     "CONTEXT_MIGRATIONS",
     "DEFAULT_COMPACTABLE",
+    "HISTORY_TOOLS",
     "POLICY_SCHEMA",
     "TIERS",
     "Action",
     "AlreadyRolledBack",
     "Anchors",
+    "BudgetFloorWarning",
     "CommitConflict",
     "CompactionRecord",
     "ContextEngine",

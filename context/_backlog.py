@@ -97,8 +97,8 @@ def backlog_layer(ctx: TierContext, span: Span, started: float) -> LayerInfo | N
         ctx.act("compact", f"could not summarize the backlog: {error}", before, before, error=error)
         ctx.record("compact", before, before, started=started, error=error)
         return None
-    layer_id = new_layer_id()
     rounds, covers = len(span.sizes), span.covers
+    layer_id = new_layer_id(ctx, covers, "compact")
     text = compaction_text(
         layer_id,
         rounds,

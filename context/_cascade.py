@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._commit import Decision
 from ._integrity import provider_roles, repair_tool_pairs, tool_pair_problems, unique_call_ids
+from ._request import latest_request, shown, with_request
 from ._tier import TierContext, TierDecisions, TierFn, TierState
 from ._view import View
 
@@ -70,6 +71,7 @@ class Cascade:
             if preview:
                 carried = (ctx.states, ctx.scratch)
             view = self._cascade(view, ctx)
+            view = self._with_request(view, ctx)
             if not preview and frame is None and self.storage is not None:
                 self._checkpoint(state, view, ctx)  # layers this render made may hide a span
             messages, tokens = self._finish(view, ctx)
@@ -83,6 +85,21 @@ class Cascade:
             if len(self.book.overlay) == known:
                 break
         return Decision(ctx, view, state, frame, messages, tokens)
+
+    def _with_request(self, view: View, ctx: TierContext) -> View:
+        """The latest user request back in the prompt when the cascade took its round,
+        with room made for it by one more pass under the budget less its size."""
+        request = latest_request(ctx)
+        if request is None or shown(view, request):
+            return view
+        if view.tokens + request.tokens > ctx.budget:
+            budget = ctx.budget
+            ctx.budget = max(1, budget - request.tokens)
+            try:
+                view = self._compact_pass(view, ctx)
+            finally:
+                ctx.budget = budget
+        return with_request(view, request)
 
     def _cascade(self, view: View, ctx: TierContext) -> View:
         return self._compact_pass(self.prepare(view, ctx), ctx)

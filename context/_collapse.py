@@ -139,7 +139,7 @@ def collapse_segment(
                 "collapse", view, view, started=started, error=error, details={"segment": key}
             )
             return view, error
-    layer_id = new_layer_id()
+    layer_id = new_layer_id(ctx, [n for unit in covered for n in unit.node_ids], "collapse")
     text = f"{banner(layer_id, covered)}\n{result.text(identifiers=policy.identifier_tokens > 0)}"
     functions = inspectable(covered)
     if functions:

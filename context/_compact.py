@@ -218,7 +218,7 @@ def compact_span(
         ctx.act(tier, f"could not summarize: {error}", view, view, error=error)
         ctx.record(tier, view, view, started=started, error=error)
         return view, None, error
-    layer_id = new_layer_id()
+    layer_id = new_layer_id(ctx, [n for unit in covered for n in unit.node_ids], "compact")
     rounds = sum(unit.count for unit in covered)
     text = compaction_text(
         layer_id,

@@ -14,6 +14,7 @@ import functools
 import os
 import threading
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -24,7 +25,7 @@ from ._backlog_chain import chain_backlog
 from ._backlog_walk import compact_backlog
 from ._cascade import Cascade
 from ._commit import Decision, Redo, SessionWriter
-from ._errors import CommitConflict, PolicyError
+from ._errors import BudgetFloorWarning, CommitConflict, PolicyError
 from ._folder import StateFolder, state_folder
 from ._layers import LayerBook, project
 from ._layout import Layout
@@ -128,6 +129,9 @@ class ContextEngine(Cascade, EngineStorage, LayerOperations, Recovery):
         self.squeeze = 1.0
         """Share of the budget a render may use; ``recover`` lowers it after an overflow."""
         self.failures = 0
+        self.floor_warned = False
+        """Whether a render found the floor (tool schemas and system prompt) over the
+        budget already: ``BudgetFloorWarning`` is given once per engine."""
         self._frames: dict[str | None, _Frame] = {}
         self._memo: dict[tuple[str, str], Item] = {}
         self._summaries: dict[tuple[object, ...], Any] = {}
@@ -329,6 +333,7 @@ class ContextEngine(Cascade, EngineStorage, LayerOperations, Recovery):
                         "records", problem, decision.view, decision.view, error=problem
                     )
                 self.last = rendered
+                self._warn_floor(rendered)
                 self.render_ms = (time.perf_counter() - started) * 1000
                 return rendered
         raise AssertionError("unreachable")  # pragma: no cover
@@ -355,10 +360,24 @@ class ContextEngine(Cascade, EngineStorage, LayerOperations, Recovery):
         if self.book.refresh is not None:
             self.book.refresh()
 
+    def _warn_floor(self, rendered: Rendered) -> None:
+        if rendered.floor_fits or self.floor_warned:
+            return
+        self.floor_warned = True
+        warnings.warn(
+            f"session {self.graph.session!r}: the tool schemas ({self.tool_tokens:,} tokens) "
+            f"and the system prompt ({rendered.floor - self.tool_tokens:,}) are over the "
+            f"budget of {rendered.budget:,} tokens, so every prompt goes out over it "
+            f"(this one: {rendered.tokens:,}); raise the budget or send fewer tools",
+            BudgetFloorWarning,
+            stacklevel=3,
+        )
+
     def _rendered(self, decision: Decision, *, preview: bool = False) -> Rendered:
         ctx, view = decision.ctx, decision.view
         for problem in decision.problems:
             ctx.act(ctx.tier or "render", problem, view, view, error=problem)
+        system = sum(u.tokens for u in view.units if u.kind == "system")
         return Rendered(
             messages=decision.messages,
             tokens=decision.tokens,
@@ -367,6 +386,7 @@ class ContextEngine(Cascade, EngineStorage, LayerOperations, Recovery):
             records=ctx.records,
             context_management={"edits": ctx.edits} if ctx.edits else None,
             preview=preview,
+            floor=view.extra_tokens + system,
         )
 
 

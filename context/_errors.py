@@ -20,6 +20,9 @@ system prompt when the caller asked for strictness, an unknown model).
     ├── CommitConflict       decisions another writer's layers refuse, even decided again
     ├── SummaryError         a summarizer reply that cannot be used (tiers fall back)
     └── ContextOverflowError the provider keeps refusing the prompt; recovery gave up
+
+    BudgetFloorWarning       (a warning, once per engine) the tool schemas and system
+                             prompt alone are over the budget: every prompt goes out over it
 """
 
 from __future__ import annotations
@@ -93,3 +96,9 @@ class SummaryError(ContextError):
 
 class ContextOverflowError(ContextError):
     """The provider refused the prompt as too long, again and again; ``recover`` gave up."""
+
+
+class BudgetFloorWarning(UserWarning):
+    """The tool schemas and the system prompt alone do not fit the budget, so no render
+    can: prompts go out over it (warned once per engine; ``Rendered.floor`` and the render
+    receipt's ``floor_tokens`` say by how much)."""

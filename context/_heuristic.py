@@ -35,7 +35,7 @@ _INTENT_CHARS = 200
 _ITEM_CHARS = 160
 _ARG_CHARS = 80
 _HINT_CHARS = 60
-_LIMITS = {"progress": 8, "decisions": 6, "tried": 6, "next": 4, "later_requests": 2}
+_LIMITS = {"progress": 8, "decisions": 6, "tried": 6, "next": 4, "later_requests": 15}
 _STRONG = re.compile(
     r"\b(?:decided|decide to|instead|rather than|chose|choose|opted|switch(?:ed)? to|prefer)\b",
     re.IGNORECASE,

@@ -27,6 +27,7 @@ from graph import is_safe_id, text_of
 
 from ._errors import OffloadError
 from ._mentions import mentioned
+from ._readback import is_history_tool, read_from
 from ._redaction import output_redactor
 from ._reduce import elided_part, middle_truncate
 from ._tier import OffloadFile, Tier, TierContext, TierState
@@ -89,7 +90,7 @@ def placeholder(
     shown = middle_truncate(text, head, tail, node_id, mentions)
     return (
         f"[output offloaded: {len(text)} characters, {total_lines} lines; node {node_id}; "
-        f'file {path}; read_output("{node_id}") returns all]\n{shown}'
+        f"file {path}; {read_from(node_id, head)}]\n{shown}"
     )
 
 
@@ -108,6 +109,8 @@ def _offload(
             return item
         if only is not None and node_id not in only:
             return item
+        if is_history_tool(item.tool_name):
+            return item  # a page of what is stored: offloading it points back at itself
         done = ctx.memoized(node_id, "offloaded")
         if done is not None and node_id in ctx.cache_of():
             return done

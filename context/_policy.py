@@ -34,6 +34,7 @@ from pydantic import (
 from ._errors import PolicyError, UnknownModel
 from ._models import is_anthropic, model_info
 from ._presets import CLAUDE_CODE_CASCADE, DEFAULT_COMPACTABLE, PROGRESSIVE_CASCADE
+from ._readback import is_history_tool
 
 MAX_TOKENS = 10**15
 """The largest window or budget accepted: far past any model, and small enough that token
@@ -465,7 +466,11 @@ class Policy(BaseModel):
         return self.merge_same_role == "on" or (self.merge_same_role == "auto" and self.anthropic)
 
     def tool_category(self, name: str) -> str | None:
-        """The compactable category of a tool name (case-insensitive), or None."""
+        """The compactable category of a tool name (case-insensitive), or None; never one
+        for a history tool (its result is a page of what is stored: clearing it points
+        back at itself)."""
+        if is_history_tool(name):
+            return None
         return self.compactable_tools.get(name.lower())
 
 

@@ -44,6 +44,9 @@ class RenderReceipt(msgspec.Struct, frozen=True, kw_only=True):
     anchor: list[float] = msgspec.field(default_factory=list)
     """The usage anchor's state then (``UsageAnchor.state``): how the provider's counts
     mapped onto ours, which the cascade's budget went through."""
+    floor_tokens: int = 0
+    """The tool schemas and the system prompt as sent (``Rendered.floor``): over
+    ``budget``, no render could fit (the engine warned with ``BudgetFloorWarning``)."""
 
 
 def tools_digest(tools: Sequence[dict[str, Any]]) -> str:

@@ -22,6 +22,7 @@ import msgspec
 from graph import text_of
 
 from ._mentions import mentioned
+from ._readback import is_history_tool, read_from
 from ._tier import Tier, TierContext, TierState
 from ._view import Item, View, map_items
 
@@ -32,15 +33,15 @@ def middle_truncate(
     """Keep ``head`` leading and ``tail`` trailing characters with a marker between, which
     names the identifiers the elided part ``mentions``.
 
-    >>> middle_truncate("a" * 10 + "b" * 10, 3, 2, "N1")
-    'aaa\\n[... 15 characters elided from node N1; read_output("N1") returns all ...]\\nbb'
+    >>> middle_truncate("a" * 10 + "b" * 10, 3, 2, "N1").splitlines()[1]
+    '[... 15 characters elided; page by page: read_output("N1", offset=3) ...]'
     >>> middle_truncate("a" * 10 + "b" * 10, 3, 2, None, ["parse_header"])
     'aaa\\n[... 15 characters elided; they mention parse_header ...]\\nbb'
     """
     elided = len(text) - head - tail
     if elided <= 0:
         return text
-    where = f' from node {node_id}; read_output("{node_id}") returns all' if node_id else ""
+    where = f"; {read_from(node_id, head)}" if node_id else ""
     if mentions:
         where += f"; they mention {', '.join(mentions)}"
     tail_text = text[len(text) - tail :] if tail else ""
@@ -117,6 +118,8 @@ def _reduce(view: View, ctx: TierContext, only: set[str] | None) -> tuple[View, 
     def change(item: Item) -> Item:
         if item.message.get("role") != "tool" or item.variant != "full":
             return item
+        if is_history_tool(item.tool_name):
+            return item  # a page of what is stored: reducing it points back at itself
         if only is not None and item.node_id not in only:
             return item
         return reduce_item(item, ctx)

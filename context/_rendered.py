@@ -19,10 +19,17 @@ class Rendered(msgspec.Struct, frozen=True):
     records: list[CompactionRecord]
     context_management: dict[str, Any] | None = None
     preview: bool = False
+    floor: int = 0
+    """Tokens no tier can take away: the tool schemas and the system prompt as sent."""
 
     @property
     def fits(self) -> bool:
         return self.tokens <= self.budget
+
+    @property
+    def floor_fits(self) -> bool:
+        """Whether the tool schemas and system prompt leave room under the budget."""
+        return self.floor <= self.budget
 
     def _repr_html_(self) -> str:
         from html import escape

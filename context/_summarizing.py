@@ -8,13 +8,15 @@ over exactly the same nodes (after a rollback, say) reuses it instead of asking 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import operator
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
-from graph import LayerInfo, Redactor, new_id, text_of
+from graph import LayerInfo, Redactor, text_of
 
 from ._layers import show_layer
 from ._redaction import summary_redactor
@@ -377,5 +379,26 @@ def record_layer(
     )
 
 
-def new_layer_id() -> str:
-    return new_id()
+_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def new_layer_id(ctx: TierContext, covers: Sequence[str], kind: str) -> str:
+    """A layer's id, derived from what it covers: the model reads it in the layer's
+    banner, and a random one tokenized differently run to run, so the same history made
+    different decisions (1 or 2 compactions in one scripted run). It has a ULID's shape:
+    the time part of the last covered node's id, then 16 characters of a digest of the
+    session, the kind, the covered ids and a counter that skips every id this session
+    has used (a layer made again after a rollback gets one of its own)."""
+    taken = set(ctx.graph.state.layers)
+    if ctx.layers is not None:
+        taken.update(ctx.layers.overlay)
+    last = covers[-1] if covers else ""
+    stamp = last[:10] if len(last) == 26 and last.isalnum() else "0" * 10
+    for counter in itertools.count():
+        digest = hashlib.sha256(
+            "\0".join([ctx.graph.session, kind, str(counter), *covers]).encode()
+        ).digest()
+        layer_id = stamp + "".join(_ALPHABET[byte & 31] for byte in digest[:16])
+        if layer_id not in taken and layer_id not in ctx.graph:
+            return layer_id
+    raise AssertionError("unreachable")  # pragma: no cover

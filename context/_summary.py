@@ -32,8 +32,10 @@ ANCHOR_TITLES: dict[str, str] = {
 """The five anchors, in the order a summary shows them."""
 
 NA = "N/A"
-_LATEST_WINS = ("user_intent", "next_steps")
+_LATEST_WINS = ("next_steps",)
 _MAX_ITEMS = 12
+_MAX_INTENT = 16
+"""User messages the intent keeps: the task and the newest others (each bounded)."""
 
 
 class Anchors(msgspec.Struct, frozen=True):
@@ -58,13 +60,20 @@ class Anchors(msgspec.Struct, frozen=True):
 
     def merge(self, newer: Anchors) -> Anchors:
         """Union with a newer summary's anchors: what the newer one says is kept, and what
-        only the older one said is kept too (intent and next steps: the newest non-empty
-        value wins, since an old plan that was carried out is no longer the plan)."""
+        only the older one said is kept too (next steps: the newest non-empty value wins,
+        since an old plan that was carried out is no longer the plan). The user's intent
+        keeps every request in order, the task first: a compaction over a compaction must
+        not lose what the person asked before."""
         values: dict[str, tuple[str, ...]] = {}
         for key in ANCHOR_TITLES:
             old, new = self.get(key), newer.get(key)
             if key in _LATEST_WINS:
                 values[key] = new or old
+            elif key == "user_intent":
+                union = list(dict.fromkeys([*old, *new]))
+                if len(union) > _MAX_INTENT:
+                    union = [union[0], *union[len(union) - _MAX_INTENT + 1 :]]
+                values[key] = tuple(union)
             else:
                 union = list(dict.fromkeys([*old, *new]))
                 values[key] = tuple(union[-_MAX_ITEMS:])

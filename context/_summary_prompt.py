@@ -35,7 +35,8 @@ _BACKTICKS = re.compile(r"`+")
 LAYOUT = """\
 ## Anchors
 ### User Intent
-- <what the user asked for, in their terms>
+- <what the user asked for, in their terms; then every later user message, oldest first, \
+quoted verbatim (a long one: its first 300 characters)>
 ### Execution Progress
 - <one line per thing done or found>
 ### Key Decisions

@@ -14,9 +14,11 @@ from collections.abc import Callable
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
-from context import output_redactor
+from context import HISTORY_TOOLS, output_redactor
 from graph import Dialogue, Function, Node, Tool, as_text, steps_to_messages, text_of
 from openprogram._tools import ToolSpec
+
+__all__ = ["HISTORY_TOOLS", "READ_LIMIT", "HistoryTools", "messages_text", "node_text"]
 
 if TYPE_CHECKING:
     from openprogram._session import Session
@@ -24,14 +26,6 @@ if TYPE_CHECKING:
 READ_LIMIT = 8_000
 """Characters one read returns at most (under the offload threshold, so what the model
 asked for is what it sees); the answer says where the next read starts."""
-HISTORY_TOOLS = (
-    "inspect_node",
-    "read_history",
-    "expand_function",
-    "expand_layer",
-    "read_output",
-    "search_history",
-)
 
 
 def messages_text(messages: list[dict[str, Any]]) -> str:

@@ -50,6 +50,7 @@ class Receipts:
             epoch=self._storage.epoch(),
             at=datetime.now(UTC).isoformat(timespec="milliseconds"),
             anchor=engine.anchor.state(),
+            floor_tokens=rendered.floor,
         )
         engine.storage.save_receipt(receipt, engine.tools)
 

@@ -21,7 +21,8 @@ from openprogram._errors import BenchError
 Message = dict[str, Any]
 CountMessage = Callable[[Message], int]
 
-#: How many characters of the first user message must survive for the task to count as kept.
+#: How many characters of the first user message must survive for the task to count as kept
+#: (and of the latest one, for the request).
 TASK_CHARS = 80
 
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_./:-]{5,}")
@@ -61,6 +62,10 @@ class TraceMetrics(msgspec.Struct, frozen=True):
     over_budget: int
     bad_pairs: int
     task_kept: float | None
+    request_kept: float | None
+    """Share of the pressured turns whose prompt holds the first ``TASK_CHARS`` characters of
+    the latest user message before the turn (the request being worked on; the task is the
+    first)."""
     ref_recall: float | None
     prefix_reuse: float | None
     util: float | None
@@ -287,6 +292,22 @@ class _HistoryIdentifiers:
         return self.seen
 
 
+def latest_request(history: Sequence[Message]) -> str:
+    """The text of the last user message with text in ``history`` ("" when none): what the
+    person asked for most recently. Tool results are ``tool`` messages, never counted.
+
+    >>> latest_request([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+    ...                 {"role": "user", "content": "c"}, {"role": "tool", "content": "d"}])
+    'c'
+    """
+    for message in reversed(history):
+        if message.get("role") == "user":
+            text = content_text(message.get("content"))
+            if text.strip():
+                return text
+    return ""
+
+
 def _leading_equal(previous: Sequence[Message], current: Sequence[Message]) -> int:
     """Number of leading messages of ``current`` equal to those of ``previous``."""
     n = 0
@@ -335,6 +356,7 @@ def compute_metrics(
     history_ids = _HistoryIdentifiers()
     over = bad = 0
     kept = pressed = 0
+    requested = asked = 0
     utils: list[float] = []
     ref_present = ref_candidates = 0
     reused = sent = 0
@@ -349,6 +371,10 @@ def compute_metrics(
         if turn.history_tokens > budget:
             pressed += 1
             kept += needle in prompt_text
+            request = latest_request(turn.history)[:TASK_CHARS]
+            if request:
+                asked += 1
+                requested += request in prompt_text
             utils.append(turn.prompt_tokens / budget)
         seen = history_ids.update(turn.history)
         candidates = identifiers(message_text(turn.assistant)) & seen
@@ -368,6 +394,7 @@ def compute_metrics(
         over_budget=over,
         bad_pairs=bad,
         task_kept=kept / pressed if pressed else None,
+        request_kept=requested / asked if asked else None,
         ref_recall=ref_present / ref_candidates if ref_candidates else None,
         prefix_reuse=reused / sent if sent else None,
         util=sum(utils) / len(utils) if utils else None,

@@ -32,6 +32,7 @@ def _count(value: float | None) -> str:
 _COLUMNS: list[tuple[str, str, Callable[[float | None], str]]] = [
     ("bad pairs", "bad_pairs", _count),
     ("task kept", "task_kept", _share),
+    ("request kept", "request_kept", _share),
     ("ref recall", "ref_recall", _ratio(3)),
     ("prefix reuse", "prefix_reuse", _ratio(3)),
     ("util", "util", _ratio(2)),

@@ -78,7 +78,10 @@ def test_a_huge_output_reaches_a_summarizer_clipped(tmp_path: Path) -> None:
     item = Item({"role": "tool", "content": text, "tool_call_id": "c"}, 10, "N1")
     clipped = _clipped(item).message["content"]
     assert len(clipped) < SUMMARY_TEXT_CHARS + 200
-    assert clipped.startswith("a" * 1000) and "characters elided from node N1" in clipped
+    assert (
+        clipped.startswith("a" * 1000)
+        and 'characters elided; page by page: read_output("N1"' in clipped
+    )
     assert os.path.sep not in clipped
 
 

@@ -136,7 +136,7 @@ def test_offload_failure_keeps_the_output_inline(
     content = rendered.messages[3]["content"]
     assert content.startswith(BIG[:2_400])
     assert content.endswith(BIG[-1_600:])
-    assert f"elided from node {tool_id}" in content
+    assert f'elided; page by page: read_output("{tool_id}", offset=2400)' in content
     [failed] = [a for a in rendered.actions if a.tier == "offload"]
     assert failed.error == f"node {tool_id}: disk full"
     assert [a.tier for a in rendered.actions] == ["offload", "budget_reduction"]
@@ -272,6 +272,7 @@ def test_public_surface() -> None:
         "Action",
         "AlreadyRolledBack",
         "Anchors",
+        "BudgetFloorWarning",
         "COLLAPSE_FIRST_CASCADE",
         "CONTEXT_MIGRATIONS",
         "CommitConflict",
@@ -282,6 +283,7 @@ def test_public_surface() -> None:
         "ContextStorage",
         "DEFAULT_COMPACTABLE",
         "ForeignStateFolder",
+        "HISTORY_TOOLS",
         "HeuristicSummarizer",
         "Item",
         "LiteLLMSummarizer",

@@ -27,7 +27,9 @@ def test_budget_reduction_keeps_head_and_tail(tmp_path: Path) -> None:
     g.append({"role": "assistant", "content": "done"})
     rendered = render_context(g, budget=100_000, policy=policy(tmp_path))
     tool_id = g.tools(node.id)[0].id
-    marker = f'\n[... 1000 characters elided from node {tool_id}; read_output("{tool_id}") returns all ...]\n'
+    marker = (
+        f'\n[... 1000 characters elided; page by page: read_output("{tool_id}", offset=2400) ...]\n'
+    )
     assert rendered.messages[3]["content"] == output[:2_400] + marker + output[-1_600:]
     assert Stable()(rendered.messages) == snapshot(
         [
@@ -49,7 +51,7 @@ def test_budget_reduction_keeps_head_and_tail(tmp_path: Path) -> None:
                 "tool_call_id": "c_0",
                 "content": """\
 <a×2400>
-[... 1000 characters elided from node N1; read_output("N1") returns all ...]
+[... 1000 characters elided; page by page: read_output("N1", offset=2400) ...]
 <b×1600>\
 """,
             },
@@ -109,7 +111,7 @@ def test_offload_writes_the_file_and_keeps_a_preview(tmp_path: Path) -> None:
                 "role": "tool",
                 "tool_call_id": "c_0",
                 "content": """\
-[output offloaded: 12000 characters, 200 lines; node N1; file tool_results/s1/N1.txt; read_output("N1") returns all]
+[output offloaded: 12000 characters, 200 lines; node N1; file tool_results/s1/N1.txt; page by page: read_output("N1", offset=2400)]
 line 0000 <.×49>
 line 0001 <.×49>
 line 0002 <.×49>
@@ -151,7 +153,7 @@ line 0037 <.×49>
 line 0038 <.×49>
 line 0039 <.×49>
 
-[... 8000 characters elided from node N1; read_output("N1") returns all ...]
+[... 8000 characters elided; page by page: read_output("N1", offset=2400) ...]
 <.×39>
 line 0174 <.×49>
 line 0175 <.×49>
@@ -419,7 +421,7 @@ def test_emergency_cuts_an_oversized_task(tmp_path: Path) -> None:
                 "role": "user",
                 "content": """\
 please <q×31>
-[... 5950 characters elided from node N1; read_output("N1") returns all ...]
+[... 5950 characters elided; page by page: read_output("N1", offset=38) ...]
 <q×19> thanks\
 """,
             },

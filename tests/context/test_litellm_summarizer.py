@@ -198,7 +198,7 @@ Reply with exactly this markdown layout, nothing before or after it:
 
 ## Anchors
 ### User Intent
-- <what the user asked for, in their terms>
+- <what the user asked for, in their terms; then every later user message, oldest first, quoted verbatim (a long one: its first 300 characters)>
 ### Execution Progress
 - <one line per thing done or found>
 ### Key Decisions
@@ -266,7 +266,7 @@ Reply with exactly this markdown layout, nothing before or after it:
 
 ## Anchors
 ### User Intent
-- <what the user asked for, in their terms>
+- <what the user asked for, in their terms; then every later user message, oldest first, quoted verbatim (a long one: its first 300 characters)>
 ### Execution Progress
 - <one line per thing done or found>
 ### Key Decisions

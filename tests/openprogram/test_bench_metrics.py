@@ -93,6 +93,7 @@ def test_three_turn_trace_by_hand() -> None:
     assert m.over_budget == 2
     assert m.util == pytest.approx(1.55)
     assert m.task_kept == pytest.approx(0.5)
+    assert m.request_kept is None  # the histories hold no user message
     assert m.sent_tokens == 39
     assert m.bad_pairs == 0
     assert (m.ms_p50, m.ms_p99) == (2.0, 3.0)  # nearest rank on [1, 2, 3]
@@ -107,6 +108,16 @@ def test_task_kept_uses_first_80_chars() -> None:
     assert measure([loses], first=first).task_kept == 0.0
     # history under budget: the turn does not count, so there is no figure
     assert measure([turn([user("a")], 5)], first=first).task_kept is None
+
+
+def test_request_kept_looks_for_the_latest_user_message() -> None:
+    later = "Now write the fix for src/export.py." + " detail" * 20
+    history = [user("Find the bug."), asst("found"), user(later), asst("on it")]
+    keeps = turn([user("Find the bug."), user(later[:80])], 100, history=history)
+    loses = turn([user("Find the bug."), user("[10 earlier round(s) were removed]")], 100,
+                 history=history)  # fmt: skip
+    assert measure([keeps, loses], first="Find the bug.").request_kept == 0.5
+    assert measure([keeps, loses], first="Find the bug.").task_kept == 1.0
 
 
 def test_task_kept_searches_tool_call_arguments() -> None:
@@ -221,7 +232,7 @@ def test_to_json_and_jsonl_key_order() -> None:
     m = measure(three_turns())
     keys = [
         "trace", "policy", "turns", "budget", "over_budget", "bad_pairs", "task_kept",
-        "ref_recall", "prefix_reuse", "util", "sent_tokens", "summarizer_calls",
+        "request_kept", "ref_recall", "prefix_reuse", "util", "sent_tokens", "summarizer_calls",
         "summarizer_tokens", "ms_p50", "ms_p99", "summarizer_ms", "cost", "cost_vs_native",
             "cost_vs_harness", "emergency_share",
     ]  # fmt: skip

@@ -14,6 +14,7 @@ import pytest
 from _runtime_helpers import long_session, lookup, placeholders, small_policy, texts
 
 import openprogram
+from context import Policy
 from graph import text_of
 from openprogram import ModelResponse, Session
 from openprogram._history import READ_LIMIT, node_text
@@ -399,3 +400,44 @@ def test_rounds_emergency_elides_can_be_read_back(tmp_path: Path) -> None:
         step = session.graph.get(first)
         assert text.startswith(f"[assistant] {node_text(step)}\n[assistant calls page]")
         assert "[tool result call_" in text and text.endswith(" p149")
+
+
+# -- a page read back is shown as read, and the placeholder says how to read on ------------------
+PAGE_BY_PAGE = re.compile(r'page by page: read_output\("([0-9A-Z]{26})", offset=(\d+)\)')
+
+
+def dump() -> str:
+    """Print the whole build log."""
+    return "\n".join(f"log line {i}: " + "x" * 40 for i in range(600))
+
+
+def test_a_read_output_page_is_never_offloaded_or_reduced_again(tmp_path: Path) -> None:
+    """The placeholder names the offset its preview stops at; the page that call returns is
+    shown whole, though it is over the offload and reduction sizes (before, it said
+    ``returns all`` and the page was offloaded again: a model looped on it)."""
+    seen: list[ModelRequest] = []
+
+    def reply(request: ModelRequest) -> Any:
+        seen.append(request)
+        last = request.messages[-1]
+        if len(seen) == 1:
+            return {"content": None, "tool_calls": [tool_call("dump", {}, id="d1")]}
+        if len(seen) == 2:
+            found = PAGE_BY_PAGE.search(text_of(last["content"]))
+            assert found is not None, last["content"][:300]
+            args = {"id": found.group(1), "offset": int(found.group(2))}
+            return {"content": None, "tool_calls": [tool_call("read_output", args, id="r1")]}
+        return "done"
+
+    policy = Policy.claude_code(
+        None, always=("offload", "budget_reduction"), offload_chars=5_000, offload_share=None
+    )
+    session = Session(
+        f"sqlite:///{tmp_path}/op.db", model=FunctionModel(reply), budget=20_000, policy=policy
+    )
+    assert session.llm("Read the build log.", tools=[dump]) == "done"
+    log = dump()
+    offset = int(PAGE_BY_PAGE.findall(text_of(seen[1].messages[-1]["content"]))[0][1])
+    page = text_of(seen[2].messages[-1]["content"])
+    assert page.startswith(log[offset : offset + READ_LIMIT])
+    assert "offloaded" not in page and "elided" not in page

@@ -4,6 +4,7 @@ text a model reads back."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -131,3 +132,37 @@ def test_async_tools_in_sync_and_async_loops() -> None:
     assert asyncio.run(arun_tool(spec, '{"n": 2}')) == ('{"n":2}', False)
     assert asyncio.run(arun_tool(ToolSpec(fails), '{"n": 3}')) == ("Error: 3", True)
     assert asyncio.run(arun_tool(spec, '{"n": "x"}'))[1] is True
+
+
+def test_a_budget_under_the_tool_schemas_and_system_prompt_warns_once(tmp_path: Path) -> None:
+    """Tool schemas and the system prompt are the floor no tier can cut: under it, every
+    prompt goes out over the budget; the session says so once (a warning of our own
+    category) and every receipt carries the floor."""
+    from context import BudgetFloorWarning
+    from openprogram import Session
+    from openprogram.testing import TestModel
+
+    def schema_heavy(query: str, limit: int = 10) -> str:
+        """Search the very large index of everything this agent may ever need to look up,
+        with many words in the description so that the tool schema alone is long enough to
+        take most of a tiny budget, as a real agent's dozens of tools do.
+
+        Args:
+            query: the words to look for, in any order, matched against every document
+            limit: how many hits to return at most, best first
+        """
+        return "nothing"
+
+    session = Session(
+        f"sqlite:///{tmp_path}/op.db",
+        model=TestModel(default="ok"),
+        system="You are a careful agent. " * 20,
+        budget=120,
+    )
+    with pytest.warns(BudgetFloorWarning, match="over the budget of 120 tokens") as caught:
+        assert session.llm("hi", tools=[schema_heavy]) == "ok"
+        assert session.llm("again", tools=[schema_heavy]) == "ok"
+    assert len([w for w in caught if w.category is BudgetFloorWarning]) == 1
+    receipt = session.receipt()
+    assert receipt is not None and receipt.floor_tokens > receipt.budget
+    assert receipt.tokens > receipt.budget
