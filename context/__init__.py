@@ -36,7 +36,15 @@ from ._policy import POLICY_SCHEMA, Policy
 from ._presets import COLLAPSE_FIRST_CASCADE, DEFAULT_COMPACTABLE
 from ._provider import request_options as provider_request_options
 from ._readback import HISTORY_TOOLS
-from ._receipt import RenderReceipt, render_receipt, tools_digest
+from ._receipt import (
+    RenderReceipt,
+    SentPrompt,
+    canonical_message,
+    message_digest,
+    render_receipt,
+    sent_prompt,
+    tools_digest,
+)
 from ._records import CompactionRecord, read_jsonl, records_path
 from ._recover import is_context_overflow, reported_tokens
 from ._redaction import output_redactor, summary_redactor
@@ -105,6 +113,7 @@ __all__ = [
     "RenderReceipt",
     "Rendered",
     "ScrubRefused",
+    "SentPrompt",
     "SessionWriter",
     "StateDirError",
     "StateFolder",
@@ -126,12 +135,14 @@ __all__ = [
     "UsageAnchor",
     "View",
     "anchors_from_dict",
+    "canonical_message",
     "collect_garbage",
     "delete_session",
     "encoding_name_for",
     "import_litellm",
     "is_anthropic",
     "is_context_overflow",
+    "message_digest",
     "middle_truncate",
     "migrate_state",
     "model_info",
@@ -151,6 +162,7 @@ __all__ = [
     "reported_tokens",
     "resolve_tiers",
     "scrub_session",
+    "sent_prompt",
     "state_folder",
     "state_home",
     "summary_redactor",

@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ._rendered import Rendered
+
 if TYPE_CHECKING:
     from ._engine import ContextEngine
-    from ._rendered import Rendered
+    from ._storage import ContextStorage
 
 
 class RenderReceipt(msgspec.Struct, frozen=True, kw_only=True):
@@ -47,6 +49,52 @@ class RenderReceipt(msgspec.Struct, frozen=True, kw_only=True):
     floor_tokens: int = 0
     """The tool schemas and the system prompt as sent (``Rendered.floor``): over
     ``budget``, no render could fit (the engine warned with ``BudgetFloorWarning``)."""
+    message_digests: tuple[str, ...] = ()
+    """The messages sent, in order, each by :func:`message_digest`: the messages
+    themselves are kept once per session and digest (``ContextStorage.messages``), so the
+    prompt as sent is read back, not rendered again. Empty in receipts written before."""
+
+
+class SentPrompt(Rendered, frozen=True):
+    """The prompt a receipt says was sent, read back exactly: its messages, its token
+    total, its effective budget and its tool schemas (nothing was rendered for it)."""
+
+    tools: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    receipt: str = ""
+
+
+def canonical_message(message: dict[str, Any]) -> str:
+    """A sent message as canonical JSON (sorted keys): the form it is stored and digested in."""
+    return json.dumps(
+        message, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str
+    )
+
+
+def message_digest(text: str) -> str:
+    """The digest a receipt names a sent message by (of its canonical JSON)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def sent_prompt(storage: ContextStorage, receipt: RenderReceipt) -> SentPrompt | None:
+    """The prompt ``receipt`` was written for, exactly as sent; None when the receipt
+    predates message digests or a message is not stored (then only a render again, see
+    :func:`render_receipt`, can show it)."""
+    if not receipt.message_digests:
+        return None
+    found = storage.messages(receipt.message_digests)
+    if len(found) != len(set(receipt.message_digests)):
+        return None
+    messages = [json.loads(found[digest]) for digest in receipt.message_digests]
+    return SentPrompt(
+        messages,
+        receipt.tokens,
+        receipt.budget,
+        [],
+        [],
+        preview=True,
+        tools=storage.tools(receipt.tools_digest) or [],
+        receipt=receipt.id,
+    )
 
 
 def tools_digest(tools: Sequence[dict[str, Any]]) -> str:

@@ -40,6 +40,9 @@ RECEIPTS = "context.receipts"
 """The log of every receipt, and (as values) the last one per frame and overall."""
 TOOLS = "context.tools"
 """Tool schemas by digest: a receipt names them, a second process renders with them."""
+MESSAGES = "context.messages"
+"""Sent messages (canonical JSON) by digest, once per session: receipts name them in
+order, so the prompt as sent is read back exactly."""
 CONFIG = "context.config"
 """The log of configuration events; each one starts a new epoch of tier state."""
 EPOCH = "~epoch"
@@ -99,6 +102,10 @@ class ContextStorage:
             store.migrate_side(CONTEXT_MIGRATIONS)
         self._unsaved: list[tuple[CompactionRecord, int]] = []
         self._unlogged: list[CompactionRecord] = []
+        self._known: set[str] = set()
+        """Message digests this process has seen stored (committed): not asked for again.
+        One written now becomes known when a later save finds it, so a transaction that
+        rolls back never leaves a digest known but missing."""
 
     # -- token counts -----------------------------------------------------------------
     def load_tokens(self, encoding: str, keys: Collection[str] | None = None) -> dict[str, int]:
@@ -144,18 +151,40 @@ class ContextStorage:
         return [json.loads(e.body) for e in self.store.read_log(self.session, CONFIG)]
 
     # -- render receipts ----------------------------------------------------------------
-    def save_receipt(self, receipt: RenderReceipt, tools: Sequence[dict[str, Any]]) -> None:
+    def save_receipt(
+        self,
+        receipt: RenderReceipt,
+        tools: Sequence[dict[str, Any]],
+        messages: Mapping[str, str] | None = None,
+    ) -> None:
         """Keep what one LLM call was sent: the receipt (logged, and as the last one of its
-        frame and of the session) and its tool schemas, once per digest."""
+        frame and of the session), its tool schemas, once per digest, and its messages
+        (``messages``: canonical JSON by digest), each once per session."""
         text = encode_receipt(receipt)
         frame = receipt.frame or "-"
         with self.store.transaction():
+            if messages:
+                self._save_messages(messages)
             known = self.store.get_values(self.session, TOOLS, [receipt.tools_digest])
             if not known:
                 schemas = json.dumps(list(tools), sort_keys=True, ensure_ascii=False)
                 self.store.put_values(self.session, TOOLS, {receipt.tools_digest: schemas})
             self.store.append_log(self.session, RECEIPTS, [(receipt.id, text)], receipt.seq)
             self.store.put_values(self.session, RECEIPTS, {LAST: text, frame: text})
+
+    def _save_messages(self, messages: Mapping[str, str]) -> None:
+        unknown = [digest for digest in messages if digest not in self._known]
+        if not unknown:
+            return
+        stored = self.store.get_values(self.session, MESSAGES, unknown)
+        new = {digest: messages[digest] for digest in unknown if digest not in stored}
+        if new:
+            self.store.put_values(self.session, MESSAGES, new)
+        self._known.update(stored)
+
+    def messages(self, digests: Collection[str]) -> dict[str, str]:
+        """Stored sent messages (canonical JSON) by digest; those not stored are left out."""
+        return self.store.get_values(self.session, MESSAGES, list(dict.fromkeys(digests)))
 
     def last_receipt(self, frame: str | bool | None = True) -> RenderReceipt | None:
         """The last receipt of the session (``frame=True``) or of one frame."""

@@ -1,10 +1,11 @@
 """The last prompt a session sent and the next one it would send, told apart.
 
-The last prompt is what its render receipt recorded (tokens, messages, budget); it is
-rendered again from the receipt only to show where its tokens went, and only when that
-render still matches the receipt: after a rollback or a new compaction the same head
-renders differently, and that render was never sent. The next prompt is a preview from
-the session's head. The CLI's ``context`` and the MCP ``context`` tool both report
+The last prompt is what its render receipt recorded: its messages exactly as sent, read
+back from the messages the receipt names (``context.sent_prompt``). A receipt written
+before messages were kept can only be rendered again, and that render is shown only when
+it still matches the receipt: after a rollback or a new compaction the same head renders
+differently, and that render was never sent. The next prompt is a preview from the
+session's head. The CLI's ``context`` and the MCP ``context`` tool both report
 through :func:`context_report`, so they agree on which is which.
 """
 
@@ -16,7 +17,14 @@ from typing import Any
 
 import msgspec
 
-from context import ContextEngine, Rendered, RenderReceipt, TokenCounter, render_receipt
+from context import (
+    ContextEngine,
+    Rendered,
+    RenderReceipt,
+    TokenCounter,
+    render_receipt,
+    sent_prompt,
+)
 from graph import ConversationGraph, Frame
 
 
@@ -26,9 +34,11 @@ class Prompts:
 
     last: RenderReceipt | None
     again: Rendered | None
-    """The last prompt rendered again from its receipt, when that render matches the
-    receipt (the same tokens and messages); None when it no longer can be."""
+    """The last prompt as sent (``exact``), else rendered again from its receipt when that
+    render matches the receipt (the same tokens and messages); None when it cannot be."""
     next: Rendered
+    exact: bool = False
+    """``again`` is the prompt exactly as sent, not a render again."""
 
 
 def prompts(graph: ConversationGraph, engine: ContextEngine, *, receipts: bool = True) -> Prompts:
@@ -37,14 +47,15 @@ def prompts(graph: ConversationGraph, engine: ContextEngine, *, receipts: bool =
     receipt = engine.storage.last_receipt() if receipts and engine.storage else None
     if receipt is None:
         return Prompts(None, None, engine.preview())
-    again: Rendered | None = render_receipt(engine, receipt)
-    if again is not None and (again.tokens, len(again.messages)) != (
-        receipt.tokens,
-        receipt.messages,
-    ):
-        again = None
+    again: Rendered | None = sent_prompt(engine.storage, receipt) if engine.storage else None
+    exact = again is not None
+    if again is None:
+        again = render_receipt(engine, receipt)
+        if (again.tokens, len(again.messages)) != (receipt.tokens, receipt.messages):
+            again = None
     frame = next_frame(graph, receipt.frame)
-    return Prompts(receipt, again, engine.preview(head=next_head(graph, frame), frame=frame))
+    upcoming = engine.preview(head=next_head(graph, frame), frame=frame)
+    return Prompts(receipt, again, upcoming, exact)
 
 
 def next_frame(graph: ConversationGraph, frame: str | None) -> str | None:
@@ -112,11 +123,12 @@ def _prompt(rendered: Rendered, counter: TokenCounter) -> dict[str, Any]:
 def context_report(
     graph: ConversationGraph, found: Prompts, counter: TokenCounter
 ) -> dict[str, Any]:
-    """Both prompts as JSON values: ``last_sent`` from the receipt (with ``shown``, its
-    render again, when it still matches) and ``next``; ``budget``, ``tokens`` and
+    """Both prompts as JSON values: ``last_sent`` from the receipt (with ``shown``, the
+    prompt as sent when ``exact``, its messages in ``sent``, else its render again when
+    that still matches) and ``next``; ``budget``, ``tokens`` and
     ``messages`` at the top are the last sent prompt's, else the next one's."""
     receipt = found.last
-    last = None
+    last: dict[str, Any] | None = None
     if receipt is not None:
         last = {
             "receipt": receipt.id,
@@ -125,8 +137,11 @@ def context_report(
             "budget": receipt.budget,
             "tokens": receipt.tokens,
             "messages": receipt.messages,
+            "exact": found.exact,
             "shown": None if found.again is None else _prompt(found.again, counter),
         }
+    if last is not None and found.exact and found.again is not None:
+        last["sent"] = found.again.messages
     upcoming = _prompt(found.next, counter)
     top = last or upcoming
     return {

@@ -10,7 +10,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from context import ContextEngine, Rendered, RenderReceipt, render_receipt, tools_digest
+from context import (
+    ContextEngine,
+    Rendered,
+    RenderReceipt,
+    canonical_message,
+    message_digest,
+    render_receipt,
+    sent_prompt,
+    tools_digest,
+)
 from graph import new_id
 
 if TYPE_CHECKING:
@@ -35,6 +44,8 @@ class Receipts:
         if engine.storage is None:
             return
         head, frame = engine.rendering
+        sent = [canonical_message(message) for message in rendered.messages]
+        digests = tuple(message_digest(text) for text in sent)
         receipt = RenderReceipt(
             id=new_id(),
             session=self.id,
@@ -51,16 +62,21 @@ class Receipts:
             at=datetime.now(UTC).isoformat(timespec="milliseconds"),
             anchor=engine.anchor.state(),
             floor_tokens=rendered.floor,
+            message_digests=digests,
         )
-        engine.storage.save_receipt(receipt, engine.tools)
+        engine.storage.save_receipt(receipt, engine.tools, dict(zip(digests, sent, strict=True)))
 
     def receipt(self) -> RenderReceipt | None:
         """The last prompt this session sent, as a receipt (None: none sent yet)."""
         return self._storage.last_receipt()
 
     def last_prompt(self) -> Rendered | None:
-        """The prompt this session sent last, rendered again from its receipt (its head,
-        frame, tools and effective budget) and writing nothing; None before the first
-        call. ``session.engine.preview()`` shows the next one."""
+        """The prompt this session sent last, exactly as sent (a :class:`~context.SentPrompt`
+        read back from its receipt's stored messages); for a receipt written before
+        messages were kept, rendered again from it (its head, frame, tools and effective
+        budget), writing nothing. None before the first call. ``session.engine.preview()``
+        shows the next one."""
         receipt = self.receipt()
-        return None if receipt is None else render_receipt(self.engine, receipt)
+        if receipt is None:
+            return None
+        return sent_prompt(self._storage, receipt) or render_receipt(self.engine, receipt)

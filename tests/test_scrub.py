@@ -16,6 +16,8 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
+from context import SentPrompt
+from context._storage import MESSAGES
 from graph import AUDIT, ConversationGraph, Redactor, dispose_engines
 from openprogram import Session
 
@@ -237,6 +239,8 @@ def test_scrub_with_the_default_state_folder_leaves_the_secret_nowhere(
     offloaded = tmp_path / "op.db.state" / "tool_results" / "s" / f"{tool.id}.txt"
     log = tmp_path / "op.db.state" / "records" / "s.jsonl"
     assert SECRET.encode() in offloaded.read_bytes() and SECRET.encode() in log.read_bytes()
+    sent = s.graph.store.get_values("s", MESSAGES)  # the prompt as sent, kept by its receipt
+    assert any(SECRET in message for message in sent.values())
     if entry == "cli":
         s.close()
         dispose_engines()
@@ -264,6 +268,10 @@ def test_scrub_with_the_default_state_folder_leaves_the_secret_nowhere(
     for command in (["context", "s"], ["context", "s", "--json"], ["show", "s"], ["records", "s"]):
         shown.append(_cli(capsys, "--db", str(db), *command))
     again = Session(str(db), "s")
+    last = again.last_prompt()
+    assert isinstance(last, SentPrompt)  # read back from the scrubbed stored messages
+    shown.append(json.dumps(last.messages))
+    assert "[REDACTED:" in shown[-1]
     shown.append(json.dumps(again.engine.render().messages))
     shown.append(again.history.read_output(tool.id))
     again.close()

@@ -18,7 +18,7 @@ from context import (
     read_jsonl,
     records_path,
 )
-from context._storage import CONFIG, RECEIPTS, RECORDS, STATE, TOOLS
+from context._storage import CONFIG, MESSAGES, RECEIPTS, RECORDS, STATE, TOOLS
 from graph import (
     ConversationGraph,
     Redactor,
@@ -204,6 +204,11 @@ def cmd_context(args: argparse.Namespace) -> int:
                 "[dim]its layers changed since (a rollback or a compaction), so it cannot be "
                 "shown again as sent; the figures above are the receipt's[/]"
             )
+        else:
+            how = "exactly as sent" if found.exact else "rendered again from its receipt"
+            console.print(
+                distribution_table(found.again, engine.counter, title=f"last prompt, {how}")
+            )
         added = graph.last_seq - receipt.seq
         since = f", {added} record(s) stored since the last one was sent"
     else:
@@ -248,9 +253,10 @@ def redacted(graph: ConversationGraph) -> ConversationGraph:
     return ConversationGraph(copy.store, copy.session)
 
 
-SIDE_VALUES = (STATE, RECEIPTS, TOOLS)
+SIDE_VALUES = (STATE, RECEIPTS, TOOLS, MESSAGES)
 """What a session keeps as side values that an export carries: tier state, the last
-receipts, the tool schemas they name (named branches are the graph's own)."""
+receipts, the tool schemas and sent messages they name (named branches are the graph's
+own)."""
 SIDE_LOGS = (RECORDS, RECEIPTS, CONFIG)
 """And as side logs: compaction records, every receipt, configuration events."""
 

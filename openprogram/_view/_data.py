@@ -1,7 +1,7 @@
 """What the viewer reads: sessions, the prompts they sent, layers, functions, records.
 
 Everything comes through the public API and the CLI's own helpers (``engine_for``,
-``render_receipt``, ``layer_savings``, ``fired_by_frame``), opened read-only: looking at a
+``sent_prompt``, ``layer_savings``, ``fired_by_frame``), opened read-only: looking at a
 session never changes what its agent sends. A session's graph and engine are loaded once
 and refreshed (what other processes appended) on each request; the cheap facts — the
 session list, the receipts of its calls, its records — never load a graph, so a long
@@ -19,7 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from context import CompactionRecord, ContextEngine, ContextStorage, RenderReceipt, render_receipt
+from context import (
+    CompactionRecord,
+    ContextEngine,
+    ContextStorage,
+    RenderReceipt,
+    SentPrompt,
+    render_receipt,
+    sent_prompt,
+)
 from graph import ConversationGraph, LayerInfo, Node, Store, StoreError, text_of
 from openprogram._cli._common import engine_for, folder_of, open_store
 
@@ -70,8 +78,9 @@ class PromptRow:
 
 @dataclass(frozen=True)
 class Prompt:
-    """A call's prompt, rendered again from its receipt (None: the session has sent none
-    yet, and this is its next prompt)."""
+    """A call's prompt exactly as sent, read back from its receipt (``exact``; a receipt
+    written before messages were kept is rendered again from it); ``receipt`` None: the
+    session has sent none yet, and this is its next prompt."""
 
     receipt: RenderReceipt | None
     rows: list[PromptRow]
@@ -79,6 +88,7 @@ class Prompt:
     tokens: int
     budget: int
     tiers: list[str]
+    exact: bool = False
 
 
 @dataclass(frozen=True)
@@ -228,12 +238,13 @@ class Viewer:
         loaded = self._loaded.get(session)
         if loaded is None:
             return None
-        return self._kinds.get((receipt.id, len(loaded[0].events())))
+        key = (receipt.id, 0 if receipt.message_digests else len(loaded[0].events()))
+        return self._kinds.get(key)
 
     def by_kind(self, session: str, receipt: RenderReceipt) -> dict[str, int]:
         with self.lock:
             graph, _ = self.loaded(session)
-            key = (receipt.id, len(graph.events()))
+            key = (receipt.id, 0 if receipt.message_digests else len(graph.events()))
             if key not in self._kinds:
                 self._kinds[key] = self.prompt(session, receipt.id).by_kind
             return self._kinds[key]
@@ -250,24 +261,34 @@ class Viewer:
         raise KeyError(f"no call {receipt_id} in session {session}")
 
     def prompt(self, session: str, receipt_id: str | None = None) -> Prompt:
-        """A call's prompt as sent: rendered again from its receipt with the session's own
-        counter (the numbers ``openprogram context --json`` reports for the last one); for
-        a session that has sent none (an imported trace), its next prompt, as ``context``
-        shows it."""
+        """A call's prompt as sent: its messages read back from its receipt, counted with
+        the session's own counter (the numbers ``openprogram context --json`` reports for
+        the last one), and the tiers its render's compaction records name; a receipt
+        written before messages were kept is rendered again from it. For a session that
+        has sent none (an imported trace), its next prompt, as ``context`` shows it."""
         with self.lock:
             graph, engine = self.loaded(session)
+            exact: SentPrompt | None = None
             if receipt_id is None and not self.receipts(session):
                 receipt, rendered = None, engine.preview()  # as `context` shows it
             else:
                 receipt = self.receipt(session, receipt_id)
-                rendered = render_receipt(engine, receipt)
+                exact = sent_prompt(self.storage(session), receipt)
+                rendered = exact or render_receipt(engine, receipt)
             rows = list(_provenance(graph, rendered.messages, engine))
             by_kind: dict[str, int] = dict.fromkeys(KINDS, 0)
             for row in rows:
                 by_kind[row.kind] += row.tokens
             by_kind["tool schemas"] = max(0, rendered.tokens - sum(by_kind.values()))
             tiers = list(dict.fromkeys(a.tier for a in rendered.actions))
-            return Prompt(receipt, rows, by_kind, rendered.tokens, rendered.budget, tiers)
+            if exact is not None and receipt is not None:
+                receipts = self.receipts(session)
+                number = next(i for i, r in enumerate(receipts) if r.id == receipt.id)
+                made = _records_by_call(receipts, self.records(session)).get(number, [])
+                tiers = list(dict.fromkeys(r.tier for r in made))
+            return Prompt(
+                receipt, rows, by_kind, rendered.tokens, rendered.budget, tiers, exact is not None
+            )
 
     # --- layers --------------------------------------------------------------------------
 

@@ -189,8 +189,9 @@ def prompt_page(session: str, prompt: Prompt, number: int, links: Links) -> str:
     else:
         where = "the top level" if receipt.frame is None else f"function {receipt.frame}"
         heading = f"Call {number + 1}: the prompt as sent"
+        how = "exactly as sent" if prompt.exact else "rendered again from its receipt"
         said = (
-            f"receipt {e(receipt.id)}, rendered from {e(where)} at "
+            f"receipt {e(receipt.id)}, {how}, from {e(where)} at "
             f"{e(receipt.at[:19].replace('T', ' '))}"
         )
     kinds = "".join(

@@ -1,8 +1,9 @@
 """The timeline chart, drawn as SVG on the server: one bar per LLM call, its prompt tokens
 stacked by kind against the budget, a marker at each call whose render compacted (with
-the tokens it freed). Every bar links to its prompt. A call is stacked from its receipt
-rendered again, under the layers of now; where that differs from what was sent (a layer
-rolled back since), a black tick marks the receipt's own total."""
+the tokens it freed). Every bar links to its prompt. A call is stacked from the messages
+its receipt kept, exactly as sent; a receipt written before messages were kept is rendered
+again under the layers of now, and where that differs from what was sent (a layer rolled
+back since), a black tick marks the receipt's own total."""
 
 from __future__ import annotations
 

@@ -243,9 +243,9 @@ class HistoryServer:
         return self._history(session, query, lambda tools: tools.search_history(query, limit))
 
     def context(self, session: str | None = None) -> str:
-        """The last prompt the session sent (as its receipt recorded it) and the next one
-        it would send (a preview: nothing is written), each with where its tokens go, as
-        JSON: the report ``openprogram context SESSION --json`` gives.
+        """The last prompt the session sent (exactly as sent, from its receipt) and the next
+        one it would send (a preview: nothing is written), each with where its tokens go,
+        as JSON: the report ``openprogram context SESSION --json`` gives.
 
         Args:
             session: the session id (optional when the server serves one session)

@@ -1,6 +1,7 @@
 """`openprogram context` after a rollback (issue 22, item 10): the last prompt is the one
-its receipt recorded, the prompt the head renders now is the next one, each labelled, and
-the MCP ``context`` tool reports the same two."""
+its receipt recorded, exactly as the model received it, the prompt the head renders now is
+the next one, each labelled, and the MCP ``context`` tool reports the same two. A receipt
+written before messages were kept is rendered again, and shown only while that matches."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from context import ContextStorage
+from context import ContextStorage, SentPrompt
+from context._receipt import encode_receipt
+from context._storage import RECEIPTS
 from graph import SQLStore
 from openprogram import Session
 from openprogram._cli import main
@@ -29,8 +32,9 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
-def _sent_then_rolled_back(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    session = Session(db, "s1", model=TestModel(default="ok"), system="Fix.", budget=4_000)
+def _sent_then_rolled_back(db: Path, capsys: pytest.CaptureFixture[str]) -> TestModel:
+    model = TestModel(default="ok")
+    session = Session(db, "s1", model=model, system="Fix.", budget=4_000)
     for i in range(30):
         call = {"id": f"c{i}", "type": "function", "function": {"name": "Read", "arguments": "{}"}}
         session.graph.append({"role": "user", "content": f"look at part {i}"})
@@ -46,6 +50,7 @@ def _sent_then_rolled_back(db: Path, capsys: pytest.CaptureFixture[str]) -> None
     layers = [layer["id"] for layer in json.loads(out) if layer["active"]]
     assert code == 0 and layers
     assert run(capsys, "--db", str(db), "rollback", "s1", layers[0])[0] == 0
+    return model
 
 
 def _mcp_context(db: Path) -> dict[str, object]:
@@ -70,7 +75,7 @@ def test_after_a_rollback_the_last_prompt_is_the_receipts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "a.db"
-    _sent_then_rolled_back(db, capsys)
+    model = _sent_then_rolled_back(db, capsys)
     receipt = ContextStorage(SQLStore(db, create=False), "s1").last_receipt()
     assert receipt is not None
     code, out, _ = run(capsys, "--db", str(db), "context", "s1", "--json")
@@ -79,7 +84,12 @@ def test_after_a_rollback_the_last_prompt_is_the_receipts(
     last = shown["last_sent"]
     assert (last["tokens"], last["messages"]) == (receipt.tokens, receipt.messages)
     assert (shown["tokens"], shown["messages"]) == (receipt.tokens, receipt.messages)
-    assert last["shown"] is None  # the head renders otherwise now: never sent
+    # the head renders otherwise now, but the last prompt is read back exactly as sent
+    assert last["exact"] is True and last["sent"] == model.requests[-1].messages
+    assert (last["shown"]["tokens"], last["shown"]["messages"]) == (
+        receipt.tokens,
+        receipt.messages,
+    )
     upcoming = shown["next"]
     assert (upcoming["tokens"], upcoming["messages"]) != (receipt.tokens, receipt.messages)
     code, out, _ = run(capsys, "--db", str(db), "context", "s1")
@@ -87,6 +97,7 @@ def test_after_a_rollback_the_last_prompt_is_the_receipts(
     sent = next(line for line in out.splitlines() if line.startswith("last prompt sent"))
     assert f"{receipt.tokens:,} of {receipt.budget:,} tokens, {receipt.messages} messages" in sent
     assert f"next prompt of s1: {upcoming['tokens']:,} of" in " ".join(out.split())
+    assert "last prompt, exactly as sent" in " ".join(out.split())
     served = _mcp_context(db)
     assert served["last_sent"] == last and served["next"] == upcoming
 
@@ -103,3 +114,28 @@ def test_before_any_rollback_the_last_prompt_is_shown_again(
     last = shown["last_sent"]
     assert code == 0 and last["shown"] is not None and last["shown"]["tokens"] == last["tokens"]
     assert shown["next"]["messages"] == last["messages"] + 1  # the answer came after it
+
+
+def test_a_receipt_without_messages_is_rendered_again_while_that_matches(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Receipts written before messages were kept (no digests) still decode and still
+    show: rendered again while that matches the receipt, the receipt's figures after."""
+    db = tmp_path / "a.db"
+    _sent_then_rolled_back(db, capsys)
+    storage = ContextStorage(SQLStore(db, create=False), "s1")
+    receipt = storage.last_receipt()
+    assert receipt is not None and receipt.message_digests
+    old = json.loads(encode_receipt(receipt))
+    del old["message_digests"]
+    text = json.dumps(old)
+    storage.store.put_values("s1", RECEIPTS, {"~last": text, receipt.frame or "-": text})
+    code, out, _ = run(capsys, "--db", str(db), "context", "s1", "--json")
+    last = json.loads(out)["last_sent"]
+    assert code == 0 and last["exact"] is False and "sent" not in last
+    assert last["shown"] is None  # after the rollback its head renders otherwise: never sent
+    assert (last["tokens"], last["messages"]) == (receipt.tokens, receipt.messages)
+    reopened = Session(db, "s1", model=TestModel(default="ok"))
+    again = reopened.last_prompt()
+    assert again is not None and not isinstance(again, SentPrompt)
+    reopened.close()

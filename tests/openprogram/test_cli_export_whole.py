@@ -51,7 +51,8 @@ def test_an_export_loaded_elsewhere_is_the_whole_session(
     code, _, _ = run(capsys, "--db", str(a), "configure", "s1", "--budget", "4000",
                      "--policy", "progressive")  # fmt: skip
     assert code == 0
-    session = Session(a, "s1", model=TestModel(default="ok"))
+    model = TestModel(default="ok")
+    session = Session(a, "s1", model=model)
     assert session.llm("go on") == "ok"  # a render under the new policy: layers, a receipt
     session.graph.create_branch("try", at=session.graph.head)
     session.close()
@@ -68,6 +69,8 @@ def test_an_export_loaded_elsewhere_is_the_whole_session(
     for command in ("context", "collapses", "records", "configure", "show"):
         assert shown[a, command] == shown[b, command], command
     assert shown[b, "context"]["source"] == "receipt"
+    last = shown[b, "context"]["last_sent"]  # the exact prompt, its messages carried along
+    assert last["exact"] is True and last["sent"] == model.requests[-1].messages
     assert shown[b, "context"]["budget"] == 4000
     assert shown[b, "configure"]["config"]["policy"]["values"]["name"] == "progressive"
     assert shown[b, "collapses"] and shown[b, "records"]

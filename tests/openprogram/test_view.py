@@ -202,6 +202,31 @@ def test_a_prompt_has_the_tokens_context_json_reports(
     _shot(page, "prompt")
 
 
+def test_every_call_shows_its_prompt_exactly_as_sent(
+    page: Any, db: dict[str, Any], server: dict[str, str]
+) -> None:
+    """Issue 22: after the demo's rollback and a later compaction, call 31 still shows the
+    16 messages it sent (a render again gave 8), and no bar needs a tick for its total."""
+    from context import ContextStorage, sent_prompt
+    from graph import SQLStore
+
+    storage = ContextStorage(SQLStore(db["path"], create=False), db["session"], migrate=False)
+    receipts = storage.receipts()
+    page.goto(f"{server['base']}/s/{db['session']}?kinds=1")
+    assert page.locator("svg.timeline a.bar").count() == 50
+    assert page.locator("svg.timeline line.sent").count() == 0
+    page.locator("svg.timeline a.bar").nth(30).click()
+    page.wait_for_selector("#messages")
+    receipt = receipts[30]
+    sent = sent_prompt(storage, receipt)
+    assert sent is not None and len(sent.messages) == receipt.messages
+    assert page.locator("#messages tr.msg").count() == receipt.messages
+    assert page.locator("#total").inner_text() == f"{receipt.tokens:,}"
+    assert "exactly as sent" in page.locator("p").first.inner_text()
+    shown = page.locator("#messages pre").all_inner_texts()
+    assert shown[0] == sent.messages[0]["content"]
+
+
 def _active_layer(db: dict[str, Any]) -> dict[str, Any]:
     layers = _cli("collapses", db["session"], "--db", db["path"])
     return next(x for x in layers if x["active"])
