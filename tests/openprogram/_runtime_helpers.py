@@ -148,3 +148,17 @@ def refuse_appending(monkeypatch: pytest.MonkeyPatch, content: str) -> None:
         return append(self, message, **kw)
 
     monkeypatch.setattr(ConversationGraph, "append", refusing)
+
+
+def append_read_rounds(session: Session, start: int, count: int) -> None:
+    """Append ``count`` rounds (a user turn, a ``Read`` call, its 80-line output), numbered
+    from ``start``: enough history for tiers to act on under a small budget."""
+    for i in range(start, start + count):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "Read", "arguments": "{}"}}
+        session.graph.append({"role": "user", "content": f"look at part {i}"})
+        session.graph.append(
+            {"role": "assistant", "content": f"reading part_{i}.py", "tool_calls": [call]}
+        )
+        session.graph.append(
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"def fn_{i}(): ...\n" * 80}
+        )

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _runtime_helpers import append_read_rounds
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -35,15 +36,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 def _sent_then_rolled_back(db: Path, capsys: pytest.CaptureFixture[str]) -> TestModel:
     model = TestModel(default="ok")
     session = Session(db, "s1", model=model, system="Fix.", budget=4_000)
-    for i in range(30):
-        call = {"id": f"c{i}", "type": "function", "function": {"name": "Read", "arguments": "{}"}}
-        session.graph.append({"role": "user", "content": f"look at part {i}"})
-        session.graph.append(
-            {"role": "assistant", "content": f"reading part_{i}.py", "tool_calls": [call]}
-        )
-        session.graph.append(
-            {"role": "tool", "tool_call_id": f"c{i}", "content": f"def fn_{i}(): ...\n" * 80}
-        )
+    append_read_rounds(session, 0, 30)
     assert session.llm("go on") == "ok"
     session.close()
     code, out, _ = run(capsys, "--db", str(db), "collapses", "s1", "--json")

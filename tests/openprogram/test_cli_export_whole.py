@@ -9,6 +9,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from _runtime_helpers import append_read_rounds
 
 from graph import ConversationGraph, SQLStore
 from openprogram import Session
@@ -25,15 +26,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 def _worked_session(db: Path) -> None:
     session = Session(db, "s1", model=TestModel(default="ok"), system="You fix bugs.")
-    for i in range(30):
-        call = {"id": f"c{i}", "type": "function", "function": {"name": "Read", "arguments": "{}"}}
-        session.graph.append({"role": "user", "content": f"look at part {i}"})
-        session.graph.append(
-            {"role": "assistant", "content": f"reading part_{i}.py", "tool_calls": [call]}
-        )
-        session.graph.append(
-            {"role": "tool", "tool_call_id": f"c{i}", "content": f"def fn_{i}(): ...\n" * 80}
-        )
+    append_read_rounds(session, 0, 30)
     session.close()
 
 

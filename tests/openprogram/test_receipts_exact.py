@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from _runtime_helpers import append_read_rounds
+
 from context import ContextStorage, canonical_message, render_receipt, sent_prompt
 from context._storage import MESSAGES
 from graph import SQLStore
@@ -14,23 +16,11 @@ from openprogram import Session
 from openprogram.testing import TestModel
 
 
-def _rounds(session: Session, start: int, count: int) -> None:
-    for i in range(start, start + count):
-        call = {"id": f"c{i}", "type": "function", "function": {"name": "Read", "arguments": "{}"}}
-        session.graph.append({"role": "user", "content": f"look at part {i}"})
-        session.graph.append(
-            {"role": "assistant", "content": f"reading part_{i}.py", "tool_calls": [call]}
-        )
-        session.graph.append(
-            {"role": "tool", "tool_call_id": f"c{i}", "content": f"def fn_{i}(): ...\n" * 80}
-        )
-
-
 def _demo_like(db: Path) -> tuple[Session, TestModel]:
     model = TestModel(default="ok")
     session = Session(db, "s1", model=model, system="Fix.", budget=4_000)
     for step in range(6):
-        _rounds(session, step * 6, 6)
+        append_read_rounds(session, step * 6, 6)
         assert session.llm(f"go on {step}") == "ok"
         assert session.llm("and check") == "ok"
     active = session.graph.layers(active=True)
