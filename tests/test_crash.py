@@ -23,7 +23,7 @@ from graph import ConversationGraph, text_of
 
 ROUNDS = 3
 SEED = 20_240_601
-_FILE = re.compile(r"file (\S+); read_output")
+_FILE = re.compile(r"file (\S+); page by page: read_output")
 
 
 def _crash_rounds(mode: str, url: str, tmp_path: Path, budget: int) -> None:

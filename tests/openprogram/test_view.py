@@ -227,9 +227,9 @@ def test_every_call_shows_its_prompt_exactly_as_sent(
     assert shown[0] == sent.messages[0]["content"]
 
 
-def _active_layer(db: dict[str, Any]) -> dict[str, Any]:
+def _active_layer(db: dict[str, Any], kind: str = "compact") -> dict[str, Any]:
     layers = _cli("collapses", db["session"], "--db", db["path"])
-    return next(x for x in layers if x["active"])
+    return next(x for x in layers if x["active"] and x["kind"] == kind)
 
 
 def test_a_layer_shows_its_originals_beside_its_replacement(
