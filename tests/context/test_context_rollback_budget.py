@@ -8,20 +8,26 @@ from _layer_helpers import clock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from context import ContextEngine, Policy
+from context import COLLAPSE_FIRST_CASCADE, ContextEngine, Policy
 from graph import ConversationGraph
 
 REMOVED = "earlier round(s) were removed"
 
 
-def _session(sizes: list[int]) -> tuple[ConversationGraph, ContextEngine]:
-    g = ConversationGraph.memory("p1")
-    start(g)
-    for i, size in enumerate(sizes):
+def _rounds(g: ConversationGraph, sizes: list[int], first: int = 0) -> None:
+    for i, size in enumerate(sizes, first):
         g.append({"role": "user", "content": f"step {i}: check src/mod_{i}.py"})
         output = (f"line {i} of the output\n" * (size // 22 + 1))[:size]
         tool_round(g, [("lookup", output)], prefix=f"c{i}", content=f"reading mod_{i}")
-    return g, ContextEngine(g, Policy.claude_code(), budget=4_000, clock=clock)
+
+
+def _session(
+    sizes: list[int], policy: Policy | None = None
+) -> tuple[ConversationGraph, ContextEngine]:
+    g = ConversationGraph.memory("p1")
+    start(g)
+    _rounds(g, sizes)
+    return g, ContextEngine(g, policy or Policy.claude_code(), budget=4_000, clock=clock)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -62,3 +68,25 @@ def test_a_rollback_with_room_shows_every_restored_round_without_a_snip_note() -
     covered = [g.get(n) for n in compaction.covers]
     assert [n.id for n in covered if n.role == "user" and n.payload.content not in shown] == []  # type: ignore[union-attr]
     assert REMOVED not in str(sent)
+
+
+def test_collapse_takes_a_rolled_back_compactions_rounds_last() -> None:
+    """With collapse before auto-compact, rounds a rolled-back compaction restored are left
+    whole while newer segments can make the room."""
+    policy = Policy.claude_code(
+        cascade=COLLAPSE_FIRST_CASCADE,
+        collapse_min_rounds=2,
+        collapse_max_rounds=3,
+        collapse_keep_recent=3,
+    )
+    g, e = _session([1_000] * 12, policy)
+    e.budget = 1_000_000
+    compaction = e.compact()
+    e.rollback(compaction.id)
+    _rounds(g, [1_000] * 12, first=12)
+    full = e.preview().tokens
+    e.budget = int(full * 0.95)
+    rendered = e.render()
+    made = [i for i in g.layers(active=True) if i.kind == "collapse"]
+    assert made and rendered.tokens <= e.budget
+    assert all(set(compaction.covers).isdisjoint(i.covers) for i in made)
