@@ -14,19 +14,19 @@ from graph import ConversationGraph
 REMOVED = "earlier round(s) were removed"
 
 
-def _rounds(g: ConversationGraph, sizes: list[int], first: int = 0) -> None:
+def _rounds(g: ConversationGraph, sizes: list[int], first: int = 0, tool: str = "lookup") -> None:
     for i, size in enumerate(sizes, first):
         g.append({"role": "user", "content": f"step {i}: check src/mod_{i}.py"})
         output = (f"line {i} of the output\n" * (size // 22 + 1))[:size]
-        tool_round(g, [("lookup", output)], prefix=f"c{i}", content=f"reading mod_{i}")
+        tool_round(g, [(tool, output)], prefix=f"c{i}", content=f"reading mod_{i}")
 
 
 def _session(
-    sizes: list[int], policy: Policy | None = None
+    sizes: list[int], policy: Policy | None = None, tool: str = "lookup"
 ) -> tuple[ConversationGraph, ContextEngine]:
     g = ConversationGraph.memory("p1")
     start(g)
-    _rounds(g, sizes)
+    _rounds(g, sizes, tool=tool)
     return g, ContextEngine(g, policy or Policy.claude_code(), budget=4_000, clock=clock)
 
 
@@ -35,11 +35,12 @@ def _session(
     sizes=st.lists(st.integers(100, 1_500), min_size=8, max_size=30),
     tight=st.integers(600, 4_000),
     after=st.integers(600, 40_000),
+    tool=st.sampled_from(["lookup", "Read"]),  # Read: microcompact clears its outputs
 )
 def test_rolling_back_then_rendering_never_exceeds_the_budget(
-    sizes: list[int], tight: int, after: int
+    sizes: list[int], tight: int, after: int, tool: str
 ) -> None:
-    g, e = _session(sizes)
+    g, e = _session(sizes, tool=tool)
     e.render()
     e.budget = tight
     e.render()
