@@ -4,7 +4,8 @@ Unlike snip, collapse keeps what it removes: each segment becomes a layer (a gra
 whose replacement is a summary with the five anchors and the identifiers the rounds
 touched, and ``expand_layer`` returns the originals. A layer can be rolled back, and the
 prompt is then exactly what it was before; a rolled-back segment is not collapsed again
-by the budget (other tiers make room), only by hand.
+by the budget (other tiers make room), only by hand. Rounds another rolled-back layer (a
+compaction) restored are collapsed by the budget only after every other segment.
 
 Segments are taken oldest first from the runs of whole rounds and finished functions
 between the pinned units and the newest ``collapse_keep_recent`` units, never inside a
@@ -181,13 +182,17 @@ def grown(ctx: TierContext, declined: dict[str, int], first: str, tokens: int) -
     return was is None or tokens >= was + max(1, ctx.policy.payoff_retry_tokens)
 
 
-def _candidates(view: View, ctx: TierContext) -> list[list[Unit]]:
+def _candidates(view: View, ctx: TierContext, *, restored: bool = False) -> list[list[Unit]]:
     """The segments the budget would collapse next: rounds a rolled-back collapse covered
-    are left to the other tiers (in any segment), failed segments are not retried, and one
-    whose summary did not pay only once it has grown."""
+    are left to the other tiers (in any segment), rounds another rolled-back layer restored
+    are taken only when ``restored`` (the budget needs them), failed segments are not
+    retried, and one whose summary did not pay only once it has grown."""
     state = ctx.state(CollapseState)
     declined = frozenset(
-        n for i in ctx.graph.layers(active=False) if i.kind == "collapse" for n in i.covers
+        n
+        for i in ctx.graph.layers(active=False)
+        if i.kind == "collapse" or not restored
+        for n in i.covers
     )
     return [
         s
@@ -234,12 +239,14 @@ def collapse(view: View, ctx: TierContext) -> View:
     """Collapse the oldest segments until the prompt is under the low-water mark."""
     if _after_compaction(ctx) and view.tokens <= ctx.policy.threshold("collapse", ctx.budget):
         return view
-    for segment in _candidates(view, ctx):
-        if view.tokens <= ctx.target:
-            break
-        view, error = collapse_segment(view, ctx, segment, reason="budget")
-        if error is not None and error.startswith("summarizer"):
-            break  # fail-open: leave the rest to the cheaper tiers
+    undone = any(i.kind != "collapse" for i in ctx.graph.layers(active=False))
+    for restored in (False, True) if undone else (False,):  # what a rollback restored last
+        for segment in _candidates(view, ctx, restored=restored):
+            if view.tokens <= ctx.target:
+                return view
+            view, error = collapse_segment(view, ctx, segment, reason="budget")
+            if error is not None and error.startswith("summarizer"):
+                return view  # fail-open: leave the rest to the cheaper tiers
     return view
 
 

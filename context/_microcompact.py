@@ -4,7 +4,8 @@ It fires by count (first at ``microcompact_first`` tool calls, then every
 ``microcompact_every``) or when the conversation sat idle longer than the prompt cache
 lives (``microcompact_idle_minutes`` since the last assistant message), and clears what
 was older than the newest ``microcompact_keep`` at that moment. Between firings the
-cleared set does not move, so the prompt prefix stays byte-stable.
+cleared set does not move, so the prompt prefix stays byte-stable. A rollback shows the
+outputs it restored whole again, until the next firing decides on them.
 
 For Anthropic models (``policy.use_cache_edits``) messages stay as they are and the render
 carries a ``clear_tool_uses_20250919`` context edit instead: the server clears, the cache
@@ -17,16 +18,34 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec
+
 from ._mentions import mentioned, original_output
 from ._tier import Tier, TierContext, TierState
 from ._view import Item, View, map_items, unit_tools
 
 
 class MicrocompactState(TierState):
-    """Compactable outputs before this ordinal of the walk's list are cleared."""
+    """Compactable outputs before this ordinal of the walk's list are cleared, but for the
+    ``restored`` ones: outputs a rollback since the last firing brought back (shown whole
+    until the tier fires again)."""
 
     cleared_upto: int = 0
     trigger_count: int = 0
+    rollbacks: int = -1
+    """Rolled-back layers seen (-1: not counted yet)."""
+    restored: set[str] = msgspec.field(default_factory=set)
+
+
+def _restore(state: MicrocompactState, ctx: TierContext, ids: list[str]) -> None:
+    """Exempt the cleared outputs the rollbacks since the last render restored."""
+    undone = ctx.graph.layers(active=False)
+    seen, state.rollbacks = state.rollbacks, len(undone)
+    if seen < 0 or len(undone) <= seen or state.cleared_upto <= 0:
+        return
+    newest = sorted(undone, key=lambda info: info.rolled_back or 0)[seen:]
+    covered = {node for info in newest for node in info.covers}
+    state.restored |= covered.intersection(ids[: state.cleared_upto])
 
 
 def cleared_text(node_id: str, tool_name: str | None, mentions: Sequence[str] = ()) -> str:
@@ -130,6 +149,7 @@ def _run(view: View, ctx: TierContext, *, count_trigger: bool) -> View:
     ids = ctx.compactable  # the whole walk's list: a reapplied snip must not shift it
     count = len(ids)
     state = ctx.state(MicrocompactState)
+    _restore(state, ctx, ids)
     upto = state.cleared_upto
     trigger = ""
     point = _trigger_point(count, policy.microcompact_first, policy.microcompact_every)
@@ -144,7 +164,9 @@ def _run(view: View, ctx: TierContext, *, count_trigger: bool) -> View:
     if upto <= 0:
         return view
     state.cleared_upto = upto
-    cleared = set(ids[:upto])
+    if trigger:
+        state.restored = set()  # a new firing decides on the restored outputs too
+    cleared = set(ids[:upto]).difference(state.restored)
     edits = policy.use_cache_edits
     if edits:
         ctx.edits[:] = [context_edit(ctx, ctx.kept_tools)]

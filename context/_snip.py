@@ -7,7 +7,9 @@ was removed and how to read it back (``read_history``).
 
 The mark is sticky: every later render drops the same units, and the dropped prefix is
 built once and reused while nothing before the mark changes, so a long session's render
-costs what its kept part costs.
+costs what its kept part costs. A rollback pulls the mark back to before the first round it
+restored: those rounds show again, and are dropped again (oldest first) only if the budget
+needs it at that render.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ class SnipState(TierState):
 
     boundary: int = 0
     anchor: str | None = None
+    rollbacks: int = -1
+    """Rolled-back layers seen (-1: not counted yet); a newer rollback pulls the mark back."""
 
 
 def exempt(unit: Unit, last: Unit) -> bool:
@@ -86,9 +90,28 @@ def _anchor_id(units: list[Unit], boundary: int) -> str | None:
     return None
 
 
+def restore(state: SnipState, ctx: TierContext) -> None:
+    """Pull the mark back to the first unit a rollback made since the last render restored
+    (what a layer covered is no longer dropped for what the layer's summary was)."""
+    undone = ctx.graph.layers(active=False)
+    seen, state.rollbacks = state.rollbacks, len(undone)
+    if seen < 0 or len(undone) <= seen or state.boundary <= 0:
+        return
+    newest = sorted(undone, key=lambda info: info.rolled_back or 0)[seen:]
+    restored = {node for info in newest for node in info.covers}
+    for unit in ctx.units:
+        if unit.position >= state.boundary:
+            break
+        if not restored.isdisjoint(unit.node_ids):
+            state.boundary = unit.position
+            state.anchor = _anchor_id(ctx.units, unit.position) if unit.position else None
+            return
+
+
 def reapply(view: View, ctx: TierContext) -> View:
     """Apply the sticky mark; its prefix is reused while nothing before it changed."""
     state = ctx.state(SnipState)
+    restore(state, ctx)
     moved = state.anchor is not None and _anchor_id(ctx.units, state.boundary) != state.anchor
     if state.boundary and moved:
         state.boundary, state.anchor = 0, None  # another branch: start over
