@@ -46,6 +46,8 @@ NAMESPACE = "integrations"
 steps are in ``integrations.<name>``, keyed by the node they hang on and their digest."""
 SYSTEM = "@system"
 """The digest slot of an instructions step in the index (one per node it hangs on)."""
+MAX_PATHS = 64
+"""How many stored paths a sync weighs where diverged histories wrote the same steps."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,7 @@ class Mirror:
         self.session = session
         self.name = name
         self._lock = threading.RLock()
-        self._index: dict[str, _Step] | None = None
+        self._index: dict[str, list[_Step]] | None = None
         self._base: str | None = None
         self._path: list[_Step] = []
         self._system: list[_Step] = []
@@ -121,7 +123,9 @@ class Mirror:
 
     # -- the steps this mirror wrote, persisted in the store -------------------------------
     @property
-    def index(self) -> dict[str, _Step]:
+    def index(self) -> dict[str, list[_Step]]:
+        """Every step written, by where it hangs and what it holds: a key has several steps
+        where histories that diverged each wrote it (the newest last)."""
         if self._index is None:
             store, session = self.session.store, self.session.id
             stored = store.get_values(session, NAMESPACE, [self.name])
@@ -133,27 +137,28 @@ class Mirror:
                 self._base = self.session.graph.head
                 old = ()
                 store.put_values(session, NAMESPACE, {self.name: json.dumps({"base": self._base})})
-            index: dict[str, _Step] = {}
+            index: dict[str, list[_Step]] = {}
             parent = self._base
             for digest, node, head, calls in old:
                 step = _Step(digest, node, head, parent, {k: [v] for k, v in calls.items()})
-                index[step.key] = step
+                index.setdefault(step.key, []).append(step)
                 parent = head
-            for text in store.get_values(session, f"{NAMESPACE}.{self.name}").values():
+            written = store.get_values(session, f"{NAMESPACE}.{self.name}")
+            for _, text in sorted(written.items(), key=lambda kv: _Step.load(kv[1]).head or ""):
                 step = _Step.load(text)
-                index[step.key] = step
+                index.setdefault(step.key, []).append(step)
             self._index = index
             self._at = self._base
         return self._index
 
     def _keep(self, step: _Step) -> _Step:
-        self.index[step.key] = step
+        self.index.setdefault(step.key, []).append(step)
         self._new.append(step)
         return step
 
     def _save(self) -> None:
         if self._new:
-            values = {step.key: step.dump() for step in self._new}
+            values = {f"{step.key}:{step.node}": step.dump() for step in self._new}
             self.session.store.put_values(self.session.id, f"{NAMESPACE}.{self.name}", values)
             self._new = []
 
@@ -178,10 +183,14 @@ class Mirror:
             graph = self.session.graph
             graph.refresh()
             digests = [entry.digest for entry in entries]
-            same = self._walk(digests, len(digests))
-            resume = self._resumable(entries, same)
-            if resume < same:
-                self._walk(digests, resume)
+            best: list[_Step] = []
+            resume = -1
+            for path in self._paths(digests):
+                self._path = path
+                resumable = self._resumable(entries, len(path))
+                if resumable > resume:
+                    best, resume = path, resumable
+            self._follow(best[:resume])
             if graph.head != self._at:
                 self._move(self._at)
             self._instructions(system)
@@ -192,27 +201,49 @@ class Mirror:
             self._save()
             return self.nodes()
 
-    def _walk(self, digests: Sequence[str], limit: int) -> int:
-        """Follow the stored steps of ``digests[:limit]`` from the base (and the changes of
-        instructions on the way); return how many entries are stored."""
+    def _paths(self, digests: Sequence[str]) -> list[list[_Step]]:
+        """The stored paths ``digests`` follow from the base, each as far as it goes: one
+        per choice where diverged histories wrote the same step (the newest first, at most
+        ``MAX_PATHS``)."""
         index, graph = self.index, self.session.graph
+        found: list[list[_Step]] = []
+
+        def extend(parent: str | None, path: list[_Step]) -> None:
+            if len(found) >= MAX_PATHS:
+                return
+            system = self._system_step(parent)
+            parent = system.head if system is not None else parent
+            steps = []
+            if len(path) < len(digests):
+                key = f"{parent or ''}:{digests[len(path)]}"
+                steps = [s for s in reversed(index.get(key, ())) if s.node in graph]
+            if not steps:
+                found.append(path)
+            for step in steps:
+                extend(step.head, [*path, step])
+
+        extend(self._base, [])
+        return found
+
+    def _follow(self, steps: Sequence[_Step]) -> None:
+        """Stand after ``steps`` and the changes of instructions on their way (one after
+        the last step included)."""
         self._path, self._system = [], []
         parent = self._base
-        for digest in digests[:limit]:
+        for step in steps:
             parent = self._follow_system(parent)
-            step = index.get(f"{parent or ''}:{digest}")
-            if step is None or step.node not in graph:
-                break
             self._path.append(step)
             parent = step.head
-        if len(self._path) == limit:
-            parent = self._follow_system(parent)
-        self._at = parent
-        return len(self._path)
+        self._at = self._follow_system(parent)
+
+    def _system_step(self, parent: str | None) -> _Step | None:
+        graph = self.session.graph
+        steps = self.index.get(f"{parent or ''}:{SYSTEM}", ())
+        return next((s for s in reversed(steps) if s.node in graph), None)
 
     def _follow_system(self, parent: str | None) -> str | None:
-        step = self.index.get(f"{parent or ''}:{SYSTEM}")
-        if step is None or step.node not in self.session.graph:
+        step = self._system_step(parent)
+        if step is None:
             return parent
         self._system.append(step)
         return step.head

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from openprogram import Session
@@ -94,6 +94,7 @@ def test_the_branch_is_always_the_frameworks_history(ops: list[Op]) -> None:
     assert len(session.graph) == stored and again.head == mirror.head
 
 
+@example(ops=[(0, ("call", ("a", "b"))), (0, ("result", "ok")), (1, ("call", ("a", "b")))])
 @settings(max_examples=100, deadline=None, database=None)
 @given(
     st.lists(st.tuples(st.integers(0, 1), OPS.filter(bool).map(lambda ops: ops[0])), max_size=30)
