@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 
 from ._mentions import mentioned, original_output
-from ._tier import Tier, TierContext, TierState
+from ._tier import Tier, TierContext, TierState, restored_since
 from ._view import Item, View, map_items, unit_tools
 
 
@@ -39,13 +39,9 @@ class MicrocompactState(TierState):
 
 def _restore(state: MicrocompactState, ctx: TierContext, ids: list[str]) -> None:
     """Exempt the cleared outputs the rollbacks since the last render restored."""
-    undone = ctx.graph.layers(active=False)
-    seen, state.rollbacks = state.rollbacks, len(undone)
-    if seen < 0 or len(undone) <= seen or state.cleared_upto <= 0:
-        return
-    newest = sorted(undone, key=lambda info: info.rolled_back or 0)[seen:]
-    covered = {node for info in newest for node in info.covers}
-    state.restored |= covered.intersection(ids[: state.cleared_upto])
+    state.rollbacks, covered = restored_since(ctx, state.rollbacks)
+    if covered and state.cleared_upto > 0:
+        state.restored |= covered.intersection(ids[: state.cleared_upto])
 
 
 def cleared_text(node_id: str, tool_name: str | None, mentions: Sequence[str] = ()) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 import time
 
-from ._tier import Tier, TierContext, TierState
+from ._tier import Tier, TierContext, TierState, restored_since
 from ._view import Unit, View
 
 
@@ -93,12 +93,9 @@ def _anchor_id(units: list[Unit], boundary: int) -> str | None:
 def restore(state: SnipState, ctx: TierContext) -> None:
     """Pull the mark back to the first unit a rollback made since the last render restored
     (what a layer covered is no longer dropped for what the layer's summary was)."""
-    undone = ctx.graph.layers(active=False)
-    seen, state.rollbacks = state.rollbacks, len(undone)
-    if seen < 0 or len(undone) <= seen or state.boundary <= 0:
+    state.rollbacks, restored = restored_since(ctx, state.rollbacks)
+    if not restored or state.boundary <= 0:
         return
-    newest = sorted(undone, key=lambda info: info.rolled_back or 0)[seen:]
-    restored = {node for info in newest for node in info.covers}
     for unit in ctx.units:
         if unit.position >= state.boundary:
             break

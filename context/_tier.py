@@ -325,3 +325,14 @@ class TierContext:
         )
         self.records.append(record)
         return record
+
+
+def restored_since(ctx: TierContext, seen: int) -> tuple[int, set[str]]:
+    """How many layers are rolled back now, and the nodes covered by those rolled back
+    after the first ``seen`` (none while ``seen`` is -1: not counted yet). A sticky tier
+    keeps ``seen`` in its state so it gives back, once, what each rollback restored."""
+    undone = ctx.graph.layers(active=False)
+    if seen < 0 or len(undone) <= seen:
+        return len(undone), set()
+    newest = sorted(undone, key=lambda info: info.rolled_back or 0)[seen:]
+    return len(undone), {node for info in newest for node in info.covers}
