@@ -7,7 +7,8 @@ be listed, expanded and rolled back.
 """
 
 from ._commit import SessionWriter
-from ._engine import ContextEngine, render_context
+from ._cut import middle_truncate
+from ._engine import ContextEngine, render_context, render_receipt
 from ._errors import (
     AlreadyRolledBack,
     BudgetFloorWarning,
@@ -38,20 +39,16 @@ from ._provider import request_options as provider_request_options
 from ._readback import HISTORY_TOOLS
 from ._receipt import (
     RenderReceipt,
-    SentPrompt,
     canonical_message,
     message_digest,
-    render_receipt,
-    sent_prompt,
     tools_digest,
 )
 from ._records import CompactionRecord, read_jsonl, records_path
 from ._recover import is_context_overflow, reported_tokens
 from ._redaction import output_redactor, summary_redactor
-from ._reduce import middle_truncate
 from ._registry import TIERS, resolve_tiers
 from ._removal import Removal
-from ._rendered import Rendered
+from ._rendered import Rendered, SentPrompt, sent_prompt
 from ._rereads import read_target, write_target
 from ._scrub import ScrubRefused, scrub_session
 from ._sessions import collect_garbage, delete_session

@@ -31,7 +31,7 @@ import msgspec
 from graph import LayerInfo, Node, text_of
 
 from ._compact import compaction_text
-from ._reduce import middle_truncate
+from ._cut import middle_truncate
 from ._summarizing import new_layer_id, request_for, sampled, summarize, summary_meta
 from ._summary import SummaryResult
 from ._tier import TierContext

@@ -13,15 +13,15 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from ._commit import Decision
+from ._decision import Decision
 from ._integrity import provider_roles, repair_tool_pairs, tool_pair_problems, unique_call_ids
 from ._request import latest_request, shown, with_request
 from ._tier import TierContext, TierDecisions, TierFn, TierState
 from ._view import View
 
 if TYPE_CHECKING:
-    from ._layers import LayerBook
-    from ._persistence import _Frame
+    from ._book import LayerBook
+    from ._frame import Frame
     from ._policy import Policy
     from ._storage import ContextStorage
     from ._tier import Tier
@@ -49,9 +49,9 @@ class Cascade:
             preview: bool = False,
             carried: tuple[dict[str, TierState], dict[str, dict[str, Any]]] | None = None,
             decisions: TierDecisions | None = None,
-        ) -> tuple[TierContext, View, _Frame]: ...
+        ) -> tuple[TierContext, View, Frame]: ...
 
-        def _checkpoint(self, state: _Frame, view: View, ctx: TierContext) -> None: ...
+        def _checkpoint(self, state: Frame, view: View, ctx: TierContext) -> None: ...
 
     def _decide(self, head: str | None, frame: str | None, *, preview: bool) -> Decision:
         """The pure step: the prompt and the decisions it rests on, nothing written.

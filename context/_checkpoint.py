@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import Protocol, cast
 
 import msgspec
 
@@ -39,10 +39,24 @@ from graph import (
     ToolResult,
 )
 
-from ._view import Unit, View
+from ._view import RawUnit, Unit, View
 
-if TYPE_CHECKING:
-    from ._layout import Layout
+
+class WalkedLayout(Protocol):
+    """What :func:`capture` reads of a layout's last walk (``_layout.Layout`` has it)."""
+
+    head: str | None
+    shape: tuple[tuple[str, bool], ...] | None
+    hidden: Checkpoint | None
+    steps: list[Step]
+    raw: list[RawUnit]
+    built: list[Unit | None]
+    watch: dict[str, int]
+
+    def tools_between(
+        self, first: int, end: int, category: Callable[[str], str | None]
+    ) -> tuple[list[str], set[str]]: ...
+
 
 MIN_HIDDEN = 256
 """Spans of fewer units are walked as usual (a checkpoint would save little)."""
@@ -155,7 +169,7 @@ def hidden_tools(
 
 
 def capture(
-    layout: Layout,
+    layout: WalkedLayout,
     view: View,
     state: GraphState,
     category: Callable[[str], str | None],

@@ -18,16 +18,9 @@ the render decides once more from what it read.
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from graph import LayerInfo, Store
-
-from ._tier import TierContext
-from ._view import View
-
-if TYPE_CHECKING:
-    from ._persistence import _Frame
 
 
 class SessionWriter(Protocol):
@@ -65,22 +58,6 @@ class SessionWriter(Protocol):
 
     def rollback_layer(self, layer_id: str, reason: str | None = None) -> list[LayerInfo]:
         """Roll back a layer (and those built on it), refusing a second rollback."""
-
-
-@dataclass
-class Decision:
-    """One render's outcome before its commit: the prompt and what it was decided under
-    (``ctx`` holds the records and files; the engine's layer book the new layers)."""
-
-    ctx: TierContext
-    view: View
-    frame: _Frame
-    key: str | None
-    """The frame rendered in (None: the main conversation)."""
-    messages: list[dict[str, Any]]
-    tokens: int
-    problems: list[str] = field(default_factory=list)
-    """What went wrong on the way and did not stop the render (said in its actions)."""
 
 
 class Redo(Exception):

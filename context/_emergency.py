@@ -15,7 +15,7 @@ import msgspec
 
 from graph import text_of
 
-from ._reduce import middle_truncate
+from ._cut import middle_truncate
 from ._snip import exempt, insert_note, note_unit
 from ._tier import Tier, TierContext, TierState
 from ._view import Item, Unit, View

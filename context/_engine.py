@@ -19,26 +19,32 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
+
 from graph import ConversationGraph, GraphReader, Node
 
 from ._backlog_chain import chain_backlog
 from ._backlog_walk import compact_backlog
+from ._book import LayerBook
 from ._cascade import Cascade
-from ._commit import Decision, Redo, SessionWriter
+from ._commit import Redo, SessionWriter
+from ._decision import Decision
 from ._errors import BudgetFloorWarning, CommitConflict, PolicyError
 from ._folder import StateFolder, state_folder
-from ._layers import LayerBook, project
+from ._frame import Frame, variant_of
+from ._heuristic import default_summarizer
+from ._layers import project
 from ._layout import Layout
 from ._manual import LayerOperations
-from ._persistence import EngineStorage, _Frame, _variant
+from ._persistence import EngineStorage
 from ._policy import MAX_TOKENS, Policy
 from ._prefetch import Prefetcher
+from ._receipt import RenderReceipt
 from ._records import CompactionRecord
 from ._recover import Recovery
 from ._registry import resolve_tiers
 from ._rendered import Rendered
 from ._storage import ContextStorage
-from ._summary import default_summarizer
 from ._tier import (
     RenderInputs,
     Tier,
@@ -132,7 +138,7 @@ class ContextEngine(Cascade, EngineStorage, LayerOperations, Recovery):
         self.floor_warned = False
         """Whether a render found the floor (tool schemas and system prompt) over the
         budget already: ``BudgetFloorWarning`` is given once per engine."""
-        self._frames: dict[str | None, _Frame] = {}
+        self._frames: dict[str | None, Frame] = {}
         self._memo: dict[tuple[str, str], Item] = {}
         self._summaries: dict[tuple[object, ...], Any] = {}
         self._records: list[CompactionRecord] = []
@@ -204,7 +210,7 @@ class ContextEngine(Cascade, EngineStorage, LayerOperations, Recovery):
         if node is None:
             return ctx.item(message, None, "full")
         tool_name = node.payload.name if node.kind == "tool" else None
-        return ctx.item(message, node.id, _variant(message, node), tool_name)
+        return ctx.item(message, node.id, variant_of(message, node), tool_name)
 
     def _cap_callers(self, units: list[Unit], frame: str | None) -> list[Unit]:
         limit = self.policy.callers
@@ -224,7 +230,7 @@ class ContextEngine(Cascade, EngineStorage, LayerOperations, Recovery):
         preview: bool = False,
         carried: tuple[dict[str, TierState], dict[str, dict[str, Any]]] | None = None,
         decisions: TierDecisions | None = None,
-    ) -> tuple[TierContext, View, _Frame]:
+    ) -> tuple[TierContext, View, Frame]:
         """The context and the unprocessed view of a render (layers shown), for the tier
         functions that the engine's other entry points (collapse, compact) call. A
         ``preview`` context decides on copies of the sticky state (``carried``: the copies
@@ -278,7 +284,7 @@ class ContextEngine(Cascade, EngineStorage, LayerOperations, Recovery):
             self._checkpoint(state, view, ctx)
         return ctx, view, state
 
-    def _first_render(self, state: _Frame, frame: str | None) -> bool:
+    def _first_render(self, state: Frame, frame: str | None) -> bool:
         """Whether this render meets a history with nothing decided on it yet: a fresh walk
         of the top frame, no tier state stored, no layer in the session (see ``_backlog``)."""
         if frame is not None or state.saved or state.restore is not None:
@@ -419,3 +425,28 @@ def render_context(
     """
     engine = ContextEngine(graph, policy, summarizer, budget)
     return engine.render(head=head, frame=frame)
+
+
+def render_receipt(engine: ContextEngine, receipt: RenderReceipt) -> Rendered:
+    """The prompt a receipt describes, rendered again as a preview (nothing is written):
+    from its head and frame, with its tool schemas, its configured budget squeezed to the
+    effective one, and the usage anchor of then."""
+    with engine.lock:
+        budget, squeeze, anchor = engine.budget, engine.squeeze, engine.anchor
+        tools = engine.tools
+        stored = engine.storage.tools(receipt.tools_digest) if engine.storage else None
+        try:
+            engine.budget = receipt.configured_budget
+            engine.squeeze = (receipt.budget + 0.5) / receipt.configured_budget
+            if receipt.anchor:
+                engine.anchor = UsageAnchor()
+                engine.anchor.restore(
+                    receipt.anchor[0], int(receipt.anchor[1]), *receipt.anchor[2:]
+                )
+            if stored is not None:
+                engine.set_tools(stored)
+            rendered = engine.preview(head=receipt.head, frame=receipt.frame)
+        finally:
+            engine.budget, engine.squeeze, engine.anchor = budget, squeeze, anchor
+            engine.set_tools(tools)
+    return msgspec.structs.replace(rendered, budget=receipt.budget)

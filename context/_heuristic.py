@@ -28,7 +28,7 @@ from ._fit import (
     shorten_middle,
 )
 from ._identifiers import message_text, ranked_identifiers
-from ._summary import Anchors, SummaryRequest, SummaryResult
+from ._summary import Anchors, Summarizer, SummaryRequest, SummaryResult
 from ._transcript import Entry, key_argument, read_units
 
 _INTENT_CHARS = 200
@@ -326,3 +326,9 @@ def _prose(rounds: int, entries: Sequence[Entry], covered: Sequence[Entry]) -> s
         if _FINDING.search(s)
     ]
     return " ".join([account, *list(dict.fromkeys(findings))[-2:]])
+
+
+def default_summarizer() -> Summarizer:
+    """The summarizer used when none is configured: the offline heuristic one."""
+    summarizer: Summarizer = HeuristicSummarizer()
+    return summarizer

@@ -25,8 +25,9 @@ from graph import (
 )
 
 from ._collapse import collapse_segment
-from ._commit import Decision, Redo
+from ._commit import Redo
 from ._compact import compact_now
+from ._decision import Decision
 from ._errors import AlreadyRolledBack, CommitConflict, ContextError, UnknownLayer
 from ._layers import project
 from ._layout import Layout
@@ -38,7 +39,7 @@ from ._view import Unit, View
 
 if TYPE_CHECKING:
     from ._commit import SessionWriter
-    from ._persistence import _Frame
+    from ._frame import Frame
     from ._rendered import Rendered
     from ._storage import ContextStorage
 
@@ -49,7 +50,7 @@ class LayerOperations:
     if TYPE_CHECKING:
         from graph import GraphReader
 
-        from ._layers import LayerBook
+        from ._book import LayerBook
 
         graph: GraphReader
         book: LayerBook
@@ -58,7 +59,7 @@ class LayerOperations:
 
         def context(
             self, head: str | None = None, frame: str | None = None, *, preview: bool = False
-        ) -> tuple[TierContext, View, _Frame]: ...
+        ) -> tuple[TierContext, View, Frame]: ...
 
         def preview(self, head: str | None = None, frame: str | None = None) -> Rendered: ...
 

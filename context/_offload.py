@@ -25,11 +25,11 @@ import msgspec
 
 from graph import is_safe_id, text_of
 
+from ._cut import elided_part, middle_truncate
 from ._errors import OffloadError
 from ._mentions import mentioned
 from ._readback import is_history_tool, read_from
 from ._redaction import output_redactor
-from ._reduce import elided_part, middle_truncate
 from ._tier import OffloadFile, Tier, TierContext, TierState
 from ._tokens import utf8_length
 from ._view import Item, View, map_items

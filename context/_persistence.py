@@ -11,17 +11,18 @@ builds, never all of a long session's at once unless a full walk needs them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgspec
 
-from graph import GraphError, GraphReader, LayerError, Node
+from graph import GraphError, GraphReader, LayerError
 
 from ._checkpoint import Checkpoint, capture
-from ._commit import Decision, Redo, SessionWriter
+from ._commit import Redo, SessionWriter
+from ._decision import Decision
 from ._errors import OffloadError
 from ._files import write_text_once
+from ._frame import LAYOUT, Frame, variant_of
 from ._layout import Layout
 from ._offload import mark_failed
 from ._records import CompactionRecord
@@ -32,30 +33,13 @@ from ._tokens import TokenCache, TokenCounter, UsageAnchor
 from ._view import RawUnit, View
 
 if TYPE_CHECKING:
+    from ._book import LayerBook
     from ._folder import StateFolder
-    from ._layers import LayerBook
     from ._policy import Policy
     from ._rendered import Rendered
 
-LAYOUT = "~layout"
-"""Key of the layout checkpoint in a frame's saved state (no tier has that name)."""
 LOAD_ALL_KEYS = 4_096
 """A render that builds more units' items than this reads every stored count at once."""
-
-
-@dataclass
-class _Frame:
-    """What an engine keeps for one frame between renders."""
-
-    layout: Layout = field(default_factory=Layout)
-    states: dict[str, TierState] = field(default_factory=dict)
-    scratch: dict[str, dict[str, Any]] = field(default_factory=dict)
-    saved: bytes = b""
-    checkpoint: Checkpoint | None = None
-    """Where a fresh engine may start its layout (saved with the tier state)."""
-    restore: Checkpoint | None = None
-    """The checkpoint loaded with the state, offered to the layout's first walk."""
-    captured: tuple[object, ...] = ()
 
 
 class EngineStorage:
@@ -70,7 +54,7 @@ class EngineStorage:
         anchor: UsageAnchor
         tiers: list[Tier]
         callbacks: list[Callable[[CompactionRecord], None]]
-        _frames: dict[str | None, _Frame]
+        _frames: dict[str | None, Frame]
         _records: list[CompactionRecord]
         _state_key: str
         _stored_upto: int
@@ -93,11 +77,11 @@ class EngineStorage:
         if self.writer is not None:
             self._owed.extend(self.storage.catch_up_log())
 
-    def _frame(self, frame: str | None) -> _Frame:
+    def _frame(self, frame: str | None) -> Frame:
         found = self._frames.get(frame)
         if found is not None:
             return found
-        found = self._frames[frame] = _Frame()
+        found = self._frames[frame] = Frame()
         if self.storage is not None:
             saved = self.storage.load_state(f"{self._state_key}:{frame or '-'}")
             if saved:
@@ -123,7 +107,7 @@ class EngineStorage:
             if tier.name in raw
         }
 
-    def _state_value(self, frame: _Frame) -> bytes:
+    def _state_value(self, frame: Frame) -> bytes:
         values = {name: msgspec.to_builtins(value) for name, value in frame.states.items()}
         if frame.checkpoint is not None:
             values[LAYOUT] = msgspec.to_builtins(frame.checkpoint)
@@ -208,7 +192,7 @@ class EngineStorage:
         frame.scratch = {}
         frame.captured = ()
 
-    def _unhide(self, frame: _Frame) -> None:
+    def _unhide(self, frame: Frame) -> None:
         """A layout whose hidden span stands under a layer that was never stored (a
         preview's, a refused commit's) starts afresh: the next render decides it again."""
         hidden = frame.layout.hidden
@@ -260,7 +244,7 @@ class EngineStorage:
                 if node.seq > self._stored_upto:
                     self.cache.unstored.add(node.id)
                 else:
-                    keys.append(f"{node.id}:{_variant(message, node)}")
+                    keys.append(f"{node.id}:{variant_of(message, node)}")
         if len(keys) <= LOAD_ALL_KEYS:
             self.cache.prefetch(keys)
             return
@@ -270,7 +254,7 @@ class EngineStorage:
             return
         self.cache.loader = None  # every stored count is known now
 
-    def _checkpoint(self, state: _Frame, view: View, ctx: TierContext) -> None:
+    def _checkpoint(self, state: Frame, view: View, ctx: TierContext) -> None:
         """Take a new layout checkpoint when the walk or the applied layers changed."""
         layout = state.layout
         key = (layout.rebuilds, ctx.layer_key)
@@ -283,12 +267,3 @@ class EngineStorage:
         state.checkpoint = capture(
             layout, view, self.graph.state, self.policy.tool_category, self.book.overlay
         )
-
-
-def _variant(message: dict[str, Any], node: Node) -> str:
-    """How a walked node is shown before any tier acts (part of its token-count key)."""
-    if node.kind == "tool":
-        return "full" if node.result is not None else "pending"
-    if node.kind == "function":
-        return "call" if message.get("role") == "assistant" else f"result:{node.status}"
-    return "full"

@@ -13,15 +13,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
-
-from ._rendered import Rendered
-
-if TYPE_CHECKING:
-    from ._engine import ContextEngine
-    from ._storage import ContextStorage
 
 
 class RenderReceipt(msgspec.Struct, frozen=True, kw_only=True):
@@ -55,14 +49,6 @@ class RenderReceipt(msgspec.Struct, frozen=True, kw_only=True):
     prompt as sent is read back, not rendered again. Empty in receipts written before."""
 
 
-class SentPrompt(Rendered, frozen=True):
-    """The prompt a receipt says was sent, read back exactly: its messages, its token
-    total, its effective budget and its tool schemas (nothing was rendered for it)."""
-
-    tools: list[dict[str, Any]] = msgspec.field(default_factory=list)
-    receipt: str = ""
-
-
 def canonical_message(message: dict[str, Any]) -> str:
     """A sent message as canonical JSON (sorted keys): the form it is stored and digested in."""
     return json.dumps(
@@ -73,28 +59,6 @@ def canonical_message(message: dict[str, Any]) -> str:
 def message_digest(text: str) -> str:
     """The digest a receipt names a sent message by (of its canonical JSON)."""
     return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-def sent_prompt(storage: ContextStorage, receipt: RenderReceipt) -> SentPrompt | None:
-    """The prompt ``receipt`` was written for, exactly as sent; None when the receipt
-    predates message digests or a message is not stored (then only a render again, see
-    :func:`render_receipt`, can show it)."""
-    if not receipt.message_digests:
-        return None
-    found = storage.messages(receipt.message_digests)
-    if len(found) != len(set(receipt.message_digests)):
-        return None
-    messages = [json.loads(found[digest]) for digest in receipt.message_digests]
-    return SentPrompt(
-        messages,
-        receipt.tokens,
-        receipt.budget,
-        [],
-        [],
-        preview=True,
-        tools=storage.tools(receipt.tools_digest) or [],
-        receipt=receipt.id,
-    )
 
 
 def tools_digest(tools: Sequence[dict[str, Any]]) -> str:
@@ -113,30 +77,3 @@ def encode_receipt(receipt: RenderReceipt) -> str:
 
 def decode_receipt(data: str | bytes) -> RenderReceipt:
     return _decoder.decode(data)
-
-
-def render_receipt(engine: ContextEngine, receipt: RenderReceipt) -> Rendered:
-    """The prompt a receipt describes, rendered again as a preview (nothing is written):
-    from its head and frame, with its tool schemas, its configured budget squeezed to the
-    effective one, and the usage anchor of then."""
-    from ._tokens import UsageAnchor
-
-    with engine.lock:
-        budget, squeeze, anchor = engine.budget, engine.squeeze, engine.anchor
-        tools = engine.tools
-        stored = engine.storage.tools(receipt.tools_digest) if engine.storage else None
-        try:
-            engine.budget = receipt.configured_budget
-            engine.squeeze = (receipt.budget + 0.5) / receipt.configured_budget
-            if receipt.anchor:
-                engine.anchor = UsageAnchor()
-                engine.anchor.restore(
-                    receipt.anchor[0], int(receipt.anchor[1]), *receipt.anchor[2:]
-                )
-            if stored is not None:
-                engine.set_tools(stored)
-            rendered = engine.preview(head=receipt.head, frame=receipt.frame)
-        finally:
-            engine.budget, engine.squeeze, engine.anchor = budget, squeeze, anchor
-            engine.set_tools(tools)
-    return msgspec.structs.replace(rendered, budget=receipt.budget)

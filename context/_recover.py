@@ -96,7 +96,7 @@ class Recovery:
     if TYPE_CHECKING:
         from graph import GraphReader
 
-        from ._layers import LayerBook
+        from ._book import LayerBook
 
         graph: GraphReader
         lock: threading.RLock

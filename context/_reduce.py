@@ -14,47 +14,17 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
 from graph import text_of
 
+from ._cut import elided_part, middle_truncate
 from ._mentions import mentioned
-from ._readback import is_history_tool, read_from
+from ._readback import is_history_tool
 from ._tier import Tier, TierContext, TierState
 from ._view import Item, View, map_items
-
-
-def middle_truncate(
-    text: str, head: int, tail: int, node_id: str | None, mentions: Sequence[str] = ()
-) -> str:
-    """Keep ``head`` leading and ``tail`` trailing characters with a marker between, which
-    names the identifiers the elided part ``mentions``.
-
-    >>> middle_truncate("a" * 10 + "b" * 10, 3, 2, "N1").splitlines()[1]
-    '[... 15 characters elided; page by page: read_output("N1", offset=3) ...]'
-    >>> middle_truncate("a" * 10 + "b" * 10, 3, 2, None, ["parse_header"])
-    'aaa\\n[... 15 characters elided; they mention parse_header ...]\\nbb'
-    """
-    elided = len(text) - head - tail
-    if elided <= 0:
-        return text
-    where = f"; {read_from(node_id, head)}" if node_id else ""
-    if mentions:
-        where += f"; they mention {', '.join(mentions)}"
-    tail_text = text[len(text) - tail :] if tail else ""
-    return f"{text[:head]}\n[... {elided} characters elided{where} ...]\n{tail_text}"
-
-
-def elided_part(text: str, head: int, tail: int) -> str:
-    """What ``middle_truncate(text, head, tail, ...)`` leaves out (what its marker names).
-
-    >>> elided_part("a" * 10 + "b" * 10, 3, 2)
-    'aaaaaaabbbbbbbb'
-    """
-    return text[head : max(head, len(text) - tail)]
 
 
 def reduced_call(call: Any, limit: int, head: int, tail: int, node_id: str | None) -> Any:

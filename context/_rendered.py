@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from ._records import CompactionRecord
+
+if TYPE_CHECKING:
+    from ._receipt import RenderReceipt
+    from ._storage import ContextStorage
 
 
 class Rendered(msgspec.Struct, frozen=True):
@@ -53,3 +58,33 @@ class Rendered(msgspec.Struct, frozen=True):
             f" — tiers: {escape(tiers)}"
         )
         return f"<div>{head}<table>{''.join(rows)}</table></div>"
+
+
+class SentPrompt(Rendered, frozen=True):
+    """The prompt a receipt says was sent, read back exactly: its messages, its token
+    total, its effective budget and its tool schemas (nothing was rendered for it)."""
+
+    tools: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    receipt: str = ""
+
+
+def sent_prompt(storage: ContextStorage, receipt: RenderReceipt) -> SentPrompt | None:
+    """The prompt ``receipt`` was written for, exactly as sent; None when the receipt
+    predates message digests or a message is not stored (then only a render again, see
+    :func:`render_receipt`, can show it)."""
+    if not receipt.message_digests:
+        return None
+    found = storage.messages(receipt.message_digests)
+    if len(found) != len(set(receipt.message_digests)):
+        return None
+    messages = [json.loads(found[digest]) for digest in receipt.message_digests]
+    return SentPrompt(
+        messages,
+        receipt.tokens,
+        receipt.budget,
+        [],
+        [],
+        preview=True,
+        tools=storage.tools(receipt.tools_digest) or [],
+        receipt=receipt.id,
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from graph import Dialogue, dialogue_message, text_of
 
-from ._reduce import middle_truncate
+from ._cut import middle_truncate
 from ._tier import TierContext
 from ._view import Item, Unit, View
 

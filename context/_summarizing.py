@@ -18,9 +18,10 @@ import msgspec
 
 from graph import LayerInfo, Redactor, text_of
 
+from ._cut import middle_truncate
 from ._layers import show_layer
 from ._redaction import summary_redactor
-from ._reduce import middle_truncate, reduced_call
+from ._reduce import reduced_call
 from ._summary import SummaryRequest, SummaryResult, anchors_from_dict
 from ._tier import TierContext
 from ._view import Item, Unit, View

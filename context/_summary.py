@@ -231,11 +231,3 @@ def anchors_from_dict(value: Mapping[str, Any] | None) -> Anchors:
         items = value.get(key) or []
         values[key] = tuple(str(i) for i in items if str(i) != NA)
     return Anchors(**values)
-
-
-def default_summarizer() -> Summarizer:
-    """The summarizer used when none is configured: the offline heuristic one."""
-    from ._heuristic import HeuristicSummarizer
-
-    summarizer: Summarizer = HeuristicSummarizer()
-    return summarizer

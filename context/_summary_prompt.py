@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from ._reduce import middle_truncate
+from ._cut import middle_truncate
 from ._summary import SummaryRequest
 from ._tokens import TokenCounter
 from ._transcript import Entry

@@ -32,8 +32,8 @@ from ._tokens import TokenCache, TokenCounter
 from ._view import Item, Unit, View
 
 if TYPE_CHECKING:
+    from ._book import LayerBook
     from ._folder import StateFolder
-    from ._layers import LayerBook
     from ._prefetch import Prefetcher
     from ._summary import Summarizer
 
