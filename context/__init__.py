@@ -6,8 +6,14 @@ never changes a stored node. Collapses and compactions are layers: graph facts t
 be listed, expanded and rolled back.
 """
 
-from ._commit import SessionWriter
-from ._cut import middle_truncate
+from ._budget._cut import middle_truncate
+from ._budget._models import ModelInfo, import_litellm, is_anthropic, model_info
+from ._budget._policy import POLICY_SCHEMA, Policy
+from ._budget._presets import COLLAPSE_FIRST_CASCADE, DEFAULT_COMPACTABLE
+from ._budget._readback import HISTORY_TOOLS
+from ._budget._redaction import output_redactor, summary_redactor
+from ._budget._tokens import TokenCache, TokenCounter, UsageAnchor, encoding_name_for
+from ._commit._writer import SessionWriter
 from ._engine import ContextEngine, render_context, render_receipt
 from ._errors import (
     AlreadyRolledBack,
@@ -25,35 +31,31 @@ from ._errors import (
     UnknownLayer,
     UnknownModel,
 )
-from ._folder import StateFolder, release_state_folder, state_folder, state_home
-from ._heuristic import HeuristicSummarizer
-from ._identifiers import rank_identifiers
-from ._integrity import provider_roles, repair_tool_pairs, tool_pair_problems, unique_call_ids
-from ._litellm_summarizer import LiteLLMSummarizer
-from ._migrate import migrate_state
-from ._models import ModelInfo, import_litellm, is_anthropic, model_info
-from ._offload import offload_path
-from ._policy import POLICY_SCHEMA, Policy
-from ._presets import COLLAPSE_FIRST_CASCADE, DEFAULT_COMPACTABLE
-from ._provider import request_options as provider_request_options
-from ._readback import HISTORY_TOOLS
-from ._receipt import (
+from ._ops._recovery import is_context_overflow, reported_tokens
+from ._render._integrity import (
+    provider_roles,
+    repair_tool_pairs,
+    tool_pair_problems,
+    unique_call_ids,
+)
+from ._render._rendered import Rendered, SentPrompt, sent_prompt
+from ._store._folder import StateFolder, release_state_folder, state_folder, state_home
+from ._store._migrate import migrate_state
+from ._store._receipt import (
     RenderReceipt,
     canonical_message,
     message_digest,
     tools_digest,
 )
-from ._records import CompactionRecord, read_jsonl, records_path
-from ._recover import is_context_overflow, reported_tokens
-from ._redaction import output_redactor, summary_redactor
-from ._registry import TIERS, resolve_tiers
-from ._removal import Removal
-from ._rendered import Rendered, SentPrompt, sent_prompt
-from ._rereads import read_target, write_target
-from ._scrub import ScrubRefused, scrub_session
-from ._sessions import collect_garbage, delete_session
-from ._storage import CONTEXT_MIGRATIONS, ContextStorage
-from ._summary import (
+from ._store._records import CompactionRecord, read_jsonl, records_path
+from ._store._removal import Removal
+from ._store._scrub import ScrubRefused, scrub_session
+from ._store._sessions import collect_garbage, delete_session
+from ._store._storage import CONTEXT_MIGRATIONS, ContextStorage
+from ._summaries._heuristic import HeuristicSummarizer
+from ._summaries._identifiers import rank_identifiers
+from ._summaries._litellm_summarizer import LiteLLMSummarizer
+from ._summaries._summary import (
     ANCHOR_TITLES,
     Anchors,
     Summarizer,
@@ -62,7 +64,11 @@ from ._summary import (
     anchors_from_dict,
     parse_summary,
 )
-from ._tier import (
+from ._tiers._offload import offload_path
+from ._tiers._provider import request_options as provider_request_options
+from ._tiers._registry import TIERS, resolve_tiers
+from ._tiers._rereads import read_target, write_target
+from ._tiers._tier import (
     Action,
     NoState,
     OffloadFile,
@@ -73,7 +79,6 @@ from ._tier import (
     TierServices,
     TierState,
 )
-from ._tokens import TokenCache, TokenCounter, UsageAnchor, encoding_name_for
 from ._view import Item, Unit, View
 
 __all__ = [

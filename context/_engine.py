@@ -23,29 +23,30 @@ import msgspec
 
 from graph import ConversationGraph, GraphReader, Node
 
-from ._backlog_chain import chain_backlog
-from ._backlog_walk import compact_backlog
-from ._book import LayerBook
-from ._cascade import Cascade
-from ._commit import Redo, SessionWriter
-from ._decision import Decision
+from ._budget._policy import MAX_TOKENS, Policy
+from ._budget._tokens import TokenCache, TokenCounter, UsageAnchor
+from ._commit._persistence import EngineStorage
+from ._commit._writer import Redo, SessionWriter
 from ._errors import BudgetFloorWarning, CommitConflict, PolicyError
-from ._folder import StateFolder, state_folder
-from ._frame import Frame, variant_of
-from ._heuristic import default_summarizer
-from ._layers import project
-from ._layout import Layout
-from ._manual import LayerOperations
-from ._persistence import EngineStorage
-from ._policy import MAX_TOKENS, Policy
-from ._prefetch import Prefetcher
-from ._receipt import RenderReceipt
-from ._records import CompactionRecord
-from ._recover import Recovery
-from ._registry import resolve_tiers
-from ._rendered import Rendered
-from ._storage import ContextStorage
-from ._tier import (
+from ._ops._layer_ops import LayerOperations
+from ._ops._recovery import Recovery
+from ._render._backlog_chain import chain_backlog
+from ._render._backlog_walk import compact_backlog
+from ._render._cascade import Cascade
+from ._render._decision import Decision
+from ._render._frame import Frame, variant_of
+from ._render._layout import Layout
+from ._render._rendered import Rendered
+from ._store._folder import StateFolder, state_folder
+from ._store._receipt import RenderReceipt
+from ._store._records import CompactionRecord
+from ._store._storage import ContextStorage
+from ._summaries._heuristic import default_summarizer
+from ._summaries._prefetch import Prefetcher
+from ._tiers._book import LayerBook
+from ._tiers._layers import project
+from ._tiers._registry import resolve_tiers
+from ._tiers._tier import (
     RenderInputs,
     Tier,
     TierContext,
@@ -53,7 +54,6 @@ from ._tier import (
     TierServices,
     TierState,
 )
-from ._tokens import TokenCache, TokenCounter, UsageAnchor
 from ._view import Item, RawUnit, Unit, View
 
 EXACT_COUNT_CHARS = 200_000

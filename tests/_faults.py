@@ -53,14 +53,14 @@ from typing import Any, TypeVar
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-import context._files
-import context._removal
-import context._sessions
+import context._store._files
+import context._store._removal
+import context._store._sessions
 
 FILE_MODULES: tuple[types.ModuleType, ...] = (
-    context._files,
-    context._removal,
-    context._sessions,
+    context._store._files,
+    context._store._removal,
+    context._store._sessions,
 )
 """Every module of ours that calls ``os`` on the state folder."""
 

@@ -17,7 +17,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
 from context import SentPrompt
-from context._storage import MESSAGES
+from context._store._storage import MESSAGES
 from graph import AUDIT, ConversationGraph, Redactor, dispose_engines
 from openprogram import Session
 

@@ -18,7 +18,7 @@ from context import (
     read_jsonl,
     records_path,
 )
-from context._storage import CONFIG, MESSAGES, RECEIPTS, RECORDS, STATE, TOOLS
+from context._store._storage import CONFIG, MESSAGES, RECEIPTS, RECORDS, STATE, TOOLS
 from graph import (
     ConversationGraph,
     Redactor,

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from context import Item, SummaryRequest, TokenCounter, Unit
-from context._layout import group_steps
+from context._render._layout import group_steps
 from graph import ConversationGraph, Node, visible
 
 TASK = (

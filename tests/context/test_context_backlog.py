@@ -23,10 +23,10 @@ from context import (
     SummaryRequest,
     SummaryResult,
     TokenCounter,
-    _collapse,
 )
-from context._backlog import MAX_REQUESTS, _chunks
-from context._summarizing import sampled
+from context._render._backlog import MAX_REQUESTS, _chunks
+from context._tiers import _collapse
+from context._tiers._summarizing import sampled
 from graph import ConversationGraph, seeded_ids
 
 BUDGET = 16_000

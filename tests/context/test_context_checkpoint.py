@@ -11,8 +11,13 @@ import pytest
 from _context_helpers import policy
 from _layer_helpers import clock, encode, session
 
-from context import ContextEngine, Policy, Rendered, _checkpoint
-from context._layout import Layout
+from context import (
+    ContextEngine,
+    Policy,
+    Rendered,
+)
+from context._render import _checkpoint
+from context._render._layout import Layout
 from graph import ConversationGraph
 
 BUDGET = 3_000

@@ -10,7 +10,7 @@ from pathlib import Path
 from _context_helpers import call
 
 from context import ContextEngine, Policy, TokenCounter
-from context._tokens import utf8_length
+from context._budget._tokens import utf8_length
 from graph import ConversationGraph
 
 LINE = "src/app/main.py:12 ERROR parse_header failed — é\n"
@@ -71,7 +71,7 @@ def test_long_texts_are_counted_by_their_utf8_length() -> None:
 
 
 def test_a_huge_output_reaches_a_summarizer_clipped(tmp_path: Path) -> None:
-    from context._summarizing import SUMMARY_TEXT_CHARS, _clipped
+    from context._tiers._summarizing import SUMMARY_TEXT_CHARS, _clipped
     from context._view import Item
 
     text = "a" * (SUMMARY_TEXT_CHARS * 3)

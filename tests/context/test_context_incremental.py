@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from context import ContextEngine, Policy, Rendered
-from context._layout import Layout
+from context._render._layout import Layout
 from graph import ConversationGraph
 
 

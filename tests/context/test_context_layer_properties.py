@@ -28,10 +28,9 @@ from context import (
     ContextError,
     ContextOverflowError,
     Policy,
-    _collapse,
-    _compact,
     tool_pair_problems,
 )
+from context._tiers import _collapse, _compact
 from graph import ConversationGraph, GraphError, MemoryStore
 
 SETTINGS = settings(

@@ -99,7 +99,7 @@ def test_the_new_rounds_of_an_incremental_compaction_must_pay_not_the_merged_sum
 ) -> None:
     from types import SimpleNamespace
 
-    from context._collapse import pays
+    from context._tiers._collapse import pays
 
     ctx: Any = SimpleNamespace(policy=policy(tmp_path))
     assert pays(ctx, 1_000, 700) and not pays(ctx, 1_000, 701)

@@ -15,13 +15,13 @@ from context import (
     ContextEngine,
     OffloadError,
     TokenCounter,
-    _persistence,
     offload_path,
     read_jsonl,
     records_path,
     render_context,
     tool_pair_problems,
 )
+from context._commit import _persistence
 from graph import ConversationGraph
 
 BIG = "".join(f"row {i:05d} " + "v" * 50 + "\n" for i in range(250))  # 15,000 chars
@@ -149,7 +149,7 @@ def test_offload_failure_keeps_the_output_inline(
 
 
 def test_offload_failure_on_the_rename(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from context import _files
+    from context._store import _files
 
     def disk_full(*args: Any, **kwargs: Any) -> None:
         raise OSError(28, "No space left on device")
@@ -171,7 +171,7 @@ def test_offload_failure_on_the_rename(tmp_path: Path, monkeypatch: pytest.Monke
 def test_a_failing_tier_is_recorded_and_the_render_continues(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: Exception
 ) -> None:
-    from context import _registry
+    from context._tiers import _registry
 
     def broken(view: Any, ctx: Any) -> Any:
         raise error

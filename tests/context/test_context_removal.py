@@ -11,7 +11,7 @@ import pytest
 from _faults import snapshot
 
 from context import Removal, collect_garbage, delete_session
-from context._removal import MAX_DEPTH, remove_under
+from context._store._removal import MAX_DEPTH, remove_under
 from graph import ConversationGraph, MemoryStore, Store
 
 SECRET = b"ssh-ed25519 AAAA... do not delete\n"

@@ -10,7 +10,7 @@ import pytest
 from _context_helpers import policy, start
 
 from context import ContextEngine, read_target, tool_pair_problems, write_target
-from context._rereads import covers, superseded_reads
+from context._tiers._rereads import covers, superseded_reads
 from graph import ConversationGraph
 
 CASCADE = ("rereads", "emergency")

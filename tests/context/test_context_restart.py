@@ -15,11 +15,10 @@ from context import (
     ContextStorage,
     Policy,
     Rendered,
-    _collapse,
-    _compact,
     read_jsonl,
     records_path,
 )
+from context._tiers import _collapse, _compact
 from graph import ConversationGraph, MemoryStore, seeded_ids
 
 BUDGET = 3_000

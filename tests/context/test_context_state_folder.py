@@ -16,7 +16,7 @@ from context import (
     release_state_folder,
     state_folder,
 )
-from context._folder import MARKER
+from context._store._folder import MARKER
 from graph import ConversationGraph, MemoryStore, SQLStore
 
 BIG = "".join(f"row {i:05d} " + "v" * 50 + "\n" for i in range(250))  # 15,000 chars

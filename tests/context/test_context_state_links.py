@@ -25,7 +25,7 @@ from context import (
     scrub_session,
     state_folder,
 )
-from context._folder import MARKER
+from context._store._folder import MARKER
 from graph import ConversationGraph, MemoryStore, SQLStore, Store
 
 SECRET = "OPENAI_API_KEY=sk-live-Q9x7-do-not-touch"

@@ -14,11 +14,11 @@ from _context_helpers import policy, start, tool_round
 from context import (
     ContextEngine,
     Policy,
-    _records,
     read_jsonl,
     records_path,
     tool_pair_problems,
 )
+from context._store import _records
 from graph import ConversationGraph
 
 BIG = "".join(f"row {i:05d} " + "v" * 50 + "\n" for i in range(250))  # 15,000 chars

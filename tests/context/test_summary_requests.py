@@ -27,8 +27,8 @@ from context import (
     Unit,
     tool_pair_problems,
 )
-from context._summarizing import MIN_ITEM_CHARS, bounded
-from context._tier import RenderInputs, TierContext, TierServices
+from context._tiers._summarizing import MIN_ITEM_CHARS, bounded
+from context._tiers._tier import RenderInputs, TierContext, TierServices
 from graph import ConversationGraph
 
 MIDDLE = "middle_only_identifier.rs"

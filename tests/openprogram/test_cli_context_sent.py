@@ -17,8 +17,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from context import ContextStorage, SentPrompt
-from context._receipt import encode_receipt
-from context._storage import RECEIPTS
+from context._store._receipt import encode_receipt
+from context._store._storage import RECEIPTS
 from graph import SQLStore
 from openprogram import Session
 from openprogram._cli import main

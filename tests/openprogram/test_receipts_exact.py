@@ -10,7 +10,7 @@ from pathlib import Path
 from _runtime_helpers import append_read_rounds
 
 from context import ContextStorage, canonical_message, render_receipt, sent_prompt
-from context._storage import MESSAGES
+from context._store._storage import MESSAGES
 from graph import SQLStore
 from openprogram import Session
 from openprogram.testing import TestModel

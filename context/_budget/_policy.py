@@ -1,0 +1,513 @@
+"""``Policy``: every threshold of the compaction cascade, in one validated model.
+
+Two presets: :meth:`Policy.claude_code` (the tier cascade with Claude Code's thresholds;
+``Policy()`` is this preset for a 128k model) and :meth:`Policy.progressive` (harness9's
+ratio tiers). Give ``model=`` and the window and output limit are read from litellm's
+bundled model map. Every field can also be set through an ``OPENPROGRAM_<FIELD>``
+environment variable; values given in code win over the environment.
+
+The environment and the model map are read when a policy is made. A session stores its
+policy (:meth:`Policy.stored`, with :data:`POLICY_SCHEMA`) and a reopened session restores
+it as stored (:meth:`Policy.restore`): neither the environment nor a newer model map
+changes it then, only an explicit ``Session.configure`` / ``openprogram configure``.
+Where offloaded outputs go is not a setting of the policy: it is the database's state
+folder (``context._store._folder``).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+
+from .._errors import PolicyError, UnknownModel
+from ._models import is_anthropic, model_info
+from ._presets import CLAUDE_CODE_CASCADE, DEFAULT_COMPACTABLE, PROGRESSIVE_CASCADE
+from ._readback import is_history_tool
+
+MAX_TOKENS = 10**15
+"""The largest window or budget accepted: far past any model, and small enough that token
+arithmetic in floats stays exact (a budget of 10**400 overflowed a float at render)."""
+
+Count = Annotated[int, Field(strict=True, le=MAX_TOKENS)]
+"""A count or size: an int (not a bool, text or float) of at most ``MAX_TOKENS``."""
+
+ENV_PREFIX = "OPENPROGRAM_"
+
+MIN_SUMMARY_REQUEST = 1_000
+"""Tokens a summary request may always use, however small the budget: less says nothing."""
+
+POLICY_SCHEMA = 1
+"""The version of a stored policy's shape (:meth:`Policy.stored`)."""
+_RESTORING: contextvars.ContextVar[bool] = contextvars.ContextVar("restoring", default=False)
+_NOT_FROM_ENV = frozenset({"compactable_tools", "triggers", "cascade", "always", "redact_patterns"})
+
+
+class Policy(BaseModel):
+    """Thresholds of every tier; all configurable, all validated.
+
+    Counts and sizes are strict ints up to ``MAX_TOKENS``: ``True``, ``"1000"`` or ``2.0``
+    is a :class:`PolicyError`, never silently read as 1, 1000 or 2.
+
+    >>> Policy().budget
+    98816
+    >>> Policy(context_window=32_000, max_output_tokens=4_000).budget
+    24800
+    >>> Policy(model="gpt-3.5-turbo").context_window
+    16385
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    name: str = "claude-code"
+    """The preset this policy was made from (claude-code, progressive), for records and display."""
+    model: str | None = None
+    """The litellm model name: its window, output limit and tokenizer (None: the 128k default)."""
+    context_window: Count = Field(default=128_000, gt=0)
+    """The model's context window in tokens (from litellm's model map when ``model`` is given)."""
+    max_output_tokens: Count = Field(default=16_384, ge=0)
+    """Tokens kept free for the answer: the budget is the window less this and ``buffer_tokens``."""
+    buffer_tokens: Count = Field(default=13_000, ge=0)
+    """Room kept free besides the answer (Claude Code's 13k), at most a tenth of the window."""
+    cascade: tuple[str, ...] = CLAUDE_CODE_CASCADE
+    """The tiers a render runs, in order, until the prompt fits."""
+    always: tuple[str, ...] = ("offload",)
+    """Tiers whose ``compact`` runs every turn, fitting or not (their output is byte-stable).
+    Budget reduction is not among them by default: reducing only once the prompt does not
+    fit (and from then on, sticky) keeps recent outputs whole — the bench measured recall
+    0.974 against 0.958 on the shared traces at 32k, for the same prefix reuse."""
+    triggers: dict[str, float] = Field(default_factory=dict)
+    """Share of the budget above which a tier acts (default 1.0: only when over budget)."""
+
+    budget_reduction_chars: Count = Field(default=4_000, gt=0)
+    """Budget reduction cuts a tool output longer than this many characters…"""
+    reduction_head_chars: Count = Field(default=2_400, ge=0)
+    """…keeping its first this many characters…"""
+    reduction_tail_chars: Count = Field(default=1_600, ge=0)
+    """…and its last this many, with a marker between."""
+
+    offload_chars: Count = Field(default=20_000, gt=0)
+    """Outputs longer than this go to a file every turn (the prompt keeps head and tail);
+    20k rather than the seed's 10k: below it, reducing when needed loses less (bench)."""
+    offload_share: float | None = Field(default=0.25, gt=0, le=1)
+    """...and only when they are also over this share of the budget (in tokens): in a large
+    window a long file read stays whole — at 160k, recall on the Claude Code traces rose
+    from 0.955–0.974 to 0.982–0.985 (bench, at 0.15). A quarter, the largest output the
+    peer (pydantic-ai-harness) keeps whole: once older outputs are cleared first, the newest
+    output is what the agent quotes next (at 32k, 0.15 → 0.25: recall 0.9768 → 0.9792)."""
+    offload_preview_head_chars: Count = Field(default=2_400, ge=0)
+    """An offloaded output's preview in the prompt: its first this many characters…"""
+    offload_preview_tail_chars: Count = Field(default=1_600, ge=0)
+    """…and its last this many."""
+
+    microcompact_keep: Count = Field(default=5, ge=0)
+    """Microcompact keeps this many newest compactable outputs whole."""
+    microcompact_first: Count = Field(default=1, ge=1)
+    """The tool-call count at which microcompact first clears (see ``microcompact_every``)."""
+    microcompact_every: Count = Field(default=1, ge=1)
+    """Microcompact clears at these tool-call counts (first, then every), when the prompt
+    is over budget. 1 and 1 (Claude Code: 50 and 25): whenever it is over budget and a tool
+    call came since the last clearing, as the peer's ``ClearToolResults`` does. Each clearing
+    takes all but the newest outputs at once, so the next one waits until the prompt has
+    filled again: the prefix before it stays byte-stable."""
+    microcompact_idle_minutes: float = Field(default=60.0, gt=0)
+    """Minutes without a turn after which microcompact clears old outputs (the cache is cold)."""
+    compactable_tools: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_COMPACTABLE))
+    """Tools whose old outputs microcompact may clear: name → kind (read, shell, grep, …)."""
+    cache_edits: Literal["auto", "on", "off"] = "auto"
+    """Anthropic's ``clear_tool_uses`` edits instead of rewriting messages (auto: Claude)."""
+
+    collapse_min_rounds: Count = Field(default=5, ge=1)
+    """Fewest rounds a collapse segment covers…"""
+    collapse_max_rounds: Count = Field(default=10, ge=1)
+    """…and the most."""
+    collapse_summary_tokens: Count = Field(default=300, gt=0)
+    """Tokens a collapse segment's summary is asked to fit in."""
+    low_water: float = Field(default=0.75, gt=0, le=1)
+    """Once a render is over budget, the cascade goes on until the prompt is under this
+    share of the budget (hysteresis: the next turns append under a stable prefix)..."""
+    working_tokens: Count | None = Field(default=24_000, gt=0)
+    """...or under this many tokens, if fewer: a large window is not refilled to the brim
+    after a compaction (each turn re-reads the whole prompt; the bench's cost figure)."""
+    compact_tokens: Count | None = Field(default=80_000, gt=0)
+    """Auto-compact also starts once the prompt passes this many tokens, under budget. Every
+    call re-reads the whole prompt, so in a large window a prompt held between
+    ``working_tokens`` and this costs less than one kept near the window, for what the
+    model uses: at 160k on the Claude Code traces, cost 0.62–1.00× their own compactions'
+    at recall ≥ 0.98 (bench). None: only the budget triggers it."""
+    payoff_share: float = Field(default=0.3, ge=0, lt=1)
+    """A collapse or compaction is made only if it saves at least this share of the tokens it
+    summarizes for the first time (for an incremental compaction: the new rounds, not the
+    previous summary it merges); a manual ``compact`` is exempt."""
+    payoff_retry_tokens: Count = Field(default=2_000, ge=0)
+    """A part whose summary did not pay is not summarized again by the budget until it has
+    grown by this many tokens (each try is a summarizer call)."""
+    collapse_keep_recent: Count = Field(default=6, ge=1)
+    """The newest units are never collapsed (the model is working on them)."""
+    identifier_tokens: Count = Field(default=400, ge=0)
+    """Cap of a summary's identifier list per segment (never over half the summary); 0 turns
+    the lists off. 400 rather than the issue's 80: recall at 32k rose 0.975 → 0.977
+    (claude-code) and 0.949 → 0.958 (progressive), at 160k on 8e 0.968 → 0.984 (bench)."""
+    stub_identifier_share: float | None = Field(default=0.05, gt=0, lt=1)
+    """A cleared output's placeholder and an offloaded output's preview list the identifiers
+    the text they hide mentions, in this share of its tokens (at most ``identifier_tokens``;
+    0 there turns these off too): the model sees what each hidden output holds, to read back
+    the one it needs. At 32k on the 13 traces, recall 0.9851 to 0.9902 at 1.007x the cost
+    (bench). None: bare placeholders."""
+    proactive_share: float | None = Field(default=0.7, gt=0, le=1)
+    """With an LLM summarizer, compute collapse summaries ahead of need from this share of
+    the budget, off the hot path (None: only when needed)."""
+
+    snip_low_water: float = Field(default=0.6, gt=0, lt=1)
+    """Snip drops rounds until the prompt is under this share of the budget (hysteresis)."""
+
+    compact_keep_rounds: Count = Field(default=2, ge=0)
+    """Auto-compact keeps at least the newest rounds as they are..."""
+    compact_keep_share: float = Field(default=0.5, ge=0, le=1)
+    """...and more of the newest, up to this share of the low-water mark."""
+    compact_keep_messages: Count | None = Field(default=None, ge=0)
+    """Keep (at least) this many newest messages instead (progressive: 6)."""
+    compact_user_tokens: Count = Field(default=4_000, ge=0)
+    """Recent user messages kept verbatim in a compaction, newest first, within this."""
+    compact_summary_tokens: Count = Field(default=3_000, gt=0)
+    """What a compaction's summary may use..."""
+    compact_summary_share: float | None = Field(default=0.1, gt=0, lt=1)
+    """...or this share of the prompt tokens it replaces for the first time, if more (at
+    most a third of the low-water mark): a compaction at 80k in a large window replaces
+    five times what one at a 32k budget does, and 3,000 tokens kept too few of its
+    identifiers (160k, bench: 8e recall 0.9836 to 0.9862, cd 0.9858 to 0.9910). None: the
+    fixed size only."""
+    backlog_budgets: float | None = Field(default=4.0, gt=0)
+    """A first render (no tier state, no layers) of a history estimated at more than this many
+    budgets makes one compaction of everything before the newest rounds, in a few bounded
+    summary requests, instead of deciding every tier over the whole history (``_backlog``).
+    None: the cascade works through it."""
+    backlog_request_tokens: Count = Field(default=4_000, gt=0)
+    """What each of a backlog's summary requests reads at most (estimated tokens): a sample
+    of its part of the history, newest first, long texts clipped to their ends."""
+    redact_summaries: bool = True
+    """What goes to a summarizer has secrets (keys, tokens, private keys) redacted first."""
+    redact_patterns: dict[str, str] = Field(default_factory=dict)
+    """Extra ``{kind: regex}`` patterns for the redactor (the defaults stay on)."""
+    redact_outputs: bool = False
+    """Offloaded files and the history tools' answers are redacted too (always, when the
+    graph redacts what it stores)."""
+    summary_shares_prefix: bool = True
+    """A summary request carries the agent's system prompt (and tool schemas), which an LLM
+    summarizer on the agent's own model sends first, to reuse its cached prefix."""
+
+    provider_compaction: Literal["off", "anthropic"] = "off"
+    """Hand compaction to the provider (Anthropic's ``compact_20260112`` edit); the block
+    it returns is kept as a layer (see ``_provider``)."""
+    provider_compact_tokens: Count | None = Field(default=None, gt=0)
+    """Input tokens at which the provider compacts (default: the low-water mark)."""
+
+    emergency_stub_chars: Count = Field(default=160, gt=0)
+    """Characters of a round the emergency tier keeps as its stub."""
+    recover_budget_factor: float = Field(default=0.8, gt=0, lt=1)
+    """Each ``recover`` after an overflow error renders under this share of the last budget."""
+    recover_max_failures: Count = Field(default=3, ge=1)
+    """Overflow recoveries failed in a row after which the circuit breaker stops retrying."""
+    callers: Count | None = Field(default=None, ge=0)
+    """Caller-chain units a frame render keeps before the function's entry (None: all)."""
+
+    merge_same_role: Literal["auto", "on", "off"] = "auto"
+    """Merge consecutive same-role messages (auto: for Anthropic models)."""
+
+    summary_item_chars: Count = Field(default=2_000, ge=500)
+    """A summary request sends each text (a message, a call's long argument) over this many
+    characters as its head and tail (C9: requests are bounded; identifiers are still ranked
+    from the whole texts, locally)..."""
+    summary_request_tokens: Count | None = Field(default=6_000, gt=0)
+    """...and halves that bound (down to 500 characters), then samples the covered rounds,
+    while the covered conversation is over this many tokens (None: only the per-text
+    bound)..."""
+    summary_request_share: float | None = Field(default=0.2, gt=0, le=1)
+    """...or over this share of the render's budget, when that is less: a summary request
+    is an extra call for each compaction, so under a small budget it stays small beside
+    the prompt it relieves, though never under ``MIN_SUMMARY_REQUEST`` tokens (None: only
+    ``summary_request_tokens``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        values = dict(data)
+        if _RESTORING.get():
+            return values
+        for name, info in cls.model_fields.items():
+            variable = ENV_PREFIX + name.upper()
+            if name in values or name in _NOT_FROM_ENV or variable not in os.environ:
+                continue
+            values[name] = _from_env(variable, os.environ[variable], info.annotation)
+        model = values.get("model")
+        if model and ("context_window" not in values or "max_output_tokens" not in values):
+            try:
+                found = model_info(str(model))
+            except UnknownModel as error:
+                raise PolicyError(f"model: {error}") from error
+            window = found.max_input_tokens or 128_000
+            values.setdefault("context_window", window)
+            values.setdefault(
+                "max_output_tokens", min(found.max_output_tokens or 16_384, 32_000, window // 4)
+            )
+        return values
+
+    @model_validator(mode="after")
+    def _check(self) -> Policy:
+        from .._tiers._registry import TIERS
+
+        unknown = [t for t in (*self.cascade, *self.always, *self.triggers) if t not in TIERS]
+        if unknown:
+            raise PolicyError(f"cascade: unknown tier(s) {unknown}; known: {sorted(TIERS)}")
+        if self.reduction_head_chars + self.reduction_tail_chars > self.budget_reduction_chars:
+            raise PolicyError(
+                "reduction_head_chars + reduction_tail_chars must not exceed "
+                "budget_reduction_chars, or reduction would not shorten anything"
+            )
+        if self.max_output_tokens >= self.context_window:
+            raise PolicyError("max_output_tokens must be smaller than context_window")
+        if self.collapse_min_rounds > self.collapse_max_rounds:
+            raise PolicyError("collapse_min_rounds must not exceed collapse_max_rounds")
+        bad = {k: v for k, v in self.triggers.items() if not 0 <= v <= 1}
+        if bad:
+            raise PolicyError(f"triggers must be shares of the budget in [0, 1], got {bad}")
+        return self
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as error:
+            first = error.errors()[0]
+            message = str(first["msg"]).removeprefix("Value error, ")
+            where = ".".join(str(p) for p in first["loc"])
+            if not where:
+                raise PolicyError(message) from None
+            raise PolicyError(f"{where}: {message} (got {_shown(first.get('input'))})") from None
+
+    # -- presets ------------------------------------------------------------------------
+    @classmethod
+    def claude_code(cls, model: str | None = None, **overrides: Any) -> Policy:
+        """The tier cascade with Claude Code's thresholds: offload every turn, then rereads,
+        microcompact (old outputs cleared as a batch), auto-compact, collapse (what a
+        compaction declined), budget reduction, snip and emergency, each only while the
+        prompt is over the budget (window − output reserve − buffer)."""
+        return cls(**_with_model({"name": "claude-code", **overrides}, model))
+
+    @classmethod
+    def progressive(cls, model: str | None = None, **overrides: Any) -> Policy:
+        """harness9's ratio tiers: nothing under 60% of the budget; offload from 60%; from
+        70% summarize the oldest half; from 80% summarize all but the last 6 messages, with
+        anchors; from 95% emergency truncation without an LLM."""
+        values: dict[str, Any] = {
+            "name": "progressive",
+            "cascade": PROGRESSIVE_CASCADE,
+            "always": (),
+            "triggers": {"offload": 0.6, "summarize_half": 0.7, "compact": 0.8, "emergency": 0.95},
+            "offload_chars": 4_000,
+            "budget_reduction_chars": 4_000,
+            "compact_keep_messages": 6,
+            "compact_keep_rounds": 0,
+            "compact_keep_share": 0.0,
+            "buffer_tokens": 0,
+            "offload_share": None,
+            "compact_tokens": None,
+        }
+        values.update(overrides)
+        return cls(**_with_model(values, model))
+
+    @classmethod
+    def named(cls, name: str, model: str | None = None, **overrides: Any) -> Policy:
+        """A preset by name: ``claude-code`` or ``progressive``."""
+        presets = {"claude-code": cls.claude_code, "progressive": cls.progressive}
+        if name not in presets:
+            raise PolicyError(f"unknown policy {name!r}; presets: {', '.join(presets)}")
+        return presets[name](model, **overrides)
+
+    # -- stored with a session ----------------------------------------------------------
+    def stored(self) -> dict[str, Any]:
+        """Every setting as JSON values, with the schema version, for a session to keep."""
+        return {"schema": POLICY_SCHEMA, "values": self.model_dump(mode="json")}
+
+    @classmethod
+    def restore(cls, stored: dict[str, Any]) -> Policy:
+        """A stored policy as it was stored: no ``OPENPROGRAM_*`` variable and no model
+        map lookup applies. A setting added since takes its default; one since removed
+        is dropped.
+
+        >>> policy = Policy(context_window=32_000, low_water=0.6)
+        >>> Policy.restore(policy.stored()) == policy
+        True
+        """
+        schema = stored.get("schema")
+        values = stored.get("values")
+        if not isinstance(schema, int) or schema > POLICY_SCHEMA or not isinstance(values, dict):
+            raise PolicyError(
+                f"a stored policy of schema {schema!r} cannot be read by this version "
+                f"(it reads up to {POLICY_SCHEMA})"
+            )
+        known = {k: v for k, v in values.items() if k in cls.model_fields}
+        token = _RESTORING.set(True)
+        try:
+            return cls(**known)
+        finally:
+            _RESTORING.reset(token)
+
+    # -- derived ------------------------------------------------------------------------
+    @property
+    def budget(self) -> int:
+        """Prompt tokens allowed: the window less the answer's room and the buffer."""
+        buffer = min(self.buffer_tokens, self.context_window // 10)
+        return max(1, self.context_window - self.max_output_tokens - buffer)
+
+    def target(self, budget: int) -> int:
+        """The low-water mark a cascade shrinks to once triggered (see ``low_water``)."""
+        share = int(budget * self.low_water)
+        return share if self.working_tokens is None else min(share, self.working_tokens)
+
+    @property
+    def offload_preview(self) -> tuple[int, int]:
+        """(head, tail) characters an offloaded output shows: the configured ones, scaled
+        down to half of ``offload_chars`` when they would not be shorter than it."""
+        head, tail = self.offload_preview_head_chars, self.offload_preview_tail_chars
+        room = self.offload_chars // 2
+        if head + tail > room:
+            scale = room / (head + tail)
+            head, tail = int(head * scale), int(tail * scale)
+        return head, tail
+
+    def summary_request_bound(self, budget: int) -> int | None:
+        """Tokens a summary request's conversation may use under ``budget``.
+
+        >>> policy = Policy()
+        >>> policy.summary_request_bound(32_000), policy.summary_request_bound(8_000)
+        (6000, 1600)
+        """
+        bounds = [self.summary_request_tokens]
+        if self.summary_request_share is not None:
+            bounds.append(max(MIN_SUMMARY_REQUEST, int(budget * self.summary_request_share)))
+        return min((b for b in bounds if b is not None), default=None)
+
+    def compact_summary_bound(self, replaced: int, target: int) -> int:
+        """Tokens a compaction's summary may use when it replaces ``replaced`` prompt tokens
+        for the first time, under the low-water mark ``target``.
+
+        >>> bound = Policy().compact_summary_bound
+        >>> bound(15_000, 24_000), bound(60_000, 24_000), bound(200_000, 24_000)
+        (3000, 6000, 8000)
+        """
+        wanted = self.compact_summary_tokens
+        if self.compact_summary_share is not None:
+            wanted = max(wanted, int(replaced * self.compact_summary_share))
+        return min(wanted, max(100, target // 3))
+
+    def stub_identifier_tokens(self, hidden: int) -> int:
+        """Tokens a placeholder's identifier list may use for the ``hidden`` tokens it hides.
+
+        >>> Policy().stub_identifier_tokens(2_000), Policy().stub_identifier_tokens(50_000)
+        (100, 400)
+        """
+        if self.stub_identifier_share is None:
+            return 0
+        return min(self.identifier_tokens, int(hidden * self.stub_identifier_share))
+
+    def trigger(self, tier: str) -> float:
+        """Share of the budget above which ``tier`` acts (0 for tiers that run always)."""
+        if tier in self.always:
+            return 0.0
+        return self.triggers.get(tier, 1.0)
+
+    def threshold(self, tier: str, budget: int) -> float:
+        """Prompt tokens above which ``tier`` acts under ``budget``.
+
+        >>> policy = Policy()
+        >>> policy.threshold("compact", 32_000), policy.threshold("compact", 160_000)
+        (32000.0, 80000)
+        """
+        share = self.trigger(tier) * budget
+        if tier == "compact" and self.compact_tokens is not None:
+            return min(share, self.compact_tokens)
+        return share
+
+    def offloads(self, chars: int, tokens: int, budget: int) -> bool:
+        """Whether an output of ``chars`` characters (``tokens`` tokens) goes to a file."""
+        if chars <= self.offload_chars:
+            return False
+        return self.offload_share is None or tokens > self.offload_share * budget
+
+    @property
+    def fingerprint(self) -> str:
+        """A hash of every setting: persisted tier state is reused only under the same one."""
+        data = self.model_dump(mode="json")
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+    @property
+    def anthropic(self) -> bool:
+        return self.model is not None and is_anthropic(self.model)
+
+    @property
+    def use_cache_edits(self) -> bool:
+        return self.cache_edits == "on" or (self.cache_edits == "auto" and self.anthropic)
+
+    @property
+    def merge_roles(self) -> bool:
+        return self.merge_same_role == "on" or (self.merge_same_role == "auto" and self.anthropic)
+
+    def tool_category(self, name: str) -> str | None:
+        """The compactable category of a tool name (case-insensitive), or None; never one
+        for a history tool (its result is a page of what is stored: clearing it points
+        back at itself)."""
+        if is_history_tool(name):
+            return None
+        return self.compactable_tools.get(name.lower())
+
+
+def _shown(value: Any) -> str:
+    """A short repr for an error message (an int too long for decimal text has none)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"an int of {value.bit_length()} bits" if isinstance(value, int) else "?"
+    return text if len(text) <= 60 else f"{text[:40]}…({len(text):,} characters)"
+
+
+def _with_model(values: dict[str, Any], model: str | None) -> dict[str, Any]:
+    """A preset's values with ``model`` only when given (else ``OPENPROGRAM_MODEL`` may)."""
+    return values if model is None else {**values, "model": model}
+
+
+def _from_env(variable: str, text: str, annotation: Any) -> Any:
+    """An environment value as the field's type wants it (JSON for numbers and None)."""
+    if annotation in (str, Path) or "Literal" in str(annotation):
+        return text
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        if "str" in str(annotation):
+            return text
+        raise PolicyError(f"{variable}={text!r} is not a valid value") from None
+
+
+def _fields_doc(model: type[BaseModel]) -> str:
+    """Every field with its default and description, for ``help(Policy)``."""
+    lines = ["", "Fields:", ""]
+    for name, info in model.model_fields.items():
+        default = "computed" if info.default_factory is not None else repr(info.default)
+        text = " ".join((info.description or "").split())
+        lines.append(f"    {name} (default {default}): {text}")
+    return "\n".join(lines) + "\n"
+
+
+Policy.__doc__ = (Policy.__doc__ or "") + _fields_doc(Policy)

@@ -1,0 +1,1 @@
+"""Operations on layers (collapse, compact, rollback, expand) and recovery after an overflow."""

@@ -1,0 +1,3 @@
+"""One render: the renderer and its cascade, layout and checkpoint, backlog, integrity, frames
+and the decision it makes.
+"""

@@ -1,0 +1,105 @@
+"""``LayerBook``: the layers a render may use, the stored ones and those not stored yet."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+from graph import GraphReader, Layer, LayerInfo, new_id
+
+from .._errors import UnknownLayer
+
+LAYER_KINDS = ("collapse", "compact", "provider")
+
+
+class LayerBook:
+    """The layers a render may use: the graph's own, plus the layers renders decided on
+    that are not stored (yet): pending until the engine commits them, or kept in memory
+    for good on a read-only graph."""
+
+    def __init__(
+        self,
+        graph: GraphReader,
+        refresh: Callable[[], None] | None = None,
+        session_of: Callable[[str], str | None] | None = None,
+    ) -> None:
+        self.graph = graph
+        self.refresh = refresh
+        """Reads what other writers stored (a layer made elsewhere is found after it)."""
+        self.session_of = session_of
+        self.overlay: dict[str, LayerInfo] = {}
+
+    def active(self) -> list[LayerInfo]:
+        found = [i for i in self.graph.layers() if i.active and i.id not in self.overlay]
+        return [*found, *(i for i in self.overlay.values() if i.active)]
+
+    def get(self, layer_id: str) -> LayerInfo:
+        info = self.overlay.get(layer_id)
+        if info is not None:
+            return info
+        for attempt in range(2):
+            try:
+                return self.graph.layer(layer_id)
+            except KeyError:
+                if attempt or self.refresh is None:
+                    break
+                self.refresh()
+        other = self.session_of(layer_id) if self.session_of is not None else None
+        if other is not None and other != self.graph.session:
+            raise UnknownLayer(
+                f"layer {layer_id!r} is not in session {self.graph.session!r}: "
+                f"it belongs to session {other!r}"
+            )
+        raise UnknownLayer(
+            f"no layer {layer_id!r} in session {self.graph.session!r}; engine.layers() lists them"
+        )
+
+    def add(
+        self,
+        kind: str,
+        covers: list[str],
+        replacement: list[dict[str, Any]],
+        meta: dict[str, Any],
+        *,
+        layer_id: str | None = None,
+    ) -> LayerInfo:
+        """A new layer, in memory until the engine commits the render that made it."""
+        inside = set(covers)
+        built = tuple(
+            i.id
+            for i in self.active()  # the ends first: most layers are nowhere near
+            if not i.covers or (i.covers[0] in inside and i.covers[-1] in inside)
+            if inside.issuperset(i.covers)
+        )
+        layer = Layer(kind, tuple(covers), replacement, built, meta)
+        # as the store gives it back (keys sorted), so the prompt is what a reader will see
+        stored = msgspec.json.encode(layer, order="deterministic")
+        layer = msgspec.json.decode(stored, type=Layer)
+        info = LayerInfo(
+            layer_id or new_id(), self.graph.session, self.graph.last_seq, datetime.now(UTC), layer
+        )
+        self.overlay[info.id] = info
+        return info
+
+    def pending(self) -> list[LayerInfo]:
+        """The layers decided on and not stored, oldest first."""
+        return list(self.overlay.values())
+
+    def settle(self, layer_ids: Iterable[str]) -> None:
+        """Forget these in-memory layers: stored now, or dropped with their render."""
+        for layer_id in layer_ids:
+            self.overlay.pop(layer_id, None)
+
+    def rollback(self, layer_id: str) -> list[LayerInfo]:
+        """Roll back an in-memory layer (and those built on it)."""
+        doomed = [layer_id]
+        for info in self.overlay.values():
+            if info.active and any(b in doomed for b in info.builds_on):
+                doomed.append(info.id)
+        for doomed_id in doomed:
+            old = self.overlay[doomed_id]
+            self.overlay[doomed_id] = msgspec.structs.replace(old, rolled_back=old.seq)
+        return [self.overlay[d] for d in reversed(doomed)]

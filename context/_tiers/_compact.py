@@ -1,0 +1,310 @@
+"""Tier 4, auto-compact: one structured summary of everything but the newest rounds.
+
+The summary carries the five anchors, prose, the identifiers, the offloaded outputs it
+covers and node ids worth inspecting, under a plainly marked ``[Context Compaction]``
+message; the newest user messages of the covered part stay verbatim before it (within
+``compact_user_tokens``), as Codex keeps them. It is incremental: a compaction builds on
+the previous one (its layer is covered, its anchors merged as a union), and it is a layer,
+so unlike Claude Code's it can be rolled back. The system prompt and the first task are
+pinned and never summarized.
+
+``summarize_half`` is progressive's soft step: the same, over the oldest half only.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+
+from graph import LayerInfo, text_of
+
+from .._budget._policy import Policy
+from .._errors import ContextError
+from .._summaries._identifiers import find_identifiers, message_text
+from .._summaries._summary import SummaryResult
+from .._view import Unit, View
+from ._collapse import first_node, follows, grown, inspectable, pays
+from ._summarizing import (
+    make_layer,
+    new_layer_id,
+    record_layer,
+    request_for,
+    result_of,
+    reusable,
+    segment_key,
+    span,
+    summarize,
+)
+from ._tier import Tier, TierContext, TierState
+
+_INSPECT = 8
+
+
+class CompactState(TierState):
+    """Spans whose summary failed or was no shorter (not tried again by the budget), and
+    the tokens of new rounds, by first node, whose compaction did not pay (tried again once
+    they have grown by ``payoff_retry_tokens``)."""
+
+    failed: set[str] = msgspec.field(default_factory=set)
+    declined: dict[str, int] = msgspec.field(default_factory=dict)
+
+
+def kept_by_messages(sizes: Iterable[int], limit: int) -> int:
+    """How many units, newest first (``sizes``: their message counts), make up the newest
+    ``limit`` messages (the last one may go past it)."""
+    kept = messages = 0
+    for size in sizes:
+        if messages >= limit:
+            break
+        kept += 1
+        messages += size
+    return kept
+
+
+def _keep_count(units: list[Unit], ctx: TierContext, *, manual: bool = False) -> int:
+    """How many of the newest units stay as they are (by hand: just the newest rounds)."""
+    policy = ctx.policy
+    if policy.compact_keep_messages is not None:
+        newest = (len(unit.items) for unit in reversed(units))
+        return kept_by_messages(newest, policy.compact_keep_messages)
+    keep = min(len(units), max(1, policy.compact_keep_rounds))
+    if manual:
+        return keep
+    room = int(ctx.target * policy.compact_keep_share)
+    used = sum(unit.tokens for unit in units[len(units) - keep :])
+    for unit in reversed(units[: len(units) - keep]):
+        if unit.pinned or used + unit.tokens > room:
+            break
+        used += unit.tokens
+        keep += 1
+    return keep
+
+
+def span_to_compact(
+    view: View, ctx: TierContext, *, share: float = 1.0, manual: bool = False
+) -> list[Unit]:
+    """The adjacent units a compaction covers: after the pinned prefix, before the newest
+    kept units and anything running; ``share`` of them, oldest first. Rounds a person
+    rolled a layer back from are left as they are (by the budget; by hand, anything goes)."""
+    units = list(view.units)
+    if not units:
+        return []
+    keep = _keep_count(units, ctx, manual=manual)
+    body = units[: len(units) - keep]
+    declined: frozenset[str] = frozenset()
+    if not manual:
+        rolled_back = ctx.graph.layers(active=False)
+        declined = frozenset(n for i in rolled_back for n in i.covers)
+    run: list[Unit] = []
+    for unit in body:
+        if unit.pinned and not _is_compaction(unit, ctx):
+            if run:
+                break
+            continue
+        if unit.running or unit.kind in ("note", "stub") or not declined.isdisjoint(unit.node_ids):
+            if run:
+                break
+            continue
+        if run and not follows(run[-1], unit):
+            break  # snipped units between: a layer covers units adjacent in the walk
+        run.append(unit)
+    if share < 1.0:
+        run = run[: max(1, int(len(run) * share))] if len(run) > 1 else []
+    if len(run) == 1 and _is_compaction(run[0], ctx):
+        return []  # only the previous compaction: nothing new to merge
+    return run
+
+
+def _is_compaction(unit: Unit, ctx: TierContext) -> bool:
+    if unit.kind != "layer" or unit.layer is None or ctx.layers is None:
+        return False
+    return ctx.layers.get(unit.layer).kind == "compact"
+
+
+def _offloaded(covered: list[Unit]) -> list[str]:
+    lines = []
+    for unit in covered:
+        for item in unit.items:
+            if item.variant == "offloaded" and item.node_id:
+                first = text_of(item.message.get("content")).split("\n", 1)[0]
+                lines.append(f"- node {item.node_id}: {first.strip('[]')[:160]}")
+    return lines[:_INSPECT]
+
+
+def _recent_users(covered: list[Unit], ctx: TierContext) -> list[dict[str, Any]]:
+    """The newest user messages of the covered part, verbatim, within the policy's share."""
+    room = ctx.policy.compact_user_tokens
+    chosen: list[dict[str, Any]] = []
+    for unit in reversed(covered):
+        if unit.kind != "round":
+            continue
+        for item in reversed(unit.items):
+            if item.message.get("role") != "user":
+                continue
+            if item.tokens > room:
+                return list(reversed(chosen))
+            room -= item.tokens
+            chosen.append(item.message)
+    return list(reversed(chosen))
+
+
+def compaction_text(
+    layer_id: str,
+    rounds: int,
+    where: str,
+    result: SummaryResult,
+    policy: Policy,
+    *,
+    offloaded: list[str],
+    inspect: list[str],
+) -> str:
+    """The text of a compaction layer: what it covers and how to read it back, the summary,
+    the offloaded outputs it covers and the functions worth inspecting."""
+    parts = [
+        f"[Context Compaction] {rounds} earlier round(s) ({where}) are summarized "
+        f'below to fit the context window. expand_layer("{layer_id}") returns the original '
+        "messages; inspect_node with a node id reads any one of them.",
+        result.text(identifiers=policy.identifier_tokens > 0),
+    ]
+    if offloaded:
+        parts += ["## Offloaded References", *offloaded]
+    if inspect:
+        parts += ["## Nodes to inspect", *inspect]
+    return "\n".join(parts)
+
+
+def _shown(view: View, covered: list[Unit]) -> frozenset[str]:
+    """The identifiers of what a compaction of ``covered`` leaves in the prompt."""
+    gone = {id(unit) for unit in covered}
+    kept = (item.message for unit in view.units if id(unit) not in gone for item in unit.items)
+    return frozenset(ident for message in kept for ident in find_identifiers(message_text(message)))
+
+
+def compact_span(
+    view: View, ctx: TierContext, covered: list[Unit], *, focus: str | None, reason: str
+) -> tuple[View, LayerInfo | None, str | None]:
+    """Replace ``covered`` by one compaction layer; returns the view, the layer, and why
+    not when there is none."""
+    started = time.perf_counter()
+    policy = ctx.policy
+    tier = ctx.tier or "compact"  # summarize_half records as itself
+    previous_layers = [u for u in covered if _is_compaction(u, ctx)]
+    previous = None
+    if previous_layers and ctx.layers is not None:
+        assert previous_layers[-1].layer is not None
+        previous = result_of(ctx.layers.get(previous_layers[-1].layer))
+    fresh = [u for u in covered if not _is_compaction(u, ctx)]
+    covers = tuple(n for unit in covered for n in unit.node_ids)
+    result = reusable(ctx, "compact", covers, focus or "")
+    error, ms = None, 0.0
+    if result is None:
+        request = request_for(
+            ctx,
+            "compact",
+            fresh,
+            max_tokens=policy.compact_summary_bound(sum(u.tokens for u in fresh), ctx.target),
+            previous=previous,
+            focus=focus,
+        )
+        if policy.identifier_tokens > 0:
+            request = msgspec.structs.replace(request, shown=_shown(view, covered))
+        result, error, ms = summarize(ctx, request)
+    if result is None:
+        if reason == "budget":
+            ctx.state(CompactState).failed.add(segment_key(covered))
+        ctx.act(tier, f"could not summarize: {error}", view, view, error=error)
+        ctx.record(tier, view, view, started=started, error=error)
+        return view, None, error
+    layer_id = new_layer_id(ctx, [n for unit in covered for n in unit.node_ids], "compact")
+    rounds = sum(unit.count for unit in covered)
+    text = compaction_text(
+        layer_id,
+        rounds,
+        span(covered),
+        result,
+        policy,
+        offloaded=_offloaded(covered),
+        inspect=inspectable(covered),
+    )
+    messages = [*_recent_users(fresh, ctx), {"role": "user", "content": text}]
+    tokens = ctx.counter.count_messages(messages)
+    declined = _declined(ctx, covered, fresh, tokens) if reason == "budget" else None
+    if declined is not None:
+        state = ctx.state(CompactState)
+        state.failed.add(segment_key(covered))  # not asked again
+        state.declined[first_node(fresh)] = sum(unit.tokens for unit in fresh)
+        return view, None, declined
+    meta = {
+        "reason": reason,
+        "rounds": rounds,
+        "focus": focus,
+        "pinned": True,
+        "summary_key": focus or "",
+    }
+    after, info = make_layer(view, ctx, "compact", covered, messages, result, meta, layer_id)
+    ctx.act(tier, f"compacted {rounds} round(s) into layer {info.id}", view, after)
+    details = {
+        "layer": info.id,
+        "reason": reason,
+        "focus": focus,
+        "incremental": previous is not None,
+    }
+    record_layer(
+        ctx, tier, view, after, covered, result, text, started=started, ms=ms, details=details
+    )
+    return after, info, None
+
+
+def _declined(ctx: TierContext, covered: list[Unit], fresh: list[Unit], tokens: int) -> str | None:
+    """Why a budget compaction of ``tokens`` is not worth making, or None: it must be shorter
+    than what it covers, leave room under the low-water mark, and save ``payoff_share`` of
+    the new rounds (the previous summary it merges does not count as saved)."""
+    if tokens >= sum(unit.tokens for unit in covered):
+        return "the compaction is no shorter than what it covers"
+    if tokens > ctx.target // 2:
+        return "the compaction would leave no room under the low-water mark"
+    fresh_tokens = sum(unit.tokens for unit in fresh)
+    merged = sum(unit.tokens for unit in covered) - fresh_tokens
+    if not pays(ctx, fresh_tokens, max(0, tokens - merged)):
+        return f"the compaction would save less than {ctx.policy.payoff_share:.0%}"
+    return None
+
+
+def _auto(view: View, ctx: TierContext, share: float) -> View:
+    covered = span_to_compact(view, ctx, share=share)
+    state = ctx.state(CompactState)
+    if not covered or segment_key(covered) in state.failed:
+        return view
+    fresh = [u for u in covered if not _is_compaction(u, ctx)]
+    if not grown(ctx, state.declined, first_node(fresh), sum(u.tokens for u in fresh)):
+        return view
+    return compact_span(view, ctx, covered, focus=None, reason="budget")[0]
+
+
+def compact(view: View, ctx: TierContext) -> View:
+    """Summarize all but the newest rounds into one compaction."""
+    return _auto(view, ctx, 1.0)
+
+
+def summarize_half(view: View, ctx: TierContext) -> View:
+    """Summarize the oldest half of what a compaction would cover."""
+    return _auto(view, ctx, 0.5)
+
+
+def compact_now(view: View, ctx: TierContext, focus: str | None) -> tuple[View, LayerInfo]:
+    """``/compact [focus]``: compact now, whatever the budget."""
+    covered = span_to_compact(view, ctx, manual=True)
+    if not covered:
+        raise ContextError("nothing to compact: every unit is pinned, running or among the newest")
+    ctx.tier = "compact"
+    after, info, error = compact_span(view, ctx, covered, focus=focus, reason="manual")
+    if info is None:
+        raise ContextError(f"compaction failed: {error}")
+    return after, info
+
+
+TIER = Tier("compact", compact=compact, state=CompactState)
+HALF_TIER = Tier("summarize_half", compact=summarize_half, state=CompactState)

@@ -1,0 +1,185 @@
+"""Offload: a very long tool output goes to a file, the prompt keeps a preview.
+
+The file (``tool_results/<session>/<node>.txt`` in the database's state folder, see
+``_folder``) is a convenience for agents
+with file tools; the output always stays in the store, readable by node id from any host
+(``read_output``). Writing is idempotent, never follows a symlink out of the state folder
+(``_files``) and fails open: a write error leaves the output inline (budget reduction still
+shortens it) and is recorded. The tier only decides (``ctx.files``); the engine's commit
+writes the file before the prompt goes out, and a preview writes nothing.
+
+An output is never tokenized whole here: the placeholder is what is sent and counted. Nor
+is it copied whole: the file is written a megabyte at a time, and a file of the right size
+is trusted (it is named by the node, whose output never changes), so a fresh engine's
+render costs a ``stat`` and the preview's slices, not the output's size.
+"""
+
+from __future__ import annotations
+
+import stat
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgspec
+
+from graph import is_safe_id, text_of
+
+from .._budget._cut import elided_part, middle_truncate
+from .._budget._readback import is_history_tool, read_from
+from .._budget._redaction import output_redactor
+from .._budget._tokens import utf8_length
+from .._errors import OffloadError
+from .._view import Item, View, map_items
+from ._mentions import mentioned
+from ._tier import OffloadFile, Tier, TierContext, TierState
+
+
+class OffloadState(TierState):
+    """Outputs whose file could not be written (kept inline), and outputs offloaded while
+    the tier was not in ``policy.always`` (kept offloaded after)."""
+
+    failed: set[str] = msgspec.field(default_factory=set)
+    nodes: set[str] = msgspec.field(default_factory=set)
+
+
+def offload_path(state_dir: Path, session: str, node_id: str) -> Path:
+    """The file for one node's output; refuses ids that are not one safe path segment."""
+    return state_dir / offload_name(session, node_id)
+
+
+def offload_name(session: str, node_id: str) -> str:
+    """The file for one node's output, relative to the state folder: what a prompt shows,
+    so the prompt's bytes are the same on every host and for every reader."""
+    for label, value in (("session", session), ("node", node_id)):
+        if not is_safe_id(value):  # one segment of [A-Za-z0-9_.-], never "..", "/" or NUL
+            raise OffloadError(f"{label} id {value!r} cannot name a file in the state folder")
+    return f"tool_results/{session}/{node_id}.txt"
+
+
+def _current(path: Path, text: str) -> bool:
+    """Whether the file is there with the output's size (it is named by the node, whose
+    output never changes): then nothing needs writing."""
+    try:
+        found = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISREG(found.st_mode) and found.st_size == utf8_length(text)
+
+
+def mark_failed(states: dict[str, TierState], node_id: str) -> None:
+    """The commit could not write a node's file: keep that output inline from now on."""
+    state = states.get("offload")
+    if not isinstance(state, OffloadState):
+        state = states["offload"] = OffloadState()
+    state.failed.add(node_id)
+
+
+def placeholder(
+    text: str,
+    node_id: str,
+    path: Path | str,
+    head: int,
+    tail: int,
+    mentions: Sequence[str] = (),
+) -> str:
+    """The size, where the whole output is (relative to the state folder), its head and
+    tail (as budget reduction keeps them, so offloading never shows less than reducing
+    would), and the identifiers the part between them mentions."""
+    total_lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+    shown = middle_truncate(text, head, tail, node_id, mentions)
+    return (
+        f"[output offloaded: {len(text)} characters, {total_lines} lines; node {node_id}; "
+        f"file {path}; {read_from(node_id, head)}]\n{shown}"
+    )
+
+
+def _offload(
+    view: View, ctx: TierContext, only: set[str] | None
+) -> tuple[View, list[str], list[dict[str, object]], list[str]]:
+    policy = ctx.policy
+    state = ctx.state(OffloadState)
+    written: list[dict[str, object]] = []
+    errors: list[str] = []
+    redactor = output_redactor(policy, ctx.graph)
+
+    def change(item: Item) -> Item:
+        node_id = item.node_id
+        if item.message.get("role") != "tool" or item.variant != "full" or node_id is None:
+            return item
+        if only is not None and node_id not in only:
+            return item
+        if is_history_tool(item.tool_name):
+            return item  # a page of what is stored: offloading it points back at itself
+        done = ctx.memoized(node_id, "offloaded")
+        if done is not None and node_id in ctx.cache_of():
+            return done
+        text = text_of(item.message.get("content"))
+        budget = ctx.nominal_budget or ctx.budget
+        if node_id in state.failed or not policy.offloads(len(text), item.tokens, budget):
+            return item
+        try:
+            path = offload_name(ctx.session, node_id)
+            if ctx.folder is None:
+                raise OffloadError("this render has no state folder to offload to")
+        except OffloadError as error:
+            state.failed.add(node_id)
+            errors.append(f"node {node_id}: {error}")
+            return item
+        filed = text if redactor is None else redactor.redact(text)
+        if not _current(ctx.folder.path / path, filed):
+            parts = ("tool_results", ctx.session)
+            ctx.files.append(OffloadFile(node_id, parts, f"{node_id}.txt", filed))
+            written.append({"node": node_id, "path": path, "chars": len(text)})
+        ctx.cache_of()[node_id] = True
+        if done is not None:  # made in an earlier render (this frame's scratch is new)
+            return done
+        head, tail = policy.offload_preview
+        mentions = mentioned(elided_part(text, head, tail), ctx)
+        content = placeholder(text, node_id, path, head, tail, mentions)
+        return ctx.item({**item.message, "content": content}, node_id, "offloaded", item.tool_name)
+
+    after, changed = map_items(view, change)
+    return after, changed, written, errors
+
+
+def _report(
+    ctx: TierContext,
+    before: View,
+    after: View,
+    changed: list[str],
+    written: list[dict[str, object]],
+    errors: list[str],
+    started: float,
+) -> None:
+    error = "; ".join(errors) or None
+    if changed or errors:
+        what = f"offloaded {len(changed)} output(s)" + (f", {len(errors)} failed" if errors else "")
+        ctx.act("offload", what, before, after, tuple(changed), error)
+    if written or errors:
+        ctx.record("offload", before, after, started=started, offloaded=written, error=error)
+
+
+def reapply(view: View, ctx: TierContext) -> View:
+    """Keep offloaded what an earlier over-trigger render offloaded."""
+    state = ctx.state(OffloadState)
+    if not state.nodes:
+        return view
+    started = time.perf_counter()
+    after, changed, written, errors = _offload(view, ctx, state.nodes)
+    _report(ctx, view, after, changed, written, errors, started)
+    return after
+
+
+def offload(view: View, ctx: TierContext) -> View:
+    """Move tool outputs over ``policy.offload_chars`` (and ``offload_share`` of the budget)
+    to files, keeping a preview."""
+    started = time.perf_counter()
+    after, changed, written, errors = _offload(view, ctx, None)
+    if changed and ctx.tier not in ctx.policy.always:
+        ctx.state(OffloadState).nodes.update(changed)
+    _report(ctx, view, after, changed, written, errors, started)
+    return after
+
+
+TIER = Tier("offload", apply=reapply, compact=offload, state=OffloadState)

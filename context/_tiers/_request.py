@@ -1,0 +1,87 @@
+"""The latest user request: always in the prompt, verbatim, where it reads as the request.
+
+The task (a frame's first user message) is pinned; a later user message belongs to the
+round it starts, which snip, collapse and compaction may take like any other. The request
+being worked on must never go that way: when the cascade has taken its round, the message
+comes back as its own unit, after every note and summary (what they stand for is older
+than what the model is asked to do next), and the rounds kept verbatim follow it. Making
+room for it is the cascade's job, done once more with the message counted.
+"""
+
+from __future__ import annotations
+
+from graph import Dialogue, dialogue_message, text_of
+
+from .._budget._cut import middle_truncate
+from .._view import Item, Unit, View
+from ._tier import TierContext
+
+_SHARE = 0.25
+"""Share of the budget a restored request may take; a longer one shows head and tail."""
+_MIN_CHARS = 2_000
+
+_AFTER = ("system", "task", "note", "layer", "stub")
+"""Kinds a restored request goes after: the pinned prefix and what stands for removed
+rounds."""
+
+
+def latest_request(ctx: TierContext) -> Item | None:
+    """The newest user message of the walk after its task, as shown in full (None when the
+    task is the newest). The scan goes back from the end and is kept for the next render:
+    an append costs the new units only."""
+    units = ctx.units
+    cache = ctx.scratch.setdefault("\0request", {})
+    known = cache.get("found")
+    start = cache.get("upto", 0)
+    if start > len(units) or ctx.first_changed < start or cache.get("walks") != ctx.walks:
+        start, known = 0, None
+    hit, found = _scan(units[start:], ctx)
+    if hit or start == 0:
+        known = found
+    cache.update(upto=len(units), walks=ctx.walks, found=known)
+    if known is None:
+        return None
+    node = ctx.graph.get(known)
+    message = dialogue_message(node)
+    text = text_of(message.get("content"))
+    limit = max(_MIN_CHARS, int(ctx.budget * _SHARE * 4))  # ~4 characters a token
+    if len(text) > limit:  # head and tail; the marker says where to read the rest
+        head = limit * 3 // 5
+        cut = middle_truncate(text, head, limit - head, node.id)
+        return ctx.item({**message, "content": cut}, node.id, "cut")
+    return ctx.item(message, node.id, "full")
+
+
+def _scan(units: list[Unit], ctx: TierContext) -> tuple[bool, str | None]:
+    """(whether the scan reached a user message or the task, the message's node id)."""
+    for unit in reversed(units):
+        if unit.kind == "task":
+            return True, None
+        if unit.kind != "round":
+            continue
+        for node_id in reversed(unit.node_ids):
+            if node_id not in ctx.graph:
+                continue
+            payload = ctx.graph.get(node_id).payload
+            if isinstance(payload, Dialogue) and payload.role == "user":
+                return True, node_id
+    return False, None
+
+
+def shown(view: View, request: Item) -> bool:
+    """Whether the request is in the view as itself (in full, or cut by emergency)."""
+    return any(
+        item.node_id == request.node_id and item.message.get("role") == "user"
+        for unit in view.units
+        for item in unit.items
+    )
+
+
+def with_request(view: View, request: Item) -> View:
+    """``view`` with the request as its own pinned unit, after the last unit that stands
+    for removed rounds (or the pinned prefix)."""
+    units = list(view.units)
+    at = max((i + 1 for i, u in enumerate(units) if u.kind in _AFTER), default=0)
+    position = units[at - 1].position if at else 0
+    unit = Unit((request,), "task", position, pinned=True, node_ids=(str(request.node_id),))
+    return view.replace([*units[:at], unit, *units[at:]])
