@@ -13,6 +13,7 @@ from ._budget._presets import COLLAPSE_FIRST_CASCADE, DEFAULT_COMPACTABLE
 from ._budget._readback import HISTORY_TOOLS
 from ._budget._redaction import output_redactor, summary_redactor
 from ._budget._tokens import TokenCache, TokenCounter, UsageAnchor, encoding_name_for
+from ._commit._hooks import Committed
 from ._commit._writer import SessionWriter
 from ._engine import ContextEngine, render_context, render_receipt
 from ._errors import (
@@ -39,6 +40,7 @@ from ._render._integrity import (
     unique_call_ids,
 )
 from ._render._rendered import Rendered, SentPrompt, sent_prompt
+from ._render._request import RenderRequest
 from ._store._folder import StateFolder, release_state_folder, state_folder, state_home
 from ._store._migrate import migrate_state
 from ._store._receipt import (
@@ -94,6 +96,7 @@ __all__ = [
     "Anchors",
     "BudgetFloorWarning",
     "CommitConflict",
+    "Committed",
     "CompactionRecord",
     "ContextEngine",
     "ContextError",
@@ -113,6 +116,7 @@ __all__ = [
     "Removal",
     "RenderInputs",
     "RenderReceipt",
+    "RenderRequest",
     "Rendered",
     "ScrubRefused",
     "SentPrompt",

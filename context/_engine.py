@@ -1,16 +1,15 @@
-"""``render_context`` and ``ContextEngine``: the graph, rendered under a budget.
+"""``ContextEngine``: the graph, rendered under a budget, as a facade over small objects.
 
-Each render walks the graph from a head (and frame), groups the visible nodes into units,
-shows active layers in place of what they cover, and hands that view to the cascade
-(``_cascade``: the tier list, integrity checked after every tier). A render computes,
-then commits what its tiers decided. Nothing stored is ever changed; what tiers decided is
-persisted, so a restarted process renders the same prompt.
+The engine builds and holds them, takes the lock, and delegates: a ``Renderer`` decides
+(the graph walked from a head into a view, the ``Cascade`` of tiers run on it, a
+``Decision``), the ``Committer`` writes what was decided (the only writer), ``LayerOps``
+are the manual operations and ``Recovery`` the reaction to an overflow. Each render is
+decided from a frozen ``RenderRequest``. Nothing stored is ever changed; what tiers decided
+is persisted, so a restarted process renders the same prompt.
 """
 
 from __future__ import annotations
 
-import copy
-import functools
 import os
 import threading
 import time
@@ -21,46 +20,38 @@ from typing import Any
 
 import msgspec
 
-from graph import ConversationGraph, GraphReader, Node
+from graph import ConversationGraph, GraphReader, LayerInfo
 
 from ._budget._policy import MAX_TOKENS, Policy
 from ._budget._tokens import TokenCache, TokenCounter, UsageAnchor
-from ._commit._persistence import EngineStorage
+from ._commit._committer import Committer
+from ._commit._hooks import Committed, Hooks
 from ._commit._writer import Redo, SessionWriter
-from ._errors import BudgetFloorWarning, CommitConflict, PolicyError
-from ._ops._layer_ops import LayerOperations
+from ._errors import BudgetFloorWarning, CommitConflict, ContextError, PolicyError
+from ._ops._layer_ops import LayerOps
 from ._ops._recovery import Recovery
-from ._render._backlog_chain import chain_backlog
-from ._render._backlog_walk import compact_backlog
 from ._render._cascade import Cascade
-from ._render._decision import Decision
-from ._render._frame import Frame, variant_of
-from ._render._layout import Layout
+from ._render._frame import Frame, FrameStore
 from ._render._rendered import Rendered
+from ._render._renderer import Renderer
+from ._render._request import RenderRequest
 from ._store._folder import StateFolder, state_folder
 from ._store._receipt import RenderReceipt
 from ._store._records import CompactionRecord
 from ._store._storage import ContextStorage
 from ._summaries._heuristic import default_summarizer
 from ._summaries._prefetch import Prefetcher
+from ._summaries._summary import Summarizer
 from ._tiers._book import LayerBook
-from ._tiers._layers import project
 from ._tiers._registry import resolve_tiers
-from ._tiers._tier import (
-    RenderInputs,
-    Tier,
-    TierContext,
-    TierDecisions,
-    TierServices,
-    TierState,
-)
-from ._view import Item, RawUnit, Unit, View
+from ._tiers._tier import Tier, TierContext, TierDecisions, TierState
+from ._view import View
 
 EXACT_COUNT_CHARS = 200_000
 """Longer texts are counted by an upper bound, not tokenized (see ``TokenCounter``)."""
 
 
-class ContextEngine(Cascade, EngineStorage, LayerOperations, Recovery):
+class ContextEngine:
     """Renders a graph every turn, keeping the decisions that make renders byte-stable.
 
     >>> from graph import ConversationGraph
@@ -77,7 +68,7 @@ class ContextEngine(Cascade, EngineStorage, LayerOperations, Recovery):
         self,
         graph: GraphReader,
         policy: Policy | None = None,
-        summarizer: Any = None,
+        summarizer: Summarizer | None = None,
         budget: int | None = None,
         *,
         tools: Sequence[dict[str, Any]] = (),
@@ -89,34 +80,35 @@ class ContextEngine(Cascade, EngineStorage, LayerOperations, Recovery):
         read_only: bool = False,
     ) -> None:
         self.graph = graph
-        self.policy = policy or Policy()
-        self.summarizer = summarizer if summarizer is not None else default_summarizer()
-        proactive = getattr(self.summarizer, "proactive", False)
+        self.policy = policy = policy or Policy()
+        summarizer = summarizer if summarizer is not None else default_summarizer()
+        proactive = getattr(summarizer, "proactive", False)
         self.prefetch = (
-            Prefetcher(self.summarizer)
-            if proactive and self.policy.proactive_share is not None
-            else None
+            Prefetcher(summarizer) if proactive and policy.proactive_share is not None else None
         )
-        """Used by the summarizing tiers (collapse, compact); heuristic unless given."""
-        self.budget = _check_budget(budget if budget is not None else self.policy.budget)
-        self.tiers = resolve_tiers(tiers if tiers is not None else self.policy.cascade)
+        """Summaries computed ahead of need, for an LLM summarizer that wants them."""
+        self.budget = _check_budget(budget if budget is not None else policy.budget)
         self.tools = list(tools)
         self.clock = clock or (lambda: datetime.now(UTC))
-        self.callbacks: list[Callable[[CompactionRecord], None]] = []
+        """Read once per render (a replay sets a stopped clock per turn)."""
+        self.hooks = Hooks()
         if on_record is not None:
-            self.callbacks.append(on_record)
-        self.counter = TokenCounter(self.policy.model, exact_limit=EXACT_COUNT_CHARS, lazy=True)
-        self.cache = TokenCache()
+            self.hooks.records.append(on_record)
+        self.counter = TokenCounter(policy.model, exact_limit=EXACT_COUNT_CHARS, lazy=True)
         self.anchor = UsageAnchor()
         self.last: Rendered | None = None
+        """The last prompt a render returned (what was sent, for the runtime)."""
+        self.decided: Rendered | None = None
+        """The next prompt as the last ``compact`` committed it (its after-figure)."""
         self.render_ms = 0.0
-        self.writer: SessionWriter | None = (
+        self.floor_warned = False
+        """Whether a render found the floor (tool schemas and system prompt) over the
+        budget already: ``BudgetFloorWarning`` is given once per engine."""
+        writer: SessionWriter | None = (
             graph if isinstance(graph, ConversationGraph) and not read_only else None
         )
-        """What the engine writes through; None for a reader (a past seq, ``read_only``),
-        whose decisions stay in memory and which never writes or migrates anything."""
         live = graph if isinstance(graph, ConversationGraph) else None
-        self.book = LayerBook(
+        book = LayerBook(
             graph,
             refresh=None if live is None else live.refresh,
             session_of=None if live is None else live.store.session_of,
@@ -124,25 +116,6 @@ class ContextEngine(Cascade, EngineStorage, LayerOperations, Recovery):
         self.lock: threading.RLock = live._lock if live is not None else threading.RLock()
         """Held by every render and layer operation: the graph's own lock when it has one,
         so a render never sees a half-applied append from another thread."""
-        self.fences: list[Callable[[], None]] = []
-        """Called inside every commit's transaction, under the session's lock: one that
-        raises refuses the commit (a writer whose lease was taken is fenced off)."""
-        self.commit_hooks: list[Callable[[Rendered], None]] = []
-        self.rendering: tuple[str | None, str | None] = (None, None)
-        """The head and frame of the render being committed (what a hook's receipt names)."""
-        """Called inside a render's transaction with what it rendered: the render
-        receipt is written here, atomically with the decisions it was rendered under."""
-        self.squeeze = 1.0
-        """Share of the budget a render may use; ``recover`` lowers it after an overflow."""
-        self.failures = 0
-        self.floor_warned = False
-        """Whether a render found the floor (tool schemas and system prompt) over the
-        budget already: ``BudgetFloorWarning`` is given once per engine."""
-        self._frames: dict[str | None, Frame] = {}
-        self._memo: dict[tuple[str, str], Item] = {}
-        self._summaries: dict[tuple[object, ...], Any] = {}
-        self._records: list[CompactionRecord] = []
-        self._owed: list[str] = []
         self._tool_tokens = self.counter.count_tools(self.tools)
         store = live.store if live is not None else None
         self.folder = (
@@ -152,17 +125,66 @@ class ContextEngine(Cascade, EngineStorage, LayerOperations, Recovery):
         self.storage = (
             None
             if store is None
-            else ContextStorage(store, graph.session, self.folder, migrate=self.writer is not None)
+            else ContextStorage(store, graph.session, self.folder, migrate=writer is not None)
         )
         if state_key is None:
             state_key = f"e{self.storage.epoch() if self.storage is not None else 0}"
-        self._state_key = state_key
         """Tier state is kept by this key and the frame: the configuration epoch, which
         only an explicit, recorded configuration event changes (never a new Policy field)."""
-        self._stored_upto = graph.last_seq
-        """Nodes after this seq were appended while this engine ran: their counts are
-        made here, not looked for in the store (see ``TokenCache.unstored``)."""
-        self._load()
+        cache = TokenCache()
+        chosen = resolve_tiers(tiers if tiers is not None else policy.cascade)
+        self.frames = FrameStore(graph, self.storage, state_key, chosen)
+        self.renderer = Renderer(
+            graph,
+            policy,
+            Cascade(chosen, policy, self.counter),
+            book,
+            self.frames,
+            self.counter,
+            cache,
+            summarizer,
+            self.prefetch,
+            self.folder,
+            self.storage,
+        )
+        self.committer = Committer(
+            graph,
+            policy,
+            writer,
+            self.storage,
+            self.folder,
+            book,
+            self.frames,
+            cache,
+            self.counter.encoding_name,
+            self.hooks,
+        )
+        self.ops = LayerOps(graph, book, self.renderer, self.committer)
+        self.recovery = Recovery(policy)
+        if self.storage is not None:
+            storage, encoding = self.storage, self.counter.encoding_name
+            cache.loader = lambda keys: storage.load_tokens(encoding, keys)
+            saved = storage.load_state(f"{state_key}:anchor")
+            if saved:
+                self.anchor = UsageAnchor.from_state(msgspec.json.decode(saved))
+
+    # -- what callers read and set --------------------------------------------------
+    @property
+    def summarizer(self) -> Summarizer:
+        """Used by the summarizing tiers (collapse, compact); heuristic unless given."""
+        return self.renderer.summarizer
+
+    @summarizer.setter
+    def summarizer(self, summarizer: Summarizer) -> None:
+        self.renderer.summarizer = summarizer
+
+    @property
+    def tiers(self) -> list[Tier]:
+        return self.renderer.cascade.tiers
+
+    @property
+    def tier_names(self) -> list[str]:
+        return [tier.name for tier in self.tiers]
 
     @property
     def tool_tokens(self) -> int:
@@ -176,123 +198,74 @@ class ContextEngine(Cascade, EngineStorage, LayerOperations, Recovery):
             self._tool_tokens = self.counter.count_tools(self.tools)
 
     @property
-    def tier_names(self) -> list[str]:
-        return [tier.name for tier in self.tiers]
+    def writer(self) -> SessionWriter | None:
+        """What the engine writes through; None for a reader (a past seq, ``read_only``),
+        whose decisions stay in memory and which never writes or migrates anything."""
+        return self.committer.writer
 
-    def anchor_usage(self, input_tokens: int, *, estimated: int | None = None) -> None:
-        """Correct later estimates with the provider's reported input tokens for the last
-        render (or for a prompt we estimated at ``estimated``); a reported success also
-        resets the overflow count."""
-        if estimated is None and self.last is not None:
-            estimated = self.last.tokens
-        if estimated is not None and input_tokens > 0:
-            self.anchor.anchor_usage(estimated, input_tokens)
-            self._save_anchor()
-        self.note_success()
+    @property
+    def book(self) -> LayerBook:
+        return self.renderer.book
 
-    def close(self) -> None:
-        """Stop the summary worker, if any (summaries not started are dropped)."""
-        if self.prefetch is not None:
-            self.prefetch.close()
+    @property
+    def cache(self) -> TokenCache:
+        return self.renderer.cache
 
-    def note_success(self) -> None:
-        """The provider accepted the last prompt: forget earlier overflows."""
-        self.failures = 0
-        self.squeeze = 1.0
+    @property
+    def squeeze(self) -> float:
+        """Share of the budget a render may use; ``recover`` lowers it after an overflow."""
+        return self.recovery.squeeze
 
-    # -- rendering --------------------------------------------------------------------
-    def _build(self, unit: RawUnit, position: int, ctx: TierContext) -> Unit:
-        items = tuple(self._item(message, node, ctx) for message, node in unit.entries)
-        ids = tuple(dict.fromkeys(node.id for _, node in unit.entries if node is not None))
-        return Unit(items, unit.kind, position, unit.pinned, unit.running, ids)
+    @property
+    def failures(self) -> int:
+        return self.recovery.failures
 
-    def _item(self, message: dict[str, Any], node: Node | None, ctx: TierContext) -> Item:
-        if node is None:
-            return ctx.item(message, None, "full")
-        tool_name = node.payload.name if node.kind == "tool" else None
-        return ctx.item(message, node.id, variant_of(message, node), tool_name)
+    @property
+    def fences(self) -> list[Callable[[], None]]:
+        """Called inside every commit's transaction, under the session's lock: one that
+        raises refuses the commit (a writer whose lease was taken is fenced off)."""
+        return self.hooks.fences
 
-    def _cap_callers(self, units: list[Unit], frame: str | None) -> list[Unit]:
-        limit = self.policy.callers
-        if frame is None or limit is None:
-            return units
-        callers = [i for i, u in enumerate(units) if not u.running and not u.pinned]
-        first_running = next((i for i, u in enumerate(units) if u.running), len(units))
-        callers = [i for i in callers if i < first_running]
-        drop = set(callers[: max(0, len(callers) - limit)])
-        return [u for i, u in enumerate(units) if i not in drop]
+    @property
+    def commit_hooks(self) -> list[Callable[[Committed], None]]:
+        """Called inside a render's transaction with what it committed: the render
+        receipt is written here, atomically with the decisions it was rendered under."""
+        return self.hooks.commits
 
-    def context(
+    @property
+    def callbacks(self) -> list[Callable[[CompactionRecord], None]]:
+        """Called with every record, once it is stored."""
+        return self.hooks.records
+
+    @property
+    def _frames(self) -> dict[str | None, Frame]:
+        return self.frames.by_key
+
+    @property
+    def _state_key(self) -> str:
+        return self.frames.state_key
+
+    def request(
         self,
         head: str | None = None,
         frame: str | None = None,
         *,
         preview: bool = False,
-        carried: tuple[dict[str, TierState], dict[str, dict[str, Any]]] | None = None,
-        decisions: TierDecisions | None = None,
-    ) -> tuple[TierContext, View, Frame]:
-        """The context and the unprocessed view of a render (layers shown), for the tier
-        functions that the engine's other entry points (collapse, compact) call. A
-        ``preview`` context decides on copies of the sticky state (``carried``: the copies
-        an earlier pass of the same preview changed, so its passes go on as a render's)."""
-        state = self._frame(frame)
-        budget = max(1, self.anchor.inverse(int(self.budget * self.squeeze)))
-        ctx = TierContext(
-            RenderInputs(self.graph, self.policy, self.clock(), frame, self.budget, self.folder),
-            TierServices(
-                self.counter,
-                self.cache,
-                self.summarizer,
-                None if preview else self.prefetch,
-                self.book,
-                self._memo,
-                self._summaries,
-            ),
-            budget,
-            states=state.states
-            if not preview
-            else (carried[0] if carried is not None else copy.deepcopy(state.states)),
-            scratch=state.scratch if not preview else (carried[1] if carried is not None else {}),
+    ) -> RenderRequest:
+        """What a render from ``head`` (in ``frame``) would be decided from, now."""
+        return RenderRequest(
+            head,
+            frame,
+            self.budget,
+            self.clock(),
+            self.anchor,
+            squeeze=self.recovery.squeeze,
+            tools=tuple(self.tools),
+            tool_tokens=self._tool_tokens,
+            preview=preview,
         )
-        if decisions is not None:
-            ctx.decisions = decisions
-        if head is None and frame is None:
-            head = self.graph.default_head()
-        first = decisions is not None and self._first_render(state, frame)
-        saved = state.restore
-        if first:  # a long history's backlog, planned on the chain before any walk
-            saved = chain_backlog(self.graph.state, head, ctx) or saved
-        state.layout.update(self.graph.state, head, frame, saved, self.book.overlay)
-        state.restore = None
-        if first and not self.book.overlay:  # ...or, when it could not be, on the full walk
-            build = functools.partial(self._build, ctx=ctx)
-            compact_backlog(state.layout, ctx, build, self._prefetch, self.graph.state)
-        self._prefetch(state.layout.unbuilt())
-        walked = state.layout.units(lambda raw, at: self._build(raw, at, ctx))
-        units = self._cap_callers(walked, frame)
-        ctx.units = units
-        ctx.first_changed = state.layout.first_built
-        ctx.walks = state.layout.rebuilds
-        ctx.compactable, ctx.kept_tools = state.layout.tools(walked, self.policy.tool_category)
-        view = project(View(tuple(units), self._tool_tokens), ctx, self.book.active())
-        if state.layout.hidden is not None and any(
-            not u.items and u.kind != "layer" for u in view.units
-        ):  # the checkpoint's layer did not hide its span: never show a placeholder
-            state.layout = Layout()
-            return self.context(head, frame, preview=preview, carried=carried, decisions=decisions)
-        if not preview and frame is None and self.storage is not None:
-            self._checkpoint(state, view, ctx)
-        return ctx, view, state
 
-    def _first_render(self, state: Frame, frame: str | None) -> bool:
-        """Whether this render meets a history with nothing decided on it yet: a fresh walk
-        of the top frame, no tier state stored, no layer in the session (see ``_backlog``)."""
-        if frame is not None or state.saved or state.restore is not None:
-            return False
-        if state.layout.head is not None or "compact" not in self.tier_names:
-            return False
-        return not self.book.overlay and not self.graph.state.layers
-
+    # -- rendering --------------------------------------------------------------------
     def render(
         self, head: str | None = None, frame: str | None = None, *, preview: bool = False
     ) -> Rendered:
@@ -308,22 +281,15 @@ class ContextEngine(Cascade, EngineStorage, LayerOperations, Recovery):
         with self.lock:
             started = time.perf_counter()
             self.catch_up()
-            self.rendering = (head, frame)
+            request = self.request(head, frame)
             owed: list[str] = []
             for attempt in range(2):
-                decision = self._decide(head, frame, preview=False)
-                if owed:  # files the first commit could not write (its step one): said first
-                    error = "; ".join(owed)
-                    ctx, view = decision.ctx, decision.view
-                    ctx.act("offload", f"{len(owed)} file(s) not written", view, view, error=error)
-                    ctx.record("offload", view, view, started=time.perf_counter(), error=error)
-                    ctx.actions.insert(0, ctx.actions.pop())
-                    ctx.records.insert(0, ctx.records.pop())
-                rendered = self._rendered(decision)
+                decision = self.renderer.decide(request, owed=owed)
+                rendered = decision.rendered()
                 try:
-                    problems = self._commit(decision, rendered)
+                    problems = self.committer.commit(decision, rendered)
                 except Redo as redo:
-                    self._forget(decision)
+                    self.renderer.forget(decision)
                     if self.writer is not None:  # what the refused transaction read is
                         self.writer.refresh()  # undone with it: read it again
                     if attempt:
@@ -331,7 +297,7 @@ class ContextEngine(Cascade, EngineStorage, LayerOperations, Recovery):
                             f"a render of session {self.graph.session!r} still conflicts "
                             f"after deciding again: {redo}"
                         ) from redo.__cause__ or redo
-                    self._redo(decision, redo)
+                    self.frames.keep_inline(decision.frame, redo.failed)
                     owed = list(redo.problems)
                     continue
                 for problem in problems:
@@ -350,21 +316,143 @@ class ContextEngine(Cascade, EngineStorage, LayerOperations, Recovery):
         what the running agent will send."""
         with self.lock:
             started = time.perf_counter()
-            overlay = dict(self.book.overlay)
-            unsaved = self.cache.dirty()
-            decision = self._decide(head, frame, preview=True)
-            self.book.overlay = overlay
-            self._unhide(decision.frame)
-            self.cache.restore_dirty(unsaved)
-            rendered = self._rendered(decision, preview=True)
+            rendered = self.renderer.decide(self.request(head, frame, preview=True)).rendered()
             self.render_ms = (time.perf_counter() - started) * 1000
             return rendered
+
+    def context(
+        self,
+        head: str | None = None,
+        frame: str | None = None,
+        *,
+        preview: bool = False,
+        carried: tuple[dict[str, TierState], dict[str, dict[str, Any]]] | None = None,
+        decisions: TierDecisions | None = None,
+    ) -> tuple[TierContext, View, Frame]:
+        """The context and the unprocessed view of a render (layers shown), as the tiers
+        see it before they act."""
+        with self.lock:
+            request = self.request(head, frame, preview=preview)
+            return self.renderer.view(
+                request, carried=carried, decisions=decisions, checkpoint=True
+            )
 
     def catch_up(self) -> None:
         """Read what other writers stored (appends, layers, rollbacks) before acting (a
         reader of a live session too: reading changes nothing stored)."""
         if self.book.refresh is not None:
             self.book.refresh()
+
+    def records(self) -> list[CompactionRecord]:
+        """This session's compaction records, oldest first (from the database if any)."""
+        return self.committer.records()
+
+    def anchor_usage(self, input_tokens: int, *, estimated: int | None = None) -> None:
+        """Correct later estimates with the provider's reported input tokens for the last
+        render (or for a prompt we estimated at ``estimated``); a reported success also
+        resets the overflow count."""
+        if estimated is None and self.last is not None:
+            estimated = self.last.tokens
+        if estimated is not None and input_tokens > 0:
+            self.anchor.anchor_usage(estimated, input_tokens)
+            self.committer.save_anchor(self.anchor)
+        self.note_success()
+
+    def note_success(self) -> None:
+        """The provider accepted the last prompt: forget earlier overflows."""
+        self.recovery.note_success()
+
+    def close(self) -> None:
+        """Stop the summary worker, if any (summaries not started are dropped)."""
+        if self.prefetch is not None:
+            self.prefetch.close()
+
+    # -- layers -----------------------------------------------------------------------
+    def layers(self, *, active: bool | None = None) -> list[LayerInfo]:
+        """This session's layers (collapses, compactions), oldest first."""
+        return self.ops.layers(active=active)
+
+    def layer(self, layer_id: str) -> LayerInfo:
+        """One layer by id; an unknown one raises :class:`~context.UnknownLayer`."""
+        return self.ops.layer(layer_id)
+
+    def collapse(
+        self,
+        from_node: str,
+        to_node: str,
+        *,
+        head: str | None = None,
+        frame: str | None = None,
+    ) -> LayerInfo:
+        """Collapse the rounds from the one holding ``from_node`` to the one holding
+        ``to_node`` into one summary layer, whatever the budget (nested layers allowed)."""
+        with self.lock:
+            self.catch_up()
+            return self.ops.collapse(self.request(head, frame), from_node, to_node)
+
+    def compact(
+        self, focus: str | None = None, *, head: str | None = None, frame: str | None = None
+    ) -> LayerInfo:
+        """``/compact [focus]``: one compaction of all but the newest rounds, now; the
+        next prompt it committed is :attr:`decided`."""
+        with self.lock:
+            self.catch_up()
+            info, self.decided = self.ops.compact(self.request(head, frame), focus)
+            return info
+
+    def provider_compaction(
+        self,
+        items: list[dict[str, Any]],
+        *,
+        head: str | None = None,
+        frame: str | None = None,
+        provider: str = "anthropic",
+    ) -> LayerInfo | None:
+        """Keep what a provider's own compaction returned (``items``) as a layer over the
+        units of the prompt rendered from ``head`` — the prompt it compacted."""
+        with self.lock:
+            self.catch_up()
+            return self.ops.provider_compaction(self.request(head, frame), items, provider)
+
+    def rollback(self, layer_id: str, reason: str | None = None) -> list[LayerInfo]:
+        """Roll back a layer and every layer built on it; the covered messages show again,
+        exactly as before the layer was made (its record says what the next prompt was
+        before and after)."""
+        with self.lock:
+            self.catch_up()
+            done, _ = self.ops.rollback(self.request(preview=True), layer_id, reason)
+            return done
+
+    def expand(self, layer_or_node: str, *, depth: int = 1) -> list[dict[str, Any]]:
+        """The original messages under a layer, or a finished function's own messages as
+        they were shown inside it while it ran (``depth`` > 1 opens nested functions)."""
+        with self.lock:
+            return self.ops.expand(layer_or_node, depth=depth)
+
+    # -- tier 5 -----------------------------------------------------------------------
+    def recover(
+        self, error: BaseException, *, head: str | None = None, frame: str | None = None
+    ) -> Rendered:
+        """A harder render after ``error`` (a context overflow), or
+        :class:`~context.ContextOverflowError` on the third failure in a row."""
+        with self.lock:
+            overflow = self.recovery.overflow(error, self.last)
+            if overflow.counted is not None and overflow.before > 0:
+                self.anchor.anchor_usage(overflow.before, overflow.counted[0])
+                self.committer.save_anchor(self.anchor)
+            steps = [f"budget × {self.recovery.squeeze:.2f}"]
+            if overflow.compact_first:
+                try:
+                    self.compact(head=head, frame=frame)
+                    steps.append("compacted")
+                except ContextError as failed:
+                    steps.append(f"could not compact: {failed}")
+            rendered = self.render(head, frame)
+            record = self.recovery.record(
+                overflow, rendered, steps, self.graph.session, self.clock()
+            )
+            self.committer.log(record)
+            return rendered
 
     def _warn_floor(self, rendered: Rendered) -> None:
         if rendered.floor_fits or self.floor_warned:
@@ -377,22 +465,6 @@ class ContextEngine(Cascade, EngineStorage, LayerOperations, Recovery):
             f"(this one: {rendered.tokens:,}); raise the budget or send fewer tools",
             BudgetFloorWarning,
             stacklevel=3,
-        )
-
-    def _rendered(self, decision: Decision, *, preview: bool = False) -> Rendered:
-        ctx, view = decision.ctx, decision.view
-        for problem in decision.problems:
-            ctx.act(ctx.tier or "render", problem, view, view, error=problem)
-        system = sum(u.tokens for u in view.units if u.kind == "system")
-        return Rendered(
-            messages=decision.messages,
-            tokens=decision.tokens,
-            budget=self.budget,
-            actions=ctx.actions,
-            records=ctx.records,
-            context_management={"edits": ctx.edits} if ctx.edits else None,
-            preview=preview,
-            floor=view.extra_tokens + system,
         )
 
 
@@ -431,22 +503,21 @@ def render_receipt(engine: ContextEngine, receipt: RenderReceipt) -> Rendered:
     """The prompt a receipt describes, rendered again as a preview (nothing is written):
     from its head and frame, with its tool schemas, its configured budget squeezed to the
     effective one, and the usage anchor of then."""
+    stored = engine.storage.tools(receipt.tools_digest) if engine.storage else None
+    tools = tuple(stored) if stored is not None else tuple(engine.tools)
     with engine.lock:
-        budget, squeeze, anchor = engine.budget, engine.squeeze, engine.anchor
-        tools = engine.tools
-        stored = engine.storage.tools(receipt.tools_digest) if engine.storage else None
-        try:
-            engine.budget = receipt.configured_budget
-            engine.squeeze = (receipt.budget + 0.5) / receipt.configured_budget
-            if receipt.anchor:
-                engine.anchor = UsageAnchor()
-                engine.anchor.restore(
-                    receipt.anchor[0], int(receipt.anchor[1]), *receipt.anchor[2:]
-                )
-            if stored is not None:
-                engine.set_tools(stored)
-            rendered = engine.preview(head=receipt.head, frame=receipt.frame)
-        finally:
-            engine.budget, engine.squeeze, engine.anchor = budget, squeeze, anchor
-            engine.set_tools(tools)
+        request = RenderRequest(
+            receipt.head,
+            receipt.frame,
+            receipt.configured_budget,
+            engine.clock(),
+            UsageAnchor.from_state(receipt.anchor) if receipt.anchor else engine.anchor,
+            squeeze=(receipt.budget + 0.5) / receipt.configured_budget,
+            tools=tools,
+            tool_tokens=engine.counter.count_tools(list(tools))
+            if stored is not None
+            else engine.tool_tokens,
+            preview=True,
+        )
+        rendered = engine.renderer.decide(request).rendered()
     return msgspec.structs.replace(rendered, budget=receipt.budget)

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from context import (
+    Committed,
     ContextEngine,
     Rendered,
     RenderReceipt,
@@ -38,33 +39,34 @@ class Receipts:
         @property
         def id(self) -> str: ...
 
-    def _receipt(self, engine: ContextEngine, rendered: Rendered) -> None:
+    def _receipt(self, engine: ContextEngine, committed: Committed) -> None:
         """Keep what a render decided to send, in its commit's transaction: a receipt lands
         with the layers and tier state it was rendered under, or not at all."""
         if engine.storage is None:
             return
-        head, frame = engine.rendering
+        request, rendered = committed.request, committed.rendered
         sent = [canonical_message(message) for message in rendered.messages]
         digests = tuple(message_digest(text) for text in sent)
         receipt = RenderReceipt(
             id=new_id(),
             session=self.id,
             seq=self.graph.last_seq,
-            head=head,
-            frame=frame,
-            tools_digest=tools_digest(engine.tools),
-            tool_tokens=engine.tool_tokens,
-            budget=max(1, int(engine.budget * engine.squeeze)),
-            configured_budget=engine.budget,
+            head=request.head,
+            frame=request.frame,
+            tools_digest=tools_digest(request.tools),
+            tool_tokens=request.tool_tokens,
+            budget=max(1, int(request.budget * request.squeeze)),
+            configured_budget=request.budget,
             tokens=rendered.tokens,
             messages=len(rendered.messages),
             epoch=self._storage.epoch(),
             at=datetime.now(UTC).isoformat(timespec="milliseconds"),
-            anchor=engine.anchor.state(),
+            anchor=request.anchor.state(),
             floor_tokens=rendered.floor,
             message_digests=digests,
         )
-        engine.storage.save_receipt(receipt, engine.tools, dict(zip(digests, sent, strict=True)))
+        tools = list(request.tools)
+        engine.storage.save_receipt(receipt, tools, dict(zip(digests, sent, strict=True)))
 
     def receipt(self) -> RenderReceipt | None:
         """The last prompt this session sent, as a receipt (None: none sent yet)."""

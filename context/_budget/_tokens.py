@@ -17,7 +17,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -195,10 +195,13 @@ class TokenCache:
     def clear_dirty(self) -> None:
         self._dirty.clear()
 
-    def restore_dirty(self, dirty: Mapping[str, int]) -> None:
-        """Only ``dirty`` (an earlier ``dirty()``) is new again: counts added since stay
-        readable but are not persisted (what a preview counted)."""
-        self._dirty = dict(dirty)
+    def draft(self) -> TokenCache:
+        """A cache over the same counts whose new counts are readable by everyone but
+        persisted by no one (what a preview counts: the value is the same when redone)."""
+        draft = TokenCache()
+        draft._data, draft._absent, draft.unstored = self._data, self._absent, self.unstored
+        draft.loader = self.loader
+        return draft
 
     def __len__(self) -> int:
         return len(self._data)
@@ -440,6 +443,14 @@ class UsageAnchor:
     def state(self) -> list[float]:
         """What ``restore`` takes: enough to go on fitting exactly where this one is."""
         return [self.ratio, float(self._reports), self.offset, *self._sums]
+
+    @classmethod
+    def from_state(cls, state: Sequence[float]) -> UsageAnchor:
+        """An anchor resumed from :meth:`state` (stored with tier state, or a receipt's)."""
+        anchor = cls()
+        ratio, reports, *rest = state
+        anchor.restore(float(ratio), int(reports), *(float(v) for v in rest))
+        return anchor
 
     def restore(self, ratio: float, reports: int, *rest: float) -> None:
         """Resume from a persisted state (an older one held only the ratio and the count)."""

@@ -6,14 +6,13 @@ Every operation is a graph fact with a record, so a replay shows it at its turn.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from graph import (
     GraphError,
+    GraphReader,
     LayerError,
     LayerInfo,
     LayerNotFound,
@@ -24,58 +23,35 @@ from graph import (
     steps_to_messages,
 )
 
+from .._commit._committer import Committer
 from .._commit._writer import Redo
 from .._errors import AlreadyRolledBack, CommitConflict, ContextError, UnknownLayer
 from .._render._decision import Decision
 from .._render._layout import Layout
+from .._render._rendered import Rendered
+from .._render._renderer import Renderer
+from .._render._request import RenderRequest
 from .._store._records import CompactionRecord
+from .._tiers._book import LayerBook
 from .._tiers._collapse import collapse_segment
 from .._tiers._compact import compact_now
 from .._tiers._layers import project
 from .._tiers._provider import provider_layer
 from .._tiers._tier import TierContext
 from .._view import Unit, View
-from ._locking import locked
-
-if TYPE_CHECKING:
-    from .._commit._writer import SessionWriter
-    from .._render._frame import Frame
-    from .._render._rendered import Rendered
-    from .._store._storage import ContextStorage
 
 
-class LayerOperations:
-    """Manual layer operations of :class:`~context.ContextEngine`."""
+class LayerOps:
+    """Collapse, compact, provider compaction, rollback and expand, over a renderer and
+    the committer (the caller holds the engine's lock and passes the request)."""
 
-    if TYPE_CHECKING:
-        from graph import GraphReader
-
-        from .._tiers._book import LayerBook
-
-        graph: GraphReader
-        book: LayerBook
-        lock: threading.RLock
-        clock: Callable[[], datetime]
-
-        def context(
-            self, head: str | None = None, frame: str | None = None, *, preview: bool = False
-        ) -> tuple[TierContext, View, Frame]: ...
-
-        def preview(self, head: str | None = None, frame: str | None = None) -> Rendered: ...
-
-        def prepare(self, view: View, ctx: TierContext) -> View: ...
-
-        def _commit(self, decision: Decision, rendered: Any = None) -> list[str]: ...
-
-        def _forget(self, decision: Decision) -> None: ...
-
-        def _notify(self, records: list[CompactionRecord]) -> None: ...
-
-        def catch_up(self) -> None: ...
-
-        writer: SessionWriter | None
-        storage: ContextStorage | None
-        _records: list[CompactionRecord]
+    def __init__(
+        self, graph: GraphReader, book: LayerBook, renderer: Renderer, committer: Committer
+    ) -> None:
+        self.graph = graph
+        self.book = book
+        self.renderer = renderer
+        self.committer = committer
 
     def layers(self, *, active: bool | None = None) -> list[LayerInfo]:
         """This session's layers (collapses, compactions), oldest first."""
@@ -86,48 +62,37 @@ class LayerOperations:
         """One layer by id; an unknown one raises :class:`~context.UnknownLayer`."""
         return self.book.get(layer_id)
 
-    @locked
-    def collapse(
-        self,
-        from_node: str,
-        to_node: str,
-        *,
-        head: str | None = None,
-        frame: str | None = None,
-    ) -> LayerInfo:
+    def collapse(self, request: RenderRequest, from_node: str, to_node: str) -> LayerInfo:
         """Collapse the rounds from the one holding ``from_node`` to the one holding
         ``to_node`` into one summary layer, whatever the budget (nested layers allowed)."""
-        self.catch_up()
-        ctx, view, state = self.context(head, frame)
+        ctx, view, state = self.renderer.view(request, checkpoint=True)
         units = list(view.units)
         first, last = _index_of(units, from_node), _index_of(units, to_node)
         if first == last and units[first].kind == "layer":  # inside one layer: refine it
-            return self._refine(from_node, to_node, head, frame)
+            return self._refine(request, from_node, to_node)
         if first > last:
             first, last = last, first
         covered = units[first : last + 1]
         _collapsible(covered)
         ctx.tier = "collapse"
         after, error = collapse_segment(view, ctx, covered, reason="manual", force=True)
-        self._settle(Decision(ctx, after, state, frame, [], 0), "collapse")
+        self._settle(Decision(request, ctx, after, state, [], 0), "collapse")
         if error is not None:
             raise ContextError(f"collapse failed: {error}")
         return self.book.get(str(ctx.records[-1].details["layer"]))
 
-    def _refine(
-        self, from_node: str, to_node: str, head: str | None, frame: str | None
-    ) -> LayerInfo:
+    def _refine(self, request: RenderRequest, from_node: str, to_node: str) -> LayerInfo:
         """A manual collapse inside a layer's span (a compaction, a collapse): a finer
         layer over the rounds it covers, which shows there in the coarse layer's place
         (the coarse one shows once, at its first unit left); rolling it back restores the
         coarse prompt. Built on the walked units, never on a checkpoint's placeholders."""
-        ctx, view, state = self.context(head, frame)
+        ctx, view, state = self.renderer.view(request, checkpoint=True)
         raw = list(ctx.units)
         first, last = sorted((_index_of(raw, from_node), _index_of(raw, to_node)))
         covered = raw[first : last + 1]
         if any(not unit.items for unit in covered):  # placeholders of a checkpointed span
             state.layout = Layout()
-            ctx, view, state = self.context(head, frame)
+            ctx, view, state = self.renderer.view(request, checkpoint=True)
             raw = list(ctx.units)
             first, last = sorted((_index_of(raw, from_node), _index_of(raw, to_node)))
             covered = raw[first : last + 1]
@@ -136,73 +101,77 @@ class LayerOperations:
         walked = View(tuple(raw), view.extra_tokens)
         _, error = collapse_segment(walked, ctx, covered, reason="manual", force=True)
         after = project(walked, ctx, self.book.active()) if error is None else view
-        self._settle(Decision(ctx, after, state, frame, [], 0), "collapse")
+        self._settle(Decision(request, ctx, after, state, [], 0), "collapse")
         if error is not None:
             raise ContextError(f"collapse failed: {error}")
         return self.book.get(str(ctx.records[-1].details["layer"]))
 
-    @locked
     def compact(
-        self, focus: str | None = None, *, head: str | None = None, frame: str | None = None
-    ) -> LayerInfo:
-        """``/compact [focus]``: one compaction of all but the newest rounds, now."""
-        self.catch_up()
-        ctx, view, state = self.context(head, frame)
-        view = self.prepare(view, ctx)
-        try:
-            after, info = compact_now(view, ctx, focus)
-        except ContextError:
-            self._settle(Decision(ctx, view, state, frame, [], 0), "compaction")
-            raise
-        self._settle(Decision(ctx, after, state, frame, [], 0), "compaction")
-        return self.graph.layer(info.id) if self.writer is not None else info
+        self, request: RenderRequest, focus: str | None = None
+    ) -> tuple[LayerInfo, Rendered]:
+        """``/compact [focus]``: one compaction of all but the newest rounds, now. It is
+        decided as a render that compacts first, so what it commits is the next prompt,
+        returned with the layer (a compaction that fails commits what was re-applied)."""
+        made: list[LayerInfo] = []
+        failed: list[ContextError] = []
 
-    @locked
+        def now(view: View, ctx: TierContext) -> View:
+            try:
+                after, info = compact_now(view, ctx, focus)
+            except ContextError as error:
+                failed.append(error)
+                return view
+            made.append(info)
+            return after
+
+        decision = self.renderer.decide(request, force=now)
+        self._settle(decision, "compaction")
+        if failed:
+            raise failed[0]
+        [info] = made
+        layer = self.graph.layer(info.id) if self.committer.writer is not None else info
+        return layer, decision.rendered()
+
     def provider_compaction(
-        self,
-        items: list[dict[str, Any]],
-        *,
-        head: str | None = None,
-        frame: str | None = None,
-        provider: str = "anthropic",
+        self, request: RenderRequest, items: list[dict[str, Any]], provider: str = "anthropic"
     ) -> LayerInfo | None:
         """Keep what a provider's own compaction returned (``items``) as a layer over the
         units of the prompt rendered from ``head`` — the prompt it compacted."""
-        self.catch_up()
-        ctx, view, state = self.context(head, frame)
+        ctx, view, state = self.renderer.view(request, checkpoint=True)
         ctx.tier = "provider"
         after, info = provider_layer(ctx, view, items, provider)
-        self._settle(Decision(ctx, after, state, frame, [], 0), "provider compaction")
-        if info is None or self.writer is None:
+        self._settle(Decision(request, ctx, after, state, [], 0), "provider compaction")
+        if info is None or self.committer.writer is None:
             return info
         return self.graph.layer(info.id)
 
-    @locked
-    def rollback(self, layer_id: str, reason: str | None = None) -> list[LayerInfo]:
+    def rollback(
+        self, preview: RenderRequest, layer_id: str, reason: str | None = None
+    ) -> tuple[list[LayerInfo], CompactionRecord]:
         """Roll back a layer and every layer built on it; the covered messages show again,
-        exactly as before the layer was made."""
-        self.catch_up()
+        exactly as before the layer was made. The record says what it cost the next
+        prompt (``preview`` rendered before, and after inside the rollback's transaction)."""
         info = self.book.get(layer_id)
         started = time.perf_counter()
-        before = self.preview().tokens  # what the rollback costs the next prompt, recorded
+        before = self.renderer.decide(preview).tokens
         if layer_id in self.book.overlay:
             done = self.book.rollback(layer_id)
-            after = self.preview().tokens
+            after = self.renderer.decide(preview).tokens
             record = _rollback_record(
-                self.graph.session, self.clock(), info, done, reason, started, before, after
+                self.graph.session, preview.now, info, done, reason, started, before, after
             )
-            self._records.append(record)
-            self._notify([record])
-            return done
-        writer, storage = self.writer, self.storage
+            self.committer.kept.append(record)
+            self.committer.hooks.notify([record])
+            return done, record
+        writer, storage = self.committer.writer, self.committer.storage
         if writer is None:
             raise ContextError(f"this graph is read-only; layer {layer_id} cannot roll back")
         try:
             with writer.batch():
                 done = writer.rollback_layer(layer_id, reason)
-                after = self.preview().tokens  # the rollback shows in this transaction
+                after = self.renderer.decide(preview).tokens  # shown in this transaction
                 record = _rollback_record(
-                    self.graph.session, self.clock(), info, done, reason, started, before, after
+                    self.graph.session, preview.now, info, done, reason, started, before, after
                 )
                 if storage is not None:
                     storage.write_records([record], self.graph.last_seq)
@@ -215,21 +184,21 @@ class LayerOperations:
         if storage is not None:
             storage.written()
             storage.log_records([record])
-        self._notify([record])
-        return done
+        self.committer.hooks.notify([record])
+        return done, record
 
     def _settle(self, decision: Decision, what: str) -> None:
         """Commit what a manual operation decided; a conflict with another writer's layer
         is refused with :class:`CommitConflict` (a person asked for this one layer)."""
         try:
-            self._commit(decision)
+            self.committer.commit(decision)
         except Redo as conflict:
-            self._forget(decision)
-            self.catch_up()
+            self.renderer.forget(decision)
+            if self.book.refresh is not None:
+                self.book.refresh()
             cause = conflict.__cause__ or conflict
             raise CommitConflict(f"{what} refused: {conflict}") from cause
 
-    @locked
     def expand(self, layer_or_node: str, *, depth: int = 1) -> list[dict[str, Any]]:
         """The original messages under a layer, or a finished function's own messages as
         they were shown inside it while it ran (``depth`` > 1 opens nested functions)."""
@@ -276,7 +245,7 @@ def _index_of(units: list[Unit], node_id: str) -> int:
     raise UnknownLayer(f"node {node_id!r} is not in the rendered conversation")
 
 
-def _covered_steps(ops: LayerOperations, info: LayerInfo) -> list[Step]:
+def _covered_steps(ops: LayerOps, info: LayerInfo) -> list[Step]:
     graph = ops.graph
     steps: list[Step] = []
     covered = set(info.covers)

@@ -11,22 +11,16 @@ raises :class:`~context.ContextOverflowError` (a circuit breaker, not a loop).
 from __future__ import annotations
 
 import re
-import threading
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from graph import new_id
 
+from .._budget._policy import Policy
 from .._errors import ContextError, ContextOverflowError
+from .._render._rendered import Rendered
 from .._store._records import CompactionRecord
-from ._locking import locked
-
-if TYPE_CHECKING:
-    from .._budget._policy import Policy
-    from .._budget._tokens import UsageAnchor
-    from .._render._rendered import Rendered
 
 _PHRASES = (
     "context_length_exceeded",
@@ -90,82 +84,80 @@ def reported_tokens(error: BaseException) -> tuple[int, int] | None:
     return None
 
 
+@dataclass(frozen=True)
+class Overflow:
+    """One accepted overflow: what was sent, what the provider said, what to do."""
+
+    error: BaseException
+    attempt: int
+    before: int
+    messages_before: int
+    counted: tuple[int, int] | None
+    compact_first: bool
+    started: float
+
+
 class Recovery:
-    """``recover`` of :class:`~context.ContextEngine`."""
+    """Owns the overflow count and the budget squeeze (the engine runs the render)."""
 
-    if TYPE_CHECKING:
-        from graph import GraphReader
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.squeeze = 1.0
+        """Share of the budget a render may use; an overflow lowers it."""
+        self.failures = 0
 
-        from .._tiers._book import LayerBook
-
-        graph: GraphReader
-        lock: threading.RLock
-        policy: Policy
-        squeeze: float
-        failures: int
-        clock: Callable[[], datetime]
-        anchor: UsageAnchor
-        last: Rendered | None
-
-        def render(
-            self, head: str | None = None, frame: str | None = None, *, preview: bool = False
-        ) -> Rendered: ...
-
-        def compact(
-            self, focus: str | None = None, *, head: str | None = None, frame: str | None = None
-        ) -> object: ...
-
-        def _save_anchor(self) -> None: ...
-
-        def _log(self, record: CompactionRecord) -> None: ...
-
-    @locked
-    def recover(
-        self, error: BaseException, *, head: str | None = None, frame: str | None = None
-    ) -> Rendered:
-        """A harder render after ``error`` (a context overflow), or
-        :class:`~context.ContextOverflowError` on the third failure in a row."""
+    def overflow(self, error: BaseException, last: Rendered | None) -> Overflow:
+        """Count an overflow and squeeze the budget, or raise: ``ContextError`` for an
+        error that is not an overflow, :class:`~context.ContextOverflowError` on the
+        third failure in a row (a circuit breaker, not a loop)."""
         if not is_context_overflow(error):
             raise ContextError(f"not a context-overflow error: {error!r}") from error
         started = time.perf_counter()
         self.failures += 1
         if self.failures >= self.policy.recover_max_failures:
             count = self.failures
-            self.failures = 0
-            self.squeeze = 1.0
+            self.note_success()
             raise ContextOverflowError(
                 f"the provider refused the prompt as too long {count} times in a row "
                 f"(last: {error}); a smaller budget or a model with a larger window is needed"
             ) from error
-        before = self.last.tokens if self.last is not None else 0
-        messages_before = len(self.last.messages) if self.last is not None else 0
-        counted = reported_tokens(error)
-        if counted is not None and before > 0:
-            self.anchor.anchor_usage(before, counted[0])
-            self._save_anchor()
         self.squeeze *= self.policy.recover_budget_factor
-        steps = [f"budget × {self.squeeze:.2f}"]
-        if self.failures >= 2:
-            try:
-                self.compact(head=head, frame=frame)
-                steps.append("compacted")
-            except ContextError as failed:
-                steps.append(f"could not compact: {failed}")
-        rendered = self.render(head, frame)
-        self._log(
-            CompactionRecord(
-                id=new_id(),
-                session=self.graph.session,
-                timestamp=self.clock().isoformat(),
-                tier="reactive",
-                tokens_before=before,
-                tokens_after=rendered.tokens,
-                messages_before=messages_before,
-                messages_after=len(rendered.messages),
-                ratio=round(rendered.tokens / before, 4) if before else 1.0,
-                duration_ms=round((time.perf_counter() - started) * 1000, 3),
-                error=str(error)[:500],
-                details={"attempt": self.failures, "steps": steps, "reported": counted},
-            )
+        return Overflow(
+            error,
+            self.failures,
+            last.tokens if last is not None else 0,
+            len(last.messages) if last is not None else 0,
+            reported_tokens(error),
+            self.failures >= 2,
+            started,
         )
-        return rendered
+
+    def note_success(self) -> None:
+        """The provider accepted the last prompt: forget earlier overflows."""
+        self.failures = 0
+        self.squeeze = 1.0
+
+    def record(
+        self,
+        overflow: Overflow,
+        rendered: Rendered,
+        steps: list[str],
+        session: str,
+        now: datetime,
+    ) -> CompactionRecord:
+        """The record of a recovery, once its harder render is made."""
+        before = overflow.before
+        return CompactionRecord(
+            id=new_id(),
+            session=session,
+            timestamp=now.isoformat(),
+            tier="reactive",
+            tokens_before=before,
+            tokens_after=rendered.tokens,
+            messages_before=overflow.messages_before,
+            messages_after=len(rendered.messages),
+            ratio=round(rendered.tokens / before, 4) if before else 1.0,
+            duration_ms=round((time.perf_counter() - overflow.started) * 1000, 3),
+            error=str(overflow.error)[:500],
+            details={"attempt": overflow.attempt, "steps": steps, "reported": overflow.counted},
+        )

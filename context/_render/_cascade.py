@@ -5,88 +5,33 @@ never processed), the ``always`` tiers act, the other tiers re-apply theirs, and
 act in order while the prompt is over their trigger. Every tier runs fail-open, checked for
 tool pairing; the prompt's integrity (pairs, call ids, provider roles) is repaired last. A
 render that made a layer is decided again over it, so the next render finds nothing to do.
-Kept apart from the engine, which builds the view and commits what is decided here.
+Kept apart from the renderer, which builds the view, and the committer, which writes what
+is decided here.
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
+from .._budget._policy import Policy
+from .._budget._tokens import TokenCounter
 from .._tiers._request import latest_request, shown, with_request
-from .._tiers._tier import TierContext, TierDecisions, TierFn, TierState
+from .._tiers._tier import Tier, TierContext, TierFn
 from .._view import View
-from ._decision import Decision
 from ._integrity import provider_roles, repair_tool_pairs, tool_pair_problems, unique_call_ids
-
-if TYPE_CHECKING:
-    from .._budget._policy import Policy
-    from .._budget._tokens import TokenCounter
-    from .._store._storage import ContextStorage
-    from .._tiers._book import LayerBook
-    from .._tiers._tier import Tier
-    from ._frame import Frame
-
-MAX_PASSES = 8
-"""Times a render is made at most while each one still makes a layer (see ``_decide``)."""
 
 
 class Cascade:
-    """The deciding half of :class:`~context.ContextEngine`: the tier list, run on a view."""
+    """The tier list, run on a view under a policy (counting what integrity repairs)."""
 
-    if TYPE_CHECKING:
-        policy: Policy
-        tiers: list[Tier]
-        counter: TokenCounter
-        book: LayerBook
-        storage: ContextStorage | None
+    def __init__(self, tiers: Sequence[Tier], policy: Policy, counter: TokenCounter) -> None:
+        self.tiers = list(tiers)
+        self.policy = policy
+        self.counter = counter
 
-        def context(
-            self,
-            head: str | None = None,
-            frame: str | None = None,
-            *,
-            preview: bool = False,
-            carried: tuple[dict[str, TierState], dict[str, dict[str, Any]]] | None = None,
-            decisions: TierDecisions | None = None,
-        ) -> tuple[TierContext, View, Frame]: ...
-
-        def _checkpoint(self, state: Frame, view: View, ctx: TierContext) -> None: ...
-
-    def _decide(self, head: str | None, frame: str | None, *, preview: bool) -> Decision:
-        """The pure step: the prompt and the decisions it rests on, nothing written.
-
-        A render that made a layer is made again over the new layer, as the next render
-        would be, until one makes none: so the next render over the same graph (same
-        clock and recovery state) finds nothing to do and shows the same bytes. (A tier
-        that made a layer and left the prompt over its trigger, as summarize_half does,
-        made another on each repeat though nothing was appended.)"""
-        decisions = TierDecisions()
-        carried = None
-        for _ in range(MAX_PASSES):
-            known = len(self.book.overlay)
-            ctx, view, state = self.context(
-                head, frame, preview=preview, carried=carried, decisions=decisions
-            )
-            if preview:
-                carried = (ctx.states, ctx.scratch)
-            view = self._cascade(view, ctx)
-            view = self._with_request(view, ctx)
-            if not preview and frame is None and self.storage is not None:
-                self._checkpoint(state, view, ctx)  # layers this render made may hide a span
-            messages, tokens = self._finish(view, ctx)
-            if tokens > ctx.budget >= view.tokens:
-                # Integrity added a turn (a provider's role rules): make room for it too.
-                budget = ctx.budget
-                ctx.budget = budget - (tokens - view.tokens)
-                view = self._compact_pass(view, ctx)
-                ctx.budget = budget
-                messages, tokens = self._finish(view, ctx)
-            if len(self.book.overlay) == known:
-                break
-        return Decision(ctx, view, state, frame, messages, tokens)
-
-    def _with_request(self, view: View, ctx: TierContext) -> View:
+    def with_request(self, view: View, ctx: TierContext) -> View:
         """The latest user request back in the prompt when the cascade took its round,
         with room made for it by one more pass under the budget less its size."""
         request = latest_request(ctx)
@@ -96,13 +41,14 @@ class Cascade:
             budget = ctx.budget
             ctx.budget = max(1, budget - request.tokens)
             try:
-                view = self._compact_pass(view, ctx)
+                view = self.compact_pass(view, ctx)
             finally:
                 ctx.budget = budget
         return with_request(view, request)
 
-    def _cascade(self, view: View, ctx: TierContext) -> View:
-        return self._compact_pass(self.prepare(view, ctx), ctx)
+    def run(self, view: View, ctx: TierContext) -> View:
+        """Re-apply what was decided, then let the tiers act over their triggers."""
+        return self.compact_pass(self.prepare(view, ctx), ctx)
 
     def prepare(self, view: View, ctx: TierContext) -> View:
         """Re-apply earlier decisions in the order they were made (the ``early`` ones,
@@ -118,7 +64,7 @@ class Cascade:
                 view = self.run_tier(tier.name, tier.apply, view, ctx)
         return view
 
-    def _compact_pass(self, view: View, ctx: TierContext) -> View:
+    def compact_pass(self, view: View, ctx: TierContext) -> View:
         """Each tier acts when the prompt is over its trigger; once one has, the following
         tiers go on while the prompt is over the low-water mark (hysteresis)."""
         triggered = False
@@ -151,7 +97,7 @@ class Cascade:
             return view
         return after
 
-    def _finish(self, view: View, ctx: TierContext) -> tuple[list[dict[str, Any]], int]:
+    def finish(self, view: View, ctx: TierContext) -> tuple[list[dict[str, Any]], int]:
         messages = view.messages
         tokens = view.tokens
         fixed, notes = repair_tool_pairs(messages)

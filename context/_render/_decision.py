@@ -8,19 +8,42 @@ from typing import Any
 from .._tiers._tier import TierContext
 from .._view import View
 from ._frame import Frame
+from ._rendered import Rendered
+from ._request import RenderRequest
 
 
 @dataclass
 class Decision:
     """One render's outcome before its commit: the prompt and what it was decided under
-    (``ctx`` holds the records and files; the engine's layer book the new layers)."""
+    (``ctx`` holds the records and files; the layer book the new layers)."""
 
+    request: RenderRequest
     ctx: TierContext
     view: View
     frame: Frame
-    key: str | None
-    """The frame rendered in (None: the main conversation)."""
     messages: list[dict[str, Any]]
     tokens: int
     problems: list[str] = field(default_factory=list)
     """What went wrong on the way and did not stop the render (said in its actions)."""
+
+    @property
+    def key(self) -> str | None:
+        """The frame rendered in (None: the main conversation)."""
+        return self.request.frame
+
+    def rendered(self) -> Rendered:
+        """The prompt as the caller gets it, with what the cascade did for it."""
+        ctx, view = self.ctx, self.view
+        for problem in self.problems:
+            ctx.act(ctx.tier or "render", problem, view, view, error=problem)
+        system = sum(u.tokens for u in view.units if u.kind == "system")
+        return Rendered(
+            messages=self.messages,
+            tokens=self.tokens,
+            budget=self.request.budget,
+            actions=ctx.actions,
+            records=ctx.records,
+            context_management={"edits": ctx.edits} if ctx.edits else None,
+            preview=self.request.preview,
+            floor=view.extra_tokens + system,
+        )

@@ -32,6 +32,13 @@ class LayerBook:
         self.session_of = session_of
         self.overlay: dict[str, LayerInfo] = {}
 
+    def draft(self) -> LayerBook:
+        """A book over the same graph that starts with this one's pending layers and
+        keeps what is added to it to itself (what a preview decides is never stored)."""
+        draft = LayerBook(self.graph, self.refresh, self.session_of)
+        draft.overlay = dict(self.overlay)
+        return draft
+
     def active(self) -> list[LayerInfo]:
         found = [i for i in self.graph.layers() if i.active and i.id not in self.overlay]
         return [*found, *(i for i in self.overlay.values() if i.active)]

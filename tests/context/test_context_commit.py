@@ -235,8 +235,8 @@ def test_a_render_whose_layer_conflicts_decides_again_from_what_was_stored(
     monkeypatch.setattr(late, "catch_up", lambda: None)
     elsewhere = one.add_layer("collapse", [n for x in r[8:12] for n in x], said("elsewhere"))
     forgotten: list[object] = []
-    forget = late._forget
-    monkeypatch.setattr(late, "_forget", lambda d: (forgotten.append(d), forget(d)))
+    forget = late.renderer.forget  # internal: a refused commit shows only here
+    monkeypatch.setattr(late.renderer, "forget", lambda d: (forgotten.append(d), forget(d)))
     rendered = late.render()
     assert len(forgotten) == 1  # refused once, then decided again from what was stored
     assert rendered.fits or rendered.tokens > 0

@@ -21,7 +21,7 @@ from context import (
     render_context,
     tool_pair_problems,
 )
-from context._commit import _persistence
+from context._commit import _committer
 from graph import ConversationGraph
 
 BIG = "".join(f"row {i:05d} " + "v" * 50 + "\n" for i in range(250))  # 15,000 chars
@@ -125,7 +125,7 @@ def test_offload_failure_keeps_the_output_inline(
     def disk_full(*args: Any) -> bool:
         raise OSError("disk full")
 
-    monkeypatch.setattr(_persistence, "write_text_once", disk_full)
+    monkeypatch.setattr(_committer, "write_text_once", disk_full)
     g = ConversationGraph.memory("s1")
     tool_id = big_graph(g)
     full = ContextEngine(g, policy(tmp_path), budget=1_000_000).preview()
@@ -276,6 +276,7 @@ def test_public_surface() -> None:
         "COLLAPSE_FIRST_CASCADE",
         "CONTEXT_MIGRATIONS",
         "CommitConflict",
+        "Committed",
         "CompactionRecord",
         "ContextEngine",
         "ContextError",
@@ -298,6 +299,7 @@ def test_public_surface() -> None:
         "Removal",
         "RenderInputs",
         "RenderReceipt",
+        "RenderRequest",
         "Rendered",
         "ScrubRefused",
         "SentPrompt",
