@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from context import UnknownLayer
+from context import CompactionRecord, UnknownLayer
 from graph import ConversationGraph
 from openprogram._cli._common import (
     common_options,
@@ -24,7 +24,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     engine = engine_for(args, graph)
     before = engine.preview().tokens
     layer = engine.compact(args.focus)
-    after = engine.preview().tokens
+    after = engine.decided.tokens if engine.decided is not None else before
     saved = layer_savings(engine, [layer])[layer.id]
     console.print(
         f"compacted {len(layer.covers)} nodes of {graph.session} into layer {layer.id}: "
@@ -72,10 +72,12 @@ def cmd_rollback(args: argparse.Namespace) -> int:
             f"no layer {args.layer!r} in session {graph.session}; "
             f"`openprogram collapses {graph.session}` lists them"
         )
-    before = engine.preview().tokens
+    seen: list[CompactionRecord] = []
+    engine.callbacks.append(seen.append)  # the rollback's record measured the next prompt
     done = engine.rollback(args.layer, reason=args.reason)
-    after = engine.preview().tokens
+    [record] = [r for r in seen if r.tier == "rollback"]
     ids = ", ".join(layer.id for layer in done)
+    before, after = record.tokens_before, record.tokens_after
     console.print(f"rolled back {ids}: next prompt {before:,} → {after:,} tokens")
     return 0
 
