@@ -1,4 +1,4 @@
-"""What an engine keeps for one frame between renders, and how a walked node is first shown.
+"""What an engine keeps for one frame between renders.
 
 Tier state is saved per configuration epoch (the state key) and frame; the main frame's
 state also carries the layout checkpoint (``_checkpoint``), so a fresh engine builds only
@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from graph import GraphReader, Node
+from graph import GraphReader
 
 from .._store._storage import ContextStorage
 from .._tiers._book import LayerBook
@@ -122,12 +122,3 @@ class FrameStore:
         """Before deciding again: outputs whose file could not be written stay inline."""
         for node_id in node_ids:
             mark_failed(frame.states, node_id)
-
-
-def variant_of(message: dict[str, Any], node: Node) -> str:
-    """How a walked node is shown before any tier acts (part of its token-count key)."""
-    if node.kind == "tool":
-        return "full" if node.result is not None else "pending"
-    if node.kind == "function":
-        return "call" if message.get("role") == "assistant" else f"result:{node.status}"
-    return "full"

@@ -32,7 +32,7 @@ from ._backlog_walk import compact_backlog
 from ._cascade import Cascade
 from ._checkpoint import capture
 from ._decision import Decision
-from ._frame import Frame, FrameStore, variant_of
+from ._frame import Frame, FrameStore
 from ._layout import Layout
 from ._request import RenderRequest
 
@@ -282,3 +282,12 @@ class Renderer:
         except Exception:  # fail-open: counted again (and saved) instead
             return
         cache.loader = None  # every stored count is known now
+
+
+def variant_of(message: dict[str, Any], node: Node) -> str:
+    """How a walked node is shown before any tier acts (part of its token-count key)."""
+    if node.kind == "tool":
+        return "full" if node.result is not None else "pending"
+    if node.kind == "function":
+        return "call" if message.get("role") == "assistant" else f"result:{node.status}"
+    return "full"
