@@ -77,7 +77,7 @@ class Committer:
             self.hooks.notify(records)
             return []
         self._write_files(decision)
-        layers = self.book.pending()
+        layers = decision.layers
         state = self.frames.encode(frame)
         dirty = self.cache.dirty()
         seq = self.graph.last_seq

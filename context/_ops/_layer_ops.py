@@ -27,6 +27,7 @@ from .._commit._committer import Committer
 from .._commit._writer import Redo
 from .._errors import AlreadyRolledBack, CommitConflict, ContextError, UnknownLayer
 from .._render._decision import Decision
+from .._render._frame import Frame
 from .._render._layout import Layout
 from .._render._rendered import Rendered
 from .._render._renderer import Renderer
@@ -76,7 +77,7 @@ class LayerOps:
         _collapsible(covered)
         ctx.tier = "collapse"
         after, error = collapse_segment(view, ctx, covered, reason="manual", force=True)
-        self._settle(Decision(request, ctx, after, state, [], 0), "collapse")
+        self._settle(self._decided(request, ctx, after, state), "collapse")
         if error is not None:
             raise ContextError(f"collapse failed: {error}")
         return self.book.get(str(ctx.records[-1].details["layer"]))
@@ -101,7 +102,7 @@ class LayerOps:
         walked = View(tuple(raw), view.extra_tokens)
         _, error = collapse_segment(walked, ctx, covered, reason="manual", force=True)
         after = project(walked, ctx, self.book.active()) if error is None else view
-        self._settle(Decision(request, ctx, after, state, [], 0), "collapse")
+        self._settle(self._decided(request, ctx, after, state), "collapse")
         if error is not None:
             raise ContextError(f"collapse failed: {error}")
         return self.book.get(str(ctx.records[-1].details["layer"]))
@@ -140,7 +141,10 @@ class LayerOps:
         ctx, view, state = self.renderer.view(request, checkpoint=True)
         ctx.tier = "provider"
         after, info = provider_layer(ctx, view, items, provider)
-        self._settle(Decision(request, ctx, after, state, [], 0), "provider compaction")
+        self._settle(
+            self._decided(request, ctx, after, state),
+            "provider compaction",
+        )
         if info is None or self.committer.writer is None:
             return info
         return self.graph.layer(info.id)
@@ -186,6 +190,12 @@ class LayerOps:
             storage.log_records([record])
         self.committer.hooks.notify([record])
         return done, record
+
+    def _decided(
+        self, request: RenderRequest, ctx: TierContext, view: View, state: Frame
+    ) -> Decision:
+        """What a manual operation decided: the layers it made, on its own view."""
+        return Decision(request, ctx, view, state, [], 0, tuple(self.book.pending()))
 
     def _settle(self, decision: Decision, what: str) -> None:
         """Commit what a manual operation decided; a conflict with another writer's layer

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from graph import LayerInfo
+
 from .._tiers._tier import TierContext
 from .._view import View
 from ._frame import Frame
@@ -12,10 +14,10 @@ from ._rendered import Rendered
 from ._request import RenderRequest
 
 
-@dataclass
+@dataclass(frozen=True)
 class Decision:
-    """One render's outcome before its commit: the prompt and what it was decided under
-    (``ctx`` holds the records and files; the layer book the new layers)."""
+    """One render's outcome before its commit: the prompt, the layers it made and what it
+    was decided under (``ctx`` holds the tier state, records, files and edits)."""
 
     request: RenderRequest
     ctx: TierContext
@@ -23,6 +25,8 @@ class Decision:
     frame: Frame
     messages: list[dict[str, Any]]
     tokens: int
+    layers: tuple[LayerInfo, ...] = ()
+    """The layers it made, not stored yet (the commit stores them)."""
     problems: list[str] = field(default_factory=list)
     """What went wrong on the way and did not stop the render (said in its actions)."""
 

@@ -129,7 +129,7 @@ class Renderer:
             ctx.record("offload", view, view, started=time.perf_counter(), error=error)
             ctx.actions.insert(0, ctx.actions.pop())
             ctx.records.insert(0, ctx.records.pop())
-        return Decision(request, ctx, view, state, messages, tokens)
+        return Decision(request, ctx, view, state, messages, tokens, tuple(book.pending()))
 
     def view(
         self,
@@ -206,7 +206,7 @@ class Renderer:
     def forget(self, decision: Decision) -> None:
         """Drop what a refused commit decided: its layers, and tier state since the last
         commit (what the stored state says)."""
-        self.book.settle([info.id for info in self.book.pending()])
+        self.book.settle(info.id for info in decision.layers)
         self.frames.reset(decision.frame, self.book)
 
     def checkpoint(self, state: Frame, view: View, ctx: TierContext, book: LayerBook) -> None:
