@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
+from .._store._receipt import RenderReceipt
 from .._store._records import CompactionRecord
-
-if TYPE_CHECKING:
-    from .._store._receipt import RenderReceipt
-    from .._store._storage import ContextStorage
+from .._store._storage import ContextStorage
 
 
 class Rendered(msgspec.Struct, frozen=True):

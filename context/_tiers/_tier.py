@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 
@@ -28,14 +28,12 @@ from graph import GraphReader, new_id
 
 from .._budget._policy import Policy
 from .._budget._tokens import TokenCache, TokenCounter
+from .._store._folder import StateFolder
 from .._store._records import CompactionRecord
+from .._summaries._prefetch import Prefetcher
+from .._summaries._summary import Summarizer
 from .._view import Item, Unit, View
-
-if TYPE_CHECKING:
-    from .._store._folder import StateFolder
-    from .._summaries._prefetch import Prefetcher
-    from .._summaries._summary import Summarizer
-    from ._book import LayerBook
+from ._book import LayerBook
 
 
 class TierState(msgspec.Struct):
