@@ -21,97 +21,91 @@ True
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
+from ._cursor import MAIN, Cursor
 from ._errors import GraphError, InvalidMessage, NodeNotFound
 from ._ids import is_safe_id
 from ._reader import GraphReader
 from ._store import Store
 
-MAIN = "main"
-"""The branch a session starts on: its own head."""
 BRANCHES = "graph.branches"
 """Side-value namespace of the other branches' heads, by name."""
 
 
-class BranchWriter(GraphReader):
-    """The named-branch half of :class:`~graph.ConversationGraph`."""
+class BranchWriter:
+    """The named branches of one live graph: it reads through ``reader`` (the graph),
+    keeps the other branches' heads in ``store`` and moves the shared ``cursor``;
+    ``refresh`` reads what other writers stored."""
 
-    store: Store
-    _lock: threading.RLock
-    _branch_name: str
-
-    if TYPE_CHECKING:  # provided by ConversationGraph
-
-        @property
-        def head(self) -> str | None: ...
-
-        def refresh(self) -> None: ...
-
-        def _position(self, node_id: str) -> None: ...
-
-        def _unposition(self) -> None: ...
-
-    @property
-    def branch(self) -> str:
-        """The branch appends go to (``main`` until a ``checkout``)."""
-        return self._branch_name
+    def __init__(
+        self,
+        reader: GraphReader,
+        store: Store,
+        cursor: Cursor,
+        lock: threading.RLock,
+        refresh: Callable[[], None],
+    ) -> None:
+        self._state = reader.state
+        self._store = store
+        self._cursor = cursor
+        self._lock = lock
+        self._refresh = refresh
 
     def branches_by_name(self) -> dict[str, str | None]:
-        """Every named branch and its head, ``main`` first (its head is None while the
-        session is empty)."""
+        session = self._state.session
         with self._lock:
-            others = self.store.get_values(self.session, BRANCHES)
-            main = self.head if self._branch_name == MAIN else self._stored_main()
+            others = self._store.get_values(session, BRANCHES)
+            main = self._cursor.head if self._cursor.branch == MAIN else self._stored_main()
             return {MAIN: main, **dict(sorted(others.items()))}
 
     def create_branch(self, name: str, at: str) -> str:
-        """A new branch whose head is node ``at`` (no node is written; appends after a
-        ``checkout(name)`` grow it). Refuses a name in use and a tool node."""
         if not isinstance(name, str) or not is_safe_id(name) or name == MAIN:
             raise InvalidMessage("name", f"{name!r} cannot name a branch ([A-Za-z0-9_.-])")
+        session, store = self._state.session, self._store
         with self._lock:
             if at not in self._state.nodes:
-                self.refresh()
+                self._refresh()
             if at not in self._state.nodes:
-                raise NodeNotFound(at, self.session)
+                raise NodeNotFound(at, session)
             if self._state.nodes[at].kind == "tool":
                 raise GraphError(f"node {at} is a tool node; branch at the node that requested it")
-            with self.store.transaction():
-                if name in self.store.get_values(self.session, BRANCHES, [name]):
-                    raise GraphError(f"branch {name!r} exists in session {self.session!r}")
-                self.store.put_values(self.session, BRANCHES, {name: at})
+            with store.transaction():
+                if name in store.get_values(session, BRANCHES, [name]):
+                    raise GraphError(f"branch {name!r} exists in session {session!r}")
+                store.put_values(session, BRANCHES, {name: at})
             return name
 
     def checkout(self, name: str) -> str | None:
-        """Make ``name`` the branch appends go to and move to its head (returned)."""
+        session, cursor = self._state.session, self._cursor
         with self._lock:
-            self.refresh()
+            self._refresh()
             if name == MAIN:
-                head = self._stored_main() if self._branch_name != MAIN else self.head
+                head = self._stored_main() if cursor.branch != MAIN else cursor.head
             else:
-                found = self.store.get_values(self.session, BRANCHES, [name])
+                found = self._store.get_values(session, BRANCHES, [name])
                 if name not in found:
                     known = ", ".join(self.branches_by_name())
-                    raise GraphError(f"no branch {name!r} in session {self.session!r}: {known}")
+                    raise GraphError(f"no branch {name!r} in session {session!r}: {known}")
                 head = found[name]
-            self._branch_name = name
+            cursor.branch = name
             if head is None:
-                self._unposition()
+                cursor.clear()
             else:
-                self._position(head)
+                cursor.place(head)
             return head
 
     def _stored_main(self) -> str | None:
         """Main's head as the session stores it (moved only by appends on main)."""
-        head = self.store.load(self.session, after=self._state.last_seq).head
+        head = self._store.load(self._state.session, after=self._state.last_seq).head
         return head if head in self._state.nodes else None
 
-    def _store_head(self, head: str | None) -> str | None:
+    def store_head(self, head: str | None) -> str | None:
         """The head a commit stores for the session: ours on main, else main's stays (None)
         and the branch's head is stored beside it, in the commit's transaction."""
-        if self._branch_name == MAIN:
+        branch = self._cursor.branch
+        if branch == MAIN:
             return head
         if head is not None:
-            self.store.put_values(self.session, BRANCHES, {self._branch_name: head})
+            self._store.put_values(self._state.session, BRANCHES, {branch: head})
         return None

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import threading
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import msgspec
 
 from ._codec import normalize_event, normalize_meta, normalize_payload, normalize_time
+from ._cursor import Commit, Cursor
 from ._errors import FunctionFinished, GraphError, InvalidMessage
 from ._ids import new_id
 from ._nodes import EXPOSE_MODES, Edge, Event, Finish, Function, Node
@@ -52,30 +51,24 @@ class FunctionHandle:
         return self.graph.get(self.id)
 
 
-class FunctionWriter(GraphReader):
-    """The function-writing half of :class:`~graph.ConversationGraph`."""
+class FunctionWriter:
+    """Starts, nests and finishes the function nodes of one live graph: it reads through
+    ``reader`` (the graph), moves the shared ``cursor`` and writes through ``commit``."""
 
-    _lock: threading.RLock
-    _heads: dict[str | None, str | None]
-    _frames: list[str]
-
-    if TYPE_CHECKING:  # provided by ConversationGraph
-
-        @property
-        def head(self) -> str | None: ...
-
-        @property
-        def _frame(self) -> str | None: ...
-
-        def _commit(
-            self, records: list[Node | Event], edges: list[Edge], head: str | None
-        ) -> list[Any]: ...
+    def __init__(
+        self, reader: GraphReader, cursor: Cursor, lock: threading.RLock, commit: Commit
+    ) -> None:
+        self._reader = reader
+        self._state = reader.state
+        self._cursor = cursor
+        self._lock = lock
+        self._commit = commit
 
     # -- frames ---------------------------------------------------------------------------
-    def _where(self, frame: Frame | None) -> str | None:
+    def where(self, frame: Frame | None) -> str | None:
         """The function whose chain an append goes to (the implicit stack when None)."""
         if frame is None:
-            return self._frames[-1] if self._frames else None
+            return self._cursor.frame
         if frame.function is not None:
             node = self._state.get(frame.function)
             if node.kind != "function":
@@ -83,15 +76,16 @@ class FunctionWriter(GraphReader):
         return frame.function
 
     def head_of(self, frame: Frame | None = None) -> str | None:
-        """The newest node on a frame's chain (the implicit frame's when None)."""
-        function = self._where(frame)
-        if function in self._heads:
-            return self._heads[function]
+        function = self.where(frame)
+        heads = self._cursor.heads
+        if function in heads:
+            return heads[function]
         if function is None:
-            return self.head
+            return self._cursor.head
         return self._state.frame_head(function)
 
-    def _check_open(self, function: str | None) -> None:
+    def check_open(self, function: str | None) -> None:
+        """Refuse to append into a finished function (or one inside a finished one)."""
         chain = [] if function is None else [function, *self._state.ancestry(function)]
         for function_id in chain:
             node = self._state.nodes[function_id]
@@ -102,9 +96,10 @@ class FunctionWriter(GraphReader):
                     f"({node.finish.status}); fork from a node outside it to continue"
                 )
 
-    def _chain_edges(self, node_id: str, function: str | None) -> list[Edge]:
+    def chain_edges(self, node_id: str, function: str | None) -> list[Edge]:
+        """The edges that put a new node at the end of ``function``'s chain."""
         edges: list[Edge] = []
-        heads = self._heads
+        heads = self._cursor.heads
         head = heads[function] if function in heads else self.head_of(Frame(function))
         if head is not None:
             edges.append(Edge(head, node_id, "next"))
@@ -124,37 +119,37 @@ class FunctionWriter(GraphReader):
         at: Any = None,
         meta: dict[str, Any] | None = None,
     ) -> FunctionHandle:
-        """Add a running function node to ``frame``'s chain (the implicit frame's when None,
-        which then also enters it); finish it with :meth:`finish_function`.
-
-        ``spawned_by`` names the tool node whose execution started it; by default, the
-        single pending tool call of the frame's head assistant, if there is exactly one.
-        """
         if not isinstance(name, str) or not name:
             raise InvalidMessage("name", "a function needs a non-empty string name")
         if expose not in EXPOSE_MODES:
             raise InvalidMessage("expose", f"{expose!r} is not one of {', '.join(EXPOSE_MODES)}")
         when = normalize_time(at)
         meta_value = normalize_meta(meta)
+        cursor = self._cursor
         with self._lock:
-            parent = self._where(frame)
-            self._check_open(parent)
+            parent = self.where(frame)
+            self.check_open(parent)
             spawner = spawned_by if spawned_by is not None else self._single_pending_tool(parent)
             if spawner is not None and self._state.get(spawner).kind != "tool":
                 raise InvalidMessage("spawned_by", f"node {spawner} is not a tool node")
             payload = normalize_payload(Function(name=name, input=input, expose=expose))  # type: ignore[arg-type]
             node = Node(
-                id=new_id(), session=self.session, seq=0, at=when, payload=payload, meta=meta_value
+                id=new_id(),
+                session=self._state.session,
+                seq=0,
+                at=when,
+                payload=payload,
+                meta=meta_value,
             )
-            edges = self._chain_edges(node.id, parent)
+            edges = self.chain_edges(node.id, parent)
             if spawner is not None:
                 edges.append(Edge(spawner, node.id, "spawned"))
             self._commit([node], edges, node.id)
-            self._heads[parent] = node.id
-            self._heads[node.id] = node.id
+            cursor.heads[parent] = node.id
+            cursor.heads[node.id] = node.id
             if frame is None:
-                self._frames.append(node.id)
-        return FunctionHandle(self, node)
+                cursor.frames.append(node.id)
+        return FunctionHandle(self._reader, node)
 
     def finish_function(
         self,
@@ -164,8 +159,6 @@ class FunctionWriter(GraphReader):
         error: BaseException | str | None = None,
         status: str | None = None,
     ) -> Node:
-        """Finish a running function: ``completed`` with ``output``, ``error`` with the
-        error's message, or ``status="interrupted"`` (its owner died)."""
         function_id = function.id if isinstance(function, FunctionHandle) else function
         if isinstance(error, BaseException):
             error = "".join(traceback.format_exception_only(type(error), error)).strip()
@@ -182,35 +175,6 @@ class FunctionWriter(GraphReader):
             self._finish(function_id, finish)
         return self._state.nodes[function_id]
 
-    @contextmanager
-    def function(
-        self,
-        name: str,
-        input: Any = None,
-        expose: str = "io",
-        *,
-        spawned_by: str | None = None,
-        at: Any = None,
-        meta: dict[str, Any] | None = None,
-        frame: Frame | None = None,
-    ) -> Iterator[FunctionHandle]:
-        """Run a block as a function node; appends inside it form the function's own chain.
-
-        On normal exit the node completes with ``handle.output``; on an exception its status
-        is ``error`` with the message, and the exception propagates. With ``frame`` the
-        node goes on that frame's chain and the block appends with ``frame=handle.frame``.
-        """
-        handle = self.start_function(
-            name, input, expose, frame=frame, spawned_by=spawned_by, at=at, meta=meta
-        )
-        try:
-            yield handle
-        except BaseException as error:
-            self.finish_function(handle, error=error)
-            raise
-        else:
-            self.finish_function(handle, output=handle.output)
-
     def _single_pending_tool(self, function: str | None) -> str | None:
         head = self.head_of(Frame(function))
         if head is None:
@@ -221,18 +185,23 @@ class FunctionWriter(GraphReader):
         return pending[0] if len(pending) == 1 else None
 
     def _finish(self, function_id: str, finish: Finish) -> None:
+        cursor = self._cursor
         with self._lock:
-            last = self._heads.get(function_id) or self._state.frame_head(function_id)
+            last = cursor.heads.get(function_id) or self._state.frame_head(function_id)
             data = normalize_event(msgspec.structs.replace(finish, last=last))
-            if function_id in self._frames:
-                index = self._frames.index(function_id)
-                for inner in self._frames[index:]:
-                    self._heads.pop(inner, None)
-                self._frames = self._frames[:index]
-                self._heads[self._frame] = function_id
+            if function_id in cursor.frames:
+                index = cursor.frames.index(function_id)
+                for inner in cursor.frames[index:]:
+                    cursor.heads.pop(inner, None)
+                cursor.frames = cursor.frames[:index]
+                cursor.heads[cursor.frame] = function_id
             else:
-                self._heads.pop(function_id, None)
+                cursor.heads.pop(function_id, None)
             event = Event(
-                session=self.session, seq=0, node_id=function_id, at=normalize_time(None), data=data
+                session=self._state.session,
+                seq=0,
+                node_id=function_id,
+                at=normalize_time(None),
+                data=data,
             )
-            self._commit([event], [], self.head)
+            self._commit([event], [], cursor.head)

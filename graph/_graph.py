@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from ._branches import MAIN, BranchWriter
+from ._branches import BranchWriter
 from ._codec import (
     decode_any,
     encode,
@@ -22,6 +22,7 @@ from ._codec import (
     normalize_payload,
     normalize_time,
 )
+from ._cursor import MAIN, Cursor
 from ._errors import (
     CrossSessionError,
     DuplicateToolResult,
@@ -30,14 +31,15 @@ from ._errors import (
     NodeNotFound,
     UnknownToolCall,
 )
-from ._functions import Frame, FunctionWriter
+from ._functions import Frame, FunctionHandle, FunctionWriter
 from ._ids import is_safe_id, new_id
 from ._layers import LayerWriter
 from ._loading import paused
 from ._messages import ParsedResult, parse_message, stored_fields
-from ._nodes import Edge, Event, EventData, Finish, Fork, Layer, Node, Payload, Tool
+from ._nodes import Edge, Event, EventData, Finish, Fork, Layer, LayerInfo, Node, Payload, Tool
 from ._open import open_store
 from ._protocols import Loaded
+from ._reader import GraphReader
 from ._redact import Redactor
 from ._state import GraphState
 from ._store import MemoryStore, Store
@@ -45,7 +47,7 @@ from ._store import MemoryStore, Store
 _ULID = re.compile(r"(?<![0-9A-Za-z])[0-9A-Z]{26}(?![0-9A-Za-z])")
 
 
-class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
+class ConversationGraph(GraphReader):
     """A session's conversation as a graph of dialogue, function and tool nodes.
 
     >>> g = ConversationGraph.memory()
@@ -55,6 +57,10 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
     ...     fn.output = "it is in parse()"
     >>> [m["role"] for m in g.to_openai()]
     ['user', 'assistant', 'assistant', 'tool']
+
+    The graph holds its writers as objects sharing its state, cursor, lock and commit:
+    function nodes (``_functions``), layers (``_layers``) and named branches
+    (``_branches``); their public methods here delegate to them.
     """
 
     def __init__(
@@ -73,9 +79,12 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
         meta, tool results, function inputs, outputs and errors, layers."""
         self._lock = threading.RLock()
         self._state = GraphState(session)  # the store creates the session with its first write
-        self._heads: dict[str | None, str | None] = {None: None}
-        self._frames: list[str] = []
-        self._branch_name = MAIN
+        self._cursor = Cursor(self._state)
+        self._functions = FunctionWriter(self, self._cursor, self._lock, self._commit)
+        self._layers = LayerWriter(
+            self, store, self._cursor, self._lock, self.refresh, self.batch, self._commit
+        )
+        self._branches = BranchWriter(self, store, self._cursor, self._lock, self.refresh)
         self.repairs: list[str] = []
         """What loading had to leave out of a damaged session (empty when it is sound)."""
         self._repair = repair
@@ -110,7 +119,7 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
     def _load(self) -> None:
         loaded = self._catch_up()
         if loaded.head is not None and loaded.head in self._state.nodes:
-            self._position(loaded.head)
+            self._cursor.place(loaded.head)
 
     def _catch_up(self, before: int | None = None) -> Loaded:
         """Apply the stored records after ``last_seq`` (only those below ``before``).
@@ -179,52 +188,28 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
         """
         with self._lock, paused():
             mark = len(self._state.records)
-            heads, frames = dict(self._heads), list(self._frames)
+            saved = self._cursor.save()
             try:
                 with self.store.transaction():
                     yield
             except BaseException:
                 self._state.truncate(mark)
-                self._heads, self._frames = heads, frames
+                self._cursor.restore(saved)
                 raise
 
     # -- position -----------------------------------------------------------------------
     @property
     def head(self) -> str | None:
         """The newest node on the current frame's chain (None when the graph is empty)."""
-        return self._heads.get(self._frame)
+        return self._cursor.head
 
     @property
     def frame(self) -> str | None:
         """The running function whose chain appends go to (None at top level)."""
-        return self._frame
-
-    @property
-    def _frame(self) -> str | None:
-        return self._frames[-1] if self._frames else None
+        return self._cursor.frame
 
     def default_head(self) -> str | None:
-        return self.head
-
-    def _unposition(self) -> None:
-        """No head: the next append starts a new root."""
-        self._heads, self._frames = {None: None}, []
-
-    def _position(self, node_id: str) -> None:
-        """Make ``node_id`` the head, in the frame that holds it."""
-        node = self._state.nodes[node_id]
-        ancestry = self._state.ancestry(node_id)
-        if node.kind == "function" and node.finish is None and node_id in self._frames:
-            ancestry = [node_id, *ancestry]
-        self._frames = list(reversed(ancestry))
-        # Each enclosing function is the newest node of its caller's chain (it runs still):
-        # a top-level append after reopening goes after it, not to a new root.
-        self._heads = {None: None}
-        caller: str | None = None
-        for frame in self._frames:
-            self._heads[caller] = frame
-            caller = frame
-        self._heads[self._frame] = node_id
+        return self._cursor.head
 
     # -- writing ------------------------------------------------------------------------
     def _commit(
@@ -233,12 +218,12 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
         if self.redactor is not None:
             records = [self.redactor.value(record) for record in records]
         fresh = self._state.last_seq == 0  # a session this graph never saw written may be new
-        if self._branch_name == MAIN:
+        if self._cursor.branch == MAIN:
             first = self.store.commit(self.session, records, edges, head, create=fresh)
         else:
             with self.store.transaction():
                 first = self.store.commit(
-                    self.session, records, edges, self._store_head(head), create=fresh
+                    self.session, records, edges, self._branches.store_head(head), create=fresh
                 )
         if first > self._state.last_seq + 1:
             self._catch_up(before=first)
@@ -282,9 +267,10 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
         with self._lock:
             if isinstance(parsed, ParsedResult):
                 return self._append_result(parsed, when, message)
-            function = self._where(frame)
+            functions = self._functions
+            function = functions.where(frame)
             if function is not None:
-                self._check_open(function)
+                functions.check_open(function)
             dialogue: Payload = parsed.dialogue
             if not is_plain(dialogue):
                 dialogue = normalize_payload(dialogue, "message", stored_fields(message))
@@ -293,7 +279,7 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
                 id=new_id(), session=session, seq=0, at=when, payload=dialogue, meta=meta_value
             )
             records: list[Node | Event] = [node]
-            edges = self._chain_edges(node.id, function)
+            edges = functions.chain_edges(node.id, function)
             for call in parsed.calls:
                 if call.call_id in self._state.pending:
                     raise InvalidMessage(
@@ -313,7 +299,7 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
                 if function is not None:
                     edges.append(Edge(function, tool.id, "caller"))
             stored = self._commit(records, edges, node.id)
-            self._heads[function] = node.id
+            self._cursor.heads[function] = node.id
             return self._state.nodes[stored[0].id]
 
     def _append_result(self, parsed: ParsedResult, when: datetime, message: dict[str, Any]) -> Node:
@@ -448,10 +434,9 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
         branch that shares nothing with the nodes before it (which all stay). Used when a
         conversation held elsewhere starts over (an adapter's ``clear_session``)."""
         with self._lock:
-            if self._frames:
+            if self._cursor.frames:
                 raise GraphError("cannot restart inside a function's frame; finish it first")
-            self._frames = []
-            self._heads = {None: None}
+            self._cursor.clear()
 
     def fork(self, node_id: str | Node) -> str:
         """Move the head back to ``node_id``: the next append starts a branch there."""
@@ -480,8 +465,138 @@ class ConversationGraph(FunctionWriter, LayerWriter, BranchWriter):
                 session=self.session, seq=0, node_id=node_id, at=normalize_time(None), data=Fork()
             )
             self._commit([event], [], node_id)
-            self._position(node_id)
+            self._cursor.place(node_id)
             return node_id
+
+    # -- function nodes (``_functions``) --------------------------------------------------
+    def head_of(self, frame: Frame | None = None) -> str | None:
+        """The newest node on a frame's chain (the implicit frame's when None)."""
+        return self._functions.head_of(frame)
+
+    def start_function(
+        self,
+        name: str,
+        input: Any = None,
+        expose: str = "io",
+        *,
+        frame: Frame | None = None,
+        spawned_by: str | None = None,
+        at: Any = None,
+        meta: dict[str, Any] | None = None,
+    ) -> FunctionHandle:
+        """Add a running function node to ``frame``'s chain (the implicit frame's when None,
+        which then also enters it); finish it with :meth:`finish_function`.
+
+        ``spawned_by`` names the tool node whose execution started it; by default, the
+        single pending tool call of the frame's head assistant, if there is exactly one.
+        """
+        return self._functions.start_function(
+            name, input, expose, frame=frame, spawned_by=spawned_by, at=at, meta=meta
+        )
+
+    def finish_function(
+        self,
+        function: FunctionHandle | str,
+        *,
+        output: Any = None,
+        error: BaseException | str | None = None,
+        status: str | None = None,
+    ) -> Node:
+        """Finish a running function: ``completed`` with ``output``, ``error`` with the
+        error's message, or ``status="interrupted"`` (its owner died)."""
+        return self._functions.finish_function(function, output=output, error=error, status=status)
+
+    @contextmanager
+    def function(
+        self,
+        name: str,
+        input: Any = None,
+        expose: str = "io",
+        *,
+        spawned_by: str | None = None,
+        at: Any = None,
+        meta: dict[str, Any] | None = None,
+        frame: Frame | None = None,
+    ) -> Iterator[FunctionHandle]:
+        """Run a block as a function node; appends inside it form the function's own chain.
+
+        On normal exit the node completes with ``handle.output``; on an exception its status
+        is ``error`` with the message, and the exception propagates. With ``frame`` the
+        node goes on that frame's chain and the block appends with ``frame=handle.frame``.
+        """
+        handle = self.start_function(
+            name, input, expose, frame=frame, spawned_by=spawned_by, at=at, meta=meta
+        )
+        try:
+            yield handle
+        except BaseException as error:
+            self.finish_function(handle, error=error)
+            raise
+        else:
+            self.finish_function(handle, output=handle.output)
+
+    # -- layers (``_layers``) -------------------------------------------------------------
+    def add_layer(
+        self,
+        kind: str,
+        covers: list[str] | tuple[str, ...],
+        replacement: Any = None,
+        *,
+        builds_on: list[str] | tuple[str, ...] = (),
+        meta: dict[str, Any] | None = None,
+        at: Any = None,
+        layer_id: str | None = None,
+    ) -> LayerInfo:
+        """Record a layer over ``covers`` (a sequenced fact; no node changes).
+
+        Active layers wholly inside ``covers`` are built on (added to ``builds_on``); a
+        layer inside an active one refines it (shown in its place there). One that overlaps
+        an active layer only in part, where one branch's walk could hold both, is refused
+        with :class:`LayerConflict`; layers of two forks never block each other. The check
+        runs under the session's lock after reading what other processes stored.
+
+        >>> g = ConversationGraph.memory()
+        >>> ids = [g.append({"role": "user", "content": str(i)}).id for i in range(3)]
+        >>> inner = g.add_layer("collapse", ids[:2], "0 and 1")
+        >>> outer = g.add_layer("compact", ids, "all three")
+        >>> outer.builds_on == (inner.id,)
+        True
+        >>> [i.id for i in g.rollback_layer(inner.id)] == [outer.id, inner.id]
+        True
+        """
+        return self._layers.add_layer(
+            kind, covers, replacement, builds_on=builds_on, meta=meta, at=at, layer_id=layer_id
+        )
+
+    def lock(self) -> None:
+        """Inside a ``batch()``: hold the session's row and read what other writers stored
+        first, so what is checked next is checked against every process's layers."""
+        self._layers.lock()
+
+    def rollback_layer(self, layer_id: str, reason: str | None = None) -> list[LayerInfo]:
+        """Roll back a layer and every active layer built on it (those first); returns them
+        as they are now. The covered nodes show through again wherever they are visible."""
+        return self._layers.rollback_layer(layer_id, reason)
+
+    # -- named branches (``_branches``) ---------------------------------------------------
+    @property
+    def branch(self) -> str:
+        """The branch appends go to (``main`` until a ``checkout``)."""
+        return self._cursor.branch
+
+    def branches_by_name(self) -> dict[str, str | None]:
+        """Every named branch and its head, ``main`` first (its head is None while the
+        session is empty)."""
+        return self._branches.branches_by_name()
+
+    def create_branch(self, name: str, at: str) -> str:
+        """A new branch whose head is node ``at`` (no node is written; appends after a
+        ``checkout(name)`` grow it). Refuses a name in use and a tool node."""
+        return self._branches.create_branch(name, at)
+
+    def checkout(self, name: str) -> str | None:
+        """Make ``name`` the branch appends go to and move to its head (returned)."""
+        return self._branches.checkout(name)
 
 
 def _renamed(value: Any, ids: dict[str, str]) -> Any:

@@ -8,11 +8,13 @@ collapsed segments and compactions). Making one and rolling one back are events,
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._branches import BRANCHES
 from ._codec import normalize_event, normalize_meta, normalize_time
+from ._cursor import Commit, Cursor
 from ._errors import (
     InvalidMessage,
     LayerConflict,
@@ -22,29 +24,34 @@ from ._errors import (
     NodeNotFound,
 )
 from ._ids import is_safe_id, new_id
-from ._nodes import Edge, Event, Layer, LayerInfo, Node, Rollback
+from ._nodes import Event, Layer, LayerInfo, Node, Rollback
 from ._reader import GraphReader
 from ._store import Store
 
 
-class LayerWriter(GraphReader):
-    """The layer-writing half of :class:`~graph.ConversationGraph`."""
+class LayerWriter:
+    """Makes and rolls back the layers of one live graph: it reads through ``reader`` (the
+    graph), checks under the session's row lock in ``store`` after ``refresh``, and writes
+    inside ``batch`` through ``commit`` at the shared ``cursor``'s head."""
 
-    store: Store
-    _lock: threading.RLock
-
-    if TYPE_CHECKING:  # provided by ConversationGraph
-
-        @property
-        def head(self) -> str | None: ...
-
-        def refresh(self) -> None: ...
-
-        def batch(self) -> AbstractContextManager[None]: ...
-
-        def _commit(
-            self, records: list[Node | Event], edges: list[Edge], head: str | None
-        ) -> list[Any]: ...
+    def __init__(
+        self,
+        reader: GraphReader,
+        store: Store,
+        cursor: Cursor,
+        lock: threading.RLock,
+        refresh: Callable[[], None],
+        batch: Callable[[], AbstractContextManager[None]],
+        commit: Commit,
+    ) -> None:
+        self._reader = reader
+        self._state = reader.state
+        self._store = store
+        self._cursor = cursor
+        self._lock = lock
+        self._refresh = refresh
+        self._batch = batch
+        self._commit = commit
 
     def add_layer(
         self,
@@ -57,24 +64,6 @@ class LayerWriter(GraphReader):
         at: Any = None,
         layer_id: str | None = None,
     ) -> LayerInfo:
-        """Record a layer over ``covers`` (a sequenced fact; no node changes).
-
-        Active layers wholly inside ``covers`` are built on (added to ``builds_on``); a
-        layer inside an active one refines it (shown in its place there). One that overlaps
-        an active layer only in part, where one branch's walk could hold both, is refused
-        with :class:`LayerConflict`; layers of two forks never block each other. The check
-        runs under the session's lock after reading what other processes stored.
-
-        >>> from graph import ConversationGraph
-        >>> g = ConversationGraph.memory()
-        >>> ids = [g.append({"role": "user", "content": str(i)}).id for i in range(3)]
-        >>> inner = g.add_layer("collapse", ids[:2], "0 and 1")
-        >>> outer = g.add_layer("compact", ids, "all three")
-        >>> outer.builds_on == (inner.id,)
-        True
-        >>> [i.id for i in g.rollback_layer(inner.id)] == [outer.id, inner.id]
-        True
-        """
         if not isinstance(kind, str) or not kind:
             raise InvalidMessage("kind", "a layer needs a non-empty string kind")
         covered = tuple(dict.fromkeys(covers))
@@ -84,15 +73,16 @@ class LayerWriter(GraphReader):
         meta_value = normalize_meta(meta)
         if layer_id is not None and not is_safe_id(layer_id):
             raise InvalidMessage("layer_id", f"{layer_id!r} is not a safe id ([A-Za-z0-9_.-])")
-        with self._lock, self.batch():
+        session = self._state.session
+        with self._lock, self._batch():
             self.lock()
             if layer_id is not None and (
                 layer_id in self._state.layers or layer_id in self._state.nodes
             ):
-                raise LayerError(f"id {layer_id!r} is already used in session {self.session!r}")
+                raise LayerError(f"id {layer_id!r} is already used in session {session!r}")
             missing = [n for n in covered if n not in self._state.nodes]
             if missing:
-                raise NodeNotFound(missing[0], self.session)
+                raise NodeNotFound(missing[0], session)
             built = self._nesting(covered, builds_on)
             data = Layer(
                 kind=kind,
@@ -102,20 +92,18 @@ class LayerWriter(GraphReader):
                 meta=meta_value,
             )
             event = Event(
-                session=self.session,
+                session=session,
                 seq=0,
                 node_id=layer_id or new_id(),
                 at=when,
                 data=normalize_event(data),
             )
-            self._commit([event], [], self.head)
+            self._commit([event], [], self._cursor.head)
             return self._state.layers[event.node_id]
 
     def lock(self) -> None:
-        """Inside a ``batch()``: hold the session's row and read what other writers stored
-        first, so what is checked next is checked against every process's layers."""
-        self.store.lock_session(self.session)
-        self.refresh()
+        self._store.lock_session(self._state.session)
+        self._refresh()
 
     def _nesting(self, covered: tuple[str, ...], builds_on: Any) -> list[str]:
         """The active layers a new layer over ``covered`` builds on (those wholly inside
@@ -124,7 +112,7 @@ class LayerWriter(GraphReader):
         inside = set(covered)
         built = list(dict.fromkeys(builds_on))
         for built_id in built:
-            info = self.layer(built_id)
+            info = self._reader.layer(built_id)
             if not info.active:
                 raise LayerError(f"layer {built_id} was rolled back; it cannot be built on")
             if not set(info.covers) <= inside:
@@ -154,9 +142,9 @@ class LayerWriter(GraphReader):
             return False  # no walk holds both
         mine = {state.top(n) for n in covered}
         theirs = {state.top(n) for n in other}
-        heads = {*state.tips(), *self.store.get_values(self.session, BRANCHES).values()}
-        if self.head is not None:
-            heads.add(self.head)
+        heads = {*state.tips(), *self._store.get_values(state.session, BRANCHES).values()}
+        if self._cursor.head is not None:
+            heads.add(self._cursor.head)
         for head in heads:
             if head in state.nodes:
                 chain = set(state.chain(state.top(head)))
@@ -165,13 +153,13 @@ class LayerWriter(GraphReader):
         return True
 
     def rollback_layer(self, layer_id: str, reason: str | None = None) -> list[LayerInfo]:
-        """Roll back a layer and every active layer built on it (those first); returns them
-        as they are now. The covered nodes show through again wherever they are visible."""
-        with self._lock, self.batch():
+        session = self._state.session
+        session = self._state.session
+        with self._lock, self._batch():
             self.lock()
             if layer_id not in self._state.layers:
-                other = self.store.session_of(layer_id)
-                raise LayerNotFound(layer_id, self.session, other)
+                other = self._store.session_of(layer_id)
+                raise LayerNotFound(layer_id, session, other)
             info = self._state.layers[layer_id]
             if not info.active:
                 raise LayerRolledBack(layer_id, info.rolled_back)
@@ -181,8 +169,8 @@ class LayerWriter(GraphReader):
                     doomed.append(candidate.id)
             when = normalize_time(None)
             events: list[Node | Event] = [
-                Event(session=self.session, seq=0, node_id=d, at=when, data=Rollback(reason=reason))
+                Event(session=session, seq=0, node_id=d, at=when, data=Rollback(reason=reason))
                 for d in reversed(doomed)
             ]
-            self._commit(events, [], self.head)
+            self._commit(events, [], self._cursor.head)
             return [self._state.layers[d] for d in reversed(doomed)]

@@ -82,14 +82,14 @@ class _SQLImport:
     def put_values(self, rows: Iterable[tuple[str, str, str, str]]) -> None:
         found = [{"session": s, "namespace": n, "key": k, "value": v} for s, n, k, v in rows]
         if found:
-            self.connection.execute(self.store._upsert("values"), found)
+            self.connection.execute(self.store.upsert("values"), found)
 
     def append_logs(self, rows: Iterable[tuple[str, str, str, int, str]]) -> None:
         found = [
             {"session": s, "namespace": n, "key": k, "seq": q, "body": b} for s, n, k, q, b in rows
         ]
         if found:
-            self.connection.execute(self.store._upsert("logs"), found)
+            self.connection.execute(self.store.upsert("logs"), found)
 
     def drop(self, table: str) -> None:
         self.connection.exec_driver_sql(f"DROP TABLE {_name(table, table=True)}")

@@ -13,7 +13,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -29,7 +29,7 @@ from ._migrations import Migration, migrate
 from ._nodes import Edge
 from ._pending import FLUSH_ROWS, Pending, Row, add_rows
 from ._pg import insert_rows, is_psycopg, streamed
-from ._protocols import Loaded, SessionInfo
+from ._protocols import Loaded, LogEntry, SessionInfo
 from ._schema import DATABASE, EDGES, EVENTS, LEASES, LOGS, NODES, SESSIONS, VALUES
 from ._side_migrations import SideMigration, as_schema_migrations
 from ._sql_errors import TABLES, Unreadable, store_error
@@ -60,8 +60,10 @@ _CHUNK = 4096
 _DRIVER_SQL: dict[tuple[str, str], str] = {}
 
 
-class SQLStore(SideTables, Store):
-    """A store over SQLAlchemy: SQLite (WAL) or PostgreSQL, with the same code."""
+class SQLStore(Store):
+    """A store over SQLAlchemy: SQLite (WAL) or PostgreSQL, with the same code. Its side
+    data (values, logs, leases, session meta) is a ``SideTables`` it holds and delegates to,
+    on this store's connection and transaction."""
 
     def __init__(
         self,
@@ -78,7 +80,7 @@ class SQLStore(SideTables, Store):
         self.url = normalize_url(url_or_path, create=create and not read_only)
         self.engine = engine_for(self.url, read_only=read_only)
         self._local = threading.local()
-        self._upserts: dict[str, Any] = {}
+        self._side = SideTables(self.url, self.engine, self._connection, self._create)
 
     @contextmanager
     def _connection(self) -> Iterator[Connection]:
@@ -393,6 +395,49 @@ class SQLStore(SideTables, Store):
         if pending is not None:  # the seqs it held went with the row: a commit starts afresh
             pending.held.pop(session, None)
 
+    # -- side data (``_sql_side``) -------------------------------------------------------
+    def get_values(
+        self, session: str, namespace: str, keys: Collection[str] | None = None
+    ) -> dict[str, str]:
+        return self._side.get_values(session, namespace, keys)
+
+    def put_values(self, session: str, namespace: str, values: Mapping[str, str]) -> None:
+        self._side.put_values(session, namespace, values)
+
+    def append_log(
+        self, session: str, namespace: str, entries: Sequence[tuple[str, str]], seq: int
+    ) -> None:
+        self._side.append_log(session, namespace, entries, seq)
+
+    def read_log(self, session: str, namespace: str) -> list[LogEntry]:
+        return self._side.read_log(session, namespace)
+
+    def put_lease(self, session: str, function_id: str, owner: str, expires_us: int) -> None:
+        self._side.put_lease(session, function_id, owner, expires_us)
+
+    def renew_lease(
+        self,
+        session: str,
+        function_id: str,
+        owner: str,
+        expires_us: int,
+        *,
+        previous: str | None = None,
+    ) -> bool:
+        return self._side.renew_lease(session, function_id, owner, expires_us, previous=previous)
+
+    def drop_lease(self, session: str, function_id: str) -> None:
+        self._side.drop_lease(session, function_id)
+
+    def leases(self, session: str) -> dict[str, tuple[str, int]]:
+        return self._side.leases(session)
+
+    def session_meta(self, session: str) -> dict[str, Any]:
+        return self._side.session_meta(session)
+
+    def update_session_meta(self, session: str, values: Mapping[str, Any]) -> dict[str, Any]:
+        return self._side.update_session_meta(session, values)
+
     # -- migrations ----------------------------------------------------------------------
     def migrate(self, migrations: Sequence[Migration]) -> None:
         """Apply missing migrations; a read-only store applies none (what it reads of a
@@ -406,4 +451,4 @@ class SQLStore(SideTables, Store):
 
     def migrate_side(self, migrations: Sequence[SideMigration]) -> None:
         """Apply side-data migrations, each recorded as a schema migration of its name."""
-        self.migrate(as_schema_migrations(migrations, self))
+        self.migrate(as_schema_migrations(migrations, self._side))

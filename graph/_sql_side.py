@@ -1,13 +1,13 @@
 """The SQL store's side tables: keyed values, append-only logs and leases that the layers
 above keep per session, and a session's meta. They share the store's connection and
-transaction (``SQLStore._connection``), so a value written inside ``transaction()``
-commits or rolls back with the nodes written there."""
+transaction (the ``connection`` the store hands them), so a value written inside
+``transaction()`` commits or rolls back with the nodes written there."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 from sqlalchemy import Connection, Engine, delete, select, update
@@ -22,17 +22,22 @@ KEYS_PER_QUERY = 500
 
 
 class SideTables:
-    """Values, logs, leases and session meta: the side-data half of ``SQLStore``."""
+    """Values, logs, leases and session meta of one ``SQLStore``: statements on the
+    ``connection`` it hands out (the open transaction's, or a new one), on ``engine``'s
+    dialect; ``create`` makes a session's row (meta is kept there)."""
 
-    url: str
-    engine: Engine
-    _upserts: dict[str, Any]
-
-    if TYPE_CHECKING:  # provided by SQLStore
-
-        def _connection(self) -> AbstractContextManager[Connection]: ...
-
-        def _create(self, connection: Connection, session: str) -> bool: ...
+    def __init__(
+        self,
+        url: str,
+        engine: Engine,
+        connection: Callable[[], AbstractContextManager[Connection]],
+        create: Callable[[Connection, str], bool],
+    ) -> None:
+        self.url = url
+        self.engine = engine
+        self._connection = connection
+        self._create = create
+        self._upserts: dict[str, Any] = {}
 
     def get_values(
         self, session: str, namespace: str, keys: Collection[str] | None = None
@@ -58,7 +63,7 @@ class SideTables:
             {"session": session, "namespace": namespace, "key": key, "value": value}
             for key, value in values.items()
         ]
-        statement = self._upsert("values")
+        statement = self.upsert("values")
         with self._connection() as connection:
             # executemany: one compiled statement whatever the count (a multi-row VALUES
             # of 30k token counts took seconds to compile)
@@ -73,11 +78,11 @@ class SideTables:
             {"session": session, "namespace": namespace, "key": key, "seq": seq, "body": body}
             for key, body in entries
         ]
-        statement = self._upsert("logs")
+        statement = self.upsert("logs")
         with self._connection() as connection:
             connection.execute(statement, rows)
 
-    def _upsert(self, table: str) -> Any:
+    def upsert(self, table: str) -> Any:
         """The side tables' INSERT … ON CONFLICT statements, built once per store (building
         one costs more than running it on SQLite, and a render saves state every turn)."""
         found = self._upserts.get(table)
