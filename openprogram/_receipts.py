@@ -7,12 +7,13 @@ the notebooks read it to see what the agent sent.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from context import (
     Committed,
     ContextEngine,
+    ContextStorage,
     Rendered,
     RenderReceipt,
     canonical_message,
@@ -23,23 +24,17 @@ from context import (
 )
 from graph import new_id
 
-if TYPE_CHECKING:
-    from context import ContextStorage
-    from graph import ConversationGraph
-
 
 class Receipts:
-    """The render receipts of :class:`~openprogram.Session`."""
+    """The render receipts of one session (``session``), kept in its context ``storage``;
+    ``seq`` reads the session's graph's last seq when a receipt is written."""
 
-    if TYPE_CHECKING:
-        graph: ConversationGraph
-        engine: ContextEngine
-        _storage: ContextStorage
+    def __init__(self, storage: ContextStorage, session: str, seq: Callable[[], int]) -> None:
+        self._storage = storage
+        self._session = session
+        self._seq = seq
 
-        @property
-        def id(self) -> str: ...
-
-    def _receipt(self, engine: ContextEngine, committed: Committed) -> None:
+    def write(self, engine: ContextEngine, committed: Committed) -> None:
         """Keep what a render decided to send, in its commit's transaction: a receipt lands
         with the layers and tier state it was rendered under, or not at all."""
         if engine.storage is None:
@@ -49,8 +44,8 @@ class Receipts:
         digests = tuple(message_digest(text) for text in sent)
         receipt = RenderReceipt(
             id=new_id(),
-            session=self.id,
-            seq=self.graph.last_seq,
+            session=self._session,
+            seq=self._seq(),
             head=request.head,
             frame=request.frame,
             tools_digest=tools_digest(request.tools),
@@ -68,17 +63,14 @@ class Receipts:
         tools = list(request.tools)
         engine.storage.save_receipt(receipt, tools, dict(zip(digests, sent, strict=True)))
 
-    def receipt(self) -> RenderReceipt | None:
-        """The last prompt this session sent, as a receipt (None: none sent yet)."""
+    def last(self) -> RenderReceipt | None:
+        """The receipt of the last prompt sent (None: none sent yet)."""
         return self._storage.last_receipt()
 
-    def last_prompt(self) -> Rendered | None:
-        """The prompt this session sent last, exactly as sent (a :class:`~context.SentPrompt`
-        read back from its receipt's stored messages); for a receipt written before
-        messages were kept, rendered again from it (its head, frame, tools and effective
-        budget), writing nothing. None before the first call. ``session.engine.preview()``
-        shows the next one."""
-        receipt = self.receipt()
+    def last_prompt(self, engine: ContextEngine) -> Rendered | None:
+        """The last prompt as sent, read back from its receipt's stored messages; for a
+        receipt written before messages were kept, rendered again by ``engine``."""
+        receipt = self.last()
         if receipt is None:
             return None
-        return sent_prompt(self._storage, receipt) or render_receipt(self.engine, receipt)
+        return sent_prompt(self._storage, receipt) or render_receipt(engine, receipt)

@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import partial
-from typing import Any
+from typing import Any, Self
 
 from context import (
     ContextEngine,
     ContextStorage,
     Policy,
+    Rendered,
+    RenderReceipt,
     Summarizer,
     delete_session,
     release_state_folder,
@@ -69,7 +72,7 @@ from openprogram._tools import ToolSpec
 from openprogram._usage import usage_of
 
 
-class Session(Binding, Receipts):
+class Session:
     """An agent's conversation, stored, rendered under a budget, bound to running code.
 
     Args:
@@ -103,6 +106,9 @@ class Session(Binding, Receipts):
     >>> with Session(":memory:", model=TestModel(["Paris."]), system="Be brief.") as s:
     ...     s.llm("Capital of France?")
     'Paris.'
+
+    It holds its parts as objects and delegates to them: binding running code
+    (``_binding``) and render receipts (``_receipts``).
     """
 
     def __init__(
@@ -150,6 +156,8 @@ class Session(Binding, Receipts):
         self.config = wanted
         """The configuration this session runs with (as stored)."""
         self._storage = ContextStorage(store, name, self.folder)
+        self._binding = Binding(self, SESSION)
+        self._receipts = Receipts(self._storage, name, lambda: self.graph.last_seq)
         if wanted != stored:
             record_change(store, name, self.folder, stored, wanted)
         if stored is not None or session_id is not None:
@@ -175,7 +183,7 @@ class Session(Binding, Receipts):
         )
         # A render's layers and tier state land only while this process holds its leases.
         engine.fences.append(lambda: self.leases.check(self.leases.mine()))
-        engine.commit_hooks.append(partial(self._receipt, engine))  # in the render's transaction
+        engine.commit_hooks.append(partial(self._receipts.write, engine))  # in its transaction
         if tools is None:  # a reopening renders with the tools of the last prompt sent
             tools = engine.storage.last_tools() if engine.storage is not None else ()
         engine.set_tools(tools)
@@ -269,6 +277,39 @@ class Session(Binding, Receipts):
     def list(cls, db: str | os.PathLike[str] | Store | None = None) -> list[SessionInfo]:
         """The sessions of a store, oldest first."""
         return open_store(db).sessions()
+
+    # -- binding running code (``_binding``) ----------------------------------------------
+    def __enter__(self) -> Self:
+        self._binding.enter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._binding.exit()
+
+    @contextmanager
+    def bound(self) -> Iterator[Self]:
+        """``with session.bound():`` — the same as ``with session:``."""
+        with self:
+            yield self
+
+    def run(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Call ``fn`` (sync or async) with this session bound; return its result. An async
+        one runs to completion here — on a worker thread when this thread already runs an
+        event loop (a notebook), so it works the same everywhere."""
+        return self._binding.run(fn, *args, **kwargs)
+
+    # -- render receipts (``_receipts``) ---------------------------------------------------
+    def receipt(self) -> RenderReceipt | None:
+        """The last prompt this session sent, as a receipt (None: none sent yet)."""
+        return self._receipts.last()
+
+    def last_prompt(self) -> Rendered | None:
+        """The prompt this session sent last, exactly as sent (a :class:`~context.SentPrompt`
+        read back from its receipt's stored messages); for a receipt written before
+        messages were kept, rendered again from it (its head, frame, tools and effective
+        budget), writing nothing. None before the first call. ``session.engine.preview()``
+        shows the next one."""
+        return self._receipts.last_prompt(self.engine)
 
     # -- LLM calls ------------------------------------------------------------------------
     def _call(
