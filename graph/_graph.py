@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,15 +12,8 @@ from typing import Any
 import msgspec
 
 from ._branches import BranchWriter
-from ._codec import (
-    decode_any,
-    encode,
-    is_plain,
-    normalize_event,
-    normalize_meta,
-    normalize_payload,
-    normalize_time,
-)
+from ._codec import is_plain, normalize_event, normalize_meta, normalize_payload, normalize_time
+from ._copy import branch_of, renamed_records, same_records
 from ._cursor import MAIN, Cursor
 from ._errors import (
     CrossSessionError,
@@ -36,15 +28,13 @@ from ._ids import is_safe_id, new_id
 from ._layers import LayerWriter
 from ._loading import paused
 from ._messages import ParsedResult, parse_message, stored_fields
-from ._nodes import Edge, Event, EventData, Finish, Fork, Layer, LayerInfo, Node, Payload, Tool
+from ._nodes import Edge, Event, EventData, Fork, LayerInfo, Node, Payload, Tool
 from ._open import open_store
 from ._protocols import Loaded
 from ._reader import GraphReader
 from ._redact import Redactor
 from ._state import GraphState
 from ._store import MemoryStore, Store
-
-_ULID = re.compile(r"(?<![0-9A-Za-z])[0-9A-Z]{26}(?![0-9A-Za-z])")
 
 
 class ConversationGraph(GraphReader):
@@ -343,14 +333,7 @@ class ConversationGraph(GraphReader):
         with self._lock:
             if target.load(name).records:
                 raise GraphError(f"session {name!r} already holds nodes in {target.url}")
-            records: list[Node | Event] = []
-            edges: list[Edge] = []
-            for record in self._state.records:
-                if isinstance(record, Event):
-                    records.append(msgspec.structs.replace(record, session=name))
-                else:
-                    records.append(msgspec.structs.replace(record[0], session=name))
-                    edges.extend(record[1])
+            records, edges = same_records(self._state, name)
             if records:
                 with target.transaction():
                     target.commit(name, records, edges, self.head)
@@ -364,70 +347,14 @@ class ConversationGraph(GraphReader):
             raise InvalidMessage("session", f"{session!r} is not a safe id ([A-Za-z0-9_.-])")
         with self._lock:
             self.refresh()  # what other writers (a fork's session object) appended too
-            keep = None if head is None else self._branch(head)
-            ids: dict[str, str] = {}
-            records: list[Node | Event] = []
-            edges: list[Edge] = []
-            for record in self._state.records:
-                if isinstance(record, Event):
-                    copied = self._copied_event(record, session, ids, keep)
-                    if copied is not None:
-                        records.append(copied)
-                    continue
-                node, node_edges = record
-                if keep is not None and node.id not in keep:
-                    continue
-                ids[node.id] = new_id()
-                records.append(msgspec.structs.replace(node, id=ids[node.id], session=session))
-                edges.extend(
-                    Edge(ids[e.src], ids[node.id], e.type) for e in node_edges if e.src in ids
-                )
+            keep = None if head is None else branch_of(self._state, head)
+            records, edges, ids = renamed_records(self._state, session, keep)
             if store.load(session).records:
                 raise GraphError(f"session {session!r} already holds nodes in {store.url}")
             if records:
                 with store.transaction():
                     store.commit(session, records, edges, ids.get(head or self.head or ""))
         return ConversationGraph(store, session)
-
-    def _branch(self, head: str) -> set[str]:
-        state = self._state
-        state.get(head)
-        found: set[str] = set()
-        todo = list(state.chain(head))
-        while todo:
-            node_id = todo.pop()
-            if node_id in found:
-                continue
-            found.add(node_id)
-            todo.extend(state.tools.get(node_id, ()))
-            todo.extend(state.children.get(node_id, ()))
-        return found
-
-    @staticmethod
-    def _copied_event(
-        event: Event, session: str, ids: dict[str, str], keep: set[str] | None
-    ) -> Event | None:
-        data = event.data
-        if isinstance(data, Fork):
-            return None
-        if isinstance(data, Layer):
-            if not all(n in ids for n in data.covers):
-                return None
-            ids[event.node_id] = new_id()
-            data = msgspec.structs.replace(
-                data,
-                covers=tuple(ids[n] for n in data.covers),
-                replacement=_renamed(data.replacement, ids),
-                builds_on=tuple(ids[b] for b in data.builds_on if b in ids),
-                meta=_renamed(data.meta, ids),
-            )
-        elif isinstance(data, Finish) and data.last is not None:
-            data = msgspec.structs.replace(data, last=ids.get(data.last))
-        if event.node_id not in ids:
-            return None
-        return msgspec.structs.replace(
-            event, session=session, node_id=ids[event.node_id], data=data
-        )
 
     def restart(self) -> None:
         """Start a new root: the next top-level append has no predecessor, so it begins a
@@ -597,13 +524,3 @@ class ConversationGraph(GraphReader):
     def checkout(self, name: str) -> str | None:
         """Make ``name`` the branch appends go to and move to its head (returned)."""
         return self._branches.checkout(name)
-
-
-def _renamed(value: Any, ids: dict[str, str]) -> Any:
-    """``value`` with every copied node or layer id it mentions replaced by the copy's (a
-    layer's summary names its own id and the nodes it stands for: ``expand_layer("…")``)."""
-    if value is None:
-        return None
-    text = encode(value)
-    renamed = _ULID.sub(lambda found: ids.get(found.group(0), found.group(0)), text)
-    return value if renamed == text else decode_any(renamed)
