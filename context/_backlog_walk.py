@@ -19,7 +19,7 @@ from ._checkpoint import Checkpoint, placeholders, sealed, unit_runs
 from ._compact import kept_by_messages
 from ._layout import Layout
 from ._tier import TierContext
-from ._view import RawUnit, Unit
+from ._view import TURN_KINDS, RawUnit, Unit
 
 _INSPECT = 8
 
@@ -119,7 +119,7 @@ def _built(layout: Layout, build: Build, index: int) -> Unit:
 def _hideable(layout: Layout, unit: RawUnit) -> bool:
     """A unit a checkpoint can stand a placeholder in for: a whole, finished round or call
     at the top level, nothing in it still pending."""
-    if unit.kind not in ("round", "call") or unit.pinned or unit.running:
+    if unit.kind not in TURN_KINDS or unit.pinned or unit.running:
         return False
     steps: list[Step] = layout.steps[unit.start : unit.end]
     if any(step.depth or step.running or step.view == "enter" for step in steps):

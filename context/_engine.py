@@ -30,6 +30,7 @@ from ._folder import StateFolder, state_folder
 from ._layers import LayerBook, project
 from ._layout import Layout
 from ._manual import LayerOperations
+from ._names import as_tier
 from ._persistence import EngineStorage, _Frame, _variant
 from ._policy import MAX_TOKENS, Policy
 from ._prefetch import Prefetcher
@@ -283,7 +284,9 @@ class ContextEngine(Cascade, EngineStorage, LayerOperations, Recovery):
         of the top frame, no tier state stored, no layer in the session (see ``_backlog``)."""
         if frame is not None or state.saved or state.restore is not None:
             return False
-        if state.layout.head is not None or "compact" not in self.tier_names:
+        if state.layout.head is not None or not any(
+            as_tier(n) == "compact" for n in self.tier_names
+        ):
             return False
         return not self.book.overlay and not self.graph.state.layers
 

@@ -21,10 +21,9 @@ import msgspec
 from graph import GraphReader, Layer, LayerInfo, new_id
 
 from ._errors import UnknownLayer
+from ._names import LayerKind
 from ._tier import TierContext
 from ._view import Unit, View
-
-LAYER_KINDS = ("collapse", "compact", "provider")
 
 
 class LayerBook:
@@ -71,7 +70,7 @@ class LayerBook:
 
     def add(
         self,
-        kind: str,
+        kind: LayerKind,
         covers: list[str],
         replacement: list[dict[str, Any]],
         meta: dict[str, Any],
@@ -126,7 +125,7 @@ def layer_unit(
     if ctx.layers is not None and info.id in ctx.layers.overlay:
         ctx.cache.unstored.add(info.id)  # not stored yet: no count of it is in the store
     items = tuple(
-        ctx.item(message, info.id, f"layer:{index}") for index, message in enumerate(messages)
+        ctx.item(message, info.id, "layer", part=index) for index, message in enumerate(messages)
     )
     ids = tuple(n for unit in covered for n in unit.node_ids)
     return Unit(

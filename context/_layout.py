@@ -35,7 +35,7 @@ from ._checkpoint import (
     placeholders,
     trusted,
 )
-from ._view import RawUnit, Unit, is_native_compaction, unit_tools
+from ._view import RawUnit, Unit, UnitKind, is_native_compaction, unit_tools
 
 Entry = tuple[dict[str, Any], Node | None]
 
@@ -86,7 +86,7 @@ class Grouper:
             self._users = []
             self._users_running = False
 
-    def _single(self, kind: Any, entries: tuple[Entry, ...], step: Step, index: int) -> None:
+    def _single(self, kind: UnitKind, entries: tuple[Entry, ...], step: Step, index: int) -> None:
         self._close_round()
         self._flush_users()
         pinned = kind in ("system", "task")

@@ -23,6 +23,7 @@ from ._commit import Decision, Redo, SessionWriter
 from ._errors import OffloadError
 from ._files import write_text_once
 from ._layout import Layout
+from ._names import RESULT_VARIANTS, Variant
 from ._offload import mark_failed
 from ._records import CompactionRecord
 from ._redaction import clean_records
@@ -285,10 +286,10 @@ class EngineStorage:
         )
 
 
-def _variant(message: dict[str, Any], node: Node) -> str:
+def _variant(message: dict[str, Any], node: Node) -> Variant:
     """How a walked node is shown before any tier acts (part of its token-count key)."""
     if node.kind == "tool":
         return "full" if node.result is not None else "pending"
     if node.kind == "function":
-        return "call" if message.get("role") == "assistant" else f"result:{node.status}"
+        return "call" if message.get("role") == "assistant" else RESULT_VARIANTS[node.status]
     return "full"

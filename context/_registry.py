@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from . import _collapse, _compact, _emergency, _microcompact, _offload, _reduce, _rereads, _snip
 from ._errors import PolicyError
+from ._names import TIER_NAMES
 from ._tier import Tier
 
 TIERS: dict[str, Tier] = {
@@ -27,6 +28,8 @@ TIERS: dict[str, Tier] = {
     )
 }
 """Every tier by name."""
+
+assert tuple(TIERS) == TIER_NAMES, "context._names.TierName lists the registry's tiers"
 
 
 def resolve_tiers(tiers: Sequence[Tier | str]) -> list[Tier]:

@@ -14,13 +14,13 @@ from graph import Dialogue, dialogue_message, text_of
 
 from ._reduce import middle_truncate
 from ._tier import TierContext
-from ._view import Item, Unit, View
+from ._view import Item, Unit, UnitKind, View
 
 _SHARE = 0.25
 """Share of the budget a restored request may take; a longer one shows head and tail."""
 _MIN_CHARS = 2_000
 
-_AFTER = ("system", "task", "note", "layer", "stub")
+_AFTER: tuple[UnitKind, ...] = ("system", "task", "note", "layer", "stub")
 """Kinds a restored request goes after: the pinned prefix and what stands for removed
 rounds."""
 

@@ -16,7 +16,12 @@ import msgspec
 
 from graph import Node
 
+from ._names import Variant
+
 UnitKind = Literal["system", "task", "round", "call", "note", "stub", "layer"]
+
+TURN_KINDS: tuple[UnitKind, ...] = ("round", "call")
+"""The units a layer may cover: a round, or a finished function seen as one call."""
 
 
 class Item(msgspec.Struct, frozen=True):
@@ -26,7 +31,7 @@ class Item(msgspec.Struct, frozen=True):
     tokens: int
     node_id: str | None = None
     tool_name: str | None = None
-    variant: str = "full"
+    variant: Variant = "full"
     """How the node is shown: full, reduced, offloaded, cleared, stub, cut."""
 
 

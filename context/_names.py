@@ -1,0 +1,79 @@
+"""The closed sets of names ``context`` compares on: tier names, layer kinds, item variants.
+
+Each is a ``Literal`` declared once here, at the bottom of the import order, so mypy
+(``--strict-equality``) rejects a comparison with a misspelt value. The values are the
+strings stored in the database, receipts and exports; a ``Literal`` keeps them plain
+``str``, byte for byte. Names that arrive as plain ``str`` (a graph layer's kind, a custom
+tier's name, a record read back) are compared through :func:`as_tier` and
+:func:`as_layer_kind`, which give the closed type or ``None``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias, get_args
+
+TierName: TypeAlias = Literal[
+    "offload",
+    "budget_reduction",
+    "rereads",
+    "microcompact",
+    "collapse",
+    "snip",
+    "compact",
+    "summarize_half",
+    "emergency",
+]
+"""The registry's tiers (``context._registry.TIERS``), in its order."""
+
+TIER_NAMES: tuple[TierName, ...] = get_args(TierName)
+
+RecordTier: TypeAlias = Literal[TierName, "provider", "rollback"]
+"""Who a compaction record names: a registry tier, a provider's compaction, a rollback."""
+
+LayerKind: TypeAlias = Literal["collapse", "compact", "provider"]
+"""The layers ``context`` makes (graph stores any kind; other makers' layers pass through)."""
+
+LAYER_KINDS: tuple[LayerKind, ...] = get_args(LayerKind)
+
+Variant: TypeAlias = Literal[
+    "full",
+    "pending",
+    "call",
+    "result:running",
+    "result:completed",
+    "result:error",
+    "result:interrupted",
+    "offloaded",
+    "reduced",
+    "cleared",
+    "edit-cleared",
+    "superseded",
+    "cut",
+    "stub",
+    "note",
+    "edit-placeholder",
+    "layer",
+]
+"""How an item shows its node (part of the stored token-count key ``node_id:variant``; a
+layer's messages add their index: ``layer_id:layer:0``)."""
+
+RESULT_VARIANTS: dict[str, Variant] = {
+    "running": "result:running",
+    "completed": "result:completed",
+    "error": "result:error",
+    "interrupted": "result:interrupted",
+}
+"""A function result's variant by the function's status."""
+
+_TIERS: dict[str, TierName] = {name: name for name in TIER_NAMES}
+_KINDS: dict[str, LayerKind] = {kind: kind for kind in LAYER_KINDS}
+
+
+def as_tier(name: str) -> TierName | None:
+    """``name`` as a registry tier name, or None (a custom tier, an engine step)."""
+    return _TIERS.get(name)
+
+
+def as_layer_kind(kind: str) -> LayerKind | None:
+    """``kind`` as one of context's layer kinds, or None (another maker's layer)."""
+    return _KINDS.get(kind)
