@@ -39,7 +39,7 @@ from ._recover import Recovery
 from ._registry import resolve_tiers
 from ._rendered import Rendered
 from ._storage import ContextStorage
-from ._summary import default_summarizer
+from ._summary import Summarizer, default_summarizer
 from ._tier import (
     RenderInputs,
     Tier,
@@ -72,7 +72,7 @@ class ContextEngine(Cascade, EngineStorage, LayerOperations, Recovery):
         self,
         graph: GraphReader,
         policy: Policy | None = None,
-        summarizer: Any = None,
+        summarizer: Summarizer | None = None,
         budget: int | None = None,
         *,
         tools: Sequence[dict[str, Any]] = (),
@@ -410,7 +410,7 @@ def render_context(
     policy: Policy | None = None,
     head: str | None = None,
     frame: str | None = None,
-    summarizer: Any = None,
+    summarizer: Summarizer | None = None,
 ) -> Rendered:
     """Render once, with no memory of earlier renders (see ``ContextEngine`` for a loop).
 
