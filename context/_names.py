@@ -67,11 +67,17 @@ RESULT_VARIANTS: dict[str, Variant] = {
 
 _TIERS: dict[str, TierName] = {name: name for name in TIER_NAMES}
 _KINDS: dict[str, LayerKind] = {kind: kind for kind in LAYER_KINDS}
+_RECORDERS: dict[str, RecordTier] = {name: name for name in get_args(RecordTier)}
 
 
 def as_tier(name: str) -> TierName | None:
     """``name`` as a registry tier name, or None (a custom tier, an engine step)."""
     return _TIERS.get(name)
+
+
+def as_record_tier(name: str) -> RecordTier | None:
+    """A record's ``tier`` as one of the closed names, or None (a custom tier's record)."""
+    return _RECORDERS.get(name)
 
 
 def as_layer_kind(kind: str) -> LayerKind | None:
