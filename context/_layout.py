@@ -89,7 +89,7 @@ class Grouper:
     def _single(self, kind: UnitKind, entries: tuple[Entry, ...], step: Step, index: int) -> None:
         self._close_round()
         self._flush_users()
-        pinned = kind in ("system", "task")
+        pinned = kind == "system" or kind == "task"
         self.units.append(
             RawUnit(
                 kind,

@@ -34,7 +34,7 @@ from ._locking import locked
 from ._provider import provider_layer
 from ._records import CompactionRecord
 from ._tier import TierContext
-from ._view import Unit, View
+from ._view import TURN_KINDS, Unit, View
 
 if TYPE_CHECKING:
     from ._commit import SessionWriter
@@ -294,7 +294,7 @@ def _covered_steps(ops: LayerOperations, info: LayerInfo) -> list[Step]:
 def _collapsible(covered: list[Unit]) -> None:
     """Refuse a manual collapse over what cannot be summarized away."""
     for unit in covered:
-        if unit.pinned or unit.running or unit.kind not in ("round", "call", "layer"):
+        if unit.pinned or unit.running or (unit.kind not in TURN_KINDS and unit.kind != "layer"):
             where = f"node {unit.node_ids[0] if unit.node_ids else '?'}"
             what = "the system prompt or the task" if unit.pinned else f"a {unit.kind}"
             if unit.running:

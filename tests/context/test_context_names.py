@@ -30,6 +30,8 @@ def test_as_tier_and_kind_close_open_strings() -> None:
     assert _names.as_tier("compact") == "compact"
     assert _names.as_tier("my_tier") is None
     assert _names.as_layer_kind("note") is None
+    assert _names.as_record_tier("rollback") == "rollback"
+    assert _names.as_record_tier("render") is None
 
 
 def test_policy_refuses_a_tier_outside_the_names() -> None:
