@@ -8,6 +8,16 @@ be listed, expanded and rolled back.
 
 from ._budget._cut import middle_truncate
 from ._budget._models import ModelInfo, import_litellm, is_anthropic, model_info
+from ._budget._names import (
+    LAYER_KINDS,
+    TIER_NAMES,
+    LayerKind,
+    RecordTier,
+    TierName,
+    as_layer_kind,
+    as_record_tier,
+    as_tier,
+)
 from ._budget._policy import POLICY_SCHEMA, Policy
 from ._budget._presets import COLLAPSE_FIRST_CASCADE, DEFAULT_COMPACTABLE
 from ._budget._readback import HISTORY_TOOLS
@@ -81,7 +91,7 @@ from ._tiers._tier import (
     TierServices,
     TierState,
 )
-from ._view import Item, Unit, View
+from ._view import RESULT_VARIANTS, Item, Unit, Variant, View
 
 __all__ = [
     "ANCHOR_TITLES",
@@ -89,8 +99,11 @@ __all__ = [
     "CONTEXT_MIGRATIONS",
     "DEFAULT_COMPACTABLE",
     "HISTORY_TOOLS",
+    "LAYER_KINDS",
     "POLICY_SCHEMA",
+    "RESULT_VARIANTS",
     "TIERS",
+    "TIER_NAMES",
     "Action",
     "AlreadyRolledBack",
     "Anchors",
@@ -105,6 +118,7 @@ __all__ = [
     "ForeignStateFolder",
     "HeuristicSummarizer",
     "Item",
+    "LayerKind",
     "LiteLLMSummarizer",
     "ModelInfo",
     "NoState",
@@ -113,6 +127,7 @@ __all__ = [
     "Policy",
     "PolicyError",
     "RecordError",
+    "RecordTier",
     "Removal",
     "RenderInputs",
     "RenderReceipt",
@@ -130,6 +145,7 @@ __all__ = [
     "Tier",
     "TierContext",
     "TierDecisions",
+    "TierName",
     "TierServices",
     "TierState",
     "TokenCache",
@@ -139,8 +155,12 @@ __all__ = [
     "UnknownLayer",
     "UnknownModel",
     "UsageAnchor",
+    "Variant",
     "View",
     "anchors_from_dict",
+    "as_layer_kind",
+    "as_record_tier",
+    "as_tier",
     "canonical_message",
     "collect_garbage",
     "delete_session",

@@ -10,13 +10,47 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 import msgspec
 
 from graph import Node
 
 UnitKind = Literal["system", "task", "round", "call", "note", "stub", "layer"]
+
+TURN_KINDS: tuple[UnitKind, ...] = ("round", "call")
+"""The units a layer may cover: a round, or a finished function seen as one call."""
+
+
+Variant: TypeAlias = Literal[
+    "full",
+    "pending",
+    "call",
+    "result:running",
+    "result:completed",
+    "result:error",
+    "result:interrupted",
+    "offloaded",
+    "reduced",
+    "cleared",
+    "edit-cleared",
+    "superseded",
+    "cut",
+    "stub",
+    "note",
+    "edit-placeholder",
+    "layer",
+]
+"""How an item shows its node (part of the stored token-count key ``node_id:variant``; a
+layer's messages add their index: ``layer_id:layer:0``)."""
+
+RESULT_VARIANTS: dict[str, Variant] = {
+    "running": "result:running",
+    "completed": "result:completed",
+    "error": "result:error",
+    "interrupted": "result:interrupted",
+}
+"""A function result's variant by the function's status."""
 
 
 class Item(msgspec.Struct, frozen=True):
@@ -26,7 +60,7 @@ class Item(msgspec.Struct, frozen=True):
     tokens: int
     node_id: str | None = None
     tool_name: str | None = None
-    variant: str = "full"
+    variant: Variant = "full"
     """How the node is shown: full, reduced, offloaded, cleared, stub, cut."""
 
 

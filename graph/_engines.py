@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, event, inspect
 from sqlalchemy.exc import SQLAlchemyError
 
-from ._errors import StoreError
+from ._errors import NoDatabase, StoreError
 from ._migrations import forget_engine, migrate
 from ._store import DEFAULT_PATH
 
@@ -22,7 +22,7 @@ from ._store import DEFAULT_PATH
 def normalize_url(url_or_path: str | os.PathLike[str] | None, *, create: bool = True) -> str:
     """A SQLAlchemy URL from a URL, a file path, ``OPENPROGRAM_DB`` or the default path.
 
-    With ``create=False`` a SQLite file that does not exist is a :class:`StoreError`, and
+    With ``create=False`` a SQLite file that does not exist is a :class:`NoDatabase`, and
     no folder is made for it (readers never create a database).
     """
     if url_or_path is None:
@@ -32,12 +32,12 @@ def normalize_url(url_or_path: str | os.PathLike[str] | None, *, create: bool = 
         return "postgresql+psycopg://" + text.split("://", 1)[1]
     if "://" in text:
         if not create and text.startswith("sqlite:///") and not Path(text[10:]).exists():
-            raise StoreError(f"no database at {text[10:]}")
+            raise NoDatabase(text[10:])
         return text
     path = Path(text).expanduser().resolve()
     if not create:
         if not path.is_file():
-            raise StoreError(f"no database at {path}")
+            raise NoDatabase(str(path))
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{path}"

@@ -19,7 +19,8 @@ fix the input; a rejected write never changes what is stored.
     │   ├── LayerConflict     a new layer that overlaps an active one in part on one branch
     │   └── LayerRolledBack   rolling back a layer that was already rolled back
     └── StoreError            the database refused, or its schema is unusable
-        └── MigrationError    a schema migration failed or is unknown
+        ├── MigrationError    a schema migration failed or is unknown
+        └── NoDatabase        a reader opened a SQLite file that does not exist
 """
 
 from __future__ import annotations
@@ -110,3 +111,12 @@ class StoreError(GraphError):
 
 class MigrationError(StoreError):
     """A schema migration failed, or the database has one this code does not know."""
+
+
+class NoDatabase(StoreError):
+    """Opening without ``create`` a SQLite file that does not exist (``path`` names it):
+    a reader never makes one, and a caller may take it as "nothing stored yet"."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(f"no database at {path}")

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._nodes import Node
 
 _SHOWN = 600
 
@@ -25,8 +28,8 @@ def _short(value: Any) -> str:
     return text if len(text) <= _SHOWN else f"{text[:_SHOWN]} … ({len(text):,} characters)"
 
 
-def node_html(node: Any) -> str:
-    payload = node.payload
+def node_html(node: Node) -> str:
+    payload: Any = node.payload
     rows: list[tuple[str, Any]] = [("kind", node.kind), ("seq", node.seq), ("at", str(node.at))]
     if node.kind == "dialogue":
         rows += [

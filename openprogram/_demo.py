@@ -15,7 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from context import COLLAPSE_FIRST_CASCADE, CompactionRecord, Policy, Rendered, state_folder
+from context import (
+    COLLAPSE_FIRST_CASCADE,
+    CompactionRecord,
+    Policy,
+    Rendered,
+    as_layer_kind,
+    state_folder,
+)
 from graph import LayerInfo, Node, Tool, new_id, open_store, seeded_ids
 from openprogram._current import current_frame
 from openprogram._errors import OpenProgramError
@@ -163,7 +170,7 @@ def run_demo(
 
 def _roll_back_one(run: DemoRun) -> None:
     engine = run.session.engine
-    collapses = [layer for layer in engine.layers(active=True) if layer.kind == "collapse"]
+    collapses = [i for i in engine.layers(active=True) if as_layer_kind(i.kind) == "collapse"]
     if not collapses:
         return
     layer = collapses[0]

@@ -12,7 +12,7 @@ from typing import Any
 from rich.markup import escape
 from rich.tree import Tree
 
-from context import CompactionRecord, Rendered, TokenCounter
+from context import CompactionRecord, Rendered, TokenCounter, as_record_tier
 from graph import GraphReader, LayerInfo, Node, text_of
 from openprogram._tables import Grid
 
@@ -124,7 +124,9 @@ def _frame_of(
 def _tiers(counts: Mapping[str, int]) -> str:
     """Tiers by how often they fired; a rollback is the user's act, not a tier."""
     return ", ".join(
-        f"{tier} ×{n}" if n > 1 else tier for tier, n in counts.items() if tier != "rollback"
+        f"{tier} ×{n}" if n > 1 else tier
+        for tier, n in counts.items()
+        if as_record_tier(tier) != "rollback"
     )
 
 

@@ -33,6 +33,7 @@ from pydantic import (
 
 from .._errors import PolicyError, UnknownModel
 from ._models import is_anthropic, model_info
+from ._names import TIER_NAMES, as_tier
 from ._presets import CLAUDE_CODE_CASCADE, DEFAULT_COMPACTABLE, PROGRESSIVE_CASCADE
 from ._readback import is_history_tool
 
@@ -267,11 +268,9 @@ class Policy(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> Policy:
-        from .._tiers._registry import TIERS
-
-        unknown = [t for t in (*self.cascade, *self.always, *self.triggers) if t not in TIERS]
+        unknown = [t for t in (*self.cascade, *self.always, *self.triggers) if as_tier(t) is None]
         if unknown:
-            raise PolicyError(f"cascade: unknown tier(s) {unknown}; known: {sorted(TIERS)}")
+            raise PolicyError(f"cascade: unknown tier(s) {unknown}; known: {sorted(TIER_NAMES)}")
         if self.reduction_head_chars + self.reduction_tail_chars > self.budget_reduction_chars:
             raise PolicyError(
                 "reduction_head_chars + reduction_tail_chars must not exceed "
@@ -437,7 +436,7 @@ class Policy(BaseModel):
         (32000.0, 80000)
         """
         share = self.trigger(tier) * budget
-        if tier == "compact" and self.compact_tokens is not None:
+        if as_tier(tier) == "compact" and self.compact_tokens is not None:
             return min(share, self.compact_tokens)
         return share
 

@@ -39,7 +39,7 @@ from .._tiers._compact import compact_now
 from .._tiers._layers import project
 from .._tiers._provider import provider_layer
 from .._tiers._tier import TierContext
-from .._view import Unit, View
+from .._view import TURN_KINDS, Unit, View
 
 
 class LayerOps:
@@ -274,7 +274,7 @@ def _covered_steps(ops: LayerOps, info: LayerInfo) -> list[Step]:
 def _collapsible(covered: list[Unit]) -> None:
     """Refuse a manual collapse over what cannot be summarized away."""
     for unit in covered:
-        if unit.pinned or unit.running or unit.kind not in ("round", "call", "layer"):
+        if unit.pinned or unit.running or (unit.kind not in TURN_KINDS and unit.kind != "layer"):
             where = f"node {unit.node_ids[0] if unit.node_ids else '?'}"
             what = "the system prompt or the task" if unit.pinned else f"a {unit.kind}"
             if unit.running:

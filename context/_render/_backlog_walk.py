@@ -16,7 +16,7 @@ from graph import GraphState, Step
 
 from .._tiers._compact import kept_by_messages
 from .._tiers._tier import TierContext
-from .._view import RawUnit, Unit
+from .._view import TURN_KINDS, RawUnit, Unit
 from ._backlog import MIN_UNITS, Span, backlog_layer, estimate, unit_ids
 from ._checkpoint import Checkpoint, placeholders, sealed, unit_runs
 from ._layout import Layout
@@ -119,7 +119,7 @@ def _built(layout: Layout, build: Build, index: int) -> Unit:
 def _hideable(layout: Layout, unit: RawUnit) -> bool:
     """A unit a checkpoint can stand a placeholder in for: a whole, finished round or call
     at the top level, nothing in it still pending."""
-    if unit.kind not in ("round", "call") or unit.pinned or unit.running:
+    if unit.kind not in TURN_KINDS or unit.pinned or unit.running:
         return False
     steps: list[Step] = layout.steps[unit.start : unit.end]
     if any(step.depth or step.running or step.view == "enter" for step in steps):

@@ -39,7 +39,7 @@ from graph import (
     ToolResult,
 )
 
-from .._view import RawUnit, Unit, View
+from .._view import TURN_KINDS, RawUnit, Unit, View
 
 
 class WalkedLayout(Protocol):
@@ -202,7 +202,7 @@ def capture(
             return None
     covered: list[str] = []
     for unit in built[first:end]:
-        if unit is None or unit.kind not in ("round", "call") or unit.pinned or unit.running:
+        if unit is None or unit.kind not in TURN_KINDS or unit.pinned or unit.running:
             return None
         if unit.count != 1 or unit.layer is not None:
             return None
@@ -231,11 +231,11 @@ def placeholders(saved: Checkpoint, covers: Sequence[str]) -> list[Unit] | None:
     units: list[Unit] = []
     position, offset = saved.units[0], 0
     for kind, size, count in saved.sizes:
-        if kind not in ("round", "call") or size < 1:
+        if kind not in TURN_KINDS or size < 1:
             return None
         for _ in range(count):
             ids = tuple(covers[offset : offset + size])
-            units.append(Unit((), kind, position, node_ids=ids))  # type: ignore[arg-type]
+            units.append(Unit((), kind, position, node_ids=ids))
             position += 1
             offset += size
     if offset != len(covers) or position != saved.units[1]:

@@ -27,7 +27,7 @@ from graph import (
     visible_since,
 )
 
-from .._view import RawUnit, Unit, is_native_compaction, unit_tools
+from .._view import RawUnit, Unit, UnitKind, is_native_compaction, unit_tools
 from ._checkpoint import (
     Checkpoint,
     hidden_tools,
@@ -86,10 +86,10 @@ class Grouper:
             self._users = []
             self._users_running = False
 
-    def _single(self, kind: Any, entries: tuple[Entry, ...], step: Step, index: int) -> None:
+    def _single(self, kind: UnitKind, entries: tuple[Entry, ...], step: Step, index: int) -> None:
         self._close_round()
         self._flush_users()
-        pinned = kind in ("system", "task")
+        pinned = kind == "system" or kind == "task"
         self.units.append(
             RawUnit(
                 kind,

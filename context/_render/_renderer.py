@@ -26,7 +26,7 @@ from .._summaries._summary import Summarizer
 from .._tiers._book import LayerBook
 from .._tiers._layers import project
 from .._tiers._tier import RenderInputs, TierContext, TierDecisions, TierServices, TierState
-from .._view import Item, RawUnit, Unit, View
+from .._view import RESULT_VARIANTS, Item, RawUnit, Unit, Variant, View
 from ._backlog_chain import chain_backlog
 from ._backlog_walk import compact_backlog
 from ._cascade import Cascade
@@ -284,10 +284,10 @@ class Renderer:
         cache.loader = None  # every stored count is known now
 
 
-def variant_of(message: dict[str, Any], node: Node) -> str:
+def variant_of(message: dict[str, Any], node: Node) -> Variant:
     """How a walked node is shown before any tier acts (part of its token-count key)."""
     if node.kind == "tool":
         return "full" if node.result is not None else "pending"
     if node.kind == "function":
-        return "call" if message.get("role") == "assistant" else f"result:{node.status}"
+        return "call" if message.get("role") == "assistant" else RESULT_VARIANTS[node.status]
     return "full"

@@ -17,10 +17,10 @@ import msgspec
 
 from graph import Function, Node, text_of
 
-from .._view import Unit
+from .._view import Unit, UnitKind
 
 EntryRole = Literal["system", "user", "assistant", "call", "result", "summary"]
-_NOT_SAID = ("layer", "note", "stub")
+_NOT_SAID: tuple[UnitKind, ...] = ("layer", "note", "stub")
 """Unit kinds whose messages we wrote (summaries, notes), not the user or the agent."""
 
 _ERROR = re.compile(

@@ -10,9 +10,8 @@ import msgspec
 
 from graph import GraphReader, Layer, LayerInfo, new_id
 
+from .._budget._names import LayerKind
 from .._errors import UnknownLayer
-
-LAYER_KINDS = ("collapse", "compact", "provider")
 
 
 class LayerBook:
@@ -66,7 +65,7 @@ class LayerBook:
 
     def add(
         self,
-        kind: str,
+        kind: LayerKind,
         covers: list[str],
         replacement: list[dict[str, Any]],
         meta: dict[str, Any],

@@ -18,11 +18,13 @@ identifiers snip would drop, and a later snip drops the oldest summaries first.
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 import msgspec
 
+from .._budget._names import as_layer_kind, as_tier
 from .._summaries._summary import SummaryResult
-from .._view import Unit, View
+from .._view import TURN_KINDS, Unit, View
 from ._summarizing import (
     make_layer,
     new_layer_id,
@@ -46,7 +48,7 @@ class CollapseState(TierState):
 
 
 def collapsible(unit: Unit) -> bool:
-    return unit.kind in ("round", "call") and not unit.pinned and not unit.running
+    return unit.kind in TURN_KINDS and not unit.pinned and not unit.running
 
 
 def segments(
@@ -118,9 +120,21 @@ def banner(layer_id: str, covered: list[Unit]) -> str:
     )
 
 
+class Refused(NamedTuple):
+    """Why a segment was not collapsed (``str()`` is the reason, as records say it);
+    ``summarizer``: the summarizer failed or replied with nothing usable, so the budget
+    loop stops and leaves the rest to the cheaper tiers."""
+
+    reason: str
+    summarizer: bool = False
+
+    def __str__(self) -> str:
+        return self.reason
+
+
 def collapse_segment(
     view: View, ctx: TierContext, covered: list[Unit], *, reason: str, force: bool = False
-) -> tuple[View, str | None]:
+) -> tuple[View, Refused | None]:
     """Replace ``covered`` (adjacent units of ``view``) by a summary layer; returns the new
     view and, when it could not be done, why (the view is then unchanged). ``force`` makes
     the layer even when the summary is not shorter (a person asked for it)."""
@@ -139,7 +153,7 @@ def collapse_segment(
             ctx.record(
                 "collapse", view, view, started=started, error=error, details={"segment": key}
             )
-            return view, error
+            return view, Refused(str(error), summarizer=ctx.summarizer is not None)
     layer_id = new_layer_id(ctx, [n for unit in covered for n in unit.node_ids], "collapse")
     text = f"{banner(layer_id, covered)}\n{result.text(identifiers=policy.identifier_tokens > 0)}"
     functions = inspectable(covered)
@@ -151,7 +165,7 @@ def collapse_segment(
         state = ctx.state(CollapseState)
         state.failed.add(key)  # the same rounds give the same summary
         state.declined[first_node(covered)] = before  # and a few more rounds a similar one
-        return view, f"the summary would save less than {ctx.policy.payoff_share:.0%}"
+        return view, Refused(f"the summary would save less than {ctx.policy.payoff_share:.0%}")
     meta = {"segment": key, "reason": reason, "rounds": sum(u.count for u in covered)}
     after, info = make_layer(view, ctx, "collapse", covered, [message], result, meta, layer_id)
     ctx.act(
@@ -191,7 +205,7 @@ def _candidates(view: View, ctx: TierContext, *, restored: bool = False) -> list
     declined = frozenset(
         n
         for i in ctx.graph.layers(active=False)
-        if i.kind == "collapse" or not restored
+        if as_layer_kind(i.kind) == "collapse" or not restored
         for n in i.covers
     )
     return [
@@ -229,23 +243,22 @@ def _after_compaction(ctx: TierContext) -> bool:
     collapse is then the fallback for a prompt a compaction left over the budget (one that
     would not pay, say), never a follow-up that cuts a prompt already under it (each
     collapse rewrites the prompt from its segment on)."""
-    cascade = ctx.policy.cascade
-    if "compact" not in cascade or "collapse" not in cascade:
-        return False
-    return cascade.index("compact") < cascade.index("collapse")
+    order = {as_tier(name): index for index, name in enumerate(ctx.policy.cascade)}
+    compact, collapse = order.get("compact"), order.get("collapse")
+    return compact is not None and collapse is not None and compact < collapse
 
 
 def collapse(view: View, ctx: TierContext) -> View:
     """Collapse the oldest segments until the prompt is under the low-water mark."""
     if _after_compaction(ctx) and view.tokens <= ctx.policy.threshold("collapse", ctx.budget):
         return view
-    undone = any(i.kind != "collapse" for i in ctx.graph.layers(active=False))
+    undone = any(as_layer_kind(i.kind) != "collapse" for i in ctx.graph.layers(active=False))
     for restored in (False, True) if undone else (False,):  # what a rollback restored last
         for segment in _candidates(view, ctx, restored=restored):
             if view.tokens <= ctx.target:
                 return view
             view, error = collapse_segment(view, ctx, segment, reason="budget")
-            if error is not None and error.startswith("summarizer"):
+            if error is not None and error.summarizer:
                 return view  # fail-open: leave the rest to the cheaper tiers
     return view
 

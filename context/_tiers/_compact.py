@@ -21,11 +21,12 @@ import msgspec
 
 from graph import LayerInfo, text_of
 
+from .._budget._names import as_layer_kind
 from .._budget._policy import Policy
 from .._errors import ContextError
 from .._summaries._identifiers import find_identifiers, message_text
 from .._summaries._summary import SummaryResult
-from .._view import Unit, View
+from .._view import Unit, UnitKind, View
 from ._collapse import first_node, follows, grown, inspectable, pays
 from ._summarizing import (
     make_layer,
@@ -41,6 +42,7 @@ from ._summarizing import (
 from ._tier import Tier, TierContext, TierState
 
 _INSPECT = 8
+_ADDED: tuple[UnitKind, ...] = ("note", "stub")
 
 
 class CompactState(TierState):
@@ -104,7 +106,7 @@ def span_to_compact(
             if run:
                 break
             continue
-        if unit.running or unit.kind in ("note", "stub") or not declined.isdisjoint(unit.node_ids):
+        if unit.running or unit.kind in _ADDED or not declined.isdisjoint(unit.node_ids):
             if run:
                 break
             continue
@@ -121,7 +123,7 @@ def span_to_compact(
 def _is_compaction(unit: Unit, ctx: TierContext) -> bool:
     if unit.kind != "layer" or unit.layer is None or ctx.layers is None:
         return False
-    return ctx.layers.get(unit.layer).kind == "compact"
+    return as_layer_kind(ctx.layers.get(unit.layer).kind) == "compact"
 
 
 def _offloaded(covered: list[Unit]) -> list[str]:

@@ -29,7 +29,7 @@ def layer_unit(
     if ctx.layers is not None and info.id in ctx.layers.overlay:
         ctx.cache.unstored.add(info.id)  # not stored yet: no count of it is in the store
     items = tuple(
-        ctx.item(message, info.id, f"layer:{index}") for index, message in enumerate(messages)
+        ctx.item(message, info.id, "layer", part=index) for index, message in enumerate(messages)
     )
     ids = tuple(n for unit in covered for n in unit.node_ids)
     return Unit(

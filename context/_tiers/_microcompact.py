@@ -20,9 +20,11 @@ from typing import Any
 
 import msgspec
 
-from .._view import Item, View, map_items, unit_tools
+from .._view import Item, Variant, View, map_items, unit_tools
 from ._mentions import mentioned, original_output
 from ._tier import Tier, TierContext, TierState, restored_since
+
+_CLEARED: tuple[Variant, ...] = ("cleared", "edit-cleared")
 
 
 class MicrocompactState(TierState):
@@ -87,7 +89,7 @@ def apply_cleared(
     def change(item: Item) -> Item:
         if item.node_id not in cleared or item.message.get("role") != "tool":
             return item
-        if item.variant in ("cleared", "edit-cleared"):
+        if item.variant in _CLEARED:
             return item
         assert item.node_id is not None
         if keep_messages:  # the server leaves its own placeholder: count a bare one

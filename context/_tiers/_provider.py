@@ -17,11 +17,12 @@ from typing import Any
 
 from graph import LayerInfo, new_id
 
+from .._budget._names import LayerKind
 from .._view import Unit, View
 from ._summarizing import make_layer, record_layer
 from ._tier import TierContext
 
-PROVIDER_KIND = "provider"
+PROVIDER_KIND: LayerKind = "provider"
 
 
 def request_options(policy: Any, budget: int, edits: dict[str, Any] | None) -> dict[str, Any]:

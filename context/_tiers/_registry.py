@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .._budget._names import TIER_NAMES
 from .._errors import PolicyError
 from . import _collapse, _compact, _emergency, _microcompact, _offload, _reduce, _rereads, _snip
 from ._tier import Tier
@@ -27,6 +28,8 @@ TIERS: dict[str, Tier] = {
     )
 }
 """Every tier by name."""
+
+assert tuple(TIERS) == TIER_NAMES, "context._names.TierName lists the registry's tiers"
 
 
 def resolve_tiers(tiers: Sequence[Tier | str]) -> list[Tier]:

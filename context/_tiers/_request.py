@@ -13,14 +13,14 @@ from __future__ import annotations
 from graph import Dialogue, dialogue_message, text_of
 
 from .._budget._cut import middle_truncate
-from .._view import Item, Unit, View
+from .._view import Item, Unit, UnitKind, View
 from ._tier import TierContext
 
 _SHARE = 0.25
 """Share of the budget a restored request may take; a longer one shows head and tail."""
 _MIN_CHARS = 2_000
 
-_AFTER = ("system", "task", "note", "layer", "stub")
+_AFTER: tuple[UnitKind, ...] = ("system", "task", "note", "layer", "stub")
 """Kinds a restored request goes after: the pinned prefix and what stands for removed
 rounds."""
 

@@ -19,14 +19,15 @@ import msgspec
 from graph import LayerInfo, Redactor, text_of
 
 from .._budget._cut import middle_truncate
+from .._budget._names import LayerKind
 from .._budget._redaction import summary_redactor
 from .._summaries._summary import SummaryRequest, SummaryResult, anchors_from_dict
-from .._view import Item, Unit, View
+from .._view import Item, Unit, Variant, View
 from ._layers import show_layer
 from ._reduce import reduced_call
 from ._tier import TierContext
 
-_SHOWN_AS = ("reduced", "offloaded", "cleared", "edit-cleared", "cut")
+_SHOWN_AS: tuple[Variant, ...] = ("reduced", "offloaded", "cleared", "edit-cleared", "cut")
 
 
 def segment_key(units: list[Unit] | tuple[str, ...]) -> str:
@@ -204,7 +205,7 @@ def summary_meta(result: SummaryResult) -> dict[str, Any]:
 
 
 def reusable(
-    ctx: TierContext, kind: str, covers: tuple[str, ...], extra: str
+    ctx: TierContext, kind: LayerKind, covers: tuple[str, ...], extra: str
 ) -> SummaryResult | None:
     """A summary made earlier for exactly these nodes (a rolled-back layer's, say)."""
     if ctx.layers is None:
@@ -270,7 +271,7 @@ def _asked(request: SummaryRequest) -> tuple[object, ...]:
 
 def request_for(
     ctx: TierContext,
-    kind: str,
+    kind: LayerKind,
     units: list[Unit],
     *,
     max_tokens: int,
@@ -327,7 +328,7 @@ def span(units: list[Unit]) -> str:
 def make_layer(
     view: View,
     ctx: TierContext,
-    kind: str,
+    kind: LayerKind,
     covered: list[Unit],
     messages: list[dict[str, Any]],
     result: SummaryResult | None,
@@ -383,7 +384,7 @@ def record_layer(
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
-def new_layer_id(ctx: TierContext, covers: Sequence[str], kind: str) -> str:
+def new_layer_id(ctx: TierContext, covers: Sequence[str], kind: LayerKind) -> str:
     """A layer's id, derived from what it covers: the model reads it in the layer's
     banner, and a random one tokenized differently run to run, so the same history made
     different decisions (1 or 2 compactions in one scripted run). It has a ULID's shape:

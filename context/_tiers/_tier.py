@@ -32,7 +32,7 @@ from .._store._folder import StateFolder
 from .._store._records import CompactionRecord
 from .._summaries._prefetch import Prefetcher
 from .._summaries._summary import Summarizer
-from .._view import Item, Unit, View
+from .._view import Item, Unit, Variant, View
 from ._book import LayerBook
 
 
@@ -258,20 +258,23 @@ class TierContext:
         self,
         message: dict[str, Any],
         node_id: str | None,
-        variant: str,
+        variant: Variant,
         tool_name: str | None = None,
+        *,
+        part: int | None = None,
     ) -> Item:
-        """An item whose token count is cached under the node id and variant."""
+        """An item whose token count is cached under the node id and variant (and ``part``:
+        which of a layer's messages it is)."""
         if node_id is None:
             return Item(message, self.counter.count_message(message), None, tool_name, variant)
-        key = (node_id, variant)
+        key = (node_id, variant if part is None else f"{variant}:{part}")
         item = self.memo.get(key)
         if item is None:
-            tokens = self.counter.count_cached(f"{node_id}:{variant}", message, self.cache)
+            tokens = self.counter.count_cached(f"{node_id}:{key[1]}", message, self.cache)
             item = self.memo[key] = Item(message, tokens, node_id, tool_name, variant)
         return item
 
-    def memoized(self, node_id: str | None, variant: str) -> Item | None:
+    def memoized(self, node_id: str | None, variant: Variant) -> Item | None:
         """The item made earlier for this node and variant, if any (skips the work)."""
         return None if node_id is None else self.memo.get((node_id, variant))
 

@@ -21,6 +21,7 @@ from context import (
 from context._store._storage import CONFIG, MESSAGES, RECEIPTS, RECORDS, STATE, TOOLS
 from graph import (
     ConversationGraph,
+    NoDatabase,
     Redactor,
     StoreError,
     scrub,
@@ -51,9 +52,7 @@ def _plain(value: Any) -> Any:
 def cmd_sessions(args: argparse.Namespace) -> int:
     try:
         store = open_store(args, create=False, read_only=True)
-    except StoreError as error:
-        if not str(error).startswith("no database at"):
-            raise
+    except NoDatabase as error:
         print_json([]) if args.json else console.print(f"no sessions ({error} yet)")
         return 0
     infos = store.sessions()

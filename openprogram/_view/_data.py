@@ -25,6 +25,8 @@ from context import (
     ContextStorage,
     RenderReceipt,
     SentPrompt,
+    TierName,
+    as_record_tier,
     render_receipt,
     sent_prompt,
 )
@@ -45,6 +47,8 @@ KINDS = (
 _LAYER_ID = re.compile(r'expand_layer\("([0-9A-Za-z_-]+)"\)')
 _SUMMARY_PREFIXES = ("[Collapsed", "[Context Compaction")
 _NOTE = "removed to fit the context window"
+_DRAWN: tuple[TierName, ...] = ("collapse", "compact", "snip", "microcompact", "emergency")
+"""The tiers whose records the timeline marks (a decision that rewrote the prompt)."""
 BRANCHES = "graph.branches"
 
 
@@ -161,7 +165,10 @@ class Viewer:
             records = self.records(info.id)
             made = {r.details["layer"] for r in records if r.details.get("layer")}
             undone = {
-                x for r in records for x in r.details.get("layers", ()) if r.tier == "rollback"
+                x
+                for r in records
+                for x in r.details.get("layers", ())
+                if as_record_tier(r.tier) == "rollback"
             }
             moments = [info.created.isoformat(timespec="seconds")]
             moments += [r.at[:19] for r in receipts[-1:]] + [r.timestamp[:19] for r in records[-1:]]
@@ -430,7 +437,7 @@ def _records_by_call(
     marks = [r.at for r in receipts]
     call = 0
     for record in sorted(records, key=lambda r: r.timestamp):
-        if record.tier not in ("collapse", "compact", "snip", "microcompact", "emergency"):
+        if record.tier not in _DRAWN:
             continue
         stamp = record.timestamp[:23]
         while call < len(marks) and marks[call][:23] < stamp:

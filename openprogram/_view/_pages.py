@@ -11,7 +11,7 @@ from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from context import CompactionRecord
+from context import CompactionRecord, as_record_tier
 from graph import LayerInfo, Node, text_of
 from openprogram._view._data import KINDS, Call, Prompt, SessionRow, message_text
 from openprogram._view._svg import COLORS, kind_bar, legend, timeline_svg
@@ -328,7 +328,9 @@ def functions_page(
     rows = []
     for depth, node, fired in functions:
         payload: Any = node.payload
-        tiers = ", ".join(f"{t} ×{n}" if n > 1 else t for t, n in fired.items() if t != "rollback")
+        tiers = ", ".join(
+            f"{t} ×{n}" if n > 1 else t for t, n in fired.items() if as_record_tier(t) != "rollback"
+        )
         rows.append(
             f'<tr><td style="padding-left:{8 + 18 * depth}px">'
             f'<a href="{e(links.function(session, node.id))}">{e(payload.name)}</a> '

@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from context import LiteLLMSummarizer, SummaryRequest, SummaryResult, TokenCounter
+from context import LiteLLMSummarizer, Summarizer, SummaryRequest, SummaryResult, TokenCounter
 
 OUTPUT_PRICE = 5.0
 """An output token in units of one uncached input token (Anthropic's and most OpenAI models'
@@ -54,7 +54,7 @@ class Charged:
     """A summarizer that charges each summary it makes (see the module docstring); every
     other attribute is the wrapped summarizer's, so the engine sees no difference."""
 
-    def __init__(self, inner: Any, counter: TokenCounter) -> None:
+    def __init__(self, inner: Summarizer, counter: TokenCounter) -> None:
         self.inner = inner
         self.calls = 0
         self.tokens_in = 0

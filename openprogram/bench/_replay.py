@@ -17,7 +17,14 @@ from typing import Any
 
 import msgspec
 
-from context import ContextEngine, HeuristicSummarizer, Policy, StateFolder, TokenCounter
+from context import (
+    ContextEngine,
+    HeuristicSummarizer,
+    Policy,
+    StateFolder,
+    Summarizer,
+    TokenCounter,
+)
 from graph import ConversationGraph, Node, Step, seeded_ids, steps_to_messages
 from openprogram.bench._baselines import observation_masking, trim_baseline
 from openprogram.bench._charge import Charged
@@ -181,7 +188,7 @@ def run_policy(
     state_dir: Path | StateFolder | None = None,
     policy_object: Policy | None = None,
     anchored: bool = False,
-    summarizer: Any = None,
+    summarizer: Summarizer | None = None,
     overrides: dict[str, Any] | None = None,
     engine: ContextEngine | None = None,
 ) -> TraceMetrics | None:

@@ -43,6 +43,7 @@ EXPECTED = [
     "MemoryStore",
     "Migration",
     "MigrationError",
+    "NoDatabase",
     "Node",
     "NodeNotFound",
     "Redactor",

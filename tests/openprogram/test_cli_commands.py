@@ -177,6 +177,21 @@ def test_reading_a_missing_database_creates_nothing(
     assert code == 0 and "no sessions" in out and not where.parent.exists()
 
 
+def test_sessions_reports_a_store_error_that_only_reads_like_a_missing_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only ``NoDatabase`` means "no sessions yet", whatever another error's text says."""
+    from graph import StoreError
+    from openprogram._cli import _sessions  # internals: the store factory is replaced
+
+    def refused(*_: Any, **__: Any) -> Any:
+        raise StoreError("no database at the address given: server refused")
+
+    monkeypatch.setattr(_sessions, "open_store", refused)
+    code, out, err = run(capsys, "--db", str(tmp_path / "op.db"), "sessions")
+    assert code == 1 and "server refused" in err and "no sessions" not in out
+
+
 def test_records_skip_a_damaged_log_line_with_a_warning(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
