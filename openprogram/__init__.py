@@ -3,7 +3,7 @@ the context cascade put away — plus trace importers, the bench and the command
 
 It stands on ``context`` (rendering under a budget) and ``graph`` (the stored
 conversation). Subpackages: ``openprogram.importers``, ``openprogram.bench``; fake models
-for tests are in ``openprogram.testing``.
+for tests are in ``openprogram.testing``; the command line is ``openprogram.cli.main(argv)``.
 """
 
 from openprogram._api import allm, llm
@@ -24,7 +24,7 @@ from openprogram._errors import (
     UnknownFormat,
 )
 from openprogram._functions import function
-from openprogram._history import HISTORY_TOOLS, HistoryTools
+from openprogram._history import HISTORY_TOOLS, HistoryTools, node_text
 from openprogram._models import LiteLLMModel, Model, ModelResponse, Usage
 from openprogram._plot import plot_functions
 from openprogram._replaying import Replay, ReplayTurn, replay
@@ -64,6 +64,7 @@ __all__ = [
     "function",
     "import_trace",
     "llm",
+    "node_text",
     "plot_functions",
     "replay",
 ]

@@ -21,6 +21,7 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.exc import OperationalError
 
+# internal: faults are injected into the SQL store's row writer
 import graph._sql
 from graph import MemoryStore, SQLStore, Store, StoreError
 

@@ -53,6 +53,7 @@ from typing import Any, TypeVar
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
+# internal: faults are injected into the state folder's file operations
 import context._store._files
 import context._store._removal
 import context._store._sessions

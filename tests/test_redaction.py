@@ -111,7 +111,7 @@ def test_what_goes_to_a_summarizer_is_redacted(tmp_path: Path, redact: bool) -> 
 
 
 def test_the_cli_export_redacts_unless_told_not_to(tmp_path: Path, capsys: Any) -> None:
-    from openprogram._cli import main
+    from openprogram.cli import main
 
     db = str(tmp_path / "e.db")
     g = ConversationGraph.open(db, session="s")
@@ -204,7 +204,7 @@ def test_the_redaction_setting_is_plain_json_and_round_trips() -> None:
 
 @pytest.mark.parametrize("form", ["openai", "json", "graphml"])
 def test_every_export_format_redacts_every_field(tmp_path: Path, form: str) -> None:
-    from openprogram._cli import main
+    from openprogram.cli import main
 
     db = str(tmp_path / "x.db")
     g = ConversationGraph.open(db, session="s")

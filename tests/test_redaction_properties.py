@@ -135,7 +135,7 @@ def _exercise(s: Session, ops: list[str], leak: str) -> list[str]:
 
 
 def _export(db: str, session: str, out: Path) -> str:
-    from openprogram._cli import main
+    from openprogram.cli import main
 
     texts = []
     for form in ("openai", "json", "graphml"):

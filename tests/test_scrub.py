@@ -17,6 +17,8 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
 from context import SentPrompt
+
+# internal: reads the stored prompt rows that scrubbing must clean
 from context._store._storage import MESSAGES
 from graph import AUDIT, ConversationGraph, Redactor, dispose_engines
 from openprogram import Session
@@ -76,7 +78,7 @@ def test_scrub_removes_the_secret_from_the_sqlite_file_and_the_state_folder(
 
 
 def test_the_cli_scrubs_known_key_formats_and_literal_text(tmp_path: Path, capsys: Any) -> None:
-    from openprogram._cli import main
+    from openprogram.cli import main
 
     db, state = tmp_path / "c.db", tmp_path / "state"
     _leaky_session(str(db), state).close()
@@ -161,7 +163,7 @@ def test_scrub_vacuums_postgresql_so_the_table_files_lose_the_secret(
 
 def _cli(capsys: Any, *argv: str) -> str:
     """``openprogram ARGV…`` as a user runs it; what it printed (exit 0 asserted)."""
-    from openprogram._cli import main
+    from openprogram.cli import main
 
     code = main(list(argv))
     out = capsys.readouterr()
@@ -174,7 +176,7 @@ def _mcp_answers(db: Path, node: str) -> str:
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 
-    code = "import sys; from openprogram._cli import run; sys.argv[0] = 'openprogram'; run()"
+    code = "import sys; from openprogram.cli import run; sys.argv[0] = 'openprogram'; run()"
     params = StdioServerParameters(
         command=sys.executable,
         args=["-c", code, "mcp", "--db", str(db)],

@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 from context import Item, SummaryRequest, TokenCounter, Unit
+
+# internal: the steps a render groups, to build summary inputs
 from context._render._layout import group_steps
 from graph import ConversationGraph, Node, visible
 

@@ -24,6 +24,8 @@ from context import (
     SummaryResult,
     TokenCounter,
 )
+
+# internal: the summary backlog's chunking and cap, one tier run alone
 from context._render._backlog import MAX_REQUESTS, _chunks
 from context._tiers import _collapse
 from context._tiers._summarizing import sampled

@@ -16,6 +16,8 @@ from context import (
     Policy,
     Rendered,
 )
+
+# internal: the checkpoint's trust rule; the layout's restore is patched to fail
 from context._render import _checkpoint
 from context._render._layout import Layout
 from graph import ConversationGraph

@@ -146,6 +146,7 @@ def test_a_clearing_that_changes_nothing_shown_is_not_recorded() -> None:
 def test_budget_reduction_never_cuts_a_prompt_that_fits_down_to_the_low_water_mark() -> None:
     """After a tier made the prompt fit, the hysteresis goes on towards the low-water mark;
     budget reduction is not part of that (its cuts lose the newest outputs' middles)."""
+    # internal: the budget-reduction tier run alone
     from context._tiers._reduce import budget_reduction
 
     g = session(3)  # three outputs of ~1,800 tokens, each over budget_reduction_chars

@@ -117,7 +117,10 @@ def test_a_real_trace_at_8k_renders_twice_the_same_without_new_layers(tmp_path: 
     # so the repeat made another (and a summary) though nothing was appended; a compaction
     # over units a snip had cut between never applied again. 32 of 516 second renders on
     # the mini-swe-agent traces differed; this one had 11.
-    from openprogram.bench._replay import _fixed_clock, load_trace
+    from openprogram.bench import load_trace
+
+    # internal: the replay's clock, pinned per node
+    from openprogram.bench._replay import _fixed_clock
 
     trace = load_trace(_trace("sympy__sympy-13091.traj.json"))
     with seeded_ids("repeat"):
@@ -298,8 +301,7 @@ def test_a_preview_decides_without_committing(tmp_path: Path) -> None:
 
 
 def test_a_read_only_engine_never_migrates(tmp_path: Path) -> None:
-    from graph import engine_for
-    from graph._migrations import applied_migrations
+    from graph import applied_migrations, engine_for
 
     url = f"sqlite:///{tmp_path}/op.db"
     g = ConversationGraph(SQLStore(url), "s1")

@@ -10,6 +10,8 @@ from pathlib import Path
 from _context_helpers import call
 
 from context import ContextEngine, Policy, TokenCounter
+
+# internal: the counter's UTF-8 shortcut for long texts
 from context._budget._tokens import utf8_length
 from graph import ConversationGraph
 
@@ -71,8 +73,10 @@ def test_long_texts_are_counted_by_their_utf8_length() -> None:
 
 
 def test_a_huge_output_reaches_a_summarizer_clipped(tmp_path: Path) -> None:
+    from context import Item
+
+    # internal: the clip a summary input gets
     from context._tiers._summarizing import SUMMARY_TEXT_CHARS, _clipped
-    from context._view import Item
 
     text = "a" * (SUMMARY_TEXT_CHARS * 3)
     item = Item({"role": "tool", "content": text, "tool_call_id": "c"}, 10, "N1")

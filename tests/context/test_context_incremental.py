@@ -11,6 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from context import ContextEngine, Policy, Rendered
+
+# internal: the incremental layout's reuse is the subject
 from context._render._layout import Layout
 from graph import ConversationGraph
 

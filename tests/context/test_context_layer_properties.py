@@ -30,6 +30,8 @@ from context import (
     Policy,
     tool_pair_problems,
 )
+
+# internal: the tiers are patched to count or fail their runs
 from context._tiers import _collapse, _compact
 from graph import ConversationGraph, GraphError, MemoryStore
 

@@ -99,6 +99,7 @@ def test_the_new_rounds_of_an_incremental_compaction_must_pay_not_the_merged_sum
 ) -> None:
     from types import SimpleNamespace
 
+    # internal: the collapse tier's payoff rule at its boundary
     from context._tiers._collapse import pays
 
     ctx: Any = SimpleNamespace(policy=policy(tmp_path))

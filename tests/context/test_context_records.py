@@ -21,6 +21,8 @@ from context import (
     render_context,
     tool_pair_problems,
 )
+
+# internal: a disk-full fault is injected into the committer's writer
 from context._commit import _committer
 from graph import ConversationGraph
 
@@ -149,6 +151,7 @@ def test_offload_failure_keeps_the_output_inline(
 
 
 def test_offload_failure_on_the_rename(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # internal: a disk-full fault is injected into its os.replace
     from context._store import _files
 
     def disk_full(*args: Any, **kwargs: Any) -> None:
@@ -171,6 +174,7 @@ def test_offload_failure_on_the_rename(tmp_path: Path, monkeypatch: pytest.Monke
 def test_a_failing_tier_is_recorded_and_the_render_continues(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: Exception
 ) -> None:
+    # internal: a broken tier is patched into the registry
     from context._tiers import _registry
 
     def broken(view: Any, ctx: Any) -> Any:

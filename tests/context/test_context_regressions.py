@@ -324,6 +324,8 @@ def test_emergency_never_offers_read_output_for_a_layer_s_text() -> None:
     offer ``read_output`` on that id (no node has it: the replayed cd trace at a 2,000-token
     budget did, once compaction replaced collapse in the preset)."""
     from context import Item, Policy
+
+    # internal: the emergency tier's cut of one message
     from context._tiers._emergency import _cut
 
     g = ConversationGraph.memory("cut")

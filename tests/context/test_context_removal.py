@@ -11,6 +11,8 @@ import pytest
 from _faults import snapshot
 
 from context import Removal, collect_garbage, delete_session
+
+# internal: the safe recursive removal and its depth limit
 from context._store._removal import MAX_DEPTH, remove_under
 from graph import ConversationGraph, MemoryStore, Store
 

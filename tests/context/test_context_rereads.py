@@ -10,6 +10,8 @@ import pytest
 from _context_helpers import policy, start
 
 from context import ContextEngine, read_target, tool_pair_problems, write_target
+
+# internal: the reread tier's range rules
 from context._tiers._rereads import covers, superseded_reads
 from graph import ConversationGraph
 

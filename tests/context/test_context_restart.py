@@ -18,6 +18,8 @@ from context import (
     read_jsonl,
     records_path,
 )
+
+# internal: the tiers are patched to count or fail their runs
 from context._tiers import _collapse, _compact
 from graph import ConversationGraph, MemoryStore, seeded_ids
 

@@ -16,6 +16,8 @@ from context import (
     release_state_folder,
     state_folder,
 )
+
+# internal: the marker file that claims a state folder
 from context._store._folder import MARKER
 from graph import ConversationGraph, MemoryStore, SQLStore
 

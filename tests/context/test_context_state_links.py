@@ -25,6 +25,8 @@ from context import (
     scrub_session,
     state_folder,
 )
+
+# internal: the marker file that claims a state folder
 from context._store._folder import MARKER
 from graph import ConversationGraph, MemoryStore, SQLStore, Store
 

@@ -18,6 +18,8 @@ import pytest
 from _faults import EVERY_CALL, Point, each_fault, large, snapshot
 
 from context import ContextError, collect_garbage, read_jsonl, records_path
+
+# internal: the state folder's writers and removal, raced directly
 from context._store._files import append_lines, write_text_once
 from context._store._removal import remove_under
 from graph import ConversationGraph, MemoryStore

@@ -18,6 +18,8 @@ from context import (
     records_path,
     tool_pair_problems,
 )
+
+# internal: a fault is injected into the records writer
 from context._store import _records
 from graph import ConversationGraph
 

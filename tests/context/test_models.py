@@ -8,8 +8,10 @@ import sys
 import msgspec
 import pytest
 
-from context._budget._models import ModelInfo, is_anthropic, model_info, model_map_path
-from context._errors import ContextError, UnknownModel
+from context import ContextError, ModelInfo, UnknownModel, is_anthropic, model_info
+
+# internal: where the bundled model map is read from
+from context._budget._models import model_map_path
 
 
 def test_map_file_is_bundled_with_litellm() -> None:
@@ -22,7 +24,7 @@ def test_map_file_is_bundled_with_litellm() -> None:
 def test_litellm_is_not_imported() -> None:
     # In a fresh interpreter: other tests in the session may import litellm themselves.
     code = (
-        "import sys; from context._budget._models import model_info; model_info('gpt-4o'); "
+        "import sys; from context import model_info; model_info('gpt-4o'); "
         "assert 'litellm' not in sys.modules, 'litellm was imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

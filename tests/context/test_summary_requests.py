@@ -20,15 +20,19 @@ from context import (
     Item,
     LiteLLMSummarizer,
     Policy,
+    RenderInputs,
     SummaryRequest,
     SummaryResult,
+    TierContext,
+    TierServices,
     TokenCache,
     TokenCounter,
     Unit,
     tool_pair_problems,
 )
+
+# internal: the bound on a summary request's items
 from context._tiers._summarizing import MIN_ITEM_CHARS, bounded
-from context._tiers._tier import RenderInputs, TierContext, TierServices
 from graph import ConversationGraph
 
 MIDDLE = "middle_only_identifier.rs"

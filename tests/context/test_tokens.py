@@ -12,15 +12,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from context import TokenCache, TokenCounter, TokenizerError, UsageAnchor, encoding_name_for
+
+# internal: the bundled tiktoken folder, its lookup and the image charge
 from context._budget import _tokens
-from context._budget._tokens import (
-    IMAGE_TOKENS,
-    TokenCache,
-    TokenCounter,
-    UsageAnchor,
-    encoding_name_for,
-)
-from context._errors import TokenizerError
+from context._budget._tokens import IMAGE_TOKENS
 
 CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
 
@@ -42,7 +38,7 @@ def test_bundled_files_use_tiktoken_cache_names() -> None:
 def test_loads_offline_in_a_fresh_interpreter() -> None:
     code = (
         "import os, sys; os.environ.pop('TIKTOKEN_CACHE_DIR', None); "
-        "from context._budget._tokens import TokenCounter; c = TokenCounter('gpt-4o'); "
+        "from context import TokenCounter; c = TokenCounter('gpt-4o'); "
         "assert not c.approximate and c.count_text('hello world') == 2; "
         "assert 'tokenizers' in os.environ['TIKTOKEN_CACHE_DIR']; "
         "assert 'litellm' not in sys.modules"

@@ -21,6 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from graph import ConversationGraph, GraphError, InvalidMessage, Redactor
+
+# internal: the codec's nesting limit, probed from both sides
 from graph._codec import MAX_DEPTH
 
 _SESSIONS = itertools.count()

@@ -52,7 +52,7 @@ def test_graphml_of_control_characters_in_names_parses(tmp_path: Path) -> None:
 
 
 def test_cli_export_graphml_of_a_hostile_name_parses(tmp_path: Path) -> None:
-    from openprogram._cli import main
+    from openprogram.cli import main
 
     url = f"sqlite:///{tmp_path}/op.db"
     g = ConversationGraph.open(url, session="s1")

@@ -8,8 +8,7 @@ import threading
 
 import pytest
 
-from graph import new_id
-from graph._ids import is_safe_id
+from graph import is_safe_id, new_id
 
 
 def test_ids_made_in_threads_are_all_different() -> None:

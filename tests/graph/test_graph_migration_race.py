@@ -10,8 +10,7 @@ from typing import Any
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.pool import NullPool
 
-from graph import ConversationGraph
-from graph._migrations import applied_migrations, migrate, registered_migrations
+from graph import ConversationGraph, applied_migrations, migrate, registered_migrations
 
 
 def test_a_second_opener_waits_while_the_first_makes_the_tables(pg_db_url: str) -> None:

@@ -7,8 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graph import Redactor
-from graph._redact import DEFAULT_PATTERNS
+from graph import DEFAULT_PATTERNS, Redactor
 
 FRAGMENTS = [
     "sk-ant-api03-" + "a" * 30,
@@ -59,6 +58,7 @@ def test_skipping_absent_hints_never_changes_the_result(parts: list[str]) -> Non
 
 
 def test_every_default_pattern_has_hints() -> None:
+    # internal: every default pattern has an entry in the private hint table
     from graph._redact import _HINTS
 
     assert set(_HINTS) == set(DEFAULT_PATTERNS)

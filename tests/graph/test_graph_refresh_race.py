@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from _graph_helpers import call, graph_state, stored_state
 
+# internal: the race is staged inside the SQL store's event stream
 import graph._sql
 from graph import ConversationGraph
 

@@ -12,9 +12,9 @@ from _postgres import create_database, drop_database
 from sqlalchemy import Engine, create_engine, inspect
 from sqlmodel import SQLModel
 
-import graph._schema  # noqa: F401  (the tables, registered on SQLModel.metadata)
-from graph import SQLStore, applied_migrations, engine_for
-from graph._migrations import GRAPH_MIGRATIONS
+# internal: its tables, registered on SQLModel.metadata, are the schema compared
+import graph._schema  # noqa: F401
+from graph import GRAPH_MIGRATIONS, SQLStore, applied_migrations, engine_for
 
 
 def schema(engine: Engine) -> dict[str, Any]:
@@ -69,6 +69,7 @@ def test_migrating_an_empty_database_gives_todays_schema(two_urls: tuple[str, st
 def test_a_migration_holds_its_own_ddl() -> None:
     # graph_0001 made the edges index by session that graph_0004 replaced: the first
     # migration still makes it (its DDL is frozen), so an old database upgrades as it did
+    # internal: each migration's frozen DDL is the subject
     import graph._migrations as migrations
 
     first = " ".join(migrations._INITIAL)

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from openprogram.bench import MessageCounter, Turn, load_trace, run_policy
+
+# internal: the --behaviour comparison, below its table
 from openprogram.bench._behaviour import (
     Action,
     action_of,
@@ -123,8 +125,9 @@ def test_actions_and_sampling() -> None:
 def test_bench_behaviour_through_the_command_line(
     tmp_path: Path, monkeypatch: Any, capsys: Any
 ) -> None:
+    # internal: resolve_model is patched to hand out the fake judge
     import openprogram._models as models
-    from openprogram._cli import main
+    from openprogram.cli import main
 
     judge = FunctionModel(_agent, name="fake-judge")
     monkeypatch.setattr(models, "resolve_model", lambda name: judge)
@@ -143,7 +146,7 @@ def test_bench_behaviour_through_the_command_line(
 
 
 def test_bench_refuses_a_behaviour_sample_of_no_turns(tmp_path: Path, capsys: Any) -> None:
-    from openprogram._cli import main
+    from openprogram.cli import main
 
     argv = ["bench", str(_trace(tmp_path)), "--behaviour", "fake-judge"]
     assert main([*argv, "--behaviour-turns", "0"]) == 2

@@ -17,6 +17,8 @@ from context import (
     Unit,
 )
 from openprogram.bench import MessageCounter, compute_metrics, load_trace, run_policy
+
+# internal: how the bench charges a summary, below its table
 from openprogram.bench._charge import OUTPUT_PRICE, Charged
 
 

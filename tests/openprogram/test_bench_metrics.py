@@ -21,6 +21,8 @@ from openprogram.bench import (
     to_jsonl,
     tool_pair_problems,
 )
+
+# internal: the metrics' incremental identifier index
 from openprogram.bench._metrics import _HistoryIdentifiers
 
 Msg = dict[str, Any]

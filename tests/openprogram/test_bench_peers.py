@@ -23,6 +23,8 @@ from openprogram.bench import (
     tool_pair_problems,
     trace_files,
 )
+
+# internal: the peer adapter's request conversion
 from openprogram.bench._pydantic_ai import tool_names
 
 Msg = dict[str, Any]
@@ -64,6 +66,7 @@ def test_pydantic_ai_round_trip_keeps_values_and_key_order(message: Msg) -> None
 
 
 def test_a_merged_request_converts_back_to_each_message() -> None:
+    # internal: the peer adapter's request conversion
     from openprogram.bench._pydantic_ai import merge_requests
 
     merged = merge_requests(to_pydantic_ai(ROUND_TRIP[0]), to_pydantic_ai(ROUND_TRIP[2]))
@@ -231,6 +234,7 @@ def test_peers_run_as_bench_policies(tmp_path: Path) -> None:
 
 
 def test_identifier_losses_name_the_cause(tmp_path: Path) -> None:
+    # internal: the --losses counting, below its table
     from openprogram.bench._losses import identifier_losses
 
     messages: list[Msg] = [{"role": "user", "content": "task: x"}]
@@ -258,7 +262,7 @@ def test_identifier_losses_name_the_cause(tmp_path: Path) -> None:
 
 
 def test_bench_losses_prints_a_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from openprogram._cli import main
+    from openprogram.cli import main
 
     path = tmp_path / "chat.jsonl"
     path.write_text("".join(json.dumps(m) + "\n" for m in tool_rounds(6, size=5)))

@@ -10,7 +10,6 @@ import pytest
 from rich.console import Console
 
 from context import ContextEngine
-from openprogram._cli import main
 from openprogram.bench import (
     MessageCounter,
     compute_metrics,
@@ -22,6 +21,7 @@ from openprogram.bench import (
     trace_files,
     trace_names,
 )
+from openprogram.cli import main
 
 
 def _chat(path: Path, task: str = "task: fix src/app.py") -> Path:

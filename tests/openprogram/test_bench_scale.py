@@ -14,8 +14,8 @@ import pytest
 
 import openprogram.bench._scale as scale
 from graph import SQLStore, dispose_engines
-from openprogram._cli import main
-from openprogram._errors import BenchError
+from openprogram import BenchError
+from openprogram.cli import main
 
 STEPS = {"raw", "append", "reopen", "cold", "render"}
 UNITS = [

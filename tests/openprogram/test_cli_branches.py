@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from graph import ConversationGraph, SQLStore, dispose_engines
-from openprogram._cli import main
+from openprogram.cli import main
 
 
 def _session(db: Path) -> list[str]:

@@ -15,7 +15,7 @@ import pytest
 
 from context import ContextEngine, Policy
 from graph import ConversationGraph
-from openprogram._cli import main
+from openprogram.cli import main
 from tests.openprogram._runtime_helpers import without_ids
 
 ROOT = Path(__file__).resolve().parents[2]

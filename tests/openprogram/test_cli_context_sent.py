@@ -17,11 +17,15 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from context import ContextStorage, SentPrompt
+
+# internal: writes a receipt as an older version stored it
 from context._store._receipt import encode_receipt
+
+# internal: the side-data name receipts are stored under
 from context._store._storage import RECEIPTS
 from graph import SQLStore
 from openprogram import Session
-from openprogram._cli import main
+from openprogram.cli import main
 from openprogram.testing import TestModel
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +52,7 @@ def _sent_then_rolled_back(db: Path, capsys: pytest.CaptureFixture[str]) -> Test
 
 def _mcp_context(db: Path) -> dict[str, object]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    code = "import sys; from openprogram._cli import run; sys.argv[0] = 'openprogram'; run()"
+    code = "import sys; from openprogram.cli import run; sys.argv[0] = 'openprogram'; run()"
     params = StdioServerParameters(
         command=sys.executable, args=["-c", code, "mcp", "--db", str(db)], env=env,
         cwd=str(db.parent),

@@ -13,8 +13,10 @@ from _runtime_helpers import append_read_rounds
 
 from graph import ConversationGraph, SQLStore
 from openprogram import Session
-from openprogram._cli import main
+
+# internal: the engine the CLI builds from a stored session
 from openprogram._config import stored_engine
+from openprogram.cli import main
 from openprogram.testing import TestModel
 
 

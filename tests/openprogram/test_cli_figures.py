@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from graph import ConversationGraph
-from openprogram._cli import main
+from openprogram.cli import main
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

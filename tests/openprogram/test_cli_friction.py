@@ -13,8 +13,10 @@ from sqlalchemy.exc import OperationalError
 
 from context import ContextStorage, Policy
 from graph import ConversationGraph, SQLStore
-from openprogram._cli import main
+
+# internal: reads the stored session configuration the CLI wrote
 from openprogram._config import load_config
+from openprogram.cli import main
 from tests.openprogram.test_cli_newcomer import chat_trace, openprogram
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from graph import ConversationGraph, SQLStore
-from openprogram._cli import main
+from openprogram.cli import main
 
 README = Path(__file__).parents[2] / "README.md"
 
@@ -56,6 +56,7 @@ def test_replaying_into_the_same_database_twice_makes_two_sessions(
 
 
 def test_a_database_error_is_one_short_line_without_class_names() -> None:
+    # internal: the one-line error formatter, fed raw exceptions
     from openprogram._cli import one_line
 
     class IntegrityError(Exception):
@@ -98,7 +99,7 @@ def test_replay_plot_checks_matplotlib_and_the_folder_before_replaying(
 def _readme_command_lines() -> list[str]:
     """Every command line the README shows: code spans in the command-line section that
     start with a command, and ``openprogram …`` anywhere."""
-    from openprogram._cli import parser
+    from openprogram.cli import parser
 
     text = README.read_text()
     section = text[text.index("## The command line") :]
@@ -125,7 +126,7 @@ def _argv(line: str) -> list[str]:
 
 
 def test_every_command_line_in_the_readme_parses() -> None:
-    from openprogram._cli import parser
+    from openprogram.cli import parser
 
     lines = _readme_command_lines()
     assert len(lines) > 15 and any(line.startswith("rollback ") for line in lines)
@@ -138,7 +139,7 @@ def test_every_command_line_in_the_readme_parses() -> None:
 
 
 def test_the_readme_names_every_command() -> None:
-    from openprogram._cli import parser
+    from openprogram.cli import parser
 
     named = {line.split()[0] for line in _readme_command_lines()}
     assert set(_subcommands(parser())) <= named
@@ -199,6 +200,7 @@ def test_importing_into_another_traces_session_is_refused_unless_appending(
 
 
 def test_the_import_format_choices_are_the_importers() -> None:
+    # internal: the import command's --format choices
     from openprogram._cli._traces import FORMATS as CHOICES
     from openprogram.importers import FORMATS
 
@@ -360,6 +362,7 @@ def test_a_demo_budget_below_the_fixed_part_names_it(
 def test_show_prints_node_ids_and_ties_records_to_frames(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # internal: the demo's live Session, which `openprogram demo` only prints
     from openprogram._demo import run_demo
 
     db, state = str(tmp_path / "d.db"), str(tmp_path / "state")
@@ -378,7 +381,7 @@ def test_show_prints_node_ids_and_ties_records_to_frames(
 
 
 def test_every_option_has_help_and_no_help_shows_rst(capsys: pytest.CaptureFixture[str]) -> None:
-    from openprogram._cli import parser
+    from openprogram.cli import parser
 
     top = parser()
     missing = [
@@ -455,7 +458,7 @@ def test_run_passes_the_arguments_and_shows_the_program_s_own_traceback(
     assert f"error in {program}" in err and "ValueError: boom" in err
     assert "raise ValueError('boom')" in err and "return check(args)" in err  # their lines
     assert "openprogram/_" not in err  # not ours
-    from openprogram._cli import parser
+    from openprogram.cli import parser
 
     help_text = _subcommands(parser())["run"].format_help()
     assert "main(session, args)" in " ".join(help_text.split())
@@ -484,6 +487,7 @@ def test_session_and_layer_times_are_one_type(tmp_path: Path) -> None:
 
 
 def test_a_second_demo_beside_the_first_gets_its_own_ids(tmp_path: Path) -> None:
+    # internal: the demo's live Session, which `openprogram demo` only prints
     from openprogram._demo import run_demo
 
     state = tmp_path / "state"  # a state folder serves one database, so: the same one

@@ -12,7 +12,7 @@ import pytest
 
 from context import ContextEngine, Policy
 from graph import ConversationGraph, SQLStore, StoreError, dispose_engines
-from openprogram._cli import main
+from openprogram.cli import main
 
 READERS = [
     ["sessions"],

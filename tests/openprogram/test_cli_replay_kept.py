@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from graph import SQLStore
-from openprogram._cli import main
+from openprogram.cli import main
 
 
 def long_trace(path: Path, rounds: int = 40) -> Path:

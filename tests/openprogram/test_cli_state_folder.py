@@ -16,7 +16,7 @@ from _faults import snapshot
 from context import StateDirError
 from graph import ConversationGraph
 from openprogram import Session
-from openprogram._cli import main
+from openprogram.cli import main
 from openprogram.testing import TestModel
 
 SECRET = b"ssh-ed25519 AAAA... do not delete\n"

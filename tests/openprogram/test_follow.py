@@ -16,6 +16,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from graph import ConversationGraph, SQLStore
+
+# internal: `openprogram follow`'s follower, driven step by step
 from openprogram._follow import ABANDONED, TraceFollower
 from openprogram.importers import import_trace
 
@@ -112,7 +114,7 @@ def test_the_mcp_server_follows_a_growing_transcript(tmp_path: Path) -> None:
     trace = tmp_path / "session.jsonl"
     _write(trace, _turns(1, 2))
     db = tmp_path / "follow.db"
-    code = "import sys; from openprogram._cli import run; sys.argv[0] = 'openprogram'; run()"
+    code = "import sys; from openprogram.cli import run; sys.argv[0] = 'openprogram'; run()"
     params = StdioServerParameters(
         command=sys.executable,
         args=["-c", code, "mcp", "--db", str(db), "--follow", str(trace), "--settle", "0"],
@@ -181,6 +183,7 @@ class _Counting:
     """Counts the lines the growing reader decodes and the whole-file parses."""
 
     def __init__(self, monkeypatch: Any) -> None:
+        # internal: the follower's parser is patched to fail mid-trace
         from openprogram import _follow
         from openprogram.importers import _growing
 
@@ -466,7 +469,7 @@ class _Clock:
 
 
 def test_the_command_line_refuses_a_negative_settle(tmp_path: Path, capsys: Any) -> None:
-    from openprogram._cli import main
+    from openprogram.cli import main
 
     argv = ["mcp", "--db", str(tmp_path / "f.db"), "--follow", str(tmp_path / "x.jsonl")]
     assert main([*argv, "--settle", "-1"]) == 2
@@ -474,7 +477,7 @@ def test_the_command_line_refuses_a_negative_settle(tmp_path: Path, capsys: Any)
 
 
 def test_a_path_that_cannot_be_followed_is_one_usage_error(tmp_path: Path, capsys: Any) -> None:
-    from openprogram._cli import main
+    from openprogram.cli import main
 
     folder = tmp_path / "folder"
     folder.mkdir()
@@ -486,6 +489,7 @@ def test_a_path_that_cannot_be_followed_is_one_usage_error(tmp_path: Path, capsy
 def test_the_record_of_imports_does_not_grow_with_every_poll(tmp_path: Path) -> None:
     """Each poll's import replaces the follower's previous one in the session's record of
     imports: a long session polled every second must not rewrite an ever longer list."""
+    # internal: the session-meta key imports are recorded under
     from openprogram.importers._driver import IMPORTED_KEY
 
     trace = tmp_path / "session.jsonl"

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from graph import ConversationGraph
-from openprogram._cli import main
-from openprogram._errors import TraceFormatError, UnknownFormat
+from openprogram import TraceFormatError, UnknownFormat
+from openprogram.cli import main
 from openprogram.importers import import_trace
 
 DEEP = 1_500  # past msgspec's own limit (RecursionError before the fix)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from openprogram._errors import TraceFormatError
+from openprogram import TraceFormatError
 from openprogram.importers import read_codex
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from openprogram._errors import UnknownFormat
+from openprogram import UnknownFormat
 from openprogram.importers import FORMATS, detect_format, read_trace
 
 CASES = {

@@ -11,8 +11,10 @@ import pytest
 from _runtime_helpers import refuse_appending
 
 from graph import ConversationGraph, Dialogue, Function, Tool
-from openprogram._errors import SessionError, TraceFormatError
+from openprogram import SessionError, TraceFormatError
 from openprogram.importers import ImportStats, import_trace
+
+# internal: the session-meta key imports are recorded under
 from openprogram.importers._driver import IMPORTED_KEY
 
 

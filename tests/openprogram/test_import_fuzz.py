@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from graph import ConversationGraph
-from openprogram._errors import TraceFormatError, UnknownFormat
+from openprogram import TraceFormatError, UnknownFormat
 from openprogram.importers import FORMATS, import_trace
 
 STAMP = "2026-01-01T10:00:00Z"

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from openprogram._errors import TraceFormatError
+from openprogram import TraceFormatError
 from openprogram.importers import read_mini_swe_agent
 
 USAGE = {"prompt_tokens": 1990, "completion_tokens": 180, "total_tokens": 2170}

@@ -13,7 +13,7 @@ import pytest
 
 from context import tool_pair_problems
 from graph import ConversationGraph, dispose_engines
-from openprogram._cli import main
+from openprogram.cli import main
 from openprogram.importers import import_trace
 
 T0 = "2026-01-01T10:00:00.000Z"

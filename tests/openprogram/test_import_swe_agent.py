@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from graph import ConversationGraph, Tool
-from openprogram._errors import TraceFormatError
+from openprogram import TraceFormatError
 from openprogram.importers import import_trace, read_swe_agent
 
 

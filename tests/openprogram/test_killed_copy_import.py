@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 
 from graph import ConversationGraph, SQLStore, dispose_engines
-from openprogram._cli import main
+from openprogram.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = """
 import sys, time
+# internal: the child process dies inside SQLStore.commit
 import graph._sql
-from openprogram._cli import main
+from openprogram.cli import main
 
 original = graph._sql.SQLStore.commit
 

@@ -48,7 +48,7 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Session]:
 
 def _server(db: Path, *extra: str) -> StdioServerParameters:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    code = "import sys; from openprogram._cli import run; sys.argv[0] = 'openprogram'; run()"
+    code = "import sys; from openprogram.cli import run; sys.argv[0] = 'openprogram'; run()"
     return StdioServerParameters(
         command=sys.executable,
         args=["-c", code, "mcp", "--db", str(db), *extra],

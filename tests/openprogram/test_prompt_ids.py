@@ -22,8 +22,7 @@ from hypothesis import strategies as st
 
 from context import Policy
 from graph import MemoryStore, seeded_ids
-from openprogram import Session
-from openprogram._history import HISTORY_TOOLS
+from openprogram import HISTORY_TOOLS, Session
 from openprogram.importers import import_trace
 
 TRACES = Path("/work/shared/traces")
@@ -100,6 +99,7 @@ def check_prompt(
 
 
 def test_the_research_agent_s_prompts(tmp_path: Path) -> None:
+    # internal: the demo's live Session and its model's requests
     from openprogram._demo import run_demo
 
     run = run_demo(tmp_path / "demo.db", state_dir=tmp_path / "state")

@@ -10,7 +10,7 @@ import pytest
 from _runtime_helpers import refuse_appending
 
 from graph import ConversationGraph
-from openprogram._cli import main
+from openprogram.cli import main
 
 README = Path(__file__).parents[2] / "README.md"
 
@@ -51,6 +51,8 @@ def test_demo_runs_the_research_agent_and_the_tiers_fire(
 
 def test_the_demo_session_is_stored_and_sound(tmp_path: Path) -> None:
     from context import tool_pair_problems
+
+    # internal: the demo's live Session, which `openprogram demo` only prints
     from openprogram._demo import run_demo
 
     run = run_demo(tmp_path / "demo.db", state_dir=tmp_path / "state")

@@ -10,6 +10,8 @@ from pathlib import Path
 from _runtime_helpers import append_read_rounds
 
 from context import ContextStorage, canonical_message, render_receipt, sent_prompt
+
+# internal: reads the stored prompt rows byte for byte
 from context._store._storage import MESSAGES
 from graph import SQLStore
 from openprogram import Session

@@ -17,6 +17,8 @@ import pytest
 import openprogram
 from graph import TOP, ConversationGraph, SQLStore
 from openprogram import Session
+
+# internal: the lease a crashed process leaves behind
 from openprogram._leases import LeaseKeeper
 from openprogram.testing import TestModel
 

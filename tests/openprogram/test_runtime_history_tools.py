@@ -16,8 +16,10 @@ from _runtime_helpers import long_session, lookup, placeholders, small_policy, t
 import openprogram
 from context import Policy
 from graph import text_of
-from openprogram import ModelResponse, Session
-from openprogram._history import READ_LIMIT, node_text
+from openprogram import ModelResponse, Session, node_text
+
+# internal: the page size read_output cuts at
+from openprogram._history import READ_LIMIT
 from openprogram.testing import FunctionModel, ModelRequest, tool_call
 
 ARGUMENTS = {

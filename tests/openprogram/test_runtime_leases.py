@@ -17,6 +17,8 @@ import pytest
 import openprogram
 from graph import TOP, ConversationGraph, MemoryStore, SQLStore
 from openprogram import LeaseLost, Session
+
+# internal: the lease mechanics under Session
 from openprogram._leases import LeaseKeeper, Owner, check_lease, process_start
 from openprogram.testing import TestModel
 

@@ -20,6 +20,8 @@ from sqlalchemy import func, select
 import openprogram
 from context import read_jsonl, records_path
 from graph import MemoryStore, NodeNotFound, SQLStore
+
+# internal: counts the rows of each stored table
 from graph._schema import EDGES, EVENTS, LEASES, LOGS, NODES, SESSIONS, VALUES
 from openprogram import LiteLLMModel, ModelResponse, Session, SessionError, Usage
 from openprogram.testing import FunctionModel, ModelRequest, TestModel, tool_call

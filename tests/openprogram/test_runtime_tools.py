@@ -11,6 +11,8 @@ import pytest
 from pydantic import BaseModel
 
 from openprogram import ToolDefinitionError, ToolSpec
+
+# internal: the tool runner the loop calls, tested alone
 from openprogram._tools import arun_tool, result_text, run_tool
 
 

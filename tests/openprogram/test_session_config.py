@@ -16,7 +16,7 @@ import pytest
 from context import ContextStorage, Policy, PolicyError
 from graph import MemoryStore
 from openprogram import Session
-from openprogram._cli import main
+from openprogram.cli import main
 from openprogram.testing import FunctionModel, ModelRequest, TestModel, tool_call
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -181,7 +181,7 @@ def test_a_second_process_renders_what_the_agent_sent(tmp_path: Path) -> None:
         [
             sys.executable,
             "-c",
-            "from openprogram._cli import run; run()",
+            "from openprogram.cli import run; run()",
             "--db",
             str(db),
             "context",

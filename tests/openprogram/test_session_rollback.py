@@ -7,8 +7,7 @@ import json
 import re
 from pathlib import Path
 
-from openprogram import Session
-from openprogram._history import node_text
+from openprogram import Session, node_text
 from openprogram.testing import TestModel
 
 REMOVED = re.compile(r"\[\d+ earlier round\(s\) were removed")

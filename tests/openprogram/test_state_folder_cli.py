@@ -13,7 +13,7 @@ import pytest
 
 from context import ContextStorage, read_jsonl, records_path
 from openprogram import Session
-from openprogram._cli import main
+from openprogram.cli import main
 from openprogram.testing import FunctionModel, ModelRequest, tool_call
 
 PAGE = "".join(f"line {i:04d}: " + "lorem ipsum dolor sit amet " * 3 + "\n" for i in range(300))

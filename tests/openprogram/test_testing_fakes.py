@@ -13,6 +13,8 @@ import pytest
 
 import openprogram
 from openprogram import Model, ModelResponse, Session, Usage
+
+# internal: override() must reset the current-model context variable
 from openprogram._current import MODEL
 from openprogram.testing import FunctionModel, ModelRequest, TestModel, override, tool_call
 

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from graph import ConversationGraph
-from openprogram._cli import main
+from openprogram.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -46,7 +46,7 @@ HOSTILE = (
 def _cli(*argv: str) -> Any:
     """A reading command's ``--json`` output, through the real entry point."""
     out = subprocess.run(
-        [sys.executable, "-c", "from openprogram._cli import run; run()", *argv, "--json"],
+        [sys.executable, "-c", "from openprogram.cli import run; run()", *argv, "--json"],
         capture_output=True, text=True, check=True, cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
@@ -95,7 +95,7 @@ def _layered(path: Path) -> None:
 def server(db: dict[str, Any]) -> Iterator[dict[str, str]]:
     """`openprogram view --port 0 --no-open --allow-write`, as a user runs it."""
     process = subprocess.Popen(
-        [sys.executable, "-c", "from openprogram._cli import run; run()", "view",
+        [sys.executable, "-c", "from openprogram.cli import run; run()", "view",
          "--db", db["path"], "--port", "0", "--no-open", "--allow-write"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -429,7 +429,7 @@ def _cc_turns(first: int, last: int) -> list[dict[str, Any]]:
 
 def _start(*argv: str, stdin: Any = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-c", "from openprogram._cli import run; run()", *argv],
+        [sys.executable, "-c", "from openprogram.cli import run; run()", *argv],
         stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
@@ -480,6 +480,7 @@ def test_without_allow_write_there_is_no_button_and_a_write_is_refused(
 ) -> None:
     from starlette.testclient import TestClient
 
+    # internal: the web view served in process to a test client
     from openprogram._view import Viewer
     from openprogram._view._app import COOKIE, create_app
 
@@ -506,6 +507,8 @@ def test_viewing_writes_nothing(tmp_path: Path) -> None:
     from starlette.testclient import TestClient
 
     from graph import dispose_engines
+
+    # internal: the web view served in process to a test client
     from openprogram._view import Viewer
     from openprogram._view._app import COOKIE, create_app
 
@@ -542,6 +545,7 @@ def test_an_offloaded_output_is_served_and_nothing_beside_the_state_folder(
 ) -> None:
     from starlette.testclient import TestClient
 
+    # internal: the web view served in process to a test client
     from openprogram._view import Viewer
     from openprogram._view._app import COOKIE, create_app
 

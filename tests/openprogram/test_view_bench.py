@@ -18,8 +18,12 @@ from starlette.testclient import TestClient
 import graph
 from context import ContextStorage, RenderReceipt, state_folder
 from graph import ConversationGraph, SQLStore, new_id
+
+# internal: the web view served in process to a test client
 from openprogram._view import Viewer
 from openprogram._view._app import COOKIE, create_app
+
+# internal: the scale bench's synthetic messages as a fixture
 from openprogram.bench._scale_steps import iter_messages
 
 NODES = 100_000

@@ -8,8 +8,7 @@ from pathlib import Path
 
 from context import COLLAPSE_FIRST_CASCADE, Policy
 from graph import LayerInfo
-from openprogram import Session
-from openprogram._history import node_text
+from openprogram import Session, node_text
 
 ROUNDS = 10
 BUDGET = 3_000

@@ -23,7 +23,7 @@ from pydantic import Field
 from context import tool_pair_problems
 from graph import Tool
 from openprogram import Session
-from openprogram._cli import main as cli
+from openprogram.cli import main as cli
 from openprogram.integrations import MalformedMessage
 from openprogram.integrations.langchain import OpenProgramMiddleware
 

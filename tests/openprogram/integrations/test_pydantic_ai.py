@@ -39,7 +39,7 @@ from pydantic_ai.usage import RequestUsage
 from context import Policy
 from graph import Tool, text_of
 from openprogram import HISTORY_TOOLS, Session
-from openprogram._cli import main as cli
+from openprogram.cli import main as cli
 from openprogram.integrations.pydantic_ai import OpenProgramCapability
 
 

@@ -16,8 +16,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from openprogram import Session
-from openprogram._history import node_text
+from openprogram import Session, node_text
 from openprogram.integrations.pydantic_ai import OpenProgramCapability
 
 ROUNDS = 30
