@@ -109,9 +109,9 @@ def plan_for(policy: Policy, budget: int, units: Sequence[Unit]) -> Plan:
     ``budget``: the growth per turn is the mean size of the newest rounds as walked (what
     each turn appends, before any tier cuts it), the prefix the leading pinned units, the
     summary what the bench charges for one (its bounded request, the agent's prefix when a
-    request carries it, and the answer at the output price). The floor is at most
-    ``low_water`` of the budget and leaves an eighth of the trigger free (past
-    ``compact_tokens`` a larger budget keeps no more)."""
+    request carries it, and at the output price the answer a compaction at the trigger may
+    write). The floor is at most ``low_water`` of the budget and leaves an eighth of the
+    trigger free (past ``compact_tokens`` a larger budget keeps no more)."""
     trigger = max(1, int(policy.threshold("compact", budget)))
     ceiling = max(1, min(int(budget * policy.low_water), trigger - trigger // 8))
     floor = policy.schedule_floor_tokens
@@ -131,7 +131,8 @@ def plan_for(policy: Policy, budget: int, units: Sequence[Unit]) -> Plan:
             rounds.append(unit.tokens)
     growth = sum(rounds) / len(rounds) if rounds else 0.0
     request = policy.summary_request_bound(budget) or policy.summary_request_tokens or 0
-    answer = min(policy.compact_summary_tokens, max(100, target // 3))
+    replaced = max(0, trigger - prefix - int(target * policy.compact_keep_share))
+    answer = policy.compact_summary_bound(replaced, target)
     shared = prefix if policy.summary_shares_prefix else 0
     summary = request + shared + SUMMARY_OUTPUT_PRICE * answer
     return cache_schedule(
