@@ -110,10 +110,13 @@ def plan_for(policy: Policy, budget: int, units: Sequence[Unit]) -> Plan:
     each turn appends, before any tier cuts it), the prefix the leading pinned units, the
     summary what the bench charges for one (its bounded request, the agent's prefix when a
     request carries it, and at the output price the answer a compaction at the trigger may
-    write). The floor is at most ``low_water`` of the budget and leaves an eighth of the
-    trigger free (past ``compact_tokens`` a larger budget keeps no more)."""
+    write). The floor is at most ``low_water`` of the budget, and where that is past the
+    trigger (``compact_tokens`` in a large window) it leaves an eighth of the trigger free."""
     trigger = max(1, int(policy.threshold("compact", budget)))
-    ceiling = max(1, min(int(budget * policy.low_water), trigger - trigger // 8))
+    ceiling = int(budget * policy.low_water)
+    if ceiling >= trigger:
+        ceiling = trigger - trigger // 8
+    ceiling = max(1, ceiling)
     floor = policy.schedule_floor_tokens
     if policy.schedule_floor_share is not None:
         floor = max(floor, int(budget * policy.schedule_floor_share))
