@@ -147,6 +147,22 @@ class Policy(BaseModel):
     ``working_tokens`` and this costs less than one kept near the window, for what the
     model uses: at 160k on the Claude Code traces, cost 0.62–1.00× their own compactions'
     at recall ≥ 0.98 (bench). None: only the budget triggers it."""
+    schedule: Literal["working", "cache"] = "cache"
+    """How a triggered cascade picks its low-water mark and when auto-compact acts.
+    ``working``: down to ``low_water`` of the budget or ``working_tokens``, when the prompt
+    passes the budget (or ``compact_tokens``). ``cache``: down to ``schedule_floor_tokens``,
+    when the cache-weighted cost per turn says so (``context._budget._schedule``: a compaction
+    rewrites the prompt after the pinned prefix, each turn after reads what it kept)."""
+    schedule_floor_tokens: Count = Field(default=16_000, gt=0)
+    """The cache schedule's recall floor: a compaction keeps at least this many tokens...
+    (the cost alone would always keep fewer: see ``context._budget._schedule``)"""
+    schedule_floor_share: float | None = Field(default=0.25, gt=0, le=1)
+    """...or this share of the budget, if more, and never over ``low_water`` of it: 16k,
+    6k, 12k and 40k kept at budgets of 32k, 8k, 16k and 160k (None: the tokens only)."""
+    cache_read_price: float = Field(default=0.1, gt=0)
+    """A cached prompt token's price against an uncached one (Anthropic's 0.1)..."""
+    cache_write_price: float = Field(default=1.25, gt=0)
+    """...and a token written to the cache (Anthropic's 1.25), for the cache schedule."""
     payoff_share: float = Field(default=0.3, ge=0, lt=1)
     """A collapse or compaction is made only if it saves at least this share of the tokens it
     summarizes for the first time (for an incremental compaction: the new rounds, not the
@@ -280,6 +296,11 @@ class Policy(BaseModel):
             raise PolicyError("max_output_tokens must be smaller than context_window")
         if self.collapse_min_rounds > self.collapse_max_rounds:
             raise PolicyError("collapse_min_rounds must not exceed collapse_max_rounds")
+        if self.cache_read_price >= self.cache_write_price:
+            raise PolicyError(
+                "cache_read_price must be below cache_write_price, or a cached prefix "
+                "would cost no less than rewriting it"
+            )
         bad = {k: v for k, v in self.triggers.items() if not 0 <= v <= 1}
         if bad:
             raise PolicyError(f"triggers must be shares of the budget in [0, 1], got {bad}")
@@ -323,6 +344,7 @@ class Policy(BaseModel):
             "buffer_tokens": 0,
             "offload_share": None,
             "compact_tokens": None,
+            "schedule": "working",  # on the tuning half the cache schedule tied it
         }
         values.update(overrides)
         return cls(**_with_model(values, model))

@@ -71,7 +71,7 @@ class Cascade:
         for tier in self.tiers:
             if tier.compact is None or tier.name in self.policy.always:
                 continue
-            over = view.tokens > self.policy.threshold(tier.name, ctx.budget)
+            over = view.tokens > ctx.threshold(tier.name)
             if over or (triggered and view.tokens > ctx.target):
                 triggered = True
                 view = self.run_tier(tier.name, tier.compact, view, ctx)

@@ -27,6 +27,7 @@ import msgspec
 from graph import GraphReader, new_id
 
 from .._budget._policy import Policy
+from .._budget._schedule import Plan, plan_for
 from .._budget._tokens import TokenCache, TokenCounter
 from .._store._folder import StateFolder
 from .._store._records import CompactionRecord
@@ -164,6 +165,7 @@ class TierContext:
     kept_tools: list[str] = field(default_factory=list)
     """Names of the walk's non-compactable tools (a context edit excludes them)."""
     started: float = field(default_factory=time.perf_counter)
+    _plan: tuple[list[Unit], tuple[int, int], Plan] | None = field(default=None, repr=False)
 
     # -- the parts' fields, as tiers read them ------------------------------------------
     @property
@@ -240,8 +242,27 @@ class TierContext:
 
     @property
     def target(self) -> int:
-        """Where a triggered cascade shrinks to (the policy's low-water mark)."""
+        """Where a triggered cascade shrinks to (the policy's low-water mark, or the cache
+        schedule's target)."""
+        if self.policy.schedule == "cache":
+            return self.plan().target
         return self.policy.target(self.budget)
+
+    def threshold(self, tier: str) -> float:
+        """Prompt tokens above which ``tier`` acts in this render: the policy's, or for
+        auto-compact under the cache schedule its trigger, if lower."""
+        threshold = self.policy.threshold(tier, self.budget)
+        if tier == "compact" and self.policy.schedule == "cache":
+            return min(threshold, self.plan().trigger)
+        return threshold
+
+    def plan(self) -> Plan:
+        """The cache schedule's plan for this render's walk and budget (computed once)."""
+        key = (self.budget, len(self.units))
+        cached = self._plan
+        if cached is None or cached[0] is not self.units or cached[1] != key:
+            cached = self._plan = (self.units, key, plan_for(self.policy, self.budget, self.units))
+        return cached[2]
 
     def state(self, kind: type[S]) -> S:
         """The running tier's own sticky state (created on first use)."""

@@ -228,12 +228,12 @@ def test_a_compaction_that_replaces_more_may_write_a_longer_summary(tmp_path: Pa
         summarizer = Counting()
         whole = ContextEngine(g, policy(tmp_path, cascade=()), budget=10**7, clock=clock)
         wholes.append(whole.render().tokens)
-        pol = policy(tmp_path, cascade=AUTO_COMPACT)
+        pol = policy(tmp_path, cascade=AUTO_COMPACT, schedule="working")
         ContextEngine(g, pol, summarizer, budget=10**7, clock=clock).compact()
         [request] = summarizer.requests
         bounds.append(request.max_tokens)
     # compact_summary_tokens, or a tenth of what it replaces (the newest rounds stay) if
-    # more, at most a third of the low-water mark (working_tokens 24,000)
+    # more, at most a third of the low-water mark (the working schedule's 24,000)
     assert bounds[0] == 3_000
     assert 3_000 < bounds[1] < wholes[1] // 10 and bounds[1] < 8_000
     assert bounds[2] == 8_000
