@@ -344,7 +344,6 @@ class Policy(BaseModel):
             "buffer_tokens": 0,
             "offload_share": None,
             "compact_tokens": None,
-            "schedule": "working",  # on the tuning half the cache schedule tied it
         }
         values.update(overrides)
         return cls(**_with_model(values, model))
