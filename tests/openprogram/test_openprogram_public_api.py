@@ -39,6 +39,7 @@ SURFACES = {
         "function",
         "import_trace",
         "llm",
+        "node_text",
         "plot_functions",
         "replay",
     ],
