@@ -119,6 +119,31 @@ def test_histories_that_interleave_each_append_only_what_is_new(tmp_path: Path) 
     assert len(Session(tmp_path / "op.db", "s1").graph) == 30
 
 
+def test_a_call_two_histories_share_is_asked_again_once_after_one_answers_it(
+    tmp_path: Path,
+) -> None:
+    """Two histories that issued the same call hold one node (one history synced twice
+    looks the same); once one answers it, the other's pending call is a new call, stored
+    once: syncing either again afterwards appends nothing."""
+    session = Session(tmp_path / "op.db", "s1")
+    mirror = Mirror(session, "test")
+    pending = _entries(_call("a"))
+    answered = _entries(_call("a"), _result("a", "ok"))
+    mirror.sync(pending)
+    mirror.sync(pending)
+    mirror.sync(answered)
+    assert len(session.graph) == 2  # the assistant and its tool node, now answered
+    asked = mirror.sync(pending)
+    assert len(session.graph) == 4 and asked[0] not in mirror.sync(answered)
+    for _ in range(2):
+        assert mirror.sync(pending) == asked
+        shown = session.graph.to_openai(head=mirror.head)
+        assert shown[-1]["content"].startswith("[no result yet")
+        mirror.sync(answered)
+        assert session.graph.to_openai(head=mirror.head)[-1]["content"] == "ok"
+    assert len(Session(tmp_path / "op.db", "s1").graph) == 4
+
+
 def test_a_branch_stored_before_the_index_is_resumed(tmp_path: Path) -> None:
     """A mirror's branch as earlier versions stored it (one list of steps) is read into
     the index: the same history appends nothing."""

@@ -95,6 +95,10 @@ def test_the_branch_is_always_the_frameworks_history(ops: list[Op]) -> None:
 
 
 @example(ops=[(0, ("call", ("a", "b"))), (0, ("result", "ok")), (1, ("call", ("a", "b")))])
+@example(ops=[(0, ("call", ("a",))), (1, ("call", ("a",))), (0, ("result", "ok"))])
+@example(
+    ops=[(1, ("result", "ok")), (0, ("call", ("a",))), (1, ("call", ("a",))), (1, ("result", "ok"))]
+)
 @settings(max_examples=100, deadline=None, database=None)
 @given(
     st.lists(st.tuples(st.integers(0, 1), OPS.filter(bool).map(lambda ops: ops[0])), max_size=30)
@@ -103,7 +107,8 @@ def test_interleaved_histories_are_each_their_branch_and_stored_once(
     ops: list[tuple[int, Op]],
 ) -> None:
     """Two framework histories synced in turns through one mirror: each is its branch,
-    and syncing either again (or a history that only extends one) appends nothing new."""
+    and syncing either again (or a history that only extends one) appends nothing new,
+    except that a history whose pending call the other one answered asks it again once."""
     session = Session(":memory:", budget=50_000)
     mirror = Mirror(session, "test")
     histories: list[list[dict[str, Any]]] = [[], []]
@@ -111,6 +116,17 @@ def test_interleaved_histories_are_each_their_branch_and_stored_once(
         histories[which] = _apply(histories[which], op)
         mirror.sync([Entry(message) for message in histories[which]])
         assert _shown(session, mirror.head) == histories[which]
+    # Two histories that issued the same call share its node (the mirror cannot tell them
+    # from one history synced twice), and a result fills that node: the other history's
+    # pending call is then no stored branch, and showing it pending takes a new call
+    # (its assistant node and one tool node per call), never more, and only once.
+    for history in histories:
+        stored = len(session.graph)
+        mirror.sync([Entry(message) for message in history])
+        assert _shown(session, mirror.head) == history
+        asked = [m for m in history if m.get("tool_calls")]
+        again = 1 + len(asked[-1]["tool_calls"]) if _unanswered(history) else 0
+        assert len(session.graph) - stored <= again
     stored = len(session.graph)
     for history in histories:
         mirror.sync([Entry(message) for message in history])
