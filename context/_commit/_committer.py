@@ -2,8 +2,8 @@
 
 A commit writes, in this order (see ``_writer`` for why): the offload files, then in one
 transaction the layers, tier state, token counts, records and the commit hooks' writes
-(the render receipt), then the records' JSONL log. Token counts are read by key for the
-units a render builds, never all of a long session's at once unless a full walk needs them.
+(the render receipt), then the records' JSONL log. The token counts it stores are those
+the decision counted anew (the cache's dirty set).
 """
 
 from __future__ import annotations
