@@ -5,14 +5,26 @@ For each turn, the recall candidates (identifiers the agent wrote that already s
 history) that ``kept``'s prompt held and ``lost``'s did not; the cause is what ``lost``'s
 prompt showed in place of the newest history message holding the identifier: a tool output
 offloaded (by its age), cut in the middle, cleared, superseded or gone, or another message gone.
+An assistant message says where in it the identifier stood: its text, a value of one of its
+tool calls' arguments, or only an argument's name (``old_string``): a name the tool's schema
+gives, which a real request sends beside the messages and the bench's prompts leave out.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
-from openprogram.bench._metrics import Message, Turn, identifiers, message_text, messages_text
+from openprogram.bench._metrics import (
+    Message,
+    Turn,
+    content_text,
+    identifiers,
+    message_text,
+    messages_text,
+)
 from openprogram.bench._replay import MessageCounter, Trace, run_policy
 
 
@@ -25,6 +37,8 @@ def _cause(ident: str, history: Sequence[Message], prompt: Sequence[Message]) ->
     if source is None:
         return "not in the history"
     role = source.get("role")
+    if role == "assistant":
+        return f"assistant {_where(ident, source)} collapsed, compacted or dropped"
     if role != "tool":
         return f"{role} message collapsed, compacted or dropped"
     call_id = source.get("tool_call_id")
@@ -42,6 +56,41 @@ def _cause(ident: str, history: Sequence[Message], prompt: Sequence[Message]) ->
     if "superseded read" in text:
         return "tool output superseded"
     return "tool output cut in the middle"
+
+
+def _where(ident: str, message: Message) -> str:
+    """Which part of an assistant message names ``ident``: its text, a tool call's argument
+    value, or only an argument's name."""
+    if ident in content_text(message.get("content")):
+        return "text"
+    names: list[str] = []
+    for call in message.get("tool_calls") or ():
+        arguments = (call.get("function") or {}).get("arguments")
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except ValueError:
+                return "tool-call argument"
+        values: list[str] = []
+        _split(arguments, names, values)
+        if any(ident in value for value in values):
+            return "tool-call argument"
+    if any(ident in name for name in names):
+        return "tool-call argument name"
+    return "tool call"
+
+
+def _split(value: Any, names: list[str], values: list[str]) -> None:
+    """The keys of decoded JSON into ``names``, its scalar values into ``values``."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            names.append(str(key))
+            _split(item, names, values)
+    elif isinstance(value, list):
+        for item in value:
+            _split(item, names, values)
+    elif value is not None:
+        values.append(str(value))
 
 
 def identifier_losses(

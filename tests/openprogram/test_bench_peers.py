@@ -261,6 +261,23 @@ def test_identifier_losses_name_the_cause(tmp_path: Path) -> None:
     assert identifier_losses(trace, "none", "none", 8_000, count) == {}
 
 
+def test_identifier_losses_say_where_in_an_assistant_message() -> None:
+    # internal: the cause of one loss, read off the losing prompt
+    from openprogram.bench._losses import _cause
+
+    edit = call("c1", "Edit", json.dumps({"file_path": "src/app_main.py", "old_string": "x"}))
+    said = {"role": "assistant", "content": "parse_header is the bug", "tool_calls": [edit]}
+    history: list[Msg] = [{"role": "user", "content": "task"}, said]
+    gone = "assistant {} collapsed, compacted or dropped"
+    assert _cause("parse_header", history, []) == gone.format("text")
+    assert _cause("src/app_main.py", history, []) == gone.format("tool-call argument")
+    assert _cause("old_string", history, []) == gone.format("tool-call argument name")
+    assert _cause("never_seen", history, []) == "not in the history"
+    assert _cause("task", [{"role": "user", "content": "the task"}], []) == (
+        "user message collapsed, compacted or dropped"
+    )
+
+
 def test_bench_losses_prints_a_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from openprogram.cli import main
 
