@@ -180,8 +180,9 @@ class Policy(BaseModel):
     """Cap of a summary's "what the agent concluded" section (never over a third of the
     summary): the agent's own findings, decisions, files and next steps, those naming
     identifiers used again later first. 0 turns the section off. One bound per summary,
-    not per segment: the section is written output. 120 on the tune half at 8k/16k/32k
-    (bench): recall up 0.0001–0.006 for 0–3% more cost (60: less recall, 240: more cost)."""
+    not per segment: the section is written output. 120 on the tune half (bench, claude-code
+    under the cache schedule): recall at 8k/16k/32k up 0.0040/0.0006/0.0000 for 1.5/0.8/0.7%
+    more cost (60: less recall, 240: more cost)."""
     stub_identifier_share: float | None = Field(default=0.05, gt=0, lt=1)
     """A cleared output's placeholder and an offloaded output's preview list the identifiers
     the text they hide mentions, in this share of its tokens (at most ``identifier_tokens``;
