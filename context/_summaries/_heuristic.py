@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from ._fit import (
+    CONCLUDED_CHARS,
     finish_summary,
     focus_words,
     mentions,
@@ -26,9 +27,10 @@ from ._fit import (
     sentences,
     shorten,
     shorten_middle,
+    statement_score,
 )
-from ._identifiers import message_text, ranked_identifiers
-from ._summary import Anchors, Summarizer, SummaryRequest, SummaryResult
+from ._identifiers import find_identifiers, message_text, ranked_identifiers
+from ._summary import CONCLUDED_TITLE, Anchors, Summarizer, SummaryRequest, SummaryResult
 from ._transcript import Entry, key_argument, read_units
 
 _INTENT_CHARS = 200
@@ -51,6 +53,13 @@ _FINDING = re.compile(
     r"|fixed|now pass(?:es)?|all tests pass)\b",
     re.IGNORECASE,
 )
+_CHATTER = re.compile(
+    r"^(?:now |ok(?:ay)?,? |great[,!.]? |perfect[,!.]? |good[,!.]? )?"
+    r"(?:let me|let's|i'll (?:check|look|read|run|start|see)|i (?:need|want) to (?:check|look|see"
+    r"|read|understand)|i see|looking at)\b",
+    re.IGNORECASE,
+)
+_MIN_STATEMENT = 24
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+(.+)$")
 _FENCE = re.compile(r"^\s*```.*?^\s*```", re.MULTILINE | re.DOTALL)
 _TRACE_LAST = re.compile(r"^(?:E\s+)?[\w.]*(?:Error|Exception|Failure|Exit)\b")
@@ -120,6 +129,7 @@ class HeuristicSummarizer:
         rounds = sum(unit.count for unit in request.covered if unit.kind == "round")
         covered = read_units(request.covered, request.nodes) if request.left_out else entries
         identifiers = ranked_identifiers(message_text(m) for m in request.messages)
+        concluded, scores = _conclusions(entries, request.shown, words)
         return finish_summary(
             request,
             anchors,
@@ -127,6 +137,8 @@ class HeuristicSummarizer:
             identifiers,
             summarizer=self.name,
             carry_prose=True,
+            concluded=concluded,
+            scores=scores,
         )
 
     def __repr__(self) -> str:
@@ -282,6 +294,58 @@ def _decisions(
                 weak.append(shorten(sentence, _ITEM_CHARS))
     ranked = sorted(dict.fromkeys([*strong, *weak]), key=lambda d: not mentions(d, words))
     return tuple(ranked[: _LIMITS["decisions"]])
+
+
+def _earlier_conclusions(text: str) -> list[str]:
+    """The statements an earlier summary among the covered units kept (a collapsed segment
+    a compaction now covers), so they are ranked again rather than lost."""
+    items: list[str] = []
+    inside = False
+    for line in text.splitlines():
+        if line.startswith("#"):
+            inside = line.lstrip("# ").strip().lower() == CONCLUDED_TITLE.lower()
+        elif inside and line.startswith("- "):
+            items.append(line[2:].strip())
+    return items
+
+
+def _conclusions(
+    entries: Sequence[Entry], shown: frozenset[str], words: Sequence[str]
+) -> tuple[list[str], list[int]]:
+    """The agent's statements, the most useful first, with their scores: one naming an
+    identifier used again later in the covered units (or still shown beside the summary)
+    ranks first, then findings and decisions over plans; at equal score the newest first.
+    Questions, lead-ins of lists, statements that neither name an identifier nor state a
+    finding, and chatter ("let me look at…") that names nothing used again are left out
+    (and, by ``finish_summary``, what the decisions and next steps already show)."""
+    last: dict[str, int] = {}
+    for index, entry in enumerate(entries):
+        for ident in find_identifiers(entry.text):
+            last[ident] = index
+    found: list[tuple[int, int, int, str]] = []
+    for index, entry in enumerate(entries):
+        if entry.role == "assistant":
+            statements = _prose_sentences(entry.text)
+        elif entry.role == "summary":
+            statements = _earlier_conclusions(entry.text)
+        else:
+            continue
+
+        def recurs(ident: str, at: int = index) -> bool:
+            return last.get(ident, -1) > at or ident in shown
+
+        for order, sentence in enumerate(statements):
+            item = shorten(sentence, CONCLUDED_CHARS)
+            if sentence.endswith(("?", ":")) or len(item) < _MIN_STATEMENT:
+                continue  # a question, or the lead-in of a list
+            score = statement_score(sentence, recurs, words)
+            if score < 2 or (_CHATTER.match(sentence) and score < 3):
+                continue  # names nothing and concludes nothing, or chatter about a name
+            found.append((-score, -index, order, item))
+    best: dict[str, int] = {}
+    for score, _, _, item in sorted(found):
+        best.setdefault(item, -score)
+    return list(best), list(best.values())
 
 
 def _next_steps(entries: Sequence[Entry]) -> tuple[str, ...]:

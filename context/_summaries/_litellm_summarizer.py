@@ -16,7 +16,7 @@ from .._budget._tokens import TokenCounter
 from .._errors import SummaryError, UnknownModel
 from ._fit import finish_summary
 from ._identifiers import message_text, ranked_identifiers
-from ._summary import SummaryRequest, SummaryResult, parse_summary
+from ._summary import SummaryRequest, SummaryResult, parse_reply
 from ._summary_prompt import SYSTEM, blocks, fit_conversation, instruction
 from ._transcript import read_units
 
@@ -168,7 +168,7 @@ class LiteLLMSummarizer:
         reply = response.choices[0].message.content if response.choices else None
         if not isinstance(reply, str) or not reply.strip():
             raise SummaryError(f"{self.name} returned no text")
-        anchors, prose = parse_summary(reply)
+        anchors, prose, concluded = parse_reply(reply)
         usage = getattr(response, "usage", None)
         identifiers = ranked_identifiers(message_text(m) for m in request.messages)
         return finish_summary(
@@ -180,6 +180,7 @@ class LiteLLMSummarizer:
             carry_prose=False,
             tokens_in=int(getattr(usage, "prompt_tokens", 0) or 0),
             tokens_out=int(getattr(usage, "completion_tokens", 0) or 0),
+            concluded=concluded,
         )
 
 

@@ -32,6 +32,9 @@ ANCHOR_TITLES: dict[str, str] = {
 """The five anchors, in the order a summary shows them."""
 
 NA = "N/A"
+CONCLUDED_TITLE = "What the Agent Concluded"
+"""The section of the agent's own statements (findings, decisions, files, next steps),
+ranked by later use, beside the anchors: what a compaction otherwise loses most."""
 _LATEST_WINS = ("next_steps",)
 _MAX_ITEMS = 12
 _MAX_INTENT = 16
@@ -89,7 +92,9 @@ class Anchors(msgspec.Struct, frozen=True):
 
 class SummaryResult(msgspec.Struct, frozen=True):
     """A summary: five anchors, prose, the identifiers the covered units touched, and what
-    producing it cost (``tokens_in``/``tokens_out`` are 0 for a summarizer with no LLM)."""
+    producing it cost (``tokens_in``/``tokens_out`` are 0 for a summarizer with no LLM).
+    ``concluded`` are the agent's own statements, the most useful first (see
+    ``SummaryRequest.conclusion_tokens``)."""
 
     anchors: Anchors
     prose: str = ""
@@ -97,6 +102,7 @@ class SummaryResult(msgspec.Struct, frozen=True):
     tokens_in: int = 0
     tokens_out: int = 0
     summarizer: str = ""
+    concluded: tuple[str, ...] = ()
 
     def text(self, *, identifiers: bool = True) -> str:
         """The summary as the markdown block a prompt carries."""
@@ -105,6 +111,8 @@ class SummaryResult(msgspec.Struct, frozen=True):
             lines.append(f"### {title}")
             items = self.anchors.get(key)
             lines.extend(f"- {item}" for item in items) if items else lines.append(f"- {NA}")
+        if self.concluded:
+            lines += [f"## {CONCLUDED_TITLE}", *(f"- {item}" for item in self.concluded)]
         if self.prose.strip():
             lines += ["## Summary", self.prose.strip()]
         if identifiers and self.identifiers:
@@ -132,6 +140,8 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     max_tokens: int = 300
     identifier_tokens: int = 80
     """Cap of the identifier list (tokens); 0 turns the list off."""
+    conclusion_tokens: int = 120
+    """Cap of the "what the agent concluded" section (tokens); 0 turns it off."""
     system: str | None = None
     tools: tuple[dict[str, Any], ...] = ()
     counter: TokenCounter | None = None
@@ -182,6 +192,7 @@ class Summarizer(Protocol):
 
 _HEADER = re.compile(r"^\s*#{2,4}\s*(.+?)\s*:?\s*$")
 _BY_TITLE = {title.lower(): key for key, title in ANCHOR_TITLES.items()}
+_CONCLUDED = "concluded"
 
 
 def parse_summary(text: str) -> tuple[Anchors, str]:
@@ -192,6 +203,17 @@ def parse_summary(text: str) -> tuple[Anchors, str]:
     >>> anchors, prose = parse_summary("### User Intent\\nfix parse()\\n## Summary\\nok")
     >>> anchors.user_intent, anchors.next_steps, prose
     (('fix parse()',), (), 'ok')
+    """
+    anchors, prose, _ = parse_reply(text)
+    return anchors, prose
+
+
+def parse_reply(text: str) -> tuple[Anchors, str, tuple[str, ...]]:
+    """:func:`parse_summary` plus the items of the "what the agent concluded" section
+    (empty when the text has none).
+
+    >>> parse_reply("### Next Steps\\n- N/A\\n## What the Agent Concluded\\n- a.py is it")[2]
+    ('a.py is it',)
     """
     sections: dict[str, list[str]] = {}
     prose: list[str] = []
@@ -204,22 +226,27 @@ def parse_summary(text: str) -> tuple[Anchors, str]:
                 current = sections.setdefault(_BY_TITLE[title], [])
             elif title == "summary":
                 current = prose
+            elif title == CONCLUDED_TITLE.lower():
+                current = sections.setdefault(_CONCLUDED, [])
             else:
                 current = None
             continue
         if current is not None:
             current.append(line)
+    concluded = _items(sections.pop(_CONCLUDED, []))
     if not sections:
         raise SummaryError("the reply has none of the five anchor sections")
-    values: dict[str, tuple[str, ...]] = {}
-    for key, lines in sections.items():
-        items = []
-        for line in lines:
-            item = line.strip().removeprefix("- ").removeprefix("* ").strip()
-            if item and item.upper() not in (NA, "- N/A", "NONE"):
-                items.append(item)
-        values[key] = tuple(items)
-    return Anchors(**values), "\n".join(prose).strip()
+    values = {key: _items(lines) for key, lines in sections.items()}
+    return Anchors(**values), "\n".join(prose).strip(), concluded
+
+
+def _items(lines: list[str]) -> tuple[str, ...]:
+    items = []
+    for line in lines:
+        item = line.strip().removeprefix("- ").removeprefix("* ").strip()
+        if item and item.upper() not in (NA, "- N/A", "NONE"):
+            items.append(item)
+    return tuple(items)
 
 
 def anchors_from_dict(value: Mapping[str, Any] | None) -> Anchors:

@@ -60,6 +60,18 @@ quote it in backticks after the call that printed it, e.g. Bash(make test) faile
 `error: missing header`.
 - Keep the whole reply under {budget} tokens."""
 
+CONCLUDED_LAYOUT = """\
+## What the Agent Concluded
+- <one line per conclusion the agent itself stated: a finding, a decision, a file or name \
+it settled on, a next step it announced; the one it will use again first>
+"""
+
+CONCLUDED_RULE = """\
+- What the Agent Concluded: the agent's own statements, close to its words, with every \
+file name and identifier they mention; first those whose names come up again later in the \
+conversation, newer before older, decisions and findings before chatter; at most \
+{budget} tokens."""
+
 FOCUS = """\
 - The user asked the summary to focus on: {focus}. Put what concerns it first in every \
 section and keep it over anything else."""
@@ -97,13 +109,16 @@ Reply with exactly this markdown layout, nothing before or after it:
 
 {rules}
 - Keep every decision and failed attempt of the previous summary that still matters, and \
-add what the new conversation adds.
+add what the new conversation adds.{concluded}
 - Replace User Intent and Next Steps when the new conversation changed them."""
 
 SAMPLED = """\
 - {left_out} older exchanges of this stretch are left out of the conversation above to keep \
 this request short; the newest are all there. Summarize what is shown; do not guess at the \
 rest."""
+
+CONCLUDED_UPDATE = """ Keep the previous conclusions whose names the new conversation uses \
+again before new ones that are only chatter."""
 
 SYSTEM = "You summarize an AI agent's conversation so that the agent can continue from it."
 
@@ -192,6 +207,10 @@ def instruction(request: SummaryRequest, conversation: str) -> str:
     then what to write and how; long input first, the task last."""
     budget = max(100, request.max_tokens - max(0, request.identifier_tokens))
     rules = RULES.format(budget=budget)
+    layout = LAYOUT
+    if request.conclusion_tokens > 0:
+        rules += "\n" + CONCLUDED_RULE.format(budget=request.conclusion_tokens)
+        layout = LAYOUT.replace("## Summary\n", CONCLUDED_LAYOUT + "## Summary\n", 1)
     if request.left_out:
         rules += "\n" + SAMPLED.format(left_out=request.left_out)
     if request.focus and request.focus.strip():
@@ -199,7 +218,9 @@ def instruction(request: SummaryRequest, conversation: str) -> str:
     task = ""
     if request.task and request.task.strip():
         task = f"<task>\n{middle_truncate(request.task.strip(), *_TASK_CHARS, None)}\n</task>\n\n"
-    fields = {"task": task, "conversation": conversation, "layout": LAYOUT, "rules": rules}
+    fields = {"task": task, "conversation": conversation, "layout": layout, "rules": rules}
     if request.previous is None:
         return FIRST.format(**fields)
-    return UPDATE.format(previous=request.previous.text(identifiers=False), **fields)
+    concluded = CONCLUDED_UPDATE if request.conclusion_tokens > 0 else ""
+    previous = request.previous.text(identifiers=False)
+    return UPDATE.format(previous=previous, concluded=concluded, **fields)

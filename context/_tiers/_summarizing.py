@@ -190,6 +190,7 @@ def result_of(info: LayerInfo) -> SummaryResult | None:
         prose=str(raw.get("prose") or ""),
         identifiers=tuple(raw.get("identifiers") or ()),
         summarizer=str(raw.get("summarizer") or ""),
+        concluded=tuple(str(item) for item in raw.get("concluded") or ()),
     )
 
 
@@ -198,6 +199,7 @@ def summary_meta(result: SummaryResult) -> dict[str, Any]:
         "anchors": result.anchors.as_dict(),
         "prose": result.prose,
         "identifiers": list(result.identifiers),
+        "concluded": list(result.concluded),
         "summarizer": result.summarizer,
         "tokens_in": result.tokens_in,
         "tokens_out": result.tokens_out,
@@ -265,6 +267,7 @@ def _asked(request: SummaryRequest) -> tuple[object, ...]:
         request.focus,
         request.max_tokens,
         request.identifier_tokens,
+        request.conclusion_tokens,
         hashlib.sha256(previous.encode()).hexdigest(),
     )
 
@@ -296,6 +299,9 @@ def request_for(
     rounds = sum(unit.count for unit in units)
     segments = 1 if kind == "collapse" else max(1, -(-rounds // policy.collapse_max_rounds))
     identifiers = min(policy.identifier_tokens * segments, max_tokens // 2)
+    # the agent's statements: one bound whatever the span (each is charged as written
+    # output), within a third of the summary
+    conclusions = min(policy.conclusion_tokens, max_tokens // 3)
     return SummaryRequest(
         kind="segment" if kind == "collapse" else "compact",
         units=sent,
@@ -306,6 +312,7 @@ def request_for(
         focus=focus,
         max_tokens=max_tokens,
         identifier_tokens=identifiers,
+        conclusion_tokens=conclusions,
         system=_clean(system_text(ctx), redactor) if policy.summary_shares_prefix else None,
         model=policy.model,
         counter=ctx.counter,

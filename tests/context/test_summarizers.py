@@ -51,10 +51,12 @@ def test_heuristic_anchors_from_a_session() -> None:
 - run_linter(ruff check src) failed: `RuntimeError: ruff found E501 in src/app/parse.py`
 ### Next Steps
 - Next I will rerun pytest -q tests/test_parse.py, then fix the E501 warning in src/app/parse.py.
+## What the Agent Concluded
+- The bug is in parse_header: split(':') fails on an empty line.
 ## Summary
-Covered 5 rounds: 3 tool calls (Read, Bash, Edit), 2 function calls, 3 failed. The bug is in parse_header: split(':') fails on an empty line.
+Covered 5 rounds: 3 tool calls (Read, Bash, Edit), 2 function calls, 3 failed.
 ## Identifiers
-src/app/parse.py, parse_header, tests/test_parse.py, apply_patch, run_linter, E501, raw.split, tests/test_parse.py::test_empty, ValueError, RuntimeError\
+src/app/parse.py, tests/test_parse.py, apply_patch, run_linter, E501, raw.split, tests/test_parse.py::test_empty, ValueError, RuntimeError\
 """
     )
     assert parse_summary(result.text()) == (result.anchors, result.prose)
