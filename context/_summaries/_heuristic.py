@@ -29,7 +29,7 @@ from ._fit import (
     shorten_middle,
     statement_score,
 )
-from ._identifiers import find_identifiers, message_text, ranked_identifiers
+from ._identifiers import find_identifiers, ranked_unit_identifiers
 from ._summary import CONCLUDED_TITLE, Anchors, Summarizer, SummaryRequest, SummaryResult
 from ._transcript import Entry, key_argument, read_units
 
@@ -128,7 +128,7 @@ class HeuristicSummarizer:
         )
         rounds = sum(unit.count for unit in request.covered if unit.kind == "round")
         covered = read_units(request.covered, request.nodes) if request.left_out else entries
-        identifiers = ranked_identifiers(message_text(m) for m in request.messages)
+        identifiers = ranked_unit_identifiers(request.covered)
         concluded, scores = _conclusions(entries, request.shown, words)
         return finish_summary(
             request,

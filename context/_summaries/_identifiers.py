@@ -17,6 +17,8 @@ from typing import Any
 from graph import text_of
 
 from .._budget._tokens import TokenCounter
+from .._view import Unit
+from ._transcript import NOT_SAID
 
 _ERRNO = (
     "NOENT|ACCES|PERM|EXIST|ISDIR|NOTDIR|NOTEMPTY|INVAL|PIPE|AGAIN|BUSY|NOSPC|NOMEM|MFILE|"
@@ -39,9 +41,9 @@ _HEX = re.compile(r"[0-9a-fA-F]{16,}")
 _SCAN_LIMIT = 2000
 
 
-def message_text(message: Mapping[str, Any]) -> str:
-    """A message's searchable text: its content plus each tool call's name and arguments,
-    since an agent often names a file only inside a call.
+def message_text(message: Mapping[str, Any], *, names: bool = True) -> str:
+    """A message's searchable text: its content plus each tool call's name (unless
+    ``names`` is False) and arguments, since an agent often names a file only inside a call.
 
     >>> call = {"function": {"name": "Read", "arguments": '{"path": "src/app.py"}'}}
     >>> message_text({"role": "assistant", "content": "Reading.", "tool_calls": [call]})
@@ -52,9 +54,20 @@ def message_text(message: Mapping[str, Any]) -> str:
         function = call.get("function") if isinstance(call, Mapping) else None
         if not isinstance(function, Mapping):
             continue
-        pieces.append(str(function.get("name") or ""))
+        if names:
+            pieces.append(str(function.get("name") or ""))
         pieces.extend(_values(function.get("arguments")))
     return "\n".join(piece for piece in pieces if piece)
+
+
+def _call_names(message: Mapping[str, Any]) -> list[str]:
+    """The names of a message's tool calls: the tool's, not something the agent chose."""
+    names = []
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if isinstance(function, Mapping) and function.get("name"):
+            names.append(str(function["name"]))
+    return names
 
 
 def _values(arguments: Any) -> list[str]:
@@ -116,6 +129,43 @@ def ranked_identifiers(texts: Iterable[str]) -> list[str]:
     for text in texts:
         for ident in find_identifiers(text):
             counts[ident] = counts.get(ident, 0) + 1
+    order = {ident: index for index, ident in enumerate(counts)}
+    return sorted(counts, key=lambda ident: (-counts[ident], order[ident]))
+
+
+AUTHORED_WEIGHT = 3
+"""How much more a use in what the user or the agent wrote counts than one in a tool's
+output: an agent reuses the names it typed itself (the files it edits, the functions it
+writes), while an output mentions many it never touches again. 3 on the tuning half
+(bench, claude-code): recall at 16k/32k 0.9637 → 0.9661 / 0.9914 → 0.9951 at the same cost
+(2: 0.9642 / 0.9935; 6: as 3); at 8k 0.8834 → 0.8800."""
+
+
+def ranked_unit_identifiers(units: Iterable[Unit]) -> list[str]:
+    """Distinct identifiers of ``units``, by use: one the user or the agent wrote (a
+    message's text or a tool call's arguments) counts ``AUTHORED_WEIGHT`` times; one in a
+    tool's output, in what a layer, note or stub shows (an earlier summary), or a tool's own
+    name, once.
+    Ties: the first to appear.
+
+    >>> from context._view import Item
+    >>> def unit(role, text):
+    ...     return Unit((Item({"role": role, "content": text}, 1),), "round", 0)
+    >>> ranked_unit_identifiers([unit("tool", "a/b.py a/b.py c/d.py"),
+    ...                          unit("assistant", "I will edit c/d.py")])
+    ['c/d.py', 'a/b.py']
+    """
+    counts: dict[str, int] = {}
+    for unit in units:
+        shown = unit.kind in NOT_SAID
+        for item in unit.items:
+            message = item.message
+            weight = 1 if shown or message.get("role") == "tool" else AUTHORED_WEIGHT
+            for ident in find_identifiers(message_text(message, names=False)):
+                counts[ident] = counts.get(ident, 0) + weight
+            for name in _call_names(message):
+                for ident in find_identifiers(name):
+                    counts[ident] = counts.get(ident, 0) + 1
     order = {ident: index for index, ident in enumerate(counts)}
     return sorted(counts, key=lambda ident: (-counts[ident], order[ident]))
 

@@ -15,7 +15,7 @@ from .._budget._models import import_litellm, model_info
 from .._budget._tokens import TokenCounter
 from .._errors import SummaryError, UnknownModel
 from ._fit import finish_summary
-from ._identifiers import message_text, ranked_identifiers
+from ._identifiers import ranked_unit_identifiers
 from ._summary import SummaryRequest, SummaryResult, parse_reply
 from ._summary_prompt import SYSTEM, blocks, fit_conversation, instruction
 from ._transcript import read_units
@@ -170,7 +170,7 @@ class LiteLLMSummarizer:
             raise SummaryError(f"{self.name} returned no text")
         anchors, prose, concluded = parse_reply(reply)
         usage = getattr(response, "usage", None)
-        identifiers = ranked_identifiers(message_text(m) for m in request.messages)
+        identifiers = ranked_unit_identifiers(request.covered)
         return finish_summary(
             request,
             anchors,

@@ -20,7 +20,8 @@ from graph import Function, Node, text_of
 from .._view import Unit, UnitKind
 
 EntryRole = Literal["system", "user", "assistant", "call", "result", "summary"]
-_NOT_SAID: tuple[UnitKind, ...] = ("layer", "note", "stub")
+NOT_SAID: tuple[UnitKind, ...] = ("layer", "note", "stub")
+"""Units that show what the context engine wrote (a summary, a note), not what was said."""
 """Unit kinds whose messages we wrote (summaries, notes), not the user or the agent."""
 
 _ERROR = re.compile(
@@ -123,7 +124,7 @@ def _unit_entries(unit: Unit, nodes: Mapping[str, Node]) -> list[Entry]:
     entries: list[Entry] = []
     names: dict[str, str] = {}
     is_call = unit.kind == "call"
-    if unit.kind in _NOT_SAID:
+    if unit.kind in NOT_SAID:
         texts = (text_of(item.message.get("content")) for item in unit.items)
         return [Entry("summary", text) for text in texts if text.strip()]
     for item in unit.items:

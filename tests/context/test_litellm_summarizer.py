@@ -70,7 +70,8 @@ def test_mock_response_gives_parsed_anchors_and_ranked_identifiers() -> None:
     assert result.summarizer == "litellm:gpt-4o"
     assert result.anchors.key_decisions == ("return None for an empty line instead of raising",)
     assert result.prose == "The parser is patched; the tests still need a rerun."
-    assert result.identifiers[:3] == ("src/app/parse.py", "parse_header", "tests/test_parse.py")
+    # the agent typed the test file's path in its calls: that outranks a name outputs repeat
+    assert result.identifiers[:3] == ("src/app/parse.py", "tests/test_parse.py", "parse_header")
     assert result.tokens_in > 0 and result.tokens_out > 0
 
 

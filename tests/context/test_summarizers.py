@@ -56,7 +56,7 @@ def test_heuristic_anchors_from_a_session() -> None:
 ## Summary
 Covered 5 rounds: 3 tool calls (Read, Bash, Edit), 2 function calls, 3 failed.
 ## Identifiers
-src/app/parse.py, tests/test_parse.py, apply_patch, run_linter, E501, raw.split, tests/test_parse.py::test_empty, ValueError, RuntimeError\
+src/app/parse.py, tests/test_parse.py, apply_patch, E501, run_linter, raw.split, tests/test_parse.py::test_empty, ValueError, RuntimeError\
 """
     )
     assert parse_summary(result.text()) == (result.anchors, result.prose)
@@ -166,6 +166,20 @@ def test_identifiers_named_only_in_tool_call_arguments_count() -> None:
     result = HeuristicSummarizer().summarize(request)
     assert result.identifiers == ("lib/only_in_args.py",)
     assert "file_path" not in result.identifiers
+
+
+def test_identifiers_the_agent_wrote_outrank_those_only_outputs_repeat() -> None:
+    assistant = {
+        "role": "assistant",
+        "content": "The fix goes in lib/settings_loader.py.",
+        "tool_calls": [call("r1", "Grep", pattern="load_settings")],
+    }
+    tool = {"role": "tool", "tool_call_id": "r1", "content": "lib/noisy_module.py\n" * 2}
+    request = SummaryRequest(kind="segment", units=(units_from([(assistant, None), (tool, None)]),))
+    result = HeuristicSummarizer().summarize(request)
+    # two uses in an output count less than one the agent wrote (AUTHORED_WEIGHT, 3)
+    assert result.identifiers[:2] == ("lib/settings_loader.py", "load_settings")
+    assert result.identifiers[2] == "lib/noisy_module.py"
 
 
 def previous_summary() -> SummaryResult:
