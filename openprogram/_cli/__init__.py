@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from rich.markup import escape
 
 from openprogram._cli import (
+    _bench,
     _check,
     _configure,
     _layers,
@@ -63,7 +64,18 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--state-dir", help="offloaded outputs and record logs (.openprogram)")
     top.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (_programs, _traces, _sessions, _configure, _layers, _scrub, _check, _mcp, _view):
+    for module in (
+        _programs,
+        _traces,
+        _bench,
+        _sessions,
+        _configure,
+        _layers,
+        _scrub,
+        _check,
+        _mcp,
+        _view,
+    ):
         module.register(sub)
     _fill_help(top)
     return top

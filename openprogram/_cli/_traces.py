@@ -1,17 +1,12 @@
-"""Traces: import one into a session, replay one turn by turn, bench many."""
+"""Traces: import one into a session, replay one turn by turn (`bench` replays many)."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import msgspec
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress
 
@@ -22,25 +17,14 @@ from openprogram._cli._common import (
     common_options,
     console,
     encoding,
-    errors,
     folder_of,
     open_store,
     print_json,
     state_dir,
     token_budget,
 )
-from openprogram._cli._scale import add_options as add_scale_options
-from openprogram._cli._scale import bench_scale
 from openprogram._errors import OpenProgramError
 from openprogram._tables import Grid
-
-
-def _default_traces() -> list[Path]:
-    for base in (Path.cwd(), *Path.cwd().parents):
-        candidate = base / "shared" / "traces"
-        if candidate.is_dir():
-            return [candidate]
-    return []
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -260,182 +244,6 @@ def _replay_into(
     return 0
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    if args.scale:
-        return bench_scale(args)
-    if args.losses:
-        return _bench_losses(args)
-    from openprogram.bench import (
-        POLICIES,
-        BaselineUnavailable,
-        MessageCounter,
-        Turn,
-        format_table,
-        load_trace,
-        run_policy,
-        to_jsonl,
-        trace_files,
-        trace_names,
-        with_cost_ratios,
-    )
-
-    inputs = [Path(p) for p in args.traces] or _default_traces()
-    paths = trace_files(inputs)
-    if not paths:
-        raise OpenProgramError("no traces given and ../shared/traces was not found")
-    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    unknown = [p for p in policies if p not in POLICIES]
-    if unknown:
-        raise UsageError(f"unknown policies {unknown}; known: {', '.join(POLICIES)}")
-    budgets = args.budget or [32_000]
-    counter = MessageCounter(args.encoding)
-    overrides = _settings(args.set)
-    summarizer = None
-    if args.summarizer:
-        from context import LiteLLMSummarizer
-
-        summarizer = LiteLLMSummarizer(args.summarizer)
-    judge = None
-    if args.behaviour_turns < 1:
-        raise UsageError(f"--behaviour-turns must be at least 1, got {args.behaviour_turns}")
-    if args.behaviour:
-        from openprogram._models import resolve_model
-
-        judge = resolve_model(args.behaviour)
-    rows = []
-    behaviour: list[Any] = []
-    missing: dict[str, str] = {}
-    with Progress(console=Console(stderr=True), transient=True) as progress:
-        task = progress.add_task("bench", total=len(paths) * len(policies) * len(budgets))
-        for path, name in zip(paths, trace_names(inputs, paths), strict=True):
-            trace = load_trace(path, name=name)
-            for budget in budgets:
-                for policy in policies:
-                    if policy in missing:
-                        progress.advance(task)
-                        continue
-                    turns: list[Turn] = []
-                    try:
-                        row = run_policy(
-                            trace,
-                            policy,
-                            budget,
-                            counter,
-                            anchored=args.anchored,
-                            summarizer=summarizer,
-                            overrides=overrides,
-                            on_turn=turns_into(turns) if judge else None,
-                        )
-                    except BaselineUnavailable as error:
-                        missing[policy] = str(error)
-                        row = None
-                    if row is not None:
-                        rows.append(row)
-                        if judge is not None:
-                            behaviour.append(
-                                _behaviour(judge, turns, trace.name, policy, budget, args)
-                            )
-                    progress.advance(task)
-    for policy, why in missing.items():
-        errors.print(f"[yellow]skipped {policy}:[/] {escape(why)}")
-    rows = with_cost_ratios(rows)
-    if args.json:
-        sys.stdout.write(to_jsonl(rows))
-        for found in behaviour:
-            sys.stdout.write(json.dumps({"behaviour": msgspec.to_builtins(found)}) + "\n")
-    else:
-        console.print(format_table(rows))
-        if behaviour:
-            console.print(_behaviour_table(behaviour, str(args.behaviour)))
-    return 0
-
-
-def _bench_losses(args: argparse.Namespace) -> int:
-    """Per trace: the identifier uses ``--losses PEER``'s prompts held and each of our
-    policies' did not, by cause."""
-    from openprogram.bench import MessageCounter, load_trace, our_policies, trace_files, trace_names
-    from openprogram.bench._losses import identifier_losses
-
-    inputs = [Path(p) for p in args.traces] or _default_traces()
-    paths = trace_files(inputs)
-    ours = [p.strip() for p in args.policies.split(",") if p.strip() in our_policies()]
-    if not ours:
-        raise UsageError(f"--losses compares our policies ({', '.join(our_policies())})")
-    counter = MessageCounter(args.encoding)
-    table = Grid(f"identifier uses {args.losses} held and ours did not, by cause")
-    table.column("trace", "id", key=True)
-    table.column("policy", key=True)
-    table.column("lost", "number")
-    table.column("causes")
-    for budget in args.budget or [32_000]:
-        for path, name in zip(paths, trace_names(inputs, paths), strict=True):
-            trace = load_trace(path, name=name)
-            for policy in ours:
-                causes = identifier_losses(trace, policy, args.losses, budget, counter)
-                shown = "; ".join(f"{n} {cause}" for cause, n in causes.most_common())
-                table.row(name, policy, str(sum(causes.values())), shown or "—")
-    console.print(table)
-    return 0
-
-
-def turns_into(turns: list[Any]) -> Any:
-    """An ``on_turn`` that keeps each turn in ``turns``."""
-
-    def keep(turn: Any, _fired: list[str]) -> None:
-        turns.append(turn)
-
-    return keep
-
-
-def _behaviour(
-    judge: Any, turns: list[Any], trace: str, policy: str, budget: int, args: argparse.Namespace
-) -> Any:
-    from openprogram.bench._behaviour import check
-
-    return check(
-        turns, judge, trace=trace, policy=policy, budget=budget, samples=args.behaviour_turns
-    )
-
-
-def _behaviour_table(rows: list[Any], model: str) -> Grid:
-    table = Grid(f"next action, full history vs compacted prompt ({model})")
-    table.column("trace", "id", key=True)
-    table.column("policy", key=True)
-    for column in ("budget", "turns", "agree", "full = real", "ours = real", "calls", "tokens in"):
-        table.column(column, "number")
-
-    def share(value: float | None) -> str:
-        return "–" if value is None else f"{value:.0%}"
-
-    for row in rows:
-        table.row(
-            row.trace,
-            row.policy,
-            f"{row.budget:,}",
-            f"{row.sampled}" + (f" ({row.failed} failed)" if row.failed else ""),
-            share(row.agreement),
-            share(row.full_vs_real),
-            share(row.compacted_vs_real),
-            f"{row.calls:,}",
-            f"{row.tokens_in:,}",
-        )
-    return table
-
-
-def _settings(pairs: Sequence[str] | None) -> dict[str, object]:
-    """``--set field=value`` pairs as policy overrides (values parsed as JSON when they can)."""
-    values: dict[str, object] = {}
-    for pair in pairs or ():
-        field, sep, text = pair.partition("=")
-        if not sep or not field:
-            raise UsageError(f"--set {pair!r}: expected FIELD=VALUE, e.g. low_water=0.7")
-        try:
-            values[field.strip()] = json.loads(text)
-        except json.JSONDecodeError:
-            values[field.strip()] = text
-    return values
-
-
 FORMATS = ("claude-code", "codex", "openai", "swe-agent", "mini-swe-agent")
 
 
@@ -490,56 +298,3 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     replay.add_argument("--encoding", default="cl100k_base", type=encoding)
     replay.add_argument("--json", action="store_true")
     replay.set_defaults(run=cmd_replay)
-    bench = sub.add_parser(
-        "bench", parents=[common], help="replay traces under policies and baselines"
-    )
-    bench.add_argument("traces", nargs="*")
-    bench.add_argument(
-        "--budget",
-        type=token_budget,
-        action="append",
-        help="a token budget (repeatable; default 32000)",
-    )
-    bench.add_argument(
-        "--policies",
-        default="none,native,masking,trim,harness,langchain-clear,langchain-clear-trim,"
-        "claude-code,progressive",
-        help="comma-separated: our presets, the baselines and the peers to compare",
-    )
-    bench.add_argument(
-        "--summarizer", help="a litellm model for our policies' summaries (default: heuristic)"
-    )
-    bench.add_argument(
-        "--set",
-        action="append",
-        metavar="FIELD=VALUE",
-        help="override a policy field, e.g. --set identifier_tokens=0 (repeatable)",
-    )
-    bench.add_argument("--encoding", default="cl100k_base", type=encoding)
-    bench.add_argument("--json", action="store_true")
-    add_scale_options(bench)
-    bench.add_argument(
-        "--losses",
-        metavar="PEER",
-        help="per trace, the identifiers PEER's prompts held and our policies' did not, by cause",
-    )
-    bench.add_argument(
-        "--anchored",
-        action="store_true",
-        help="anchor token estimates on the usage the trace recorded, and report their error",
-    )
-    bench.add_argument(
-        "--behaviour",
-        metavar="MODEL",
-        help="also ask MODEL (a litellm name) for the agent's next action from the full "
-        "history and from each policy's prompt on sampled turns, and report how often they "
-        "agree (two calls per sampled turn, one with the whole history)",
-    )
-    bench.add_argument(
-        "--behaviour-turns",
-        type=int,
-        default=8,
-        metavar="N",
-        help="turns sampled per trace and policy for --behaviour (default 8)",
-    )
-    bench.set_defaults(run=cmd_bench)
