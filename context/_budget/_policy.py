@@ -337,7 +337,9 @@ class Policy(BaseModel):
     def progressive(cls, model: str | None = None, **overrides: Any) -> Policy:
         """harness9's ratio tiers: nothing under 60% of the budget; offload from 60%; from
         70% summarize the oldest half; from 80% summarize all but the last 6 messages, with
-        anchors; from 95% emergency truncation without an LLM."""
+        anchors; from 95% emergency truncation without an LLM. Its summaries have no
+        "what the agent concluded" section: it summarizes far more often, and on the tuning
+        half the section gave no recall at 32k for 1.3% more cost (at 8k +0.005 for +9%)."""
         values: dict[str, Any] = {
             "name": "progressive",
             "cascade": PROGRESSIVE_CASCADE,
@@ -351,6 +353,7 @@ class Policy(BaseModel):
             "buffer_tokens": 0,
             "offload_share": None,
             "compact_tokens": None,
+            "conclusion_tokens": 0,
         }
         values.update(overrides)
         return cls(**_with_model(values, model))

@@ -90,6 +90,8 @@ def test_zero_turns_the_section_off_and_a_negative_bound_is_refused() -> None:
     assert result.concluded == ()
     assert "What the Agent Concluded" not in result.text()
     assert Policy().conclusion_tokens > 0
+    assert Policy.claude_code().conclusion_tokens > 0
+    assert Policy.progressive().conclusion_tokens == 0
     with pytest.raises(
         PolicyError, match="conclusion_tokens: Input should be greater than or equal to 0"
     ):
