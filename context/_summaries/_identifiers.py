@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from graph import text_of
@@ -50,24 +50,19 @@ def message_text(message: Mapping[str, Any], *, names: bool = True) -> str:
     'Reading.\\nRead\\nsrc/app.py'
     """
     pieces = [text_of(message.get("content"))]
-    for call in message.get("tool_calls") or ():
-        function = call.get("function") if isinstance(call, Mapping) else None
-        if not isinstance(function, Mapping):
-            continue
+    for function in _functions(message):
         if names:
             pieces.append(str(function.get("name") or ""))
         pieces.extend(_values(function.get("arguments")))
     return "\n".join(piece for piece in pieces if piece)
 
 
-def _call_names(message: Mapping[str, Any]) -> list[str]:
-    """The names of a message's tool calls: the tool's, not something the agent chose."""
-    names = []
+def _functions(message: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    """The ``function`` part of each well-formed tool call of a message."""
     for call in message.get("tool_calls") or ():
         function = call.get("function") if isinstance(call, Mapping) else None
-        if isinstance(function, Mapping) and function.get("name"):
-            names.append(str(function["name"]))
-    return names
+        if isinstance(function, Mapping):
+            yield function
 
 
 def _values(arguments: Any) -> list[str]:
@@ -125,10 +120,16 @@ def ranked_identifiers(texts: Iterable[str]) -> list[str]:
     >>> ranked_identifiers(["read a/b.py", "edit c/d.py then a/b.py"])
     ['a/b.py', 'c/d.py']
     """
+    return _by_use((text, 1) for text in texts)
+
+
+def _by_use(weighted: Iterable[tuple[str, int]]) -> list[str]:
+    """The identifiers of each text counted ``weight`` times each, the most used first
+    (ties: the first to appear)."""
     counts: dict[str, int] = {}
-    for text in texts:
+    for text, weight in weighted:
         for ident in find_identifiers(text):
-            counts[ident] = counts.get(ident, 0) + 1
+            counts[ident] = counts.get(ident, 0) + weight
     order = {ident: index for index, ident in enumerate(counts)}
     return sorted(counts, key=lambda ident: (-counts[ident], order[ident]))
 
@@ -155,19 +156,19 @@ def ranked_unit_identifiers(units: Iterable[Unit]) -> list[str]:
     ...                          unit("assistant", "I will edit c/d.py")])
     ['c/d.py', 'a/b.py']
     """
-    counts: dict[str, int] = {}
+    return _by_use(_weighted_texts(units))
+
+
+def _weighted_texts(units: Iterable[Unit]) -> Iterator[tuple[str, int]]:
     for unit in units:
         shown = unit.kind in NOT_SAID
         for item in unit.items:
             message = item.message
             weight = 1 if shown or message.get("role") == "tool" else AUTHORED_WEIGHT
-            for ident in find_identifiers(message_text(message, names=False)):
-                counts[ident] = counts.get(ident, 0) + weight
-            for name in _call_names(message):
-                for ident in find_identifiers(name):
-                    counts[ident] = counts.get(ident, 0) + 1
-    order = {ident: index for index, ident in enumerate(counts)}
-    return sorted(counts, key=lambda ident: (-counts[ident], order[ident]))
+            yield message_text(message, names=False), weight
+            for function in _functions(message):
+                if function.get("name"):
+                    yield str(function["name"]), 1
 
 
 def cap_identifiers(

@@ -12,14 +12,13 @@ gives, which a real request sends beside the messages and the bench's prompts le
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
 
 from openprogram.bench._metrics import (
     Message,
     Turn,
+    argument_parts,
     content_text,
     identifiers,
     message_text,
@@ -65,32 +64,13 @@ def _where(ident: str, message: Message) -> str:
         return "text"
     names: list[str] = []
     for call in message.get("tool_calls") or ():
-        arguments = (call.get("function") or {}).get("arguments")
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments)
-            except ValueError:
-                return "tool-call argument"
-        values: list[str] = []
-        _split(arguments, names, values)
+        called, values = argument_parts((call.get("function") or {}).get("arguments"))
         if any(ident in value for value in values):
             return "tool-call argument"
+        names.extend(called)
     if any(ident in name for name in names):
         return "tool-call argument name"
     return "tool call"
-
-
-def _split(value: Any, names: list[str], values: list[str]) -> None:
-    """The keys of decoded JSON into ``names``, its scalar values into ``values``."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            names.append(str(key))
-            _split(item, names, values)
-    elif isinstance(value, list):
-        for item in value:
-            _split(item, names, values)
-    elif value is not None:
-        values.append(str(value))
 
 
 def identifier_losses(

@@ -115,29 +115,43 @@ def content_text(content: Any) -> str:
     return str(content)
 
 
-def _leaves(value: Any) -> Iterator[str]:
-    """The keys and scalar values of decoded JSON, as text."""
+def _leaves(value: Any) -> Iterator[tuple[bool, str]]:
+    """The keys (``True``) and scalar values (``False``) of decoded JSON, as text."""
     if isinstance(value, dict):
         for key, item in value.items():
-            yield str(key)
+            yield True, str(key)
             yield from _leaves(item)
     elif isinstance(value, list):
         for item in value:
             yield from _leaves(item)
     elif value is not None:
-        yield str(value)
+        yield False, str(value)
+
+
+def _decoded(arguments: Any) -> Any:
+    """A call's arguments decoded when they are JSON text; other text stays as it is."""
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except ValueError:
+            return arguments
+    return arguments
 
 
 def arguments_text(arguments: Any) -> str:
     """A tool call's arguments as the text the agent wrote: decoded, so an escaped tab or
     newline (``\\tname``) does not read as part of an identifier (``tname``)."""
-    if isinstance(arguments, str):
-        try:
-            decoded: Any = json.loads(arguments)
-        except ValueError:
-            return arguments
-        return "\n".join(_leaves(decoded))
-    return "\n".join(_leaves(arguments))
+    return "\n".join(text for _, text in _leaves(_decoded(arguments)))
+
+
+def argument_parts(arguments: Any) -> tuple[list[str], list[str]]:
+    """A tool call's argument names (``old_string``) and values, as :func:`arguments_text`
+    reads them; text that is not JSON is one value."""
+    names: list[str] = []
+    values: list[str] = []
+    for is_name, text in _leaves(_decoded(arguments)):
+        (names if is_name else values).append(text)
+    return names, values
 
 
 def message_text(message: Message) -> str:
