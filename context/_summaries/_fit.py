@@ -137,10 +137,11 @@ def rank_conclusions(
     first: an old one (or an old next step, ``replaced``) is scored by whether its
     identifiers recur in the new rounds, so a conclusion still in use outranks newer
     chatter; at equal score the newer one wins."""
-    counts: Counter[str] = Counter()
-    for message in request.messages:
-        counts.update(set(find_identifiers(message_text(message))))
     shown = request.shown
+    counts: Counter[str] = Counter()
+    if scores is None or request.previous is not None:  # a summarizer's own scores need none
+        for message in request.messages:
+            counts.update(set(find_identifiers(message_text(message))))
     if scores is None:
         again = {i for i, n in counts.items() if n > 1 or i in shown}
         scores = [statement_score(text, again.__contains__, words) for text in concluded]

@@ -30,7 +30,7 @@ from ._fit import (
     statement_score,
 )
 from ._identifiers import find_identifiers, ranked_unit_identifiers
-from ._summary import CONCLUDED_TITLE, Anchors, Summarizer, SummaryRequest, SummaryResult
+from ._summary import Anchors, Summarizer, SummaryRequest, SummaryResult, concluded_in
 from ._transcript import Entry, key_argument, read_units
 
 _INTENT_CHARS = 200
@@ -296,19 +296,6 @@ def _decisions(
     return tuple(ranked[: _LIMITS["decisions"]])
 
 
-def _earlier_conclusions(text: str) -> list[str]:
-    """The statements an earlier summary among the covered units kept (a collapsed segment
-    a compaction now covers), so they are ranked again rather than lost."""
-    items: list[str] = []
-    inside = False
-    for line in text.splitlines():
-        if line.startswith("#"):
-            inside = line.lstrip("# ").strip().lower() == CONCLUDED_TITLE.lower()
-        elif inside and line.startswith("- "):
-            items.append(line[2:].strip())
-    return items
-
-
 def _conclusions(
     entries: Sequence[Entry], shown: frozenset[str], words: Sequence[str]
 ) -> tuple[list[str], list[int]]:
@@ -327,7 +314,7 @@ def _conclusions(
         if entry.role == "assistant":
             statements = _prose_sentences(entry.text)
         elif entry.role == "summary":
-            statements = _earlier_conclusions(entry.text)
+            statements = list(concluded_in(entry.text))  # an earlier summary's, ranked again
         else:
             continue
 

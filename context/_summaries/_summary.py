@@ -215,6 +215,26 @@ def parse_reply(text: str) -> tuple[Anchors, str, tuple[str, ...]]:
     >>> parse_reply("### Next Steps\\n- N/A\\n## What the Agent Concluded\\n- a.py is it")[2]
     ('a.py is it',)
     """
+    sections, prose = _sections(text)
+    concluded = _items(sections.pop(_CONCLUDED, []))
+    if not sections:
+        raise SummaryError("the reply has none of the five anchor sections")
+    values = {key: _items(lines) for key, lines in sections.items()}
+    return Anchors(**values), "\n".join(prose).strip(), concluded
+
+
+def concluded_in(text: str) -> tuple[str, ...]:
+    """The items of a summary's "what the agent concluded" section (none without one), as
+    :func:`parse_reply` reads them, from any text: a note or a summary without anchors too.
+
+    >>> concluded_in("[3 rounds left out]\\n## What the Agent Concluded\\n- a.py is it")
+    ('a.py is it',)
+    """
+    return _items(_sections(text)[0].get(_CONCLUDED, []))
+
+
+def _sections(text: str) -> tuple[dict[str, list[str]], list[str]]:
+    """The lines under each known header (anchor keys and ``_CONCLUDED``), and the prose."""
     sections: dict[str, list[str]] = {}
     prose: list[str] = []
     current: list[str] | None = None
@@ -233,11 +253,7 @@ def parse_reply(text: str) -> tuple[Anchors, str, tuple[str, ...]]:
             continue
         if current is not None:
             current.append(line)
-    concluded = _items(sections.pop(_CONCLUDED, []))
-    if not sections:
-        raise SummaryError("the reply has none of the five anchor sections")
-    values = {key: _items(lines) for key, lines in sections.items()}
-    return Anchors(**values), "\n".join(prose).strip(), concluded
+    return sections, prose
 
 
 def _items(lines: list[str]) -> tuple[str, ...]:
