@@ -87,3 +87,18 @@ def database_id(connection: Connection, *, writable: bool) -> str | None:
                 update(DATABASE).where(DATABASE.c.key == IDENTITY).values(value=identity)
             )
     return mine
+
+
+def rekey(connection: Connection) -> str:
+    """Give the database a new UUID (a copy becoming a database of its own), stored with
+    its own identity beside it; returns the new UUID."""
+    mine = str(uuid.uuid4())
+    changed = connection.execute(update(DATABASE).where(DATABASE.c.key == ID).values(value=mine))
+    if not changed.rowcount:
+        connection.execute(DATABASE.insert().values(key=ID, value=mine))
+    identity = own_identity(connection)
+    if identity is not None:
+        stored = update(DATABASE).where(DATABASE.c.key == IDENTITY).values(value=identity)
+        if not connection.execute(stored).rowcount:
+            connection.execute(DATABASE.insert().values(key=IDENTITY, value=identity))
+    return mine

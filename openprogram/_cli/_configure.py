@@ -1,5 +1,6 @@
-"""A session's stored configuration (show it, change it explicitly), and moving the files of
-an old shared ``./.openprogram`` folder into the database's own state folder."""
+"""A session's stored configuration (show it, change it explicitly); moving the files of
+an old shared ``./.openprogram`` folder into the database's own state folder, and adopting
+a state folder on purpose (a copied database's)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import msgspec
 
-from context import migrate_state
+from context import adopt_state_folder, migrate_state
 from openprogram._cli._common import (
     UsageError,
     common_options,
@@ -17,6 +18,7 @@ from openprogram._cli._common import (
     folder_of,
     open_store,
     print_json,
+    state_dir,
     token_budget,
 )
 from openprogram._config import (
@@ -91,6 +93,31 @@ def cmd_migrate_state(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_adopt_state(args: argparse.Namespace) -> int:
+    """Make a state folder this database's on purpose: a new database UUID (``--rekey``: a
+    copy becomes its own database), or the folder taken over; recorded in the folder."""
+    store = open_store(args, create=False)
+    done = adopt_state_folder(store, state_dir(args), rekey=args.rekey)
+    if args.json:
+        print_json({key: value for key, value in vars(done).items()})
+        return 0
+    if done.previous_database is not None:
+        console.print(
+            f"{done.owner or store.url} is now database {done.database} "
+            f"(was {done.previous_database}); its state folder is {done.folder}"
+        )
+    elif done.previous_owner is not None:
+        console.print(
+            f"{done.folder} now serves {done.owner} (taken over from {done.previous_owner}; "
+            "recorded in its .openprogram-database.history)"
+        )
+    else:
+        console.print(f"{done.folder} serves {done.owner or store.url} (nothing to change)")
+    if done.left is not None:
+        console.print(f"{done.left} is left to the database it serves")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     common = common_options()
     configure = sub.add_parser(
@@ -122,3 +149,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     migrate.add_argument("--json", action="store_true", help="print JSON")
     migrate.set_defaults(run=cmd_migrate_state)
+    adopt = sub.add_parser(
+        "adopt-state",
+        parents=[common],
+        help="make a state folder this database's on purpose (a copied database's; recorded)",
+    )
+    adopt.add_argument(
+        "--rekey",
+        action="store_true",
+        help="give the database a new UUID: a copy becomes its own database, with its own folder",
+    )
+    adopt.add_argument("--json", action="store_true", help="print JSON")
+    adopt.set_defaults(run=cmd_adopt_state)

@@ -274,6 +274,7 @@ def test_public_surface() -> None:
     assert sorted(context.__all__) == [
         "ANCHOR_TITLES",
         "Action",
+        "Adoption",
         "AlreadyRolledBack",
         "Anchors",
         "BudgetFloorWarning",
@@ -286,6 +287,7 @@ def test_public_surface() -> None:
         "ContextError",
         "ContextOverflowError",
         "ContextStorage",
+        "CopiedDatabase",
         "DEFAULT_COMPACTABLE",
         "ForeignStateFolder",
         "HISTORY_TOOLS",
@@ -335,6 +337,7 @@ def test_public_surface() -> None:
         "UsageAnchor",
         "Variant",
         "View",
+        "adopt_state_folder",
         "anchors_from_dict",
         "as_layer_kind",
         "as_record_tier",
