@@ -54,7 +54,7 @@ from ._render._rendered import Rendered, SentPrompt, sent_prompt
 from ._render._request import RenderRequest
 from ._store._adopt import Adoption, adopt_state_folder
 from ._store._folder import StateFolder, release_state_folder, state_folder, state_home
-from ._store._migrate import migrate_state
+from ._store._migrate import StateMigration, migrate_state
 from ._store._receipt import (
     RenderReceipt,
     canonical_message,
@@ -142,6 +142,7 @@ __all__ = [
     "SessionWriter",
     "StateDirError",
     "StateFolder",
+    "StateMigration",
     "Summarizer",
     "SummaryError",
     "SummaryRequest",

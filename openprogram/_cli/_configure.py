@@ -83,13 +83,19 @@ def cmd_migrate_state(args: argparse.Namespace) -> int:
     """Copy this database's files out of an old shared state folder (``./.openprogram``)."""
     store = open_store(args, create=False)
     folder = folder_of(args, store)
-    copied = migrate_state(store, folder, Path(args.source))
+    done = migrate_state(store, folder, Path(args.source))
     if args.json:
-        print_json({"folder": str(folder.path), "copied": [str(p) for p in copied]})
+        copied = [str(p) for p in done.copied]
+        print_json({"folder": str(folder.path), "copied": copied, "skipped": done.skipped})
         return 0
-    for path in copied:
+    for path in done.copied:
         console.print(f"copied {path}")
-    console.print(f"{len(copied)} file(s) copied into {folder.path} (the originals are kept)")
+    for line in done.skipped:
+        console.print(f"skipped {line}")
+    console.print(
+        f"{len(done.copied)} file(s) copied into {folder.path} (the originals are kept)"
+        + (f"; {len(done.skipped)} skipped: not what the database holds" if done.skipped else "")
+    )
     return 0
 
 

@@ -316,6 +316,7 @@ def test_public_surface() -> None:
         "SessionWriter",
         "StateDirError",
         "StateFolder",
+        "StateMigration",
         "Summarizer",
         "SummaryError",
         "SummaryRequest",
