@@ -180,3 +180,17 @@ def test_adopt_state_takes_a_folder_over_and_records_it(
     assert code == 1 and f"{db} is a copy of {copy.resolve()}" in err
     assert run(capsys, *base, "delete", "s")[0] == 0
     assert not (state / "tool_results" / "s" / f"{tool_id}.txt").exists()
+
+
+def test_a_marker_from_before_is_brought_forward_by_its_database(
+    agent: tuple[Path, Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, state, _ = agent
+    uuid = (state / MARKER).read_text().splitlines()[0]
+    (state / MARKER).write_text(uuid + "\n")  # as today's main writes it
+    assert run(capsys, "--db", str(db), "context", "s")[0] == 0
+    assert (state / MARKER).read_text() == uuid + "\n"  # reading writes nothing
+    assert run(capsys, "--db", str(db), "gc")[0] == 0  # the first writer names the file
+    first, second = (state / MARKER).read_text().splitlines()
+    assert first == uuid and json.loads(second)["path"] == str(db.resolve())
+    assert not (state / f"{MARKER}.history").exists()  # nothing changed hands
