@@ -9,7 +9,9 @@ database's ``pg_database`` oid, which a clone never shares with its original (a 
 keeps both, and so its folder). When they disagree the database is a clone, and its UUID
 becomes a new one derived from the old UUID and its own identity: the same on every host
 and for every reader, a read-only one included (which cannot store it), and stored by the
-first writer.
+first writer. A SQLite file cannot tell its copy this way (``cp`` copies the file whole):
+the state folder's marker names the file instead (``context``), and :func:`rekey` gives a
+copy a UUID of its own on purpose.
 """
 
 from __future__ import annotations

@@ -153,17 +153,17 @@ class StateFolder:
                 self.own(change)
 
     def own(self, event: str) -> None:
-        """Write this file into the marker (the folder must serve this database's UUID),
-        and record ``event`` unless it only names the file (``named``)."""
+        """Write this database (and its file) into the marker, and record ``event`` unless
+        it only names the file (``named``)."""
         owner = self._owner()
-        if self.database is None or owner is None:
-            return
+        if self.database is None or (self.file is not None and owner is None):
+            return  # nothing to name: no UUID, or the file is gone meanwhile
         before = self.marker()[1]
         try:
             _replace_marker(self.path, encode(self.database, owner))
         except OSError as error:
             raise StateDirError(f"cannot update {self.path / MARKER}: {error}") from error
-        if event != "named":
+        if event != "named" and owner is not None:
             record(self.path, event, self.database, before.path if before else None, owner.path)
 
     def _owner(self) -> Owner | None:

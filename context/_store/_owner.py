@@ -95,9 +95,16 @@ def owner_of(file: Path, folder: Path) -> Owner | None:
     )  # fmt: skip
 
 
+_FIELDS = (
+    ("path", str), ("device", int), ("inode", int),
+    ("folder", str), ("folder_device", int), ("folder_inode", int),
+)  # fmt: skip
+
+
 def encode(database: str, owner: Owner | None) -> str:
-    """The marker's text: the UUID on the first line (all an older reader reads), the owner
-    as JSON on the second."""
+    """The marker's text: the UUID on the first line, the owner as JSON on the second (a
+    version from before reads the whole text as the UUID, so it refuses such a folder as
+    another database's rather than share it)."""
     if owner is None:
         return database + "\n"
     return database + "\n" + json.dumps(asdict(owner), ensure_ascii=False) + "\n"
@@ -113,8 +120,7 @@ def decode(text: str) -> tuple[str | None, Owner | None]:
     except (ValueError, TypeError):
         owner = None
     if owner is not None and not all(
-        isinstance(getattr(owner, name), kind)
-        for name, kind in (("path", str), ("device", int), ("inode", int), ("folder", str))
+        isinstance(getattr(owner, name), kind) for name, kind in _FIELDS
     ):
         owner = None
     return database, owner
