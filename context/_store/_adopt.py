@@ -105,6 +105,8 @@ def _rekeyed(store: Store, state_dir: str | os.PathLike[str] | None) -> Adoption
         record(path, "rekeyed", new, old, new)
         return Adoption(path, new, _real(file), previous_database=old)
     if left is not None or path is None:
-        fresh = state_folder(store).path
+        fresh = default_path(store.url, new)  # a SQLite file's may be the folder left
+        if fresh is None:
+            fresh = state_folder(store).path
         return Adoption(fresh, new, _real(file), previous_database=old, left=left)
     return Adoption(path, new, _real(file), previous_database=old)

@@ -108,9 +108,15 @@ def cmd_adopt_state(args: argparse.Namespace) -> int:
         print_json({key: value for key, value in vars(done).items()})
         return 0
     if done.previous_database is not None:
+        where = (
+            f"its default folder {done.folder} serves another file and is left to it: name "
+            "another with --state-dir"
+            if done.left == done.folder
+            else f"its state folder is {done.folder}"
+        )
         console.print(
             f"{done.owner or store.url} is now database {done.database} "
-            f"(was {done.previous_database}); its state folder is {done.folder}"
+            f"(was {done.previous_database}); {where}"
         )
     elif done.previous_owner is not None:
         console.print(
@@ -119,7 +125,7 @@ def cmd_adopt_state(args: argparse.Namespace) -> int:
         )
     else:
         console.print(f"{done.folder} serves {done.owner or store.url} (nothing to change)")
-    if done.left is not None:
+    if done.left is not None and done.left != done.folder:
         console.print(f"{done.left} is left to the database it serves")
     return 0
 

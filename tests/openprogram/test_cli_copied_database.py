@@ -194,3 +194,19 @@ def test_a_marker_from_before_is_brought_forward_by_its_database(
     first, second = (state / MARKER).read_text().splitlines()
     assert first == uuid and json.loads(second)["path"] == str(db.resolve())
     assert not (state / f"{MARKER}.history").exists()  # nothing changed hands
+
+
+def test_an_original_whose_folder_was_taken_over_is_told_to_name_one(
+    agent: tuple[Path, Path, str], short: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, state, _ = agent
+    copy = short / "experiment.db"
+    shutil.copy(db, copy)
+    assert run(capsys, "--db", str(copy), "--state-dir", str(state), "adopt-state")[0] == 0
+    before = snapshot(state)
+    code, out, err = run(capsys, "--db", str(db), "adopt-state", "--rekey")
+    assert code == 0, err
+    assert f"its default folder {state} serves another file and is left to it" in out
+    assert snapshot(state) == before
+    assert run(capsys, "--db", str(db), "--state-dir", str(short / "mine"), "gc")[0] == 0
+    assert run(capsys, "--db", str(copy), "--state-dir", str(state), "gc")[0] == 0
