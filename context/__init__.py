@@ -32,6 +32,7 @@ from ._errors import (
     CommitConflict,
     ContextError,
     ContextOverflowError,
+    CopiedDatabase,
     ForeignStateFolder,
     OffloadError,
     PolicyError,
@@ -51,8 +52,9 @@ from ._render._integrity import (
 )
 from ._render._rendered import Rendered, SentPrompt, sent_prompt
 from ._render._request import RenderRequest
+from ._store._adopt import Adoption, adopt_state_folder
 from ._store._folder import StateFolder, release_state_folder, state_folder, state_home
-from ._store._migrate import migrate_state
+from ._store._migrate import StateMigration, migrate_state
 from ._store._receipt import (
     RenderReceipt,
     canonical_message,
@@ -105,6 +107,7 @@ __all__ = [
     "TIERS",
     "TIER_NAMES",
     "Action",
+    "Adoption",
     "AlreadyRolledBack",
     "Anchors",
     "BudgetFloorWarning",
@@ -115,6 +118,7 @@ __all__ = [
     "ContextError",
     "ContextOverflowError",
     "ContextStorage",
+    "CopiedDatabase",
     "ForeignStateFolder",
     "HeuristicSummarizer",
     "Item",
@@ -138,6 +142,7 @@ __all__ = [
     "SessionWriter",
     "StateDirError",
     "StateFolder",
+    "StateMigration",
     "Summarizer",
     "SummaryError",
     "SummaryRequest",
@@ -157,6 +162,7 @@ __all__ = [
     "UsageAnchor",
     "Variant",
     "View",
+    "adopt_state_folder",
     "anchors_from_dict",
     "as_layer_kind",
     "as_record_tier",

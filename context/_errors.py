@@ -13,6 +13,7 @@ system prompt when the caller asked for strictness, an unknown model).
     ├── OffloadError         an offload path that would escape its folder, or a failed write
     ├── StateDirError        a symlink or non-folder inside the state folder where we write
     │   └── ForeignStateFolder   a state folder whose marker names another database
+    │       └── CopiedDatabase   …or another file with this database's UUID (a copy)
     ├── RecordError          a records file or table that cannot be read or written
     │   └── PartialAppend    an append that stopped partway (says how many lines made it)
     ├── UnknownLayer         a layer (or node) id that is not in this session
@@ -70,6 +71,12 @@ class StateDirError(OffloadError):
 
 class ForeignStateFolder(StateDirError):
     """A state folder whose marker names another database: never shared silently."""
+
+
+class CopiedDatabase(ForeignStateFolder):
+    """A SQLite file opening a state folder whose marker names another file that still
+    holds the same database UUID: a copy (``cp agent.db experiment.db``) is another
+    database, refused its original's folder until it is adopted on purpose."""
 
 
 class UnknownLayer(ContextError, KeyError):

@@ -9,7 +9,9 @@ database's ``pg_database`` oid, which a clone never shares with its original (a 
 keeps both, and so its folder). When they disagree the database is a clone, and its UUID
 becomes a new one derived from the old UUID and its own identity: the same on every host
 and for every reader, a read-only one included (which cannot store it), and stored by the
-first writer.
+first writer. A SQLite file cannot tell its copy this way (``cp`` copies the file whole):
+the state folder's marker names the file instead (``context``), and :func:`rekey` gives a
+copy a UUID of its own on purpose.
 """
 
 from __future__ import annotations
@@ -86,4 +88,19 @@ def database_id(connection: Connection, *, writable: bool) -> str | None:
             connection.execute(
                 update(DATABASE).where(DATABASE.c.key == IDENTITY).values(value=identity)
             )
+    return mine
+
+
+def rekey(connection: Connection) -> str:
+    """Give the database a new UUID (a copy becoming a database of its own), stored with
+    its own identity beside it; returns the new UUID."""
+    mine = str(uuid.uuid4())
+    changed = connection.execute(update(DATABASE).where(DATABASE.c.key == ID).values(value=mine))
+    if not changed.rowcount:
+        connection.execute(DATABASE.insert().values(key=ID, value=mine))
+    identity = own_identity(connection)
+    if identity is not None:
+        stored = update(DATABASE).where(DATABASE.c.key == IDENTITY).values(value=identity)
+        if not connection.execute(stored).rowcount:
+            connection.execute(DATABASE.insert().values(key=IDENTITY, value=identity))
     return mine

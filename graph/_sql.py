@@ -24,6 +24,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from ._engines import engine_for, normalize_url
 from ._errors import StoreError
 from ._identity import database_id as identified
+from ._identity import rekey
 from ._loading import records_of
 from ._migrations import Migration, migrate
 from ._nodes import Edge
@@ -183,6 +184,14 @@ class SQLStore(Store):
             if not connection.dialect.has_table(connection, DATABASE.name):
                 return None
             return identified(connection, writable=not self.read_only)
+
+    def rekey(self) -> str:
+        """Give this database a new UUID, so that a copy of a database (``cp``, a restored
+        dump) becomes one of its own, with a state folder of its own; the new UUID."""
+        if self.read_only:
+            raise StoreError(f"{self.url} is open read-only; a new database UUID needs a writer")
+        with self._connection() as connection:
+            return rekey(connection)
 
     def _statement(self, connection: Connection, name: str) -> str:
         """The hot-path statements as driver SQL (``:name``/``?`` placeholders, or

@@ -39,7 +39,9 @@ def delete_session(store: Store, session: str, state_dir: Path | None = None) ->
     """
     if not is_safe_id(session):
         raise ContextError(f"session id {session!r} is not a safe id")
-    state_dir = state_folder(store, state_dir).path  # refuses another database's folder
+    folder = state_folder(store, state_dir)  # refuses another database's folder, or a copy
+    folder.settle()
+    state_dir = folder.path
     store.delete_session(session)
     report = remove_under(state_dir, ["tool_results"], session)
     report.extend(remove_under(state_dir, ["records"], f"{session}.jsonl"))
@@ -55,7 +57,10 @@ def collect_garbage(
     links and anything else that is not ours, and temporary files older than
     ``TMP_GRACE_SECONDS``. ``dry_run`` removes nothing and lists exactly what a real run
     would remove, in the same order."""
-    state_dir = state_folder(store, state_dir).path  # refuses another database's folder
+    folder = state_folder(store, state_dir)  # refuses another database's folder, or a copy
+    if not dry_run:
+        folder.settle()
+    state_dir = folder.path
     sessions = {info.id for info in store.sessions()}
     report = Removal()
     results_dir = Path(state_dir, "tool_results")

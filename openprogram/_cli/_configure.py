@@ -1,5 +1,6 @@
-"""A session's stored configuration (show it, change it explicitly), and moving the files of
-an old shared ``./.openprogram`` folder into the database's own state folder."""
+"""A session's stored configuration (show it, change it explicitly); moving the files of
+an old shared ``./.openprogram`` folder into the database's own state folder, and adopting
+a state folder on purpose (a copied database's)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import msgspec
 
-from context import migrate_state
+from context import adopt_state_folder, migrate_state
 from openprogram._cli._common import (
     UsageError,
     common_options,
@@ -17,6 +18,7 @@ from openprogram._cli._common import (
     folder_of,
     open_store,
     print_json,
+    state_dir,
     token_budget,
 )
 from openprogram._config import (
@@ -81,13 +83,50 @@ def cmd_migrate_state(args: argparse.Namespace) -> int:
     """Copy this database's files out of an old shared state folder (``./.openprogram``)."""
     store = open_store(args, create=False)
     folder = folder_of(args, store)
-    copied = migrate_state(store, folder, Path(args.source))
+    done = migrate_state(store, folder, Path(args.source))
     if args.json:
-        print_json({"folder": str(folder.path), "copied": [str(p) for p in copied]})
+        copied = [str(p) for p in done.copied]
+        print_json({"folder": str(folder.path), "copied": copied, "skipped": done.skipped})
         return 0
-    for path in copied:
+    for path in done.copied:
         console.print(f"copied {path}")
-    console.print(f"{len(copied)} file(s) copied into {folder.path} (the originals are kept)")
+    for line in done.skipped:
+        console.print(f"skipped {line}")
+    console.print(
+        f"{len(done.copied)} file(s) copied into {folder.path} (the originals are kept)"
+        + (f"; {len(done.skipped)} skipped: not what the database holds" if done.skipped else "")
+    )
+    return 0
+
+
+def cmd_adopt_state(args: argparse.Namespace) -> int:
+    """Make a state folder this database's on purpose: a new database UUID (``--rekey``: a
+    copy becomes its own database), or the folder taken over; recorded in the folder."""
+    store = open_store(args, create=False)
+    done = adopt_state_folder(store, state_dir(args), rekey=args.rekey)
+    if args.json:
+        print_json({key: value for key, value in vars(done).items()})
+        return 0
+    if done.previous_database is not None:
+        where = (
+            f"its default folder {done.folder} serves another file and is left to it: name "
+            "another with --state-dir"
+            if done.left == done.folder
+            else f"its state folder is {done.folder}"
+        )
+        console.print(
+            f"{done.owner or store.url} is now database {done.database} "
+            f"(was {done.previous_database}); {where}"
+        )
+    elif done.previous_owner is not None:
+        console.print(
+            f"{done.folder} now serves {done.owner} (taken over from {done.previous_owner}; "
+            "recorded in its .openprogram-database.history)"
+        )
+    else:
+        console.print(f"{done.folder} serves {done.owner or store.url} (nothing to change)")
+    if done.left is not None and done.left != done.folder:
+        console.print(f"{done.left} is left to the database it serves")
     return 0
 
 
@@ -122,3 +161,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     migrate.add_argument("--json", action="store_true", help="print JSON")
     migrate.set_defaults(run=cmd_migrate_state)
+    adopt = sub.add_parser(
+        "adopt-state",
+        parents=[common],
+        help="make a state folder this database's on purpose (a copied database's; recorded)",
+    )
+    adopt.add_argument(
+        "--rekey",
+        action="store_true",
+        help="give the database a new UUID: a copy becomes its own database, with its own folder",
+    )
+    adopt.add_argument("--json", action="store_true", help="print JSON")
+    adopt.set_defaults(run=cmd_adopt_state)

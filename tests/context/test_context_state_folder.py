@@ -49,7 +49,7 @@ def test_a_sqlite_database_keeps_its_folder_beside_it(tmp_path: Path) -> None:
         folder = tmp_path / "agent.db.state"
         assert engine.folder.path == folder
         assert (folder / "tool_results" / "s1" / f"{tool_id}.txt").read_text() == BIG
-        assert (folder / MARKER).read_text().strip() == g.store.database_id()
+        assert (folder / MARKER).read_text().splitlines()[0] == g.store.database_id()
         assert (folder / "records" / "s1.jsonl").is_file()
     finally:
         g.close()
@@ -63,7 +63,7 @@ def test_a_folder_that_serves_another_database_is_refused(tmp_path: Path) -> Non
         offloading(one)
         offloading(two)
         ContextEngine(one, policy(tmp_path), budget=100_000, state_dir=shared).render()
-        assert (shared / MARKER).read_text().strip() == one.store.database_id()
+        assert (shared / MARKER).read_text().splitlines()[0] == one.store.database_id()
         with pytest.raises(ForeignStateFolder, match=r"serves database .* not this one"):
             ContextEngine(two, policy(tmp_path), budget=100_000, state_dir=shared)
         before = sorted(p.relative_to(shared) for p in shared.rglob("*"))
@@ -90,7 +90,7 @@ def test_a_postgres_database_has_a_folder_per_host_by_its_uuid(
         folder = tmp_path / "registry" / str(g.store.database_id())
         assert engine.folder.path == folder
         assert (folder / "tool_results" / "s1" / f"{tool_id}.txt").read_text() == BIG
-        assert (folder / MARKER).read_text().strip() == g.store.database_id()
+        assert (folder / MARKER).read_text().splitlines()[0] == g.store.database_id()
     finally:
         g.close()
 

@@ -392,6 +392,62 @@ def test_each_statement_of_a_delete_failing_leaves_nothing(store: Store) -> None
     assert store.sessions() == [] and store.get_values("s", "ns") == {}
 
 
+# -- a copy of a database is another database --------------------------------------------
+def _copy_of(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> tuple[str, str]:
+    """An original database with a session, and a copy of it as a user makes one: ``cp``
+    of a SQLite file, ``CREATE DATABASE … TEMPLATE`` on PostgreSQL (both copy the UUID)."""
+    import shutil
+
+    from sqlalchemy import make_url
+
+    from tests import _postgres
+
+    if kind == "sqlite":
+        original, copy = tmp_path / "agent.db", tmp_path / "experiment.db"
+        ConversationGraph.open(original, session="s").append({"role": "user", "content": "x"})
+        graph.dispose_engines()  # checkpointed: the file alone holds everything
+        shutil.copy(original, copy)
+        return str(original), str(copy)
+    server: str = request.getfixturevalue("pg_url")
+    url: str = request.getfixturevalue("pg_db_url")
+    ConversationGraph.open(url, session="s").append({"role": "user", "content": "x"})
+    graph.dispose_engines()  # a template may have no connection open
+    name = make_url(url).database
+    _postgres._admin_execute(server, f'CREATE DATABASE "{name}_copy" TEMPLATE "{name}"')
+    copy = _postgres.with_database(server, f"{name}_copy")
+    request.addfinalizer(lambda: _postgres.drop_database(server, copy))
+    return url, copy
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_copied_database_never_shares_its_originals_state_folder(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from context import ForeignStateFolder, adopt_state_folder, state_folder
+
+    monkeypatch.setenv("OPENPROGRAM_STATE_HOME", str(tmp_path / "registry"))
+    original_url, copy_url = _copy_of(kind, tmp_path, request)
+    original, copy = SQLStore(original_url), SQLStore(copy_url)
+    try:
+        mine = state_folder(original)
+        mine.claim()
+        assert state_folder(copy).path != mine.path  # by default: a folder of its own
+        with pytest.raises(ForeignStateFolder):  # and the original's, named, is refused
+            state_folder(copy, mine.path)
+        assert state_folder(original).path == mine.path  # the original keeps it
+        before = copy.database_id()
+        done = adopt_state_folder(copy, rekey=True)  # a copy made its own on purpose
+        assert done.database == copy.database_id() != before
+        assert copy.database_id() != original.database_id()
+        with pytest.raises(ForeignStateFolder):
+            state_folder(copy, mine.path)
+        assert state_folder(original).path == mine.path
+    finally:
+        original.close()
+        copy.close()
+        graph.dispose_engines()
+
+
 # -- property: the memory store and SQLite agree on any sequence of writes -----------------
 _SESSIONS = st.sampled_from(["s", "t"])
 _WRITE = st.one_of(
