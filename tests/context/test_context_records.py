@@ -294,6 +294,7 @@ def test_public_surface() -> None:
         "LAYER_KINDS",
         "LayerKind",
         "LiteLLMSummarizer",
+        "MAX_TOKENS",
         "ModelInfo",
         "NoState",
         "OffloadError",
