@@ -26,7 +26,7 @@ from openprogram._cli import (
     _traces,
     _view,
 )
-from openprogram._cli._common import UsageError, check_budgets, errors
+from openprogram._cli._common import UsageError, check_arguments, check_budgets, errors
 
 __all__ = ["main", "parser", "run"]
 
@@ -110,10 +110,12 @@ def one_line(error: BaseException) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code."""
-    args = parser().parse_args(argv)
+    top = parser()
+    args = top.parse_args(argv)
     formatting = warnings.formatwarning
     warnings.formatwarning = _warning_line
     try:
+        check_arguments(args, top)
         check_budgets(args)
         return int(args.run(args))
     except KeyboardInterrupt:
