@@ -30,6 +30,7 @@ from ._functions import TOP, Frame, FunctionHandle
 from ._graph import ConversationGraph
 from ._html import html_table
 from ._ids import check_text, is_safe_id, new_id, seeded_ids
+from ._messages import call_id_text
 from ._migrations import (
     GRAPH_MIGRATIONS,
     Migration,
@@ -159,6 +160,7 @@ __all__ = [
     "UnknownToolCall",
     "applied_migrations",
     "as_text",
+    "call_id_text",
     "check_text",
     "dialogue_message",
     "dispose_engines",

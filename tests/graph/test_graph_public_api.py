@@ -66,6 +66,7 @@ EXPECTED = [
     "UnknownToolCall",
     "applied_migrations",
     "as_text",
+    "call_id_text",
     "check_text",
     "dialogue_message",
     "dispose_engines",
