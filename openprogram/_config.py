@@ -317,10 +317,11 @@ def record_change(
     found = changes(before, after)
     if before is not None and not found:
         return {}
-    save_config(store, session, after)  # refuses a configuration it could not read back
-    if before is not None:
-        storage = ContextStorage(store, session, folder)
-        storage.configure(found, new_epoch=bool(RENDERING & set(found)))
+    with store.transaction():  # the configuration and its event, or neither
+        save_config(store, session, after)  # refuses one it could not read back
+        if before is not None:
+            storage = ContextStorage(store, session, folder)
+            storage.configure(found, new_epoch=bool(RENDERING & set(found)))
     return found
 
 

@@ -81,8 +81,10 @@ def test_a_byte_that_is_not_utf8_on_a_real_command_line(db: str) -> None:
 
 
 @pytest.mark.parametrize("bad", BAD)
-def test_the_library_says_what_it_cannot_look_up(db: str, bad: str) -> None:
-    session = Session(db, "s")
+def test_the_library_says_what_it_cannot_look_up(store_url: str, bad: str) -> None:
+    with Session(store_url, "s", model=TestModel(["Paris."])) as made:
+        made.llm("Capital of France?")
+    session = Session(store_url, "s")
     for call in (
         session.engine.expand,
         session.engine.rollback,
