@@ -18,7 +18,7 @@ from ._budget._names import (
     as_record_tier,
     as_tier,
 )
-from ._budget._policy import POLICY_SCHEMA, Policy
+from ._budget._policy import MAX_TOKENS, POLICY_SCHEMA, Policy
 from ._budget._presets import COLLAPSE_FIRST_CASCADE, DEFAULT_COMPACTABLE
 from ._budget._readback import HISTORY_TOOLS
 from ._budget._redaction import output_redactor, summary_redactor
@@ -102,6 +102,7 @@ __all__ = [
     "DEFAULT_COMPACTABLE",
     "HISTORY_TOOLS",
     "LAYER_KINDS",
+    "MAX_TOKENS",
     "POLICY_SCHEMA",
     "RESULT_VARIANTS",
     "TIERS",

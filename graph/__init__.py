@@ -14,6 +14,7 @@ from ._errors import (
     FunctionFinished,
     GraphError,
     InvalidMessage,
+    InvalidText,
     LayerConflict,
     LayerError,
     LayerNotFound,
@@ -28,7 +29,8 @@ from ._errors import (
 from ._functions import TOP, Frame, FunctionHandle
 from ._graph import ConversationGraph
 from ._html import html_table
-from ._ids import is_safe_id, new_id, seeded_ids
+from ._ids import check_text, is_safe_id, new_id, seeded_ids
+from ._messages import call_id_text
 from ._migrations import (
     GRAPH_MIGRATIONS,
     Migration,
@@ -125,6 +127,7 @@ __all__ = [
     "GraphState",
     "GraphView",
     "InvalidMessage",
+    "InvalidText",
     "Layer",
     "LayerConflict",
     "LayerError",
@@ -157,6 +160,8 @@ __all__ = [
     "UnknownToolCall",
     "applied_migrations",
     "as_text",
+    "call_id_text",
+    "check_text",
     "dialogue_message",
     "dispose_engines",
     "engine_for",

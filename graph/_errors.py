@@ -7,6 +7,7 @@ fix the input; a rejected write never changes what is stored.
 
     GraphError
     ├── InvalidMessage        a message given to ``append`` is malformed (names the field)
+    ├── InvalidText           an id, name or pattern no database can store (a lone surrogate)
     ├── NodeNotFound          an id that is not in this session
     ├── ToolCallError
     │   ├── UnknownToolCall   a tool result whose call id matches no pending tool node
@@ -37,6 +38,22 @@ class InvalidMessage(GraphError, ValueError):
         self.field = field
         self.problem = problem
         super().__init__(f"invalid message: {field}: {problem}")
+
+
+class InvalidText(GraphError, ValueError):
+    """An id, name or pattern holding a lone surrogate (half of a UTF-16 pair, or a byte
+    that was not UTF-8 read with ``surrogateescape``): no database stores it, so nothing
+    can be found or written under it; ``what`` names the argument."""
+
+    def __init__(self, what: str, value: str) -> None:
+        self.what = what
+        self.value = value
+        at = next((i for i, c in enumerate(value) if "\ud800" <= c <= "\udfff"), 0)
+        shown = repr(value) if len(value) <= 60 else f"{value[:40]!r}…"
+        super().__init__(
+            f"{what} {shown} is not valid text: it holds a lone surrogate "
+            f"(U+{ord(value[at]) if value else 0:04X} at {at}), which no database stores"
+        )
 
 
 class NodeNotFound(GraphError, KeyError):

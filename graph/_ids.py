@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from ._errors import InvalidText
+
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
@@ -141,3 +143,21 @@ def is_safe_id(value: str) -> bool:
         and not value.endswith(".")
         and not _RESERVED.fullmatch(value)
     )
+
+
+def check_text(value: str, what: str) -> str:
+    """``value`` when it is text a database can store; an :class:`InvalidText` naming
+    ``what`` (the argument) when it holds a lone surrogate, which UTF-8 cannot encode.
+
+    >>> check_text("01HZX", "node id")
+    '01HZX'
+    >>> check_text("x\\udfff", "node id")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    graph._errors.InvalidText: node id 'x\\udfff' is not valid text: it holds a lone surrogate...
+    """
+    if _SURROGATE.search(value):
+        raise InvalidText(what, value)
+    return value
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")

@@ -84,6 +84,17 @@ def _arguments(value: Any, field: str) -> str:
     raise InvalidMessage(field, f"must be a JSON string or object, not {type(value).__name__}")
 
 
+def call_id_text(value: Any) -> Any:
+    """A tool call id as the graph keeps it: an integer (``0``, ``7``: a provider that
+    sends one means it as an id) as its decimal text, for a call and its result alike so
+    that they still pair; anything else as it is (a bool is no id).
+
+    >>> call_id_text(0), call_id_text("call_1"), call_id_text(True)
+    ('0', 'call_1', True)
+    """
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
 def _parse_calls(value: Any) -> tuple[Tool, ...]:
     if value is None:
         return ()
@@ -95,7 +106,7 @@ def _parse_calls(value: Any) -> tuple[Tool, ...]:
         where = f"tool_calls[{index}]"
         if type(call) is not dict and not isinstance(call, Mapping):
             raise InvalidMessage(where, "a tool call must be an object")
-        call_id = call.get("id")
+        call_id = call_id_text(call.get("id"))
         if not isinstance(call_id, str) or not call_id:
             raise InvalidMessage(f"{where}.id", "every tool call needs a non-empty string id")
         if call_id in seen:
@@ -128,7 +139,7 @@ def parse_message(message: Any) -> ParsedDialogue | ParsedResult:
         raise InvalidMessage("role", f"unknown role {role!r} (expected one of {', '.join(ROLES)})")
     content = parse_content(message.get("content"))
     if role == "tool":
-        call_id = message.get("tool_call_id")
+        call_id = call_id_text(message.get("tool_call_id"))
         if not isinstance(call_id, str) or not call_id:
             raise InvalidMessage("tool_call_id", "a tool message needs a non-empty string id")
         is_error = bool(message.get("is_error", False))

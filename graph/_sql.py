@@ -22,7 +22,7 @@ from sqlalchemy import Connection, delete, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from ._engines import engine_for, normalize_url
-from ._errors import StoreError
+from ._errors import InvalidText, StoreError
 from ._identity import database_id as identified
 from ._identity import rekey
 from ._loading import records_of
@@ -92,12 +92,16 @@ class SQLStore(Store):
                 yield current
             except SQLAlchemyError as error:  # inside a transaction too: a StoreError
                 raise store_error(self.url, error) from error
+            except UnicodeEncodeError as error:
+                raise InvalidText("id or name", str(error.object)) from None
             return
         try:
             with self.engine.begin() as connection:
                 yield connection
         except SQLAlchemyError as error:
             raise store_error(self.url, error) from error
+        except UnicodeEncodeError as error:  # a lone surrogate in a parameter: never stored
+            raise InvalidText("id or name", str(error.object)) from None
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

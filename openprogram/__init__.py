@@ -12,6 +12,7 @@ from openprogram._current import current_frame, current_session
 from openprogram._errors import (
     BaselineUnavailable,
     BenchError,
+    ConfigWarning,
     LeaseLost,
     ModelError,
     NoSession,
@@ -36,6 +37,7 @@ __all__ = [
     "HISTORY_TOOLS",
     "BaselineUnavailable",
     "BenchError",
+    "ConfigWarning",
     "HistoryTools",
     "ImportStats",
     "LeaseLost",

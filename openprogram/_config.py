@@ -13,12 +13,15 @@ map are read only when a configuration is made: at creation, or through an expli
 from __future__ import annotations
 
 import os
+import re
+import warnings
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
 from context import (
+    MAX_TOKENS,
     ContextEngine,
     ContextStorage,
     Policy,
@@ -28,6 +31,7 @@ from context import (
     model_info,
 )
 from graph import ConversationGraph, Redactor, Store, StoreError, redactor_from
+from openprogram._errors import ConfigWarning
 from openprogram._models import Model
 
 CONFIG_KEY = "openprogram.config"
@@ -41,7 +45,7 @@ class SessionConfig(msgspec.Struct, frozen=True, kw_only=True):
 
     policy: dict[str, Any]
     """The policy as :meth:`Policy.stored` gives it (with its schema version)."""
-    budget: int | None = None
+    budget: Annotated[int, msgspec.Meta(gt=0, le=MAX_TOKENS)] | None = None
     """The prompt budget given explicitly (None: the policy's own)."""
     model: str | None = None
     """The model's name (for the record, and to reopen a model that was given by name)."""
@@ -50,7 +54,7 @@ class SessionConfig(msgspec.Struct, frozen=True, kw_only=True):
     redact: bool = False
     redact_patterns: dict[str, str] | None = None
     """With ``redact``: every pattern of the redactor (None: the default patterns)."""
-    max_steps: int = 25
+    max_steps: Annotated[int, msgspec.Meta(gt=0)] = DEFAULT_STEPS
     history_tools: bool = True
     schema: int = CONFIG_SCHEMA
 
@@ -88,7 +92,9 @@ def redaction(
 
 def load_config(store: Store, session: str) -> SessionConfig | None:
     """The session's stored configuration (None: a session made before it was stored, or
-    by an importer)."""
+    by an importer). A setting that cannot be read (written by hand, or by an older version
+    that did not check it) is named in a :class:`ConfigWarning` and falls back to its
+    default, so the session's history stays readable; only an explicit change rewrites it."""
     try:
         meta = store.session_meta(session)
     except StoreError:
@@ -96,16 +102,95 @@ def load_config(store: Store, session: str) -> SessionConfig | None:
     found = meta.get(CONFIG_KEY)
     if found is None:
         return None
-    try:
-        config = msgspec.convert(found, SessionConfig)
-    except msgspec.ValidationError as error:
-        raise PolicyError(f"the stored configuration of session {session!r}: {error}") from error
-    if config.schema > CONFIG_SCHEMA:
+    values: dict[str, Any] = found if isinstance(found, dict) else {}
+    schema = values.get("schema", CONFIG_SCHEMA)
+    if isinstance(schema, int) and not isinstance(schema, bool) and schema > CONFIG_SCHEMA:
         raise PolicyError(
             f"session {session!r} was configured by a newer version (configuration schema "
-            f"{config.schema}; this one reads {CONFIG_SCHEMA})"
+            f"{schema}; this one reads {CONFIG_SCHEMA})"
         )
-    return config
+    bad = problems(values)
+    if not isinstance(found, dict):
+        _warn(session, f"is not a configuration (got {_shown(found)})", "the defaults")
+        bad = {}  # said once: everything is a default
+    for name, why in bad.items():
+        fallback = "the preset for its model" if name == "policy" else _default(name)
+        _warn(session, f"{name} {why} (got {_shown(values.get(name))})", fallback)
+    kept = {name: value for name, value in values.items() if name not in bad}
+    if "policy" not in kept:
+        model = kept.get("model")
+        kept["policy"] = policy_for(model if isinstance(model, str) else None).stored()
+    return msgspec.convert(kept, SessionConfig)
+
+
+def problems(values: Mapping[str, Any]) -> dict[str, str]:
+    """What is wrong with each setting of a configuration as stored (JSON values) that a
+    session could not run with: the one check for what is written and what is read."""
+    found: dict[str, str] = {}
+    for field in msgspec.structs.fields(SessionConfig):
+        if field.name not in values:
+            if field.required:
+                found[field.name] = "is missing"
+            continue
+        value = values[field.name]
+        try:
+            msgspec.convert(value, field.type)  # strict: "8000" is no budget, nor is True
+        except msgspec.ValidationError:
+            found[field.name] = WANTED[field.name]
+            continue
+        why = _meaning(field.name, value)
+        if why:
+            found[field.name] = why
+    return found
+
+
+WANTED = {
+    "policy": "must be a stored policy (an object with its schema and values)",
+    "budget": "must be a whole number of tokens from 1 to 10**15, or null",
+    "model": "must be a model name or null",
+    "model_by_name": "must be true or false",
+    "redact": "must be true or false",
+    "redact_patterns": "must map kinds to regular expressions, or be null",
+    "max_steps": "must be a whole number above 0",
+    "history_tools": "must be true or false",
+    "schema": "must be a whole number",
+}
+"""What each stored setting must be, for the one-line error or warning that names it."""
+
+
+def _meaning(name: str, value: Any) -> str | None:
+    """What is wrong with a well-typed setting a session still could not use."""
+    try:
+        if name == "policy":
+            Policy.restore(value)
+        elif name == "redact_patterns" and value is not None:
+            Redactor(value, defaults=False)
+    except PolicyError as error:
+        return f"cannot be read: {error}"
+    except (re.error, ValueError, TypeError, RecursionError) as error:
+        return f"has a pattern that does not compile: {error}"
+    return None
+
+
+def _default(name: str) -> str:
+    if name == "budget":
+        return "the policy's own budget"
+    field = next(f for f in msgspec.structs.fields(SessionConfig) if f.name == name)
+    return f"its default ({field.default!r})"
+
+
+def _warn(session: str, problem: str, fallback: str) -> None:
+    warnings.warn(
+        f"session {session!r}: the stored configuration's {problem}; running with "
+        f"{fallback} instead (`openprogram configure {session}` stores a good one)",
+        ConfigWarning,
+        stacklevel=2,  # one place: a long-running session warns once, not at every call
+    )
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}…({len(text):,} characters)"
 
 
 def stored_engine(
@@ -139,7 +224,51 @@ def stored_engine(
 
 
 def save_config(store: Store, session: str, config: SessionConfig) -> None:
-    store.update_session_meta(session, {CONFIG_KEY: msgspec.to_builtins(config)})
+    store.update_session_meta(session, {CONFIG_KEY: storable(config, session)})
+
+
+def storable(config: SessionConfig, session: str) -> dict[str, Any]:
+    """The configuration as the store keeps it (JSON), once it is known to read back as
+    it is; a :class:`PolicyError` naming the setting otherwise, before anything is written
+    (a refused change used to be stored, and the session then no longer opened)."""
+    values: dict[str, Any] = msgspec.to_builtins(config)
+    for name, why in problems(values).items():
+        _refuse(session, name, why, values.get(name))
+    for name, value in values.items():
+        where = _unstorable(value, name)
+        if where is not None:
+            _refuse(session, where[0].replace("policy.values.", "policy."), JSON, where[1])
+    return values
+
+
+JSON = "cannot be stored as JSON (NaN, infinity and lone surrogates have no JSON form)"
+
+
+def _unstorable(value: Any, path: str) -> tuple[str, Any] | None:
+    """The first item under ``value`` that would not read back from JSON as it is."""
+    if isinstance(value, dict):
+        items: list[tuple[Any, Any]] = list(value.items())
+    elif isinstance(value, list):
+        items = list(enumerate(value))
+    else:
+        try:
+            kept = msgspec.json.decode(msgspec.json.encode(value))
+        except (UnicodeEncodeError, msgspec.EncodeError):
+            return path, value
+        return None if kept == value else (path, value)
+    for key, item in items:
+        if isinstance(key, str) and _unstorable(key, path) is not None:
+            return path, key
+        found = _unstorable(item, f"{path}.{key}")
+        if found is not None:
+            return found
+    return None
+
+
+def _refuse(session: str, name: str, why: str, value: Any) -> None:
+    raise PolicyError(
+        f"session {session!r}: {name} {why} (got {_shown(value)}); nothing was stored"
+    )
 
 
 def changes(before: SessionConfig | None, after: SessionConfig) -> dict[str, Any]:
@@ -188,10 +317,11 @@ def record_change(
     found = changes(before, after)
     if before is not None and not found:
         return {}
-    save_config(store, session, after)
-    if before is not None:
-        storage = ContextStorage(store, session, folder)
-        storage.configure(found, new_epoch=bool(RENDERING & set(found)))
+    with store.transaction():  # the configuration and its event, or neither
+        save_config(store, session, after)  # refuses one it could not read back
+        if before is not None:
+            storage = ContextStorage(store, session, folder)
+            storage.configure(found, new_epoch=bool(RENDERING & set(found)))
     return found
 
 

@@ -15,6 +15,11 @@ engine gives up after repeated context-overflow errors; everything else is here:
     ├── StepLimitExceeded    an LLM call used up its steps without a final answer
     ├── OutputValidationError  a structured answer still invalid after one repair turn
     └── ToolDefinitionError  a Python callable that cannot be a tool (names the parameter)
+
+Warnings (``UserWarning`` subclasses, so ``filterwarnings`` can select them)::
+
+    ConfigWarning            a stored session configuration with a setting that cannot be
+                             read: named, and run with its default instead
 """
 
 from __future__ import annotations
@@ -83,3 +88,10 @@ class ToolDefinitionError(OpenProgramError, TypeError):
 class MalformedMessage(OpenProgramError, ValueError):
     """A framework's message an adapter cannot store as it is (a tool call without an id, a
     result naming no call); says which message of the history, and what is wrong with it."""
+
+
+class ConfigWarning(UserWarning):
+    """A session's stored configuration has a setting this version cannot run with
+    (written by hand, or by a version that did not check it): the warning names the
+    session, the setting and its value, and the session runs with the default instead,
+    so its history stays readable."""

@@ -224,12 +224,12 @@ class Session:
             settings = {**settings, "model": name}
         if settings:
             base = with_fields(base, settings)
-        if model is not None:
-            self.model = resolve_model(model)
+        resolved = resolve_model(model) if model is not None else self.model
         wanted = session_config(
             self.config, model, base, budget, redact, max_steps, history_tools, explicit=True
         )
         found = record_change(self.store, self.id, self.folder, self.config, wanted)
+        self.model = resolved  # only once the change is stored (a refused one changes nothing)
         if not found:
             return {}
         if redact is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import warnings
 from collections.abc import Sequence
 
 from rich.markup import escape
@@ -25,7 +26,7 @@ from openprogram._cli import (
     _traces,
     _view,
 )
-from openprogram._cli._common import UsageError, check_budgets, errors
+from openprogram._cli._common import UsageError, check_arguments, check_budgets, errors
 
 __all__ = ["main", "parser", "run"]
 
@@ -109,8 +110,12 @@ def one_line(error: BaseException) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code."""
-    args = parser().parse_args(argv)
+    top = parser()
+    args = top.parse_args(argv)
+    formatting = warnings.formatwarning
+    warnings.formatwarning = _warning_line
     try:
+        check_arguments(args, top)
         check_budgets(args)
         return int(args.run(args))
     except KeyboardInterrupt:
@@ -121,6 +126,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         errors.print(f"[red]error:[/] {escape(one_line(error))}")
         return 2 if isinstance(error, UsageError) else 1
+    finally:
+        warnings.formatwarning = formatting
+
+
+def _warning_line(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    line: str | None = None,
+) -> str:
+    """A warning shown as the command's one ``warning:`` line (not a source location)."""
+    return f"warning: {message}\n"
 
 
 def run() -> None:

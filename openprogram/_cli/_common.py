@@ -19,7 +19,7 @@ from typing import Any
 from rich.console import Console
 
 from context import ContextEngine, Policy, StateFolder, state_folder
-from graph import ConversationGraph, Store
+from graph import ConversationGraph, InvalidText, Store, check_text
 from graph import open_store as graph_open_store
 from openprogram._errors import OpenProgramError, SessionError
 from openprogram._tables import console_width
@@ -118,6 +118,41 @@ def check_budgets(args: argparse.Namespace) -> None:
     for value in given if isinstance(given, list) else [given]:
         if value is not None and value <= 0:
             raise UsageError(f"--budget must be positive (a number of tokens), got {value}")
+
+
+PATHS = frozenset(
+    {"db", "state_dir", "to", "file", "args", "out", "source", "trace", "traces", "html", "plot"}
+)
+"""Arguments that are file paths, a URL or a program's own arguments: bytes that are not
+UTF-8 make a valid file name there, so only the other arguments are checked as text."""
+
+
+def check_arguments(args: argparse.Namespace, top: argparse.ArgumentParser) -> None:
+    """Every id, name and pattern given is text a database can store, checked once for
+    every command: one that is not (a lone surrogate, or a byte that is not UTF-8) is a
+    usage error naming the argument, not a raw ``UnicodeEncodeError`` from the driver."""
+    names = _argument_names(top, getattr(args, "command", None))
+    for dest, value in vars(args).items():
+        if dest in PATHS:
+            continue
+        for item in value if isinstance(value, list | tuple) else [value]:
+            if isinstance(item, str):
+                try:
+                    check_text(item, names.get(dest, dest))
+                except InvalidText as error:
+                    raise UsageError(f"{error}; ids, names and patterns are UTF-8") from None
+
+
+def _argument_names(top: argparse.ArgumentParser, command: str | None) -> dict[str, str]:
+    """How each destination is written on the command line (``--name``, ``session``)."""
+    names: dict[str, str] = {}
+    for action in top._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            for option in action.choices[command]._actions:
+                names[option.dest] = (
+                    option.option_strings[0] if option.option_strings else (option.dest)
+                )
+    return names
 
 
 def existing_session(

@@ -11,7 +11,6 @@ import msgspec
 
 from context import adopt_state_folder, migrate_state
 from openprogram._cli._common import (
-    UsageError,
     common_options,
     console,
     existing_session,
@@ -53,9 +52,7 @@ def cmd_configure(args: argparse.Namespace) -> int:
         values["budget"] = args.budget
     if args.model:
         values["model"], values["model_by_name"] = args.model, True
-    wanted = msgspec.structs.replace(current, **values)
-    if wanted.budget is not None and wanted.budget <= 0:
-        raise UsageError(f"--budget must be positive, got {wanted.budget}")
+    wanted = msgspec.structs.replace(current, **values)  # checked where it is stored
     found = (
         record_change(store, graph.session, folder_of(args, store), stored, wanted) if asked else {}
     )  # without a change asked for it only shows (what a session without one runs with)

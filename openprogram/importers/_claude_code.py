@@ -24,6 +24,7 @@ from openprogram.importers._reading import (
     Reading,
     flatten_text,
     get,
+    get_call_id,
     get_name,
     opt,
     parse_lines,
@@ -80,7 +81,7 @@ class _Response:
         elif btype == "thinking":
             self.thinking.append(get(block, "thinking", str, where))
         elif btype == "tool_use":
-            call_id = get_name(block, "id", where)
+            call_id = get_call_id(block, "id", where)
             name = get_name(block, "name", where)
             arguments = json.dumps(get(block, "input", dict, where), ensure_ascii=False)
             function = {"name": name, "arguments": arguments}
@@ -229,7 +230,7 @@ def _user(record: dict[str, Any]) -> tuple[list[Imported], Imported | None]:
             if isinstance(block, dict) and block.get("type") == "tool_result":
                 tool = {
                     "role": "tool",
-                    "tool_call_id": get_name(block, "tool_use_id", where),
+                    "tool_call_id": get_call_id(block, "tool_use_id", where),
                     "content": flatten_text(block.get("content"), f"{where}.content"),
                     "is_error": opt(block, "is_error", bool, where) is True,
                 }

@@ -21,6 +21,7 @@ from openprogram.importers._reading import (
     Reading,
     flatten_text,
     get,
+    get_call_id,
     get_name,
     kind,
     opt,
@@ -178,7 +179,7 @@ def _reasoning(payload: dict[str, Any]) -> list[str]:
 
 def _call(payload: dict[str, Any], itype: str) -> dict[str, Any]:
     where = "$.payload"
-    call_id = get_name(payload, "call_id", where)
+    call_id = get_call_id(payload, "call_id", where)
     if itype == "function_call":
         name = get_name(payload, "name", where)
         arguments = get(payload, "arguments", str, where)
@@ -194,7 +195,10 @@ def _call(payload: dict[str, Any], itype: str) -> dict[str, Any]:
 
 def _output(payload: dict[str, Any]) -> dict[str, Any]:
     where = "$.payload"
-    message: dict[str, Any] = {"role": "tool", "tool_call_id": get_name(payload, "call_id", where)}
+    message: dict[str, Any] = {
+        "role": "tool",
+        "tool_call_id": get_call_id(payload, "call_id", where),
+    }
     output = payload.get("output")
     if isinstance(output, dict):  # older rollouts: {content, success}
         message["content"] = flatten_text(output.get("content"), f"{where}.output.content")

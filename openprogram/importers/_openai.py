@@ -19,7 +19,7 @@ from openprogram.importers._reading import (
     Reading,
     flatten_text,
     get,
-    get_name,
+    get_call_id,
     kind,
     load_json,
     opt,
@@ -73,7 +73,7 @@ def chat_message(raw: object, where: str) -> tuple[dict[str, Any], dict[str, Any
             for key in (*_THINKING, "thinking_blocks"):
                 extra.pop(key, None)
     elif role == "tool":
-        message["tool_call_id"] = get_name(raw, "tool_call_id", where)
+        message["tool_call_id"] = get_call_id(raw, "tool_call_id", where)
         is_error = opt(raw, "is_error", bool, where)
         if is_error is not None:
             message["is_error"] = is_error

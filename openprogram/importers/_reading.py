@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 import msgspec
 
+from graph import call_id_text
 from openprogram._errors import TraceFormatError
 from openprogram.importers._model import Imported
 
@@ -28,6 +29,7 @@ __all__ = [
     "decode_lines",
     "flatten_text",
     "get",
+    "get_call_id",
     "get_name",
     "iter_jsonl",
     "kind",
@@ -131,6 +133,12 @@ def get_name(obj: dict[str, Any], key: str, where: str) -> str:
     return value
 
 
+def get_call_id(obj: dict[str, Any], key: str, where: str) -> str:
+    """A tool call id: a non-empty string, or an integer (a provider that sends one means
+    it as an id) as its text, as the graph stores it for a call and its result alike."""
+    return get_name({key: call_id_text(obj[key])} if key in obj else obj, key, where)
+
+
 def opt(obj: dict[str, Any], key: str, expected: type[T], where: str) -> T | None:
     """An optional field: absent or null gives None, a wrong type is still an error."""
     if obj.get(key) is None:
@@ -194,7 +202,7 @@ def tool_call(raw: object, where: str) -> dict[str, Any]:
     """One OpenAI tool call, with ``arguments`` always a JSON string."""
     if not isinstance(raw, dict):
         raise Bad(where, f"expected a tool call object, got {kind(raw)}")
-    call_id = get_name(raw, "id", where)
+    call_id = get_call_id(raw, "id", where)
     function = get(raw, "function", dict, where)
     name = get_name(function, "name", f"{where}.function")
     arguments = function.get("arguments")

@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from graph import call_id_text
 from openprogram._errors import MalformedMessage
 
 if TYPE_CHECKING:
     from openprogram.integrations._mirror import Entry
 
-__all__ = ["FrameworkIds", "call_counts", "call_ids", "check_entries"]
+__all__ = ["FrameworkIds", "call_counts", "call_ids", "check_entries", "text_ids"]
 
 
 class FrameworkIds:
@@ -61,6 +62,26 @@ def check_entries(name: str, entries: Sequence[Entry]) -> None:
             function = call.get("function")
             if not isinstance(function, dict) or not isinstance(function.get("name"), str):
                 raise MalformedMessage(f"{where}: tool call {n} ({call_id!r}) has no name")
+
+
+def text_ids(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` with integer tool call ids (``id=0``, ``tool_call_id=7``) as their text,
+    as the graph stores them: a framework's call and its result keep pairing, and a render
+    maps them back to the same text."""
+    calls = message.get("tool_calls")
+    changed: dict[str, Any] = {}
+    if (
+        "tool_call_id" in message
+        and call_id_text(message["tool_call_id"]) is not (message["tool_call_id"])
+    ):
+        changed["tool_call_id"] = call_id_text(message["tool_call_id"])
+    if isinstance(calls, list) and any(
+        isinstance(c, dict) and call_id_text(c.get("id")) is not c.get("id") for c in calls
+    ):
+        changed["tool_calls"] = [
+            {**c, "id": call_id_text(c.get("id"))} if isinstance(c, dict) else c for c in calls
+        ]
+    return {**message, **changed} if changed else message
 
 
 def call_counts(message: dict[str, Any]) -> dict[str, int]:

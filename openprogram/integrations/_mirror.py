@@ -33,7 +33,13 @@ from typing import TYPE_CHECKING, Any
 
 from context import Rendered
 from graph import Node, Tool, dialogue_message, tool_call, tool_result_message
-from openprogram.integrations._calls import FrameworkIds, call_counts, call_ids, check_entries
+from openprogram.integrations._calls import (
+    FrameworkIds,
+    call_counts,
+    call_ids,
+    check_entries,
+    text_ids,
+)
 from openprogram.tracing import traced_render
 
 if TYPE_CHECKING:
@@ -63,6 +69,9 @@ class Entry:
     original: Any = None
     meta: dict[str, Any] = field(default_factory=dict)
     label: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "message", text_ids(self.message))
 
     @property
     def digest(self) -> str:

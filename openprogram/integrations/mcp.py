@@ -28,7 +28,7 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from pydantic import Field
 
 from context import ContextError, Policy
-from graph import ConversationGraph, GraphError, Store, open_store
+from graph import ConversationGraph, GraphError, InvalidText, Store, check_text, open_store
 from openprogram._history import READ_LIMIT, HistoryTools
 from openprogram._prompts import context_report, prompts
 
@@ -93,6 +93,10 @@ class HistoryServer:
         name = session or self.scope
         if name is None:
             raise ToolError("name a session: list_sessions lists them")
+        try:
+            check_text(name, "session")
+        except InvalidText as error:
+            raise ToolError(str(error)) from None
         known = name == self.scope or (self.scope is None and self.store.has_session(name))
         if not known:
             raise ToolError(f"no session {name!r}; list_sessions lists them")

@@ -44,6 +44,7 @@ from agents.memory.session_settings import resolve_session_limit
 from agents.models.chatcmpl_converter import Converter
 from agents.run_config import CallModelData, ModelInputData
 
+from graph import call_id_text
 from openprogram._errors import MalformedMessage
 from openprogram._session import Session
 from openprogram.integrations._history import history_functions
@@ -266,7 +267,7 @@ def _check(index: int, item: Any) -> None:
     if not isinstance(item, dict):
         raise MalformedMessage(f"{where}: expected a dict")
     if kind in ("function_call", "function_call_output"):
-        call_id = item.get("call_id")
+        call_id = call_id_text(item.get("call_id"))  # an integer is an id: stored as text
         if not isinstance(call_id, str) or not call_id:
             raise MalformedMessage(f"{where}: no call_id")
     if kind == "function_call" and not isinstance(item.get("name"), str):

@@ -296,6 +296,7 @@ def test_public_surface() -> None:
         "LAYER_KINDS",
         "LayerKind",
         "LiteLLMSummarizer",
+        "MAX_TOKENS",
         "ModelInfo",
         "NoState",
         "OffloadError",

@@ -10,6 +10,7 @@ SURFACES = {
     "openprogram": [
         "BaselineUnavailable",
         "BenchError",
+        "ConfigWarning",
         "HISTORY_TOOLS",
         "HistoryTools",
         "ImportStats",
@@ -93,5 +94,7 @@ def test_errors_share_one_base() -> None:
 
     for name in openprogram.__all__:
         value = getattr(openprogram, name)
-        if isinstance(value, type) and issubclass(value, Exception):
+        if isinstance(value, type) and issubclass(value, Warning):
+            assert issubclass(value, UserWarning)  # shown by default, selectable by class
+        elif isinstance(value, type) and issubclass(value, Exception):
             assert issubclass(value, openprogram.OpenProgramError)
