@@ -29,7 +29,7 @@ from ._migrations import Migration, migrate
 from ._nodes import Edge
 from ._pending import FLUSH_ROWS, Pending, Row, add_rows
 from ._pg import insert_rows, is_psycopg, streamed
-from ._protocols import Loaded, LogEntry, SessionInfo
+from ._protocols import AUDIT, Loaded, LogEntry, SessionInfo
 from ._schema import DATABASE, EDGES, EVENTS, LEASES, LOGS, NODES, SESSIONS, VALUES
 from ._side_migrations import SideMigration, as_schema_migrations
 from ._sql_errors import TABLES, Unreadable, store_error
@@ -45,7 +45,9 @@ _HOT_SQL = {
     "VALUES (?, ?, ?, ?, ?, ?, ?)",
     "edge": "INSERT INTO graph_edges (src, dst, type, session) VALUES (?, ?, ?, ?)",
     "event": "INSERT INTO graph_events (session, seq, node_id, at_us, data) VALUES (?, ?, ?, ?, ?)",
-    "since": "SELECT next_seq, head FROM graph_sessions WHERE id = :session",
+    "since": "SELECT next_seq, head, (SELECT max(position) FROM graph_logs "
+    f"WHERE session = :session AND namespace = '{AUDIT}') "
+    "FROM graph_sessions WHERE id = :session",
     "nodes": "SELECT id, seq, at_us, payload, meta FROM graph_nodes "
     "WHERE session = :session AND seq > :after AND seq <= :last ORDER BY seq",
     "edges": "SELECT src, dst, type FROM graph_edges WHERE session = :session",
@@ -279,16 +281,16 @@ class SQLStore(Store):
         ``skipped`` list, what can be read is loaded (row by row where the database itself
         fails to read a range) and what cannot is described there."""
         key: dict[str, Any] = {"session": session, "after": after}
-        last, head = after, None
+        last, head, scrubbed = after, None, 0
         try:
             with self._connection() as connection:
                 since = self._statement(connection, "since")
                 found = connection.exec_driver_sql(since, key).first()
                 if found is None:
                     return Loaded([], None)
-                last, head = int(found[0]), found[1]
+                last, head, scrubbed = int(found[0]), found[1], int(found[2] or 0)
                 if last <= after:
-                    return Loaded([], head)
+                    return Loaded([], head, scrubbed)
                 key["last"] = last
                 records = records_of(
                     session,
@@ -301,7 +303,7 @@ class SQLStore(Store):
             if skipped is None or getattr(self._local, "connection", None) is not None:
                 raise
             records = self._load_row_by_row(session, after, last, skipped)
-        return Loaded(records, head)
+        return Loaded(records, head, scrubbed)
 
     def _load_row_by_row(
         self, session: str, after: int, last: int, skipped: list[str]
