@@ -26,7 +26,7 @@ from ._errors import (
 from ._functions import Frame, FunctionHandle, FunctionWriter
 from ._ids import is_safe_id, new_id
 from ._layers import LayerWriter
-from ._loading import paused
+from ._loading import apply_loaded, paused
 from ._messages import ParsedResult, parse_message, stored_fields
 from ._nodes import Edge, Event, EventData, Fork, LayerInfo, Node, Payload, Tool
 from ._open import open_store
@@ -132,18 +132,7 @@ class ConversationGraph(GraphReader):
         return loaded
 
     def _apply(self, state: GraphState, loaded: Loaded, before: int | None) -> None:
-        with paused():
-            for record in loaded.records:
-                seq = record.seq if isinstance(record, Event) else record[0].seq
-                if before is not None and seq >= before:
-                    break
-                try:
-                    if isinstance(record, Event):
-                        state.apply_event(record)
-                    else:
-                        state.add_node(record[0], record[1])
-                except NodeNotFound as error:
-                    self._load_damaged(state, record, error)
+        apply_loaded(state, loaded.records, before, self.repairs)
 
     def _reload(self, before: int | None) -> Loaded:
         """Read the whole session again into the index the cursor and writers share (ids,
@@ -155,25 +144,6 @@ class ConversationGraph(GraphReader):
         self._apply(fresh, loaded, before)
         self._state.adopt(fresh)
         return loaded
-
-    def _load_damaged(
-        self, state: GraphState, record: tuple[Node, tuple[Edge, ...]] | Event, error: NodeNotFound
-    ) -> None:
-        """Load what an older version stored after a failed batch: an edge or event naming a
-        node that was never stored is left out and noted in ``repairs``, so the session stays
-        readable and nothing that was stored is lost."""
-        if isinstance(record, Event):
-            self.repairs.append(f"seq {record.seq}: skipped an event for missing {error.node_id}")
-            state.last_seq = max(state.last_seq, record.seq)
-            return
-        node, edges = record
-        kept = tuple(e for e in edges if e.src in state.nodes)
-        for edge in edges:
-            if edge not in kept:
-                self.repairs.append(
-                    f"node {node.id}: dropped a {edge.type} edge from missing node {edge.src}"
-                )
-        state.add_node(node, kept)
 
     def refresh(self) -> None:
         """Read what other writers appended to this session since we last looked (all of

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, select
+from sqlalchemy import Connection, delete, func, inspect, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from ._engines import engine_for, normalize_url
@@ -48,6 +48,7 @@ _HOT_SQL = {
     "since": "SELECT next_seq, head, (SELECT max(position) FROM graph_logs "
     f"WHERE session = :session AND namespace = '{AUDIT}') "
     "FROM graph_sessions WHERE id = :session",
+    "since_unaudited": "SELECT next_seq, head, 0 FROM graph_sessions WHERE id = :session",
     "nodes": "SELECT id, seq, at_us, payload, meta FROM graph_nodes "
     "WHERE session = :session AND seq > :after AND seq <= :last ORDER BY seq",
     "edges": "SELECT src, dst, type FROM graph_edges WHERE session = :session",
@@ -83,6 +84,9 @@ class SQLStore(Store):
         self.engine = engine_for(self.url, read_only=read_only)
         self._local = threading.local()
         self._side = SideTables(self.url, self.engine, self._connection, self._create)
+        self._audited: bool | None = None if read_only else True
+        """Whether the database has the audit log a scrub writes (one that predates it,
+        opened read-only, was never migrated: its sessions were never scrubbed either)."""
 
     @contextmanager
     def _connection(self) -> Iterator[Connection]:
@@ -284,7 +288,7 @@ class SQLStore(Store):
         last, head, scrubbed = after, None, 0
         try:
             with self._connection() as connection:
-                since = self._statement(connection, "since")
+                since = self._statement(connection, self._since(connection))
                 found = connection.exec_driver_sql(since, key).first()
                 if found is None:
                     return Loaded([], None)
@@ -304,6 +308,11 @@ class SQLStore(Store):
                 raise
             records = self._load_row_by_row(session, after, last, skipped)
         return Loaded(records, head, scrubbed)
+
+    def _since(self, connection: Connection) -> str:
+        if self._audited is None:
+            self._audited = inspect(connection).has_table(LOGS.name)
+        return "since" if self._audited else "since_unaudited"
 
     def _load_row_by_row(
         self, session: str, after: int, last: int, skipped: list[str]
