@@ -320,6 +320,7 @@ class ContextEngine:
         """The context and the unprocessed view of a render (layers shown), as the tiers
         see it before they act."""
         with self.lock:
+            self._after_scrub()
             request = self.request(head, frame, preview=preview)
             return self.renderer.view(
                 request, carried=carried, decisions=decisions, checkpoint=True
@@ -495,6 +496,7 @@ def render_receipt(engine: ContextEngine, receipt: RenderReceipt) -> Rendered:
     stored = engine.storage.tools(receipt.tools_digest) if engine.storage else None
     tools = tuple(stored) if stored is not None else tuple(engine.tools)
     with engine.lock:
+        engine._after_scrub()
         request = RenderRequest(
             receipt.head,
             receipt.frame,
