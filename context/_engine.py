@@ -24,16 +24,13 @@ from graph import ConversationGraph, GraphReader, LayerInfo
 
 from ._budget._policy import MAX_TOKENS, Policy
 from ._budget._tokens import TokenCache, TokenCounter, UsageAnchor
-from ._commit._committer import Committer
 from ._commit._hooks import Committed, Hooks
 from ._commit._writer import Redo, SessionWriter
 from ._errors import BudgetFloorWarning, CommitConflict, ContextError, PolicyError
-from ._ops._layer_ops import LayerOps
+from ._ops._parts import Shared, engine_parts
 from ._ops._recovery import Recovery
-from ._render._cascade import Cascade
-from ._render._frame import Frame, FrameStore
+from ._render._frame import Frame
 from ._render._rendered import Rendered
-from ._render._renderer import Renderer
 from ._render._request import RenderRequest
 from ._store._folder import StateFolder, state_folder
 from ._store._receipt import RenderReceipt
@@ -108,11 +105,6 @@ class ContextEngine:
             graph if isinstance(graph, ConversationGraph) and not read_only else None
         )
         live = graph if isinstance(graph, ConversationGraph) else None
-        book = LayerBook(
-            graph,
-            refresh=None if live is None else live.refresh,
-            session_of=None if live is None else live.store.session_of,
-        )
         self.lock: threading.RLock = live._lock if live is not None else threading.RLock()
         """Held by every render and layer operation: the graph's own lock when it has one,
         so a render never sees a half-applied append from another thread."""
@@ -131,42 +123,37 @@ class ContextEngine:
             state_key = f"e{self.storage.epoch() if self.storage is not None else 0}"
         """Tier state is kept by this key and the frame: the configuration epoch, which
         only an explicit, recorded configuration event changes (never a new Policy field)."""
-        cache = TokenCache()
-        chosen = resolve_tiers(tiers if tiers is not None else policy.cascade)
-        self.frames = FrameStore(graph, self.storage, state_key, chosen)
-        self.renderer = Renderer(
-            graph,
+        self._shared = Shared(
             policy,
-            Cascade(chosen, policy, self.counter),
-            book,
-            self.frames,
+            self.storage,
+            self.folder,
             self.counter,
-            cache,
-            summarizer,
-            self.prefetch,
-            self.folder,
-            self.storage,
-        )
-        self.committer = Committer(
-            graph,
-            policy,
-            writer,
-            self.storage,
-            self.folder,
-            book,
-            self.frames,
-            cache,
-            self.counter.encoding_name,
             self.hooks,
+            state_key,
+            resolve_tiers(tiers if tiers is not None else policy.cascade),
         )
-        self.ops = LayerOps(graph, book, self.renderer, self.committer)
+        self._assemble(writer, summarizer)
         self.recovery = Recovery(policy)
         if self.storage is not None:
-            storage, encoding = self.storage, self.counter.encoding_name
-            cache.loader = lambda keys: storage.load_tokens(encoding, keys)
-            saved = storage.load_state(f"{state_key}:anchor")
+            saved = self.storage.load_state(f"{state_key}:anchor")
             if saved:
                 self.anchor = UsageAnchor.from_state(msgspec.json.decode(saved))
+
+    def _assemble(self, writer: SessionWriter | None, summarizer: Summarizer) -> None:
+        """The parts that keep what renders read and decided (see ``_ops._parts``)."""
+        parts = engine_parts(self.graph, self._shared, writer, summarizer, self.prefetch)
+        self.frames, self.renderer, self.committer, self.ops = parts
+        self._reloads = self.graph.state.reloads
+
+    def _after_scrub(self) -> None:
+        """Drop what was kept from text a scrub (another process's) has since rewritten."""
+        if self.graph.state.reloads == self._reloads:
+            return
+        if self.prefetch is not None:
+            self.prefetch.close()
+            self.prefetch = Prefetcher(self.summarizer)
+        self.decided = None
+        self._assemble(self.writer, self.summarizer)
 
     # -- what callers read and set --------------------------------------------------
     @property
@@ -316,6 +303,7 @@ class ContextEngine:
         what the running agent will send."""
         with self.lock:
             started = time.perf_counter()
+            self._after_scrub()
             rendered = self.renderer.decide(self.request(head, frame, preview=True)).rendered()
             self.render_ms = (time.perf_counter() - started) * 1000
             return rendered
@@ -332,16 +320,18 @@ class ContextEngine:
         """The context and the unprocessed view of a render (layers shown), as the tiers
         see it before they act."""
         with self.lock:
+            self._after_scrub()
             request = self.request(head, frame, preview=preview)
             return self.renderer.view(
                 request, carried=carried, decisions=decisions, checkpoint=True
             )
 
     def catch_up(self) -> None:
-        """Read what other writers stored (appends, layers, rollbacks) before acting (a
-        reader of a live session too: reading changes nothing stored)."""
+        """Read what other writers stored (appends, layers, rollbacks, a scrub) before
+        acting (a reader of a live session too: reading changes nothing stored)."""
         if self.book.refresh is not None:
             self.book.refresh()
+        self._after_scrub()
 
     def records(self) -> list[CompactionRecord]:
         """This session's compaction records, oldest first (from the database if any)."""
@@ -506,6 +496,7 @@ def render_receipt(engine: ContextEngine, receipt: RenderReceipt) -> Rendered:
     stored = engine.storage.tools(receipt.tools_digest) if engine.storage else None
     tools = tuple(stored) if stored is not None else tuple(engine.tools)
     with engine.lock:
+        engine._after_scrub()
         request = RenderRequest(
             receipt.head,
             receipt.frame,

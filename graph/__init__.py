@@ -65,10 +65,10 @@ from ._openai import (
     tool_call,
     tool_result_message,
 )
-from ._protocols import EventLog, Leases, LogEntry, SessionInfo, SideData
+from ._protocols import AUDIT, EventLog, Leases, LogEntry, SessionInfo, SideData
 from ._reader import GraphReader, GraphView
 from ._redact import DEFAULT_PATTERNS, Redactor, redaction_setting, redactor_from
-from ._scrub import AUDIT, Scrubber, ScrubReport, scrub, scrubber
+from ._scrub import Scrubber, ScrubReport, scrub, scrubber
 from ._side_migrations import SideImport, SideMigration
 from ._sql import SQLStore
 from ._state import GraphState

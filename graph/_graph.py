@@ -26,7 +26,7 @@ from ._errors import (
 from ._functions import Frame, FunctionHandle, FunctionWriter
 from ._ids import is_safe_id, new_id
 from ._layers import LayerWriter
-from ._loading import paused
+from ._loading import apply_loaded, paused
 from ._messages import ParsedResult, parse_message, stored_fields
 from ._nodes import Edge, Event, EventData, Fork, LayerInfo, Node, Payload, Tool
 from ._open import open_store
@@ -115,48 +115,39 @@ class ConversationGraph(GraphReader):
         """Apply the stored records after ``last_seq`` (only those below ``before``).
 
         The index always holds exactly the records with ``seq <= last_seq``: a commit that
-        finds other writers' records between ours and ``last_seq`` loads them first.
+        finds other writers' records between ours and ``last_seq`` loads them first. A
+        scrub since the last look (the store's scrub mark moved; the same query tells)
+        rewrote text this index holds: it is read afresh, in place.
         """
+        state = self._state
         loaded = self.store.load(
             self.session,
-            after=self._state.last_seq,
+            after=state.last_seq,
             skipped=self.repairs if self._repair else None,
         )
-        with paused():
-            for record in loaded.records:
-                seq = record.seq if isinstance(record, Event) else record[0].seq
-                if before is not None and seq >= before:
-                    break
-                try:
-                    if isinstance(record, Event):
-                        self._state.apply_event(record)
-                    else:
-                        self._state.add_node(record[0], record[1])
-                except NodeNotFound as error:
-                    self._load_damaged(record, error)
+        if loaded.scrubbed != state.scrubbed and state.records:
+            return self._reload(before)
+        state.scrubbed = loaded.scrubbed
+        self._apply(state, loaded, before)
         return loaded
 
-    def _load_damaged(
-        self, record: tuple[Node, tuple[Edge, ...]] | Event, error: NodeNotFound
-    ) -> None:
-        """Load what an older version stored after a failed batch: an edge or event naming a
-        node that was never stored is left out and noted in ``repairs``, so the session stays
-        readable and nothing that was stored is lost."""
-        if isinstance(record, Event):
-            self.repairs.append(f"seq {record.seq}: skipped an event for missing {error.node_id}")
-            self._state.last_seq = max(self._state.last_seq, record.seq)
-            return
-        node, edges = record
-        kept = tuple(e for e in edges if e.src in self._state.nodes)
-        for edge in edges:
-            if edge not in kept:
-                self.repairs.append(
-                    f"node {node.id}: dropped a {edge.type} edge from missing node {edge.src}"
-                )
-        self._state.add_node(node, kept)
+    def _apply(self, state: GraphState, loaded: Loaded, before: int | None) -> None:
+        apply_loaded(state, loaded.records, before, self.repairs)
+
+    def _reload(self, before: int | None) -> Loaded:
+        """Read the whole session again into the index the cursor and writers share (ids,
+        heads and frames are what they were: a scrub changes text, never structure)."""
+        fresh = GraphState(self.session)
+        self.repairs.clear()
+        loaded = self.store.load(self.session, skipped=self.repairs if self._repair else None)
+        fresh.scrubbed = loaded.scrubbed
+        self._apply(fresh, loaded, before)
+        self._state.adopt(fresh)
+        return loaded
 
     def refresh(self) -> None:
-        """Read what other writers appended to this session since we last looked."""
+        """Read what other writers appended to this session since we last looked (all of
+        it again after a scrub: ``state.reloads`` counts those)."""
         with self._lock:
             self._catch_up()
 

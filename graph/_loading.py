@@ -16,8 +16,9 @@ from typing import Any
 import msgspec
 
 from ._codec import decode_any, decode_event, decode_payload, from_micros
-from ._errors import StoreError
+from ._errors import NodeNotFound, StoreError
 from ._nodes import EDGE_TYPES, Edge, Event, EventData, Layer, Node
+from ._state import GraphState
 
 Record = tuple[Node, tuple[Edge, ...]] | Event
 
@@ -137,3 +138,41 @@ def _shared(text: str, ids: dict[str, str]) -> EventData:
 
 def _seq(record: Record) -> int:
     return record.seq if isinstance(record, Event) else record[0].seq
+
+
+def apply_loaded(
+    state: GraphState, records: Sequence[Record], before: int | None, repairs: list[str]
+) -> None:
+    """Index ``records`` (those below seq ``before``) in ``state``; what an older version
+    stored after a failed batch (an edge or event naming a node that was never stored) is
+    left out and noted in ``repairs``, so the session stays readable and nothing that was
+    stored is lost."""
+    with paused():
+        for record in records:
+            seq = record.seq if isinstance(record, Event) else record[0].seq
+            if before is not None and seq >= before:
+                break
+            try:
+                if isinstance(record, Event):
+                    state.apply_event(record)
+                else:
+                    state.add_node(record[0], record[1])
+            except NodeNotFound as error:
+                _load_damaged(state, record, error, repairs)
+
+
+def _load_damaged(
+    state: GraphState, record: Record, error: NodeNotFound, repairs: list[str]
+) -> None:
+    if isinstance(record, Event):
+        repairs.append(f"seq {record.seq}: skipped an event for missing {error.node_id}")
+        state.last_seq = max(state.last_seq, record.seq)
+        return
+    node, edges = record
+    kept = tuple(e for e in edges if e.src in state.nodes)
+    for edge in edges:
+        if edge not in kept:
+            repairs.append(
+                f"node {node.id}: dropped a {edge.type} edge from missing node {edge.src}"
+            )
+    state.add_node(node, kept)

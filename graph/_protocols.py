@@ -19,11 +19,18 @@ if TYPE_CHECKING:
     Record = Node | Event
 
 
+AUDIT = "audit"
+"""The side-log namespace of scrub entries (``store.read_log(session, AUDIT)``)."""
+
+
 class Loaded(NamedTuple):
-    """A session as stored: its records in seq order and the last head."""
+    """A session as stored: its records in seq order, the last head, and its scrub mark."""
 
     records: list[tuple[Node, tuple[Edge, ...]] | Event]
     head: str | None
+    scrubbed: int = 0
+    """Changes when a scrub rewrote the session's stored text (its newest audit entry):
+    a reader that holds text read before must read the session afresh."""
 
 
 class LogEntry(NamedTuple):

@@ -27,13 +27,12 @@ from ._codec import decode_any, encode
 from ._errors import GraphError, StoreError
 from ._ids import new_id
 from ._nodes import Event
+from ._protocols import AUDIT
 from ._redact import Redactor
+from ._residue import ELSEWHERE, postgres_residues, sqlite_residues
 from ._schema import EVENTS, LOGS, NODES, SESSIONS, VALUES
 from ._sql import SQLStore
 from ._store import MemoryStore, Store
-
-AUDIT = "audit"
-"""The side-log namespace of scrub entries (``store.read_log(session, AUDIT)``)."""
 
 _TABLES: tuple[tuple[Table, tuple[str, ...], tuple[str, ...]], ...] = (
     (NODES, ("id",), ("payload", "meta")),
@@ -53,6 +52,10 @@ class ScrubReport(msgspec.Struct, frozen=True):
     replaced: int = 0
     vacuumed: str = ""
     """How the freed space was cleared (``VACUUM`` …), empty for a memory store."""
+    residues: tuple[str, ...] = ()
+    """Where the old text may remain, out of the scrub's reach, and what to do about each
+    place (a server's write-ahead log, a ``-wal`` file it could not truncate, backups,
+    replicas, exports): a scrub never implies the secret is gone everywhere."""
 
     @property
     def changed(self) -> int:
@@ -134,13 +137,21 @@ def scrub(
     scrubbing.replaced = replaced
     if isinstance(store, SQLStore):
         rows = _scrub_sql(store, session, scrubbing)
-        how = _vacuum(store) if vacuum else ""
+        how, residues = _vacuum(store, vacuum)
+        residues += ELSEWHERE
     elif isinstance(store, MemoryStore):
         rows, how = _scrub_memory(store, session, scrubbing), ""
+        residues = list(ELSEWHERE[1:])
     else:
         raise GraphError(f"scrub does not know how to rewrite a {type(store).__name__}")
     report = ScrubReport(
-        session, tuple(redactor.patterns), rows, files, scrubbing.replaced, vacuumed=how
+        session,
+        tuple(redactor.patterns),
+        rows,
+        files,
+        scrubbing.replaced,
+        vacuumed=how,
+        residues=tuple(residues),
     )
     _audit(store, session, report)
     return report
@@ -155,6 +166,7 @@ def _audit(store: Store, session: str, report: ScrubReport) -> None:
         "files": list(report.files),
         "replaced": report.replaced,
         "vacuumed": report.vacuumed,
+        "residues": list(report.residues),
     }
     seq = max((entry.seq for entry in store.read_log(session, AUDIT)), default=0)
     store.append_log(session, AUDIT, [(new_id(), encode(body))], seq)
@@ -198,11 +210,14 @@ def _rows(
     yield from connection.execute(query).all()
 
 
-def _vacuum(store: SQLStore) -> str:
-    """Rebuild the database so no free page keeps an old row's bytes."""
+def _vacuum(store: SQLStore, vacuum: bool) -> tuple[str, list[str]]:
+    """Rebuild the database so no free page keeps an old row's bytes (unless ``vacuum`` is
+    off); how, and what is left where (see ``_residue``)."""
     engine = store.engine
     try:
         if engine.dialect.name == "sqlite":
+            if not vacuum:
+                return "", sqlite_residues(engine, vacuumed=False, wal_busy=False)
             raw = engine.raw_connection()
             try:
                 cursor = raw.cursor()
@@ -211,14 +226,16 @@ def _vacuum(store: SQLStore) -> str:
                 cursor.close()
             finally:
                 raw.close()
+            left = sqlite_residues(engine, vacuumed=True, wal_busy=bool(busy and busy[0]))
             if busy and busy[0]:
-                return "VACUUM (another connection kept the write-ahead log open)"
-            return "VACUUM, wal_checkpoint(TRUNCATE)"
+                return "VACUUM (another connection kept the write-ahead log open)", left
+            return "VACUUM, wal_checkpoint(TRUNCATE)", left
         tables = ", ".join(table.name for table in (*(t for t, _, _ in _TABLES), SESSIONS))
-        with engine.connect() as connection:
-            auto = connection.execution_options(isolation_level="AUTOCOMMIT")
-            auto.exec_driver_sql(f"VACUUM FULL {tables}")
-        return f"VACUUM FULL {tables}"
+        if vacuum:
+            with engine.connect() as connection:
+                auto = connection.execution_options(isolation_level="AUTOCOMMIT")
+                auto.exec_driver_sql(f"VACUUM FULL {tables}")
+        return (f"VACUUM FULL {tables}" if vacuum else ""), postgres_residues(engine, vacuum)
     except SQLAlchemyError as error:
         raise StoreError(f"scrubbed, but could not vacuum {store.url}: {error}") from error
     except Exception as error:  # the raw DB-API connection raises its own errors

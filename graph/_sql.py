@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, select
+from sqlalchemy import Connection, delete, func, inspect, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from ._engines import engine_for, normalize_url
@@ -30,7 +30,7 @@ from ._migrations import Migration, migrate
 from ._nodes import Edge
 from ._pending import FLUSH_ROWS, Pending, Row, add_rows
 from ._pg import insert_rows, is_psycopg, streamed
-from ._protocols import Loaded, LogEntry, SessionInfo
+from ._protocols import AUDIT, Loaded, LogEntry, SessionInfo
 from ._schema import DATABASE, EDGES, EVENTS, LEASES, LOGS, NODES, SESSIONS, VALUES
 from ._side_migrations import SideMigration, as_schema_migrations
 from ._sql_errors import TABLES, Unreadable, store_error
@@ -46,7 +46,10 @@ _HOT_SQL = {
     "VALUES (?, ?, ?, ?, ?, ?, ?)",
     "edge": "INSERT INTO graph_edges (src, dst, type, session) VALUES (?, ?, ?, ?)",
     "event": "INSERT INTO graph_events (session, seq, node_id, at_us, data) VALUES (?, ?, ?, ?, ?)",
-    "since": "SELECT next_seq, head FROM graph_sessions WHERE id = :session",
+    "since": "SELECT next_seq, head, (SELECT max(position) FROM graph_logs "
+    f"WHERE session = :session AND namespace = '{AUDIT}') "
+    "FROM graph_sessions WHERE id = :session",
+    "since_unaudited": "SELECT next_seq, head, 0 FROM graph_sessions WHERE id = :session",
     "nodes": "SELECT id, seq, at_us, payload, meta FROM graph_nodes "
     "WHERE session = :session AND seq > :after AND seq <= :last ORDER BY seq",
     "edges": "SELECT src, dst, type FROM graph_edges WHERE session = :session",
@@ -82,6 +85,9 @@ class SQLStore(Store):
         self.engine = engine_for(self.url, read_only=read_only)
         self._local = threading.local()
         self._side = SideTables(self.url, self.engine, self._connection, self._create)
+        self._audited: bool | None = None if read_only else True
+        """Whether the database has the audit log a scrub writes (one that predates it,
+        opened read-only, was never migrated: its sessions were never scrubbed either)."""
 
     @contextmanager
     def _connection(self) -> Iterator[Connection]:
@@ -292,16 +298,16 @@ class SQLStore(Store):
         ``skipped`` list, what can be read is loaded (row by row where the database itself
         fails to read a range) and what cannot is described there."""
         key: dict[str, Any] = {"session": session, "after": after}
-        last, head = after, None
+        last, head, scrubbed = after, None, 0
         try:
             with self._connection() as connection:
-                since = self._statement(connection, "since")
+                since = self._statement(connection, self._since(connection))
                 found = connection.exec_driver_sql(since, key).first()
                 if found is None:
                     return Loaded([], None)
-                last, head = int(found[0]), found[1]
+                last, head, scrubbed = int(found[0]), found[1], int(found[2] or 0)
                 if last <= after:
-                    return Loaded([], head)
+                    return Loaded([], head, scrubbed)
                 key["last"] = last
                 records = records_of(
                     session,
@@ -314,7 +320,12 @@ class SQLStore(Store):
             if skipped is None or getattr(self._local, "connection", None) is not None:
                 raise
             records = self._load_row_by_row(session, after, last, skipped)
-        return Loaded(records, head)
+        return Loaded(records, head, scrubbed)
+
+    def _since(self, connection: Connection) -> str:
+        if self._audited is None:
+            self._audited = inspect(connection).has_table(LOGS.name)
+        return "since" if self._audited else "since_unaudited"
 
     def _load_row_by_row(
         self, session: str, after: int, last: int, skipped: list[str]

@@ -53,6 +53,17 @@ class GraphState:
         self.last_seq = 0
         self.rollbacks = 0
         """How many times :meth:`truncate` undid records (readers that cache walks check it)."""
+        self.scrubbed = 0
+        """The store's scrub mark as last read (``Loaded.scrubbed``)."""
+        self.reloads = 0
+        """How many times a scrub made this index read its session afresh: whoever keeps
+        text derived from it (a rendered prompt, tier state) drops it when this changes."""
+
+    def adopt(self, fresh: GraphState) -> None:
+        """Take ``fresh``'s contents in place (everything sharing this index sees them)."""
+        reloads = self.reloads + 1
+        vars(self).update(vars(fresh))
+        self.reloads = reloads
 
     # -- applying records -------------------------------------------------------------
     def add_node(self, node: Node, edges: Iterable[Edge] = ()) -> None:

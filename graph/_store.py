@@ -21,7 +21,7 @@ from ._codec import normalize_meta
 from ._errors import StoreError
 from ._migrations import Migration
 from ._nodes import Edge, Event, Node
-from ._protocols import EventLog, Leases, Loaded, LogEntry, SessionInfo, SideData, WriteGuard
+from ._protocols import AUDIT, EventLog, Leases, Loaded, LogEntry, SessionInfo, SideData, WriteGuard
 from ._side_migrations import SideMigration
 
 DEFAULT_PATH = Path(".openprogram") / "openprogram.db"
@@ -248,7 +248,7 @@ class MemoryStore(Store):
             records = [
                 r for r in data["records"] if (r.seq if isinstance(r, Event) else r[0].seq) > after
             ]
-            return Loaded(records, data["head"])
+            return Loaded(records, data["head"], len(self._side(session, "logs", AUDIT)))
 
     def session_of(self, node_id: str) -> str | None:
         with self._lock:

@@ -424,8 +424,11 @@ class Session:
         ``{label: regex}``, or a :class:`~graph.Redactor` such as ``Redactor()`` for every
         known key format) in this session's rows and offload files, physically (the
         database is vacuumed), and leave an audit entry naming labels and counts, never
-        the secret. This session object then reads the scrubbed session afresh. A state
-        folder file it must not rewrite (a hardlink, a FIFO) is left as it was and named by
+        the secret. This session object then reads the scrubbed session afresh, and so do
+        the ones other processes have open, before their next render (they keep their
+        leases). The report's ``residues`` say where the old text may remain out of reach
+        (a write-ahead log, backups, exports, prompts sent). A state folder file it must
+        not rewrite (a hardlink, a FIFO) is left as it was and named by
         :class:`~context.ScrubRefused`, raised after everything else is scrubbed."""
         chosen = scrub_patterns(patterns)
         self.engine.close()

@@ -57,6 +57,7 @@ def cmd_scrub(args: argparse.Namespace) -> int:
                 "files": list(report.files),
                 "replaced": report.replaced,
                 "vacuumed": report.vacuumed,
+                "residues": list(report.residues),
             }
         )
         return 0
@@ -67,7 +68,10 @@ def cmd_scrub(args: argparse.Namespace) -> int:
         + (f"; {report.vacuumed}" if report.vacuumed else "")
     )
     for path in report.files:
-        console.print(f"  rewrote {path}")
+        console.print(f"  rewrote {path}", markup=False, highlight=False)
+    console.print("what the scrub cannot reach (the old text may still be there):")
+    for residue in report.residues:
+        console.print(f"  - {residue}", markup=False, highlight=False, soft_wrap=True)
     return 0
 
 
@@ -79,7 +83,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Rewrite what the patterns match in the session's stored rows and its "
         "offload and record files to [REDACTED:<label>], vacuum the database so no free "
         "page keeps the old bytes, and log an audit entry (labels and counts, never the "
-        "secret).",
+        "secret). Processes that have the session open (an agent, openprogram mcp, view, "
+        "follow) read it afresh before their next prompt or answer. The report ends with "
+        "what a scrub cannot reach: a server's write-ahead log and archives, replicas, "
+        "backups and copies, exports, prompts already sent.",
     )
     scrub.add_argument("session")
     scrub.add_argument("--pattern", action="append", help="a regex to scrub (repeatable)")

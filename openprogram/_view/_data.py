@@ -30,7 +30,7 @@ from context import (
     render_receipt,
     sent_prompt,
 )
-from graph import ConversationGraph, LayerInfo, Node, Store, StoreError, text_of
+from graph import AUDIT, ConversationGraph, LayerInfo, Node, Store, StoreError, text_of
 from openprogram._cli._common import engine_for, folder_of, open_store
 
 KINDS = (
@@ -222,7 +222,8 @@ class Viewer:
         records = self.records(session)
         nodes = next((i.nodes for i in self.store.sessions() if i.id == session), 0)
         last = receipts[-1].id if receipts else ""
-        return f"{nodes}.{len(receipts)}.{last}.{len(records)}"
+        scrubs = len(self.store.read_log(session, AUDIT))  # a scrub rewrote what it shows
+        return f"{nodes}.{len(receipts)}.{last}.{len(records)}.{scrubs}"
 
     # --- calls and prompts -------------------------------------------------------------
 

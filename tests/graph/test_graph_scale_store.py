@@ -63,8 +63,9 @@ def test_refresh_with_nothing_new_is_one_small_query(url: str) -> None:
         with statements:
             g.refresh()
         queries = [s for s in statements.seen if not s.upper().startswith("BEGIN")]
-        assert len(queries) == 1
-        assert queries[0].startswith("SELECT next_seq, head FROM graph_sessions WHERE id")
+        assert len(queries) == 1  # the counter, the head and the scrub mark (its audit log)
+        assert queries[0].startswith("SELECT next_seq, head, (SELECT max(position) FROM")
+        assert ") FROM graph_sessions WHERE id = " in queries[0]
     finally:
         statements.close()
 
