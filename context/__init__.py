@@ -54,6 +54,7 @@ from ._render._request import RenderRequest
 from ._store._folder import StateFolder, release_state_folder, state_folder, state_home
 from ._store._migrate import migrate_state
 from ._store._receipt import (
+    ProviderUsage,
     RenderReceipt,
     canonical_message,
     message_digest,
@@ -63,6 +64,7 @@ from ._store._records import CompactionRecord, read_jsonl, records_path
 from ._store._removal import Removal
 from ._store._scrub import ScrubRefused, scrub_session
 from ._store._sessions import collect_garbage, delete_session
+from ._store._source import MessageSource
 from ._store._storage import CONTEXT_MIGRATIONS, ContextStorage
 from ._summaries._heuristic import HeuristicSummarizer
 from ._summaries._identifiers import rank_identifiers
@@ -120,12 +122,14 @@ __all__ = [
     "Item",
     "LayerKind",
     "LiteLLMSummarizer",
+    "MessageSource",
     "ModelInfo",
     "NoState",
     "OffloadError",
     "OffloadFile",
     "Policy",
     "PolicyError",
+    "ProviderUsage",
     "RecordError",
     "RecordTier",
     "Removal",

@@ -99,6 +99,9 @@ class ContextEngine:
         self.last: Rendered | None = None
         """The last prompt a render returned (what was sent, for the runtime)."""
         self.decided: Rendered | None = None
+        self.operation: CompactionRecord | None = None
+        """The record of the last manual ``compact`` or ``rollback``: what it did to the
+        next prompt, the figures a command prints."""
         """The next prompt as the last ``compact`` committed it (its after-figure)."""
         self.render_ms = 0.0
         self.floor_warned = False
@@ -398,6 +401,14 @@ class ContextEngine:
         with self.lock:
             self.catch_up()
             info, self.decided = self.ops.compact(self.request(head, frame), focus)
+            self.operation = next(
+                (
+                    r
+                    for r in self.decided.records
+                    if r.tier == "compact" and r.details.get("layer") == info.id
+                ),
+                None,
+            )
             return info
 
     def provider_compaction(
@@ -420,7 +431,7 @@ class ContextEngine:
         before and after)."""
         with self.lock:
             self.catch_up()
-            done, _ = self.ops.rollback(self.request(preview=True), layer_id, reason)
+            done, self.operation = self.ops.rollback(self.request(preview=True), layer_id, reason)
             return done
 
     def expand(self, layer_or_node: str, *, depth: int = 1) -> list[dict[str, Any]]:

@@ -89,12 +89,16 @@ def fired_by_frame(
     graph: GraphReader, records: Sequence[CompactionRecord]
 ) -> dict[str | None, collections.Counter[str]]:
     """Which tiers fired in which function's prompts (``None``: the top level). A record
-    names the nodes it offloaded, cut or put under a layer; the records of one render share
-    its timestamp, so one that names no node (a microcompact, a snip) goes with those."""
+    names its render and that render's frame; one written before records did names the
+    nodes it offloaded, cut or put under a layer, and the records of one render share its
+    timestamp, so one that names no node (a microcompact, a snip) goes with those."""
     layers = {info.id: info for info in graph.layers()}
     known: dict[str, str | None] = {}
     frames: list[tuple[bool, str | None]] = []
     for record in records:
+        if record.clock is not None:  # written since records name their render
+            frames.append((True, record.frame))
+            continue
         frames.append(_frame_of(graph, layers, record))
         if frames[-1][0]:
             known.setdefault(record.timestamp, frames[-1][1])
@@ -108,6 +112,8 @@ def fired_by_frame(
 def _frame_of(
     graph: GraphReader, layers: Mapping[str, LayerInfo], record: CompactionRecord
 ) -> tuple[bool, str | None]:
+    """The frame of a record written before records named their render, from the ids it
+    holds."""
     text = json.dumps([record.offloaded, record.details], default=str)
     for found in _ULID.findall(text):
         covers = layers[found].covers if found in layers else ()

@@ -10,6 +10,8 @@ import time
 from datetime import datetime
 from typing import Any
 
+import msgspec
+
 from graph import (
     GraphError,
     GraphReader,
@@ -32,7 +34,7 @@ from .._render._layout import Layout
 from .._render._rendered import Rendered
 from .._render._renderer import Renderer
 from .._render._request import RenderRequest
-from .._store._records import CompactionRecord
+from .._store._records import CompactionRecord, wall_clock
 from .._tiers._book import LayerBook
 from .._tiers._collapse import collapse_segment
 from .._tiers._compact import compact_now
@@ -116,7 +118,10 @@ class LayerOps:
         made: list[LayerInfo] = []
         failed: list[ContextError] = []
 
+        before: list[int] = []
+
         def now(view: View, ctx: TierContext) -> View:
+            before.append(view.tokens)  # the next prompt as it stood, decisions re-applied
             try:
                 after, info = compact_now(view, ctx, focus)
             except ContextError as error:
@@ -126,6 +131,9 @@ class LayerOps:
             return after
 
         decision = self.renderer.decide(request, force=now)
+        if made:
+            head = request.head or self.graph.default_head()
+            _as_printed(decision, made[0].id, before[0], head)
         self._settle(decision, "compaction")
         if failed:
             raise failed[0]
@@ -162,7 +170,7 @@ class LayerOps:
             done = self.book.rollback(layer_id)
             after = self.renderer.decide(preview).tokens
             record = _rollback_record(
-                self.graph.session, preview.now, info, done, reason, started, before, after
+                self.graph, preview.now, info, done, reason, started, before, after
             )
             self.committer.kept.append(record)
             self.committer.hooks.notify([record])
@@ -175,7 +183,7 @@ class LayerOps:
                 done = writer.rollback_layer(layer_id, reason)
                 after = self.renderer.decide(preview).tokens  # shown in this transaction
                 record = _rollback_record(
-                    self.graph.session, preview.now, info, done, reason, started, before, after
+                    self.graph, preview.now, info, done, reason, started, before, after
                 )
                 if storage is not None:
                     storage.write_records([record], self.graph.last_seq)
@@ -221,8 +229,26 @@ class LayerOps:
         return steps_to_messages(_covered_steps(self, info))
 
 
+def _as_printed(decision: Decision, layer: str, before: int, head: str | None) -> None:
+    """The compaction's record says what the command prints: the next prompt before it
+    (earlier decisions re-applied) and after it (the prompt committed, with the request
+    and integrity turns the view it was cut from lacked); the head it acted at too."""
+    records = decision.ctx.records
+    for index, record in enumerate(records):
+        if record.tier == "compact" and record.details.get("layer") == layer:
+            after = decision.tokens
+            records[index] = msgspec.structs.replace(
+                record,
+                tokens_before=before,
+                tokens_after=after,
+                ratio=round(after / before, 4) if before else 1.0,
+                messages_after=len(decision.messages),
+                head=head,
+            )
+
+
 def _rollback_record(
-    session: str,
+    graph: GraphReader,
     now: datetime,
     info: LayerInfo,
     done: list[LayerInfo],
@@ -233,8 +259,8 @@ def _rollback_record(
 ) -> CompactionRecord:
     return CompactionRecord(
         id=new_id(),
-        session=session,
-        timestamp=now.isoformat(),
+        session=graph.session,
+        timestamp=wall_clock(),
         tier="rollback",
         tokens_before=before,
         tokens_after=after,
@@ -245,6 +271,8 @@ def _rollback_record(
         preserved=len(info.covers),
         duration_ms=round((time.perf_counter() - started) * 1000, 3),
         details={"layers": [i.id for i in done], "reason": reason, "kind": info.kind},
+        head=graph.default_head(),
+        clock=now.isoformat(),
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from context import CompactionRecord, UnknownLayer
+from context import UnknownLayer
 from graph import ConversationGraph
 from openprogram._cli._common import (
     common_options,
@@ -22,9 +22,10 @@ from openprogram._views import SAVED, layer_savings, layers_table
 def cmd_compact(args: argparse.Namespace) -> int:
     graph = existing_session(args, args.session)
     engine = engine_for(args, graph)
-    before = engine.preview().tokens
     layer = engine.compact(args.focus)
-    after = engine.decided.tokens if engine.decided is not None else before
+    record = engine.operation
+    assert record is not None  # a compaction that made its layer has its record
+    before, after = record.tokens_before, record.tokens_after
     saved = layer_savings(engine, [layer])[layer.id]
     console.print(
         f"compacted {len(layer.covers)} nodes of {graph.session} into layer {layer.id}: "
@@ -72,10 +73,9 @@ def cmd_rollback(args: argparse.Namespace) -> int:
             f"no layer {args.layer!r} in session {graph.session}; "
             f"`openprogram collapses {graph.session}` lists them"
         )
-    seen: list[CompactionRecord] = []
-    engine.callbacks.append(seen.append)  # the rollback's record measured the next prompt
     done = engine.rollback(args.layer, reason=args.reason)
-    [record] = [r for r in seen if r.tier == "rollback"]
+    record = engine.operation  # the rollback's record measured the next prompt
+    assert record is not None
     ids = ", ".join(layer.id for layer in done)
     before, after = record.tokens_before, record.tokens_after
     console.print(f"rolled back {ids}: next prompt {before:,} → {after:,} tokens")

@@ -15,10 +15,11 @@ from openprogram._view._data import KINDS, Call
 COLORS = {
     "system": "#6c757d",
     "tool schemas": "#adb5bd",
-    "user": "#4c8bf5",
-    "assistant": "#34a853",
+    "user messages": "#4c8bf5",
+    "assistant messages": "#34a853",
+    "assistant tool calls": "#7cc48b",
     "tool outputs": "#f4a236",
-    "summaries": "#a142f4",
+    "summaries (layers)": "#a142f4",
     "placeholders": "#e8710a",
     "messages": "#9aa9c2",
 }
