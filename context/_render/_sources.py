@@ -63,8 +63,8 @@ def _source(
         tier = _layer_kind(ctx, unit.layer)
     elif is_current and item.variant == "cut" and unit.kind == "task":
         tier = "request"
-    shows = unit.kind not in ("note", "stub", "layer") and item.node_id is not None
-    nodes = (item.node_id,) if shows else ()
+    node = item.node_id
+    nodes = (node,) if node is not None and unit.kind not in ("note", "stub", "layer") else ()
     return MessageSource(
         nodes=nodes,
         variant=item.variant,
