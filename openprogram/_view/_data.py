@@ -35,6 +35,8 @@ from graph import ConversationGraph, LayerInfo, Node, Store, StoreError, text_of
 from openprogram._cli._common import engine_for, folder_of, open_store
 from openprogram._prompts import PARTS, part_of, sources_of
 
+FREED = "the prompt before the call's compactions, less what was sent"
+"""What "freed" on the timeline means (a layer's "tokens saved" is ``_views.SAVED``)."""
 KINDS = PARTS
 """The parts a prompt's tokens are stacked by, in the chart's order (bottom first): those
 ``openprogram context --json`` reports."""
@@ -94,6 +96,15 @@ class Call:
     receipt: RenderReceipt
     by_kind: dict[str, int] | None
     compactions: list[CompactionRecord] = field(default_factory=list)
+
+    @property
+    def freed(self) -> int:
+        """What the prompt shed in this call's render: the prompt as it stood before its
+        first compaction, less what was sent (one figure, not each tier's saving summed:
+        an offload's 'before' holds outputs the prompt never sent)."""
+        if not self.compactions:
+            return 0
+        return max(0, max(r.tokens_before for r in self.compactions) - self.receipt.tokens)
 
 
 def message_text(message: dict[str, Any]) -> str:

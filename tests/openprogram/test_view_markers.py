@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from openprogram._view._data import Viewer
+from openprogram._view._data import FREED, Viewer
+from openprogram._view._svg import timeline_svg
 from openprogram.cli import main
 
 WHEN = "2026-01-01T10:00:00.000Z"
@@ -58,6 +59,9 @@ def test_a_replays_first_compaction_sits_on_the_call_whose_prompt_dropped(
     assert before.tokens < record.tokens_before  # ...from what it would have been
     for call in marked:
         assert all(r.render == call.receipt.render for r in call.compactions)
+    # freed: what the prompt shed (the prompt before, less what was sent), labelled so
+    assert first.freed == max(r.tokens_before for r in first.compactions) - first.receipt.tokens
+    assert f"freed {first.freed:,} tokens ({FREED})" in timeline_svg(calls, lambda c: "#")
     assert record.clock is not None and record.clock.startswith("2026-01-01T10:00")
     assert not record.timestamp.startswith("2026-01-01T10:00")  # wall clock
 
