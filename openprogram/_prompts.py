@@ -75,7 +75,7 @@ def next_head(graph: ConversationGraph, frame: str | None) -> str | None:
 
 
 PARTS = (
-    "system",
+    "system messages",
     "tool schemas",
     "user messages",
     "assistant messages",
@@ -95,7 +95,7 @@ def part_of(message: dict[str, Any], source: MessageSource | None = None) -> str
     were kept)."""
     role = message.get("role")
     if role == "system":
-        return "system"
+        return "system messages"
     if source is not None and not source.current:
         if source.variant == "layer":
             return "summaries (layers)"

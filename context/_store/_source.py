@@ -44,6 +44,27 @@ class MessageSource(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
         out, a note for dropped rounds (a layer's summary is not counted here)."""
         return self.variant in PLACEHOLDERS
 
+    @property
+    def verbatim(self) -> bool:
+        """Whether the message is its one node's own, unchanged (no tier rewrote it, no
+        role rule merged it with another)."""
+        return self.variant in VERBATIM and self.merged == 1 and len(self.nodes) == 1
+
+
+VERBATIM: frozenset[Variant | None] = frozenset(
+    {
+        "full",
+        "pending",
+        "call",
+        "result:running",
+        "result:completed",
+        "result:error",
+        "result:interrupted",
+        "edit-cleared",
+    }
+)
+"""Variants whose message is its node's own, unchanged (a context edit clears an output at
+the provider: the message sent is the stored one)."""
 
 PLACEHOLDERS: frozenset[Variant | None] = frozenset(
     {

@@ -13,7 +13,7 @@ from html import escape
 from openprogram._view._data import FREED, KINDS, Call
 
 COLORS = {
-    "system": "#6c757d",
+    "system messages": "#6c757d",
     "tool schemas": "#adb5bd",
     "user messages": "#4c8bf5",
     "assistant messages": "#34a853",
