@@ -51,6 +51,7 @@ from ._render._integrity import (
 )
 from ._render._rendered import Rendered, SentPrompt, sent_prompt
 from ._render._request import RenderRequest
+from ._store._facts import LayerFacts, RecordFacts, RollbackFacts
 from ._store._folder import StateFolder, release_state_folder, state_folder, state_home
 from ._store._migrate import migrate_state
 from ._store._receipt import (
@@ -120,6 +121,7 @@ __all__ = [
     "ForeignStateFolder",
     "HeuristicSummarizer",
     "Item",
+    "LayerFacts",
     "LayerKind",
     "LiteLLMSummarizer",
     "MessageSource",
@@ -131,12 +133,14 @@ __all__ = [
     "PolicyError",
     "ProviderUsage",
     "RecordError",
+    "RecordFacts",
     "RecordTier",
     "Removal",
     "RenderInputs",
     "RenderReceipt",
     "RenderRequest",
     "Rendered",
+    "RollbackFacts",
     "ScrubRefused",
     "SentPrompt",
     "SessionWriter",

@@ -35,6 +35,7 @@ from ._render._frame import Frame, FrameStore
 from ._render._rendered import Rendered
 from ._render._renderer import Renderer
 from ._render._request import RenderRequest
+from ._store._facts import CompactFacts
 from ._store._folder import StateFolder, state_folder
 from ._store._receipt import RenderReceipt
 from ._store._records import CompactionRecord
@@ -402,12 +403,7 @@ class ContextEngine:
             self.catch_up()
             info, self.decided = self.ops.compact(self.request(head, frame), focus)
             self.operation = next(
-                (
-                    r
-                    for r in self.decided.records
-                    if r.tier == "compact" and r.details.get("layer") == info.id
-                ),
-                None,
+                (r for r in self.decided.records if _made_layer(r, info.id)), None
             )
             return info
 
@@ -532,3 +528,8 @@ def render_receipt(engine: ContextEngine, receipt: RenderReceipt) -> Rendered:
         )
         rendered = engine.renderer.decide(request).rendered()
     return msgspec.structs.replace(rendered, budget=receipt.budget)
+
+
+def _made_layer(record: CompactionRecord, layer: str) -> bool:
+    facts = record.facts
+    return isinstance(facts, CompactFacts) and facts.layer == layer

@@ -34,6 +34,7 @@ from .._render._layout import Layout
 from .._render._rendered import Rendered
 from .._render._renderer import Renderer
 from .._render._request import RenderRequest
+from .._store._facts import CompactFacts
 from .._store._records import CompactionRecord, wall_clock
 from .._tiers._book import LayerBook
 from .._tiers._collapse import collapse_segment
@@ -235,7 +236,8 @@ def _as_printed(decision: Decision, layer: str, before: int, head: str | None) -
     and integrity turns the view it was cut from lacked); the head it acted at too."""
     records = decision.ctx.records
     for index, record in enumerate(records):
-        if record.tier == "compact" and record.details.get("layer") == layer:
+        facts = record.facts
+        if isinstance(facts, CompactFacts) and facts.layer == layer:
             after = decision.tokens
             records[index] = msgspec.structs.replace(
                 record,

@@ -20,6 +20,7 @@ import msgspec
 from graph import is_safe_id
 
 from .._errors import RecordError, StateDirError
+from ._facts import RecordFacts, facts_of
 from ._files import append_lines, read_regular
 
 
@@ -53,6 +54,11 @@ class CompactionRecord(msgspec.Struct, frozen=True, kw_only=True):
     clock: str | None = None
     """The render's own clock: a replay's is the trace's time (``timestamp`` is the wall
     clock when it was decided); None in records written before."""
+
+    @property
+    def facts(self) -> RecordFacts | None:
+        """``details`` typed by ``tier`` (see ``RecordFacts``); None for a custom tier's."""
+        return facts_of(self.tier, self.details)
 
     def _repr_html_(self) -> str:
         from graph import html_table

@@ -22,12 +22,13 @@ from context import (
     CompactionRecord,
     ContextEngine,
     ContextStorage,
+    LayerFacts,
     MessageSource,
     Rendered,
     RenderReceipt,
+    RollbackFacts,
     SentPrompt,
     TierName,
-    as_record_tier,
     render_receipt,
     sent_prompt,
 )
@@ -150,13 +151,9 @@ class Viewer:
                 continue
             receipts = self.receipts(info.id)
             records = self.records(info.id)
-            made = {r.details["layer"] for r in records if r.details.get("layer")}
-            undone = {
-                x
-                for r in records
-                for x in r.details.get("layers", ())
-                if as_record_tier(r.tier) == "rollback"
-            }
+            facts = [r.facts for r in records]
+            made = {f.layer for f in facts if isinstance(f, LayerFacts) and f.layer}
+            undone = {x for f in facts if isinstance(f, RollbackFacts) for x in f.layers}
             moments = [info.created.isoformat(timespec="seconds")]
             moments += [r.at[:19] for r in receipts[-1:]] + [r.timestamp[:19] for r in records[-1:]]
             rows.append(
@@ -302,9 +299,7 @@ class Viewer:
             replacement = info.layer.replacement
             shown = replacement if isinstance(replacement, list) else []
             counter = engine.counter
-            record = next(
-                (r for r in self.records(session) if r.details.get("layer") == layer_id), None
-            )
+            record = next((r for r in self.records(session) if _made(r, layer_id)), None)
             return {
                 "info": info,
                 "originals": [(m, counter.count_message(m)) for m in originals],
@@ -399,6 +394,12 @@ class Viewer:
         graph, _ = self.loaded(session)
         every = graph.nodes()
         return every[page * size : (page + 1) * size], len(every)
+
+
+def _made(record: CompactionRecord, layer: str) -> bool:
+    """Whether ``record`` is the one that made ``layer``."""
+    facts = record.facts
+    return isinstance(facts, LayerFacts) and facts.layer == layer
 
 
 def node_text(node: Node) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from context import ContextStorage, read_jsonl
+from context import ContextStorage, LayerFacts, RollbackFacts, read_jsonl
 from graph import SQLStore
 from openprogram._view._data import Viewer
 from openprogram.cli import main
@@ -74,3 +74,15 @@ def test_old_jsonl_logs_read_line_by_line(tmp_path: Path) -> None:
         assert [r.id for r in read] == [json.loads(line)["id"] for line in lines]
     tiers = {r.tier for r in read_jsonl(tmp_path / "demo-records.jsonl")}
     assert {"offload", "microcompact", "collapse", "snip", "compact", "rollback"} <= tiers
+
+
+def test_old_records_read_as_typed_facts(tmp_path: Path) -> None:
+    """Each record, old ones included, reads as its tier's facts: a compaction names its
+    layer, a rollback the layers it ended (no key looked up by name)."""
+    records = list(read_jsonl(FIXTURES / "demo-records.jsonl"))
+    facts = [record.facts for record in records]
+    assert all(f is not None for f in facts)
+    made = [f.layer for f in facts if isinstance(f, LayerFacts)]
+    ended = [x for f in facts if isinstance(f, RollbackFacts) for x in f.layers]
+    assert made and ended and set(ended) <= set(made)
+    assert {type(f).__name__ for f in facts} >= {"OffloadFacts", "SnipFacts", "CompactFacts"}

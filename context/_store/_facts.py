@@ -1,0 +1,114 @@
+"""``RecordFacts``: what one compaction record says, typed by who wrote it.
+
+A record keeps what its tier reported in ``details`` (a plain mapping: the stored form,
+which records written by every version share); :attr:`CompactionRecord.facts` reads it
+as one of these structs, tagged by the record's ``tier``, so a reader asks ``facts.layer``
+of a compaction or ``facts.layers`` of a rollback instead of looking keys up by name.
+A custom tier's record, or one whose details do not fit, has no facts (None).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeAlias
+
+import msgspec
+
+
+class _Facts(msgspec.Struct, frozen=True, kw_only=True, tag_field="tier"):
+    """Fields every kind may have."""
+
+
+class OffloadFacts(_Facts, tag="offload"):
+    """Tool outputs moved to files (the record's ``offloaded`` names each)."""
+
+
+class ReductionFacts(_Facts, tag="budget_reduction"):
+    reduced: list[str] | int = 0
+    """The outputs cut to their head and tail (node ids)."""
+
+
+class RereadsFacts(_Facts, tag="rereads"):
+    superseded: int = 0
+    """Reads whose file was read again or rewritten later, shown as a note."""
+
+
+class MicrocompactFacts(_Facts, tag="microcompact"):
+    trigger: str = ""
+    cleared: int = 0
+    cache_edits: bool = False
+    """Cleared by the provider (a context edit), the messages sent unchanged."""
+
+
+class SnipFacts(_Facts, tag="snip"):
+    dropped_units: int = 0
+    low_water: int = 0
+
+
+class EmergencyFacts(_Facts, tag="emergency"):
+    steps: list[str] = msgspec.field(default_factory=list)
+
+
+class LayerFacts(_Facts):
+    """A record that made a layer (or refused to: ``layer`` is then None)."""
+
+    layer: str | None = None
+    reason: str = ""
+    summarizer: dict[str, Any] | None = None
+
+
+class CollapseFacts(LayerFacts, tag="collapse"):
+    segment: str | None = None
+
+
+class CompactFacts(LayerFacts, tag="compact"):
+    focus: str | None = None
+    incremental: bool = False
+
+
+class SummarizeHalfFacts(CompactFacts, tag="summarize_half"):
+    """A compaction of the older half (the ``summarize_half`` tier)."""
+
+
+class ProviderFacts(LayerFacts, tag="provider"):
+    provider: str = ""
+    items: int = 0
+
+
+class RollbackFacts(_Facts, tag="rollback"):
+    layers: list[str] = msgspec.field(default_factory=list)
+    """The layers it ended: the one asked for and those built on it."""
+    kind: str = ""
+    reason: str | None = None
+
+
+class ReactiveFacts(_Facts, tag="reactive"):
+    attempt: int = 0
+    steps: list[str] = msgspec.field(default_factory=list)
+    reported: list[int] | None = None
+    """The provider's reported prompt size and limit, when its error said them."""
+
+
+RecordFacts: TypeAlias = (
+    OffloadFacts
+    | ReductionFacts
+    | RereadsFacts
+    | MicrocompactFacts
+    | SnipFacts
+    | EmergencyFacts
+    | CollapseFacts
+    | CompactFacts
+    | SummarizeHalfFacts
+    | ProviderFacts
+    | RollbackFacts
+    | ReactiveFacts
+)
+"""One record's facts, tagged by its tier."""
+
+
+def facts_of(tier: str, details: dict[str, Any]) -> RecordFacts | None:
+    """``details`` read as the facts of a ``tier`` record; None for a tier not known here
+    or details that do not fit."""
+    try:
+        return msgspec.convert({**details, "tier": tier}, RecordFacts)  # type: ignore[arg-type]
+    except (msgspec.ValidationError, TypeError):
+        return None
