@@ -169,7 +169,7 @@ class LayerOps:
         before = self.renderer.decide(preview).tokens
         if layer_id in self.book.overlay:
             done = self.book.rollback(layer_id)
-            after = self.renderer.decide(preview).tokens
+            after = self.renderer.decide(preview)
             record = _rollback_record(
                 self.graph, preview.now, info, done, reason, started, before, after
             )
@@ -182,7 +182,7 @@ class LayerOps:
         try:
             with writer.batch():
                 done = writer.rollback_layer(layer_id, reason)
-                after = self.renderer.decide(preview).tokens  # shown in this transaction
+                after = self.renderer.decide(preview)  # shown in this transaction
                 record = _rollback_record(
                     self.graph, preview.now, info, done, reason, started, before, after
                 )
@@ -257,8 +257,16 @@ def _rollback_record(
     reason: str | None,
     started: float,
     before: int,
-    after: int,
+    next_render: Decision,
 ) -> CompactionRecord:
+    """The record of a rollback: the next prompt before and after it, and the layers that
+    next render makes again where the restored rounds do not fit whole (``again``)."""
+    after = next_render.tokens
+    again = [
+        {"kind": made.kind, "covers": len(made.covers), "first": made.covers[0]}
+        for made in next_render.layers
+        if made.covers
+    ]
     return CompactionRecord(
         id=new_id(),
         session=graph.session,
@@ -268,11 +276,16 @@ def _rollback_record(
         tokens_after=after,
         ratio=round(after / before, 4) if before else 1.0,
         messages_before=0,
-        messages_after=0,
+        messages_after=len(next_render.messages),
         summarized=0,
         preserved=len(info.covers),
         duration_ms=round((time.perf_counter() - started) * 1000, 3),
-        details={"layers": [i.id for i in done], "reason": reason, "kind": info.kind},
+        details={
+            "layers": [i.id for i in done],
+            "reason": reason,
+            "kind": info.kind,
+            "again": again,
+        },
         head=graph.default_head(),
         clock=now.isoformat(),
     )

@@ -74,11 +74,24 @@ class ProviderFacts(LayerFacts, tag="provider"):
     items: int = 0
 
 
+class MadeAgain(msgspec.Struct, frozen=True):
+    """A layer the render after a rollback makes again (restored rounds that do not fit)."""
+
+    kind: str
+    covers: int
+    """How many nodes it covers."""
+    first: str
+    """The first of them."""
+
+
 class RollbackFacts(_Facts, tag="rollback"):
     layers: list[str] = msgspec.field(default_factory=list)
     """The layers it ended: the one asked for and those built on it."""
     kind: str = ""
     reason: str | None = None
+    again: list[MadeAgain] = msgspec.field(default_factory=list)
+    """What the next render makes again (empty: the restored rounds show whole; records
+    written before did not say)."""
 
 
 class ReactiveFacts(_Facts, tag="reactive"):

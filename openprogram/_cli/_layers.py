@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from context import UnknownLayer
+from context import RollbackFacts, UnknownLayer
 from graph import ConversationGraph
 from openprogram._cli._common import (
     common_options,
@@ -79,6 +79,15 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     ids = ", ".join(layer.id for layer in done)
     before, after = record.tokens_before, record.tokens_after
     console.print(f"rolled back {ids}: next prompt {before:,} → {after:,} tokens")
+    facts = record.facts
+    again = facts.again if isinstance(facts, RollbackFacts) else []
+    if not again:
+        console.print("the restored rounds are shown whole in the next prompt")
+    for made in again:
+        console.print(
+            f"they do not all fit: the next render makes a {made.kind} layer again over "
+            f"{made.covers} nodes from {made.first} (listed by `collapses` once it is made)"
+        )
     return 0
 
 
