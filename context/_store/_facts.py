@@ -9,7 +9,7 @@ A custom tier's record, or one whose details do not fit, has no facts (None).
 
 from __future__ import annotations
 
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 import msgspec
 
@@ -18,37 +18,37 @@ class _Facts(msgspec.Struct, frozen=True, kw_only=True, tag_field="tier"):
     """Fields every kind may have."""
 
 
-class OffloadFacts(_Facts, tag="offload"):
+class OffloadFacts(_Facts, frozen=True, tag="offload"):
     """Tool outputs moved to files (the record's ``offloaded`` names each)."""
 
 
-class ReductionFacts(_Facts, tag="budget_reduction"):
+class ReductionFacts(_Facts, frozen=True, tag="budget_reduction"):
     reduced: list[str] | int = 0
     """The outputs cut to their head and tail (node ids)."""
 
 
-class RereadsFacts(_Facts, tag="rereads"):
+class RereadsFacts(_Facts, frozen=True, tag="rereads"):
     superseded: int = 0
     """Reads whose file was read again or rewritten later, shown as a note."""
 
 
-class MicrocompactFacts(_Facts, tag="microcompact"):
+class MicrocompactFacts(_Facts, frozen=True, tag="microcompact"):
     trigger: str = ""
     cleared: int = 0
     cache_edits: bool = False
     """Cleared by the provider (a context edit), the messages sent unchanged."""
 
 
-class SnipFacts(_Facts, tag="snip"):
+class SnipFacts(_Facts, frozen=True, tag="snip"):
     dropped_units: int = 0
     low_water: int = 0
 
 
-class EmergencyFacts(_Facts, tag="emergency"):
+class EmergencyFacts(_Facts, frozen=True, tag="emergency"):
     steps: list[str] = msgspec.field(default_factory=list)
 
 
-class LayerFacts(_Facts):
+class LayerFacts(_Facts, frozen=True):
     """A record that made a layer (or refused to: ``layer`` is then None)."""
 
     layer: str | None = None
@@ -56,20 +56,20 @@ class LayerFacts(_Facts):
     summarizer: dict[str, Any] | None = None
 
 
-class CollapseFacts(LayerFacts, tag="collapse"):
+class CollapseFacts(LayerFacts, frozen=True, tag="collapse"):
     segment: str | None = None
 
 
-class CompactFacts(LayerFacts, tag="compact"):
+class CompactFacts(LayerFacts, frozen=True, tag="compact"):
     focus: str | None = None
     incremental: bool = False
 
 
-class SummarizeHalfFacts(CompactFacts, tag="summarize_half"):
+class SummarizeHalfFacts(CompactFacts, frozen=True, tag="summarize_half"):
     """A compaction of the older half (the ``summarize_half`` tier)."""
 
 
-class ProviderFacts(LayerFacts, tag="provider"):
+class ProviderFacts(LayerFacts, frozen=True, tag="provider"):
     provider: str = ""
     items: int = 0
 
@@ -84,7 +84,7 @@ class MadeAgain(msgspec.Struct, frozen=True):
     """The first of them."""
 
 
-class RollbackFacts(_Facts, tag="rollback"):
+class RollbackFacts(_Facts, frozen=True, tag="rollback"):
     layers: list[str] = msgspec.field(default_factory=list)
     """The layers it ended: the one asked for and those built on it."""
     kind: str = ""
@@ -94,7 +94,7 @@ class RollbackFacts(_Facts, tag="rollback"):
     written before did not say)."""
 
 
-class ReactiveFacts(_Facts, tag="reactive"):
+class ReactiveFacts(_Facts, frozen=True, tag="reactive"):
     attempt: int = 0
     steps: list[str] = msgspec.field(default_factory=list)
     reported: list[int] | None = None
@@ -122,6 +122,7 @@ def facts_of(tier: str, details: dict[str, Any]) -> RecordFacts | None:
     """``details`` read as the facts of a ``tier`` record; None for a tier not known here
     or details that do not fit."""
     try:
-        return msgspec.convert({**details, "tier": tier}, RecordFacts)  # type: ignore[arg-type]
+        found = msgspec.convert({**details, "tier": tier}, RecordFacts)
     except (msgspec.ValidationError, TypeError):
         return None
+    return cast("RecordFacts", found)
