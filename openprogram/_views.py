@@ -12,7 +12,14 @@ from typing import Any
 from rich.markup import escape
 from rich.tree import Tree
 
-from context import CompactionRecord, Rendered, TokenCounter, as_record_tier
+from context import (
+    CompactionRecord,
+    LayerFacts,
+    Rendered,
+    RollbackFacts,
+    TokenCounter,
+    as_record_tier,
+)
 from graph import GraphReader, LayerInfo, Node, text_of
 from openprogram._tables import Grid
 
@@ -190,15 +197,22 @@ def records_table(records: Sequence[CompactionRecord], *, title: str) -> Grid:
     return table
 
 
-def layers_table(layers: Sequence[LayerInfo], saved: Mapping[str, int], *, title: str) -> Grid:
-    """One row per layer: kind, state, what it covers, tokens saved, what it builds on (one
-    id a line, so every id can be copied whole)."""
+def layers_table(
+    layers: Sequence[LayerInfo],
+    saved: Mapping[str, int],
+    *,
+    title: str,
+    reasons: Mapping[str, str] | None = None,
+) -> Grid:
+    """One row per layer: kind, state, what it covers, tokens saved, why it was made, what
+    it builds on (one id a line, so every id can be copied whole)."""
     table = Grid(title)
     table.column("layer", "id", key=True)
     table.column("kind", "id")
     table.column("state")
     table.column("covers", "number")
     table.column("tokens saved", "number")
+    table.column("why")
     table.column("builds on", "id")
     for layer in layers:
         state = "active" if layer.active else f"rolled back (seq {layer.rolled_back})"
@@ -208,9 +222,36 @@ def layers_table(layers: Sequence[LayerInfo], saved: Mapping[str, int], *, title
             state,
             f"{len(layer.covers)} nodes",
             f"{saved.get(layer.id, 0):,}",
+            (reasons or {}).get(layer.id, "—"),
             "\n".join(layer.builds_on) or "—",
         )
     return table
+
+
+def layer_reasons(
+    layers: Sequence[LayerInfo], records: Sequence[CompactionRecord]
+) -> dict[str, str]:
+    """Why each layer was made, from the record that made it (its reason: budget, manual…);
+    a layer the render after a rollback made again where the restored rounds did not fit
+    (the rollback's ``again`` named its kind, first node and size) says "after rollback
+    of X"."""
+    found: dict[str, str] = {}
+    again: dict[tuple[str, str, int], str] = {}
+    for record in records:
+        facts = record.facts
+        if isinstance(facts, RollbackFacts):
+            undone = facts.layer or (facts.layers[0] if facts.layers else "?")
+            again.update(((m.kind, m.first, m.covers), undone) for m in facts.again)
+        elif isinstance(facts, LayerFacts) and facts.layer is not None:
+            found[facts.layer] = facts.reason or record.tier
+    ended = {layer.id: layer.rolled_back for layer in layers}
+    for layer in layers:
+        key = (layer.kind, layer.covers[0] if layer.covers else "", len(layer.covers))
+        asked = again.get(key)
+        when = ended.get(asked) if asked is not None else None
+        if asked is not None and (when is None or layer.seq > when):
+            found[layer.id] = f"after rollback of {again.pop(key)}"
+    return found
 
 
 SAVED = "the covered messages in full, less the layer's summary"

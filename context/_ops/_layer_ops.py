@@ -281,6 +281,7 @@ def _rollback_record(
         preserved=len(info.covers),
         duration_ms=round((time.perf_counter() - started) * 1000, 3),
         details={
+            "layer": info.id,
             "layers": [i.id for i in done],
             "reason": reason,
             "kind": info.kind,

@@ -85,6 +85,8 @@ class MadeAgain(msgspec.Struct, frozen=True):
 
 
 class RollbackFacts(_Facts, frozen=True, tag="rollback"):
+    layer: str | None = None
+    """The layer asked for (None in records written before: ``layers`` holds it)."""
     layers: list[str] = msgspec.field(default_factory=list)
     """The layers it ended: the one asked for and those built on it."""
     kind: str = ""

@@ -16,7 +16,7 @@ from openprogram._cli._common import (
     token_budget,
 )
 from openprogram._history import messages_text
-from openprogram._views import SAVED, layer_savings, layers_table
+from openprogram._views import SAVED, layer_reasons, layer_savings, layers_table
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
@@ -40,6 +40,7 @@ def cmd_collapses(args: argparse.Namespace) -> int:
     engine = engine_for(args, graph)
     layers = engine.layers()
     saved = layer_savings(engine, layers)
+    reasons = layer_reasons(layers, engine.records())
     if args.json:
         print_json(
             [
@@ -50,6 +51,7 @@ def cmd_collapses(args: argparse.Namespace) -> int:
                     "rolled_back": layer.rolled_back,
                     "covers": list(layer.covers),
                     "tokens_saved": saved[layer.id],
+                    "reason": reasons.get(layer.id),
                     "builds_on": list(layer.builds_on),
                 }
                 for layer in layers
@@ -59,7 +61,8 @@ def cmd_collapses(args: argparse.Namespace) -> int:
     if not layers:
         console.print(f"session {graph.session} has no layers")
         return 0
-    console.print(layers_table(layers, saved, title=f"layers of {graph.session}"))
+    title = f"layers of {graph.session}"
+    console.print(layers_table(layers, saved, title=title, reasons=reasons))
     console.print(f"[dim]tokens saved: {SAVED}[/]")
     return 0
 

@@ -49,6 +49,8 @@ def test_the_rollback_names_what_the_next_prompt_makes_again(
     made = [x for x in session.engine.layers() if x.id not in known]
     said = [(m.kind, m.covers, m.first) for m in facts.again]
     assert said == [(x.kind, len(x.covers), x.covers[0]) for x in made]
+    reasons = {layer["id"]: layer["reason"] for layer in _layers(db, capsys)}
+    assert [reasons[x.id] for x in made] == [f"after rollback of {oldest['id']}"] * len(made)
     if said:
         assert "do not all fit" in printed and all(m.first in printed for m in facts.again)
     else:
