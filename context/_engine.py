@@ -35,7 +35,6 @@ from ._render._frame import Frame, FrameStore
 from ._render._rendered import Rendered
 from ._render._renderer import Renderer
 from ._render._request import RenderRequest
-from ._store._facts import CompactFacts
 from ._store._folder import StateFolder, state_folder
 from ._store._receipt import RenderReceipt
 from ._store._records import CompactionRecord
@@ -100,10 +99,9 @@ class ContextEngine:
         self.last: Rendered | None = None
         """The last prompt a render returned (what was sent, for the runtime)."""
         self.decided: Rendered | None = None
-        self.operation: CompactionRecord | None = None
-        """The record of the last manual ``compact`` or ``rollback``: what it did to the
-        next prompt, the figures a command prints."""
         """The next prompt as the last ``compact`` committed it (its after-figure)."""
+        self.operation: CompactionRecord | None = None
+        """The record of the last ``compact`` or ``rollback``: the figures a command prints."""
         self.render_ms = 0.0
         self.floor_warned = False
         """Whether a render found the floor (tool schemas and system prompt) over the
@@ -401,10 +399,7 @@ class ContextEngine:
         next prompt it committed is :attr:`decided`."""
         with self.lock:
             self.catch_up()
-            info, self.decided = self.ops.compact(self.request(head, frame), focus)
-            self.operation = next(
-                (r for r in self.decided.records if _made_layer(r, info.id)), None
-            )
+            info, self.decided, self.operation = self.ops.compact(self.request(head, frame), focus)
             return info
 
     def provider_compaction(
@@ -528,8 +523,3 @@ def render_receipt(engine: ContextEngine, receipt: RenderReceipt) -> Rendered:
         )
         rendered = engine.renderer.decide(request).rendered()
     return msgspec.structs.replace(rendered, budget=receipt.budget)
-
-
-def _made_layer(record: CompactionRecord, layer: str) -> bool:
-    facts = record.facts
-    return isinstance(facts, CompactFacts) and facts.layer == layer

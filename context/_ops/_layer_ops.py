@@ -112,7 +112,7 @@ class LayerOps:
 
     def compact(
         self, request: RenderRequest, focus: str | None = None
-    ) -> tuple[LayerInfo, Rendered]:
+    ) -> tuple[LayerInfo, Rendered, CompactionRecord | None]:
         """``/compact [focus]``: one compaction of all but the newest rounds, now. It is
         decided as a render that compacts first, so what it commits is the next prompt,
         returned with the layer (a compaction that fails commits what was re-applied)."""
@@ -132,15 +132,16 @@ class LayerOps:
             return after
 
         decision = self.renderer.decide(request, force=now)
+        record = None
         if made:
             head = request.head or self.graph.default_head()
-            _as_printed(decision, made[0].id, before[0], head)
+            record = _as_printed(decision, made[0].id, before[0], head)
         self._settle(decision, "compaction")
         if failed:
             raise failed[0]
         [info] = made
         layer = self.graph.layer(info.id) if self.committer.writer is not None else info
-        return layer, decision.rendered()
+        return layer, decision.rendered(), record
 
     def provider_compaction(
         self, request: RenderRequest, items: list[dict[str, Any]], provider: str = "anthropic"
@@ -230,7 +231,9 @@ class LayerOps:
         return steps_to_messages(_covered_steps(self, info))
 
 
-def _as_printed(decision: Decision, layer: str, before: int, head: str | None) -> None:
+def _as_printed(
+    decision: Decision, layer: str, before: int, head: str | None
+) -> CompactionRecord | None:
     """The compaction's record says what the command prints: the next prompt before it
     (earlier decisions re-applied) and after it (the prompt committed, with the request
     and integrity turns the view it was cut from lacked); the head it acted at too."""
@@ -247,6 +250,8 @@ def _as_printed(decision: Decision, layer: str, before: int, head: str | None) -
                 messages_after=len(decision.messages),
                 head=head,
             )
+            return records[index]
+    return None
 
 
 def _rollback_record(
