@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+import msgspec
+
 from context import (
     Committed,
     ContextEngine,
@@ -60,7 +62,7 @@ class Receipts:
             floor_tokens=rendered.floor,
             message_digests=digests,
             render=rendered.id or None,
-            sources=tuple(rendered.sources),
+            sources=tuple(msgspec.structs.replace(s, render="") for s in rendered.sources),
             records=tuple(record.id for record in rendered.records),
         )
         tools = list(request.tools)

@@ -93,5 +93,8 @@ def sent_prompt(storage: ContextStorage, receipt: RenderReceipt) -> SentPrompt |
         tools=storage.tools(receipt.tools_digest) or [],
         receipt=receipt.id,
         id=receipt.render or receipt.id,
-        sources=list(receipt.sources),
+        sources=[
+            msgspec.structs.replace(source, render=receipt.render or receipt.id)
+            for source in receipt.sources
+        ],
     )

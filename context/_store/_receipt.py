@@ -69,8 +69,8 @@ class RenderReceipt(msgspec.Struct, frozen=True, kw_only=True):
     """The render it was written for: the id its ``Rendered`` and records carry (receipts
     written since renders had ids use it as their own id too)."""
     sources: tuple[MessageSource, ...] = ()
-    """Where each sent message came from (``Rendered.sources``); empty in receipts
-    written before."""
+    """Where each sent message came from (``Rendered.sources``, kept without their
+    ``render``, which is the receipt's own); empty in receipts written before."""
     records: tuple[str, ...] = ()
     """The ids of the compaction records its render made."""
     usage: ProviderUsage | None = None

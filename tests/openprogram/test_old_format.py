@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from context import ContextStorage, LayerFacts, RollbackFacts, read_jsonl
+from context import ContextStorage, LayerFacts, RollbackFacts, SentPrompt, read_jsonl
 from graph import SQLStore
+from openprogram import Session
 from openprogram._view._data import Viewer
 from openprogram.cli import main
+from openprogram.testing import TestModel
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "main-3976c0a"
 
@@ -86,3 +88,17 @@ def test_old_records_read_as_typed_facts(tmp_path: Path) -> None:
     ended = [x for f in facts if isinstance(f, RollbackFacts) for x in f.layers]
     assert made and ended and set(ended) <= set(made)
     assert {type(f).__name__ for f in facts} >= {"OffloadFacts", "SnipFacts", "CompactFacts"}
+
+
+def test_a_new_call_over_an_old_database_keeps_its_sources(old_db: Path) -> None:
+    """The receipt of a call made now keeps each message's source; the prompt read back
+    from it has the sources the render gave (the render id restored from the receipt)."""
+    session = Session(old_db, "old", model=TestModel(default="ok"), budget=3_000)
+    assert session.llm("one more") == "ok"
+    rendered = session.engine.last
+    sent = session.last_prompt()
+    assert rendered is not None and isinstance(sent, SentPrompt)
+    assert sent.messages == rendered.messages and sent.id == rendered.id == sent.receipt
+    assert sent.sources == rendered.sources and len(sent.sources) == len(sent.messages)
+    assert sent.sources[-1].current and all(s.render == rendered.id for s in sent.sources)
+    session.close()
