@@ -63,6 +63,9 @@ def test_a_new_render_over_an_old_database_writes_the_new_fields(
     record = storage.read_records()[-1]
     assert record.tier == "compact" and record.render and record.head and record.clock
     assert f"next prompt {record.tokens_before:,} → {record.tokens_after:,} tokens" in printed
+    # sent by no call yet: the timeline shows it on none (not on the last call, as before)
+    calls, _ = Viewer(str(old_db), None).calls("old", 0, 50, kinds=False)
+    assert record.id not in {r.id for call in calls for r in call.compactions}
     store.close()
 
 
