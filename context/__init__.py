@@ -53,9 +53,11 @@ from ._render._integrity import (
 from ._render._rendered import Rendered, SentPrompt, sent_prompt
 from ._render._request import RenderRequest
 from ._store._adopt import Adoption, adopt_state_folder
+from ._store._facts import LayerFacts, RecordFacts, RollbackFacts
 from ._store._folder import StateFolder, release_state_folder, state_folder, state_home
 from ._store._migrate import StateMigration, migrate_state
 from ._store._receipt import (
+    ProviderUsage,
     RenderReceipt,
     canonical_message,
     message_digest,
@@ -65,6 +67,7 @@ from ._store._records import CompactionRecord, read_jsonl, records_path
 from ._store._removal import Removal
 from ._store._scrub import ScrubRefused, scrub_session
 from ._store._sessions import collect_garbage, delete_session
+from ._store._source import MessageSource
 from ._store._storage import CONTEXT_MIGRATIONS, ContextStorage
 from ._summaries._heuristic import HeuristicSummarizer
 from ._summaries._identifiers import rank_identifiers
@@ -123,21 +126,26 @@ __all__ = [
     "ForeignStateFolder",
     "HeuristicSummarizer",
     "Item",
+    "LayerFacts",
     "LayerKind",
     "LiteLLMSummarizer",
+    "MessageSource",
     "ModelInfo",
     "NoState",
     "OffloadError",
     "OffloadFile",
     "Policy",
     "PolicyError",
+    "ProviderUsage",
     "RecordError",
+    "RecordFacts",
     "RecordTier",
     "Removal",
     "RenderInputs",
     "RenderReceipt",
     "RenderRequest",
     "Rendered",
+    "RollbackFacts",
     "ScrubRefused",
     "SentPrompt",
     "SessionWriter",

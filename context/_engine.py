@@ -97,6 +97,8 @@ class ContextEngine:
         """The last prompt a render returned (what was sent, for the runtime)."""
         self.decided: Rendered | None = None
         """The next prompt as the last ``compact`` committed it (its after-figure)."""
+        self.operation: CompactionRecord | None = None
+        """The record of the last ``compact`` or ``rollback``: the figures a command prints."""
         self.render_ms = 0.0
         self.floor_warned = False
         """Whether a render found the floor (tool schemas and system prompt) over the
@@ -387,7 +389,7 @@ class ContextEngine:
         next prompt it committed is :attr:`decided`."""
         with self.lock:
             self.catch_up()
-            info, self.decided = self.ops.compact(self.request(head, frame), focus)
+            info, self.decided, self.operation = self.ops.compact(self.request(head, frame), focus)
             return info
 
     def provider_compaction(
@@ -410,7 +412,7 @@ class ContextEngine:
         before and after)."""
         with self.lock:
             self.catch_up()
-            done, _ = self.ops.rollback(self.request(preview=True), layer_id, reason)
+            done, self.operation = self.ops.rollback(self.request(preview=True), layer_id, reason)
             return done
 
     def expand(self, layer_or_node: str, *, depth: int = 1) -> list[dict[str, Any]]:

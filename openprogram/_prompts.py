@@ -19,6 +19,7 @@ import msgspec
 
 from context import (
     ContextEngine,
+    MessageSource,
     Rendered,
     RenderReceipt,
     TokenCounter,
@@ -73,27 +74,52 @@ def next_head(graph: ConversationGraph, frame: str | None) -> str | None:
     return graph.head_of(Frame(frame))
 
 
-def part_of(message: dict[str, Any]) -> str:
-    """Which part of a prompt a message is (tool outputs, summaries, notes, …)."""
-    role = message["role"]
-    content = message.get("content")
-    text = content if isinstance(content, str) else ""
+PARTS = (
+    "system messages",
+    "tool schemas",
+    "user messages",
+    "assistant messages",
+    "assistant tool calls",
+    "tool outputs",
+    "summaries (layers)",
+    "placeholders",
+)
+"""The parts a prompt's tokens are told by, here, in ``context --json`` and in the viewer
+(in the viewer chart's order, bottom first)."""
+
+
+def part_of(message: dict[str, Any], source: MessageSource | None = None) -> str:
+    """Which of :data:`PARTS` a message is, from the source its render gave it (a layer's
+    message is a summary; a node shown cut down, cleared or moved out, or a note for
+    dropped rounds, is a placeholder), else by its role (a receipt written before sources
+    were kept)."""
+    role = message.get("role")
+    if role == "system":
+        return "system messages"
+    if source is not None and not source.current:
+        if source.variant == "layer":
+            return "summaries (layers)"
+        if source.placeholder:
+            return "placeholders"
     if role == "tool":
         return "tool outputs"
-    if text.startswith(("[Collapsed", "[Context Compaction")):
-        return "summaries (layers)"
-    if "removed to fit the context window" in text:
-        return "notes (snipped rounds)"
-    if role == "assistant" and message.get("tool_calls"):
-        return "assistant tool calls"
-    return f"{role} messages"
+    if role == "assistant":
+        return "assistant tool calls" if message.get("tool_calls") else "assistant messages"
+    return "user messages"
+
+
+def sources_of(rendered: Rendered) -> list[MessageSource | None]:
+    """Each message's source (None for every message of a prompt whose receipt kept none)."""
+    if len(rendered.sources) == len(rendered.messages):
+        return list(rendered.sources)
+    return [None] * len(rendered.messages)
 
 
 def parts(rendered: Rendered, counter: TokenCounter) -> collections.Counter[str]:
     """A prompt's tokens by part, the tool schemas included (what the messages leave)."""
     found: collections.Counter[str] = collections.Counter()
-    for message in rendered.messages:
-        found[part_of(message)] += counter.count_message(message)
+    for message, source in zip(rendered.messages, sources_of(rendered), strict=True):
+        found[part_of(message, source)] += counter.count_message(message)
     schema = rendered.tokens - sum(found.values())
     if schema > 0:
         found["tool schemas"] += schema

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+import msgspec
+
 from context import (
     Committed,
     ContextEngine,
@@ -43,7 +45,7 @@ class Receipts:
         sent = [canonical_message(message) for message in rendered.messages]
         digests = tuple(message_digest(text) for text in sent)
         receipt = RenderReceipt(
-            id=new_id(),
+            id=rendered.id or new_id(),
             session=self._session,
             seq=self._seq(),
             head=request.head,
@@ -59,6 +61,9 @@ class Receipts:
             anchor=request.anchor.state(),
             floor_tokens=rendered.floor,
             message_digests=digests,
+            render=rendered.id or None,
+            sources=tuple(msgspec.structs.replace(s, render="") for s in rendered.sources),
+            records=tuple(record.id for record in rendered.records),
         )
         tools = list(request.tools)
         engine.storage.save_receipt(receipt, tools, dict(zip(digests, sent, strict=True)))

@@ -12,7 +12,14 @@ from typing import Any
 from rich.markup import escape
 from rich.tree import Tree
 
-from context import CompactionRecord, Rendered, TokenCounter, as_record_tier
+from context import (
+    CompactionRecord,
+    LayerFacts,
+    Rendered,
+    RollbackFacts,
+    TokenCounter,
+    as_record_tier,
+)
 from graph import GraphReader, LayerInfo, Node, text_of
 from openprogram._tables import Grid
 
@@ -89,12 +96,16 @@ def fired_by_frame(
     graph: GraphReader, records: Sequence[CompactionRecord]
 ) -> dict[str | None, collections.Counter[str]]:
     """Which tiers fired in which function's prompts (``None``: the top level). A record
-    names the nodes it offloaded, cut or put under a layer; the records of one render share
-    its timestamp, so one that names no node (a microcompact, a snip) goes with those."""
+    names its render and that render's frame; one written before records did names the
+    nodes it offloaded, cut or put under a layer, and the records of one render share its
+    timestamp, so one that names no node (a microcompact, a snip) goes with those."""
     layers = {info.id: info for info in graph.layers()}
     known: dict[str, str | None] = {}
     frames: list[tuple[bool, str | None]] = []
     for record in records:
+        if record.clock is not None:  # written since records name their render
+            frames.append((True, record.frame))
+            continue
         frames.append(_frame_of(graph, layers, record))
         if frames[-1][0]:
             known.setdefault(record.timestamp, frames[-1][1])
@@ -108,6 +119,8 @@ def fired_by_frame(
 def _frame_of(
     graph: GraphReader, layers: Mapping[str, LayerInfo], record: CompactionRecord
 ) -> tuple[bool, str | None]:
+    """The frame of a record written before records named their render, from the ids it
+    holds."""
     text = json.dumps([record.offloaded, record.details], default=str)
     for found in _ULID.findall(text):
         covers = layers[found].covers if found in layers else ()
@@ -184,15 +197,22 @@ def records_table(records: Sequence[CompactionRecord], *, title: str) -> Grid:
     return table
 
 
-def layers_table(layers: Sequence[LayerInfo], saved: Mapping[str, int], *, title: str) -> Grid:
-    """One row per layer: kind, state, what it covers, tokens saved, what it builds on (one
-    id a line, so every id can be copied whole)."""
+def layers_table(
+    layers: Sequence[LayerInfo],
+    saved: Mapping[str, int],
+    *,
+    title: str,
+    reasons: Mapping[str, str] | None = None,
+) -> Grid:
+    """One row per layer: kind, state, what it covers, tokens saved, why it was made, what
+    it builds on (one id a line, so every id can be copied whole)."""
     table = Grid(title)
     table.column("layer", "id", key=True)
     table.column("kind", "id")
     table.column("state")
     table.column("covers", "number")
     table.column("tokens saved", "number")
+    table.column("why")
     table.column("builds on", "id")
     for layer in layers:
         state = "active" if layer.active else f"rolled back (seq {layer.rolled_back})"
@@ -202,9 +222,36 @@ def layers_table(layers: Sequence[LayerInfo], saved: Mapping[str, int], *, title
             state,
             f"{len(layer.covers)} nodes",
             f"{saved.get(layer.id, 0):,}",
+            (reasons or {}).get(layer.id, "—"),
             "\n".join(layer.builds_on) or "—",
         )
     return table
+
+
+def layer_reasons(
+    layers: Sequence[LayerInfo], records: Sequence[CompactionRecord]
+) -> dict[str, str]:
+    """Why each layer was made, from the record that made it (its reason: budget, manual…);
+    a layer the render after a rollback made again where the restored rounds did not fit
+    (the rollback's ``again`` named its kind, first node and size) says "after rollback
+    of X"."""
+    found: dict[str, str] = {}
+    again: dict[tuple[str, str, int], str] = {}
+    for record in records:
+        facts = record.facts
+        if isinstance(facts, RollbackFacts):
+            undone = facts.layer or (facts.layers[0] if facts.layers else "?")
+            again.update(((m.kind, m.first, m.covers), undone) for m in facts.again)
+        elif isinstance(facts, LayerFacts) and facts.layer is not None:
+            found[facts.layer] = facts.reason or record.tier
+    ended = {layer.id: layer.rolled_back for layer in layers}
+    for layer in layers:
+        key = (layer.kind, layer.covers[0] if layer.covers else "", len(layer.covers))
+        asked = again.get(key)
+        when = ended.get(asked) if asked is not None else None
+        if asked is not None and (when is None or layer.seq > when):
+            found[layer.id] = f"after rollback of {again.pop(key)}"
+    return found
 
 
 SAVED = "the covered messages in full, less the layer's summary"

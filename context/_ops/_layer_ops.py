@@ -10,6 +10,8 @@ import time
 from datetime import datetime
 from typing import Any
 
+import msgspec
+
 from graph import (
     GraphError,
     GraphReader,
@@ -32,7 +34,8 @@ from .._render._layout import Layout
 from .._render._rendered import Rendered
 from .._render._renderer import Renderer
 from .._render._request import RenderRequest
-from .._store._records import CompactionRecord
+from .._store._facts import CompactFacts
+from .._store._records import CompactionRecord, wall_clock
 from .._tiers._book import LayerBook
 from .._tiers._collapse import collapse_segment
 from .._tiers._compact import compact_now
@@ -109,14 +112,17 @@ class LayerOps:
 
     def compact(
         self, request: RenderRequest, focus: str | None = None
-    ) -> tuple[LayerInfo, Rendered]:
+    ) -> tuple[LayerInfo, Rendered, CompactionRecord | None]:
         """``/compact [focus]``: one compaction of all but the newest rounds, now. It is
         decided as a render that compacts first, so what it commits is the next prompt,
         returned with the layer (a compaction that fails commits what was re-applied)."""
         made: list[LayerInfo] = []
         failed: list[ContextError] = []
 
+        before: list[int] = []
+
         def now(view: View, ctx: TierContext) -> View:
+            before.append(view.tokens)  # the next prompt as it stood, decisions re-applied
             try:
                 after, info = compact_now(view, ctx, focus)
             except ContextError as error:
@@ -126,12 +132,16 @@ class LayerOps:
             return after
 
         decision = self.renderer.decide(request, force=now)
+        record = None
+        if made:
+            head = request.head or self.graph.default_head()
+            record = _as_printed(decision, made[0].id, before[0], head)
         self._settle(decision, "compaction")
         if failed:
             raise failed[0]
         [info] = made
         layer = self.graph.layer(info.id) if self.committer.writer is not None else info
-        return layer, decision.rendered()
+        return layer, decision.rendered(), record
 
     def provider_compaction(
         self, request: RenderRequest, items: list[dict[str, Any]], provider: str = "anthropic"
@@ -160,9 +170,9 @@ class LayerOps:
         before = self.renderer.decide(preview).tokens
         if layer_id in self.book.overlay:
             done = self.book.rollback(layer_id)
-            after = self.renderer.decide(preview).tokens
+            after = self.renderer.decide(preview)
             record = _rollback_record(
-                self.graph.session, preview.now, info, done, reason, started, before, after
+                self.graph, preview.now, info, done, reason, started, before, after
             )
             self.committer.kept.append(record)
             self.committer.hooks.notify([record])
@@ -173,9 +183,9 @@ class LayerOps:
         try:
             with writer.batch():
                 done = writer.rollback_layer(layer_id, reason)
-                after = self.renderer.decide(preview).tokens  # shown in this transaction
+                after = self.renderer.decide(preview)  # shown in this transaction
                 record = _rollback_record(
-                    self.graph.session, preview.now, info, done, reason, started, before, after
+                    self.graph, preview.now, info, done, reason, started, before, after
                 )
                 if storage is not None:
                     storage.write_records([record], self.graph.last_seq)
@@ -221,30 +231,69 @@ class LayerOps:
         return steps_to_messages(_covered_steps(self, info))
 
 
+def _as_printed(
+    decision: Decision, layer: str, before: int, head: str | None
+) -> CompactionRecord | None:
+    """The compaction's record says what the command prints: the next prompt before it
+    (earlier decisions re-applied) and after it (the prompt committed, with the request
+    and integrity turns the view it was cut from lacked); the head it acted at too."""
+    records = decision.ctx.records
+    for index, record in enumerate(records):
+        facts = record.facts
+        if isinstance(facts, CompactFacts) and facts.layer == layer:
+            after = decision.tokens
+            records[index] = msgspec.structs.replace(
+                record,
+                tokens_before=before,
+                tokens_after=after,
+                ratio=round(after / before, 4) if before else 1.0,
+                messages_after=len(decision.messages),
+                head=head,
+            )
+            return records[index]
+    return None
+
+
 def _rollback_record(
-    session: str,
+    graph: GraphReader,
     now: datetime,
     info: LayerInfo,
     done: list[LayerInfo],
     reason: str | None,
     started: float,
     before: int,
-    after: int,
+    next_render: Decision,
 ) -> CompactionRecord:
+    """The record of a rollback: the next prompt before and after it, and the layers that
+    next render makes again where the restored rounds do not fit whole (``again``)."""
+    after = next_render.tokens
+    again = [
+        {"kind": made.kind, "covers": len(made.covers), "first": made.covers[0]}
+        for made in next_render.layers
+        if made.covers
+    ]
     return CompactionRecord(
         id=new_id(),
-        session=session,
-        timestamp=now.isoformat(),
+        session=graph.session,
+        timestamp=wall_clock(),
         tier="rollback",
         tokens_before=before,
         tokens_after=after,
         ratio=round(after / before, 4) if before else 1.0,
         messages_before=0,
-        messages_after=0,
+        messages_after=len(next_render.messages),
         summarized=0,
         preserved=len(info.covers),
         duration_ms=round((time.perf_counter() - started) * 1000, 3),
-        details={"layers": [i.id for i in done], "reason": reason, "kind": info.kind},
+        details={
+            "layer": info.id,
+            "layers": [i.id for i in done],
+            "reason": reason,
+            "kind": info.kind,
+            "again": again,
+        },
+        head=graph.default_head(),
+        clock=now.isoformat(),
     )
 
 

@@ -20,7 +20,7 @@ from graph import new_id
 from .._budget._policy import Policy
 from .._errors import ContextError, ContextOverflowError
 from .._render._rendered import Rendered
-from .._store._records import CompactionRecord
+from .._store._records import CompactionRecord, wall_clock
 
 _PHRASES = (
     "context_length_exceeded",
@@ -150,7 +150,7 @@ class Recovery:
         return CompactionRecord(
             id=new_id(),
             session=session,
-            timestamp=now.isoformat(),
+            timestamp=wall_clock(),
             tier="reactive",
             tokens_before=before,
             tokens_after=rendered.tokens,
@@ -160,4 +160,6 @@ class Recovery:
             duration_ms=round((time.perf_counter() - overflow.started) * 1000, 3),
             error=str(overflow.error)[:500],
             details={"attempt": overflow.attempt, "steps": steps, "reported": overflow.counted},
+            render=rendered.id or None,
+            clock=now.isoformat(),
         )

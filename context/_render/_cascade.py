@@ -17,10 +17,12 @@ from typing import Any
 
 from .._budget._policy import Policy
 from .._budget._tokens import TokenCounter
+from .._store._source import MessageSource
 from .._tiers._request import latest_request, shown, with_request
 from .._tiers._tier import Tier, TierContext, TierFn
 from .._view import View
-from ._integrity import provider_roles, repair_tool_pairs, tool_pair_problems, unique_call_ids
+from ._integrity import grouped_roles, repair_tool_pairs, tool_pair_problems, unique_call_ids
+from ._sources import added, merged, view_sources
 
 
 class Cascade:
@@ -97,14 +99,22 @@ class Cascade:
             return view
         return after
 
-    def finish(self, view: View, ctx: TierContext) -> tuple[list[dict[str, Any]], int]:
+    def finish(
+        self, view: View, ctx: TierContext, render: str = ""
+    ) -> tuple[list[dict[str, Any]], int, list[MessageSource]]:
+        """The prompt's messages after the integrity repairs, their tokens, and each
+        message's source (``render``: the id its sources carry)."""
         messages = view.messages
         tokens = view.tokens
+        shown = view_sources(view, ctx, render)
         fixed, notes = repair_tool_pairs(messages)
-        fixed, renamed = unique_call_ids(fixed)
+        by_message = {id(m): source for m, source in zip(messages, shown, strict=True)}
+        sources = [by_message.get(id(m)) or added(render) for m in fixed]
+        fixed, renamed = unique_call_ids(fixed)  # one message for one: sources stay
         notes += renamed
         if self.policy.merge_roles:
-            fixed, role_notes = provider_roles(fixed)
+            fixed, role_notes, groups = grouped_roles(fixed)
+            sources = [merged(sources, group, render) for group in groups]
             notes += role_notes
         if notes:
             ctx.act("integrity", "; ".join(dict.fromkeys(notes)), view, view)
@@ -119,4 +129,4 @@ class Cascade:
                 if id(item.message) not in kept
             )
             tokens += added - removed
-        return fixed, tokens
+        return fixed, tokens, sources

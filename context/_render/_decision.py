@@ -7,6 +7,7 @@ from typing import Any
 
 from graph import LayerInfo
 
+from .._store._source import MessageSource
 from .._tiers._tier import TierContext
 from .._view import View
 from ._frame import Frame
@@ -29,6 +30,8 @@ class Decision:
     """The layers it made, not stored yet (the commit stores them)."""
     problems: list[str] = field(default_factory=list)
     """What went wrong on the way and did not stop the render (said in its actions)."""
+    sources: list[MessageSource] = field(default_factory=list)
+    """Where each of ``messages`` came from."""
 
     @property
     def key(self) -> str | None:
@@ -50,4 +53,6 @@ class Decision:
             context_management={"edits": ctx.edits} if ctx.edits else None,
             preview=self.request.preview,
             floor=view.extra_tokens + system,
+            id=ctx.decisions.render,
+            sources=self.sources,
         )

@@ -120,9 +120,19 @@ def _join(a: Any, b: Any) -> Any:
 
 def provider_roles(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     """Merge same-role neighbours (never across tool calls) and start with a user turn."""
+    result, notes, _ = grouped_roles(messages)
+    return result, notes
+
+
+def grouped_roles(
+    messages: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[str], list[list[int]]]:
+    """:func:`provider_roles`, with the indexes of the messages each result was made of
+    (empty: the user turn it inserted), so a message's source follows it."""
     notes: list[str] = []
     result: list[dict[str, Any]] = []
-    for message in messages:
+    groups: list[list[int]] = []
+    for index, message in enumerate(messages):
         previous = result[-1] if result else None
         role = message.get("role")
         if (
@@ -135,14 +145,17 @@ def provider_roles(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
             if message.get("tool_calls"):
                 merged["tool_calls"] = message["tool_calls"]
             result[-1] = merged
+            groups[-1].append(index)
             notes.append(f"merged consecutive {role} messages")
             continue
         result.append(message)
+        groups.append([index])
     first = next((i for i, m in enumerate(result) if m.get("role") != "system"), None)
     if first is not None and result[first].get("role") != "user":
         result.insert(first, {"role": "user", "content": "(continuing the conversation)"})
+        groups.insert(first, [])
         notes.append("inserted a user turn before the first assistant message")
-    return result, notes
+    return result, notes, groups
 
 
 def unique_call_ids(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:

@@ -9,6 +9,7 @@ import msgspec
 
 from .._store._receipt import RenderReceipt
 from .._store._records import CompactionRecord
+from .._store._source import MessageSource
 from .._store._storage import ContextStorage
 
 
@@ -24,6 +25,11 @@ class Rendered(msgspec.Struct, frozen=True):
     preview: bool = False
     floor: int = 0
     """Tokens no tier can take away: the tool schemas and the system prompt as sent."""
+    id: str = ""
+    """The render's id: its records and receipt carry it."""
+    sources: list[MessageSource] = msgspec.field(default_factory=list)
+    """Where each message came from (node, variant, layer, tier), in order; empty for a
+    prompt read back from a receipt written before sources were kept."""
 
     @property
     def fits(self) -> bool:
@@ -64,6 +70,7 @@ class SentPrompt(Rendered, frozen=True):
 
     tools: list[dict[str, Any]] = msgspec.field(default_factory=list)
     receipt: str = ""
+    """The receipt read back (``id`` is the render it was written for)."""
 
 
 def sent_prompt(storage: ContextStorage, receipt: RenderReceipt) -> SentPrompt | None:
@@ -85,4 +92,9 @@ def sent_prompt(storage: ContextStorage, receipt: RenderReceipt) -> SentPrompt |
         preview=True,
         tools=storage.tools(receipt.tools_digest) or [],
         receipt=receipt.id,
+        id=receipt.render or receipt.id,
+        sources=[
+            msgspec.structs.replace(source, render=receipt.render or receipt.id)
+            for source in receipt.sources
+        ],
     )

@@ -92,6 +92,7 @@ class Renderer:
         book = self.book.draft() if request.preview else self.book
         cache = self.cache.draft() if request.preview else self.cache
         decisions = TierDecisions()
+        render = decisions.render
         carried = None
         for _ in range(MAX_PASSES):
             known = len(book.overlay)
@@ -110,14 +111,14 @@ class Renderer:
             if self._checkpoints(request):  # layers this render made may hide a span
                 changed = (state.layout.rebuilds, ctx.layer_key) != taken
                 self.checkpoint(state, view if changed else projected, ctx, book)
-            messages, tokens = self.cascade.finish(view, ctx)
+            messages, tokens, sources = self.cascade.finish(view, ctx, render)
             if tokens > ctx.budget >= view.tokens:
                 # Integrity added a turn (a provider's role rules): make room for it too.
                 budget = ctx.budget
                 ctx.budget = budget - (tokens - view.tokens)
                 view = self.cascade.compact_pass(view, ctx)
                 ctx.budget = budget
-                messages, tokens = self.cascade.finish(view, ctx)
+                messages, tokens, sources = self.cascade.finish(view, ctx, render)
             if len(book.overlay) == known:
                 break
         if request.preview:
@@ -129,7 +130,9 @@ class Renderer:
             ctx.record("offload", view, view, started=time.perf_counter(), error=error)
             ctx.actions.insert(0, ctx.actions.pop())
             ctx.records.insert(0, ctx.records.pop())
-        return Decision(request, ctx, view, state, messages, tokens, tuple(book.pending()))
+        return Decision(
+            request, ctx, view, state, messages, tokens, tuple(book.pending()), sources=sources
+        )
 
     def view(
         self,

@@ -17,6 +17,24 @@ from typing import Any
 
 import msgspec
 
+from ._source import MessageSource
+
+
+class ProviderUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What the provider reported for the call a receipt sent (the proxy fills it)."""
+
+    input_tokens: int
+    """Input tokens in all, cached or not."""
+    cached_input_tokens: int = 0
+    """Of those, read from the provider's prompt cache."""
+    cache_write_tokens: int = 0
+    """Of those, written to the provider's prompt cache."""
+    output_tokens: int = 0
+
+    @property
+    def uncached_input_tokens(self) -> int:
+        return self.input_tokens - self.cached_input_tokens
+
 
 class RenderReceipt(msgspec.Struct, frozen=True, kw_only=True):
     """One sent prompt, as rendered."""
@@ -47,6 +65,16 @@ class RenderReceipt(msgspec.Struct, frozen=True, kw_only=True):
     """The messages sent, in order, each by :func:`message_digest`: the messages
     themselves are kept once per session and digest (``ContextStorage.messages``), so the
     prompt as sent is read back, not rendered again. Empty in receipts written before."""
+    render: str | None = None
+    """The render it was written for: the id its ``Rendered`` and records carry (receipts
+    written since renders had ids use it as their own id too)."""
+    sources: tuple[MessageSource, ...] = ()
+    """Where each sent message came from (``Rendered.sources``, kept without their
+    ``render``, which is the receipt's own); empty in receipts written before."""
+    records: tuple[str, ...] = ()
+    """The ids of the compaction records its render made."""
+    usage: ProviderUsage | None = None
+    """What the provider reported for the call, when a proxy saw its answer."""
 
 
 def canonical_message(message: dict[str, Any]) -> str:

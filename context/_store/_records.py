@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import msgspec
 from graph import is_safe_id
 
 from .._errors import RecordError, StateDirError
+from ._facts import RecordFacts, facts_of
 from ._files import append_lines, read_regular
 
 
@@ -42,6 +44,21 @@ class CompactionRecord(msgspec.Struct, frozen=True, kw_only=True):
     duration_ms: float = 0.0
     error: str | None = None
     details: dict[str, Any] = msgspec.field(default_factory=dict)
+    render: str | None = None
+    """The render it was decided in: its receipt's id when the prompt was sent (None in
+    records written before renders had ids)."""
+    frame: str | None = None
+    """The frame that render was in (None: the top level)."""
+    head: str | None = None
+    """The head a manual operation (``compact``, ``rollback``) acted at."""
+    clock: str | None = None
+    """The render's own clock: a replay's is the trace's time (``timestamp`` is the wall
+    clock when it was decided); None in records written before."""
+
+    @property
+    def facts(self) -> RecordFacts | None:
+        """``details`` typed by ``tier`` (see ``RecordFacts``); None for a custom tier's."""
+        return facts_of(self.tier, self.details)
 
     def _repr_html_(self) -> str:
         from graph import html_table
@@ -58,6 +75,11 @@ class CompactionRecord(msgspec.Struct, frozen=True, kw_only=True):
                 ("error", self.error),
             ],
         )
+
+
+def wall_clock() -> str:
+    """Now, as records stamp it (UTC, ISO 8601)."""
+    return datetime.now(UTC).isoformat()
 
 
 _encoder = msgspec.json.Encoder()

@@ -30,13 +30,17 @@ class EmergencyState(TierState):
     last: str = ""
 
 
+def stub_text(back: str, tools: str) -> str:
+    """The words of a stub for an elided step (its source says what it is)."""
+    return f"[earlier step elided to fit the context{back}{tools}]"
+
+
 def _stub(unit: Unit, ctx: TierContext) -> Unit:
     names = [item.tool_name for item in unit.items if item.tool_name]
     ids = unit.node_ids
     back = f'; read_history("{ids[0]}", "{ids[-1]}") returns it' if ids else ""
     tools = f"; it called {', '.join(dict.fromkeys(names))}" if names else ""
-    text = f"[earlier step elided to fit the context{back}{tools}]"
-    text = text[: ctx.policy.emergency_stub_chars]
+    text = stub_text(back, tools)[: ctx.policy.emergency_stub_chars]
     item = ctx.item({"role": "assistant", "content": text}, None, "stub")
     return msgspec.structs.replace(unit, items=(item,), kind="stub")
 

@@ -40,13 +40,18 @@ def note_unit(ctx: TierContext, dropped: list[Unit]) -> Unit:
     ids = [node for unit in dropped for node in unit.node_ids]
     count = sum(unit.count for unit in dropped)
     first, last = (ids[0], ids[-1]) if ids else ("?", "?")
-    text = (
+    item = ctx.item({"role": "user", "content": note_text(count, first, last)}, None, "note")
+    position = dropped[0].position if dropped else 0
+    return Unit((item,), "note", position, pinned=True, node_ids=tuple(ids), count=count)
+
+
+def note_text(count: int, first: str, last: str) -> str:
+    """The words of a note for dropped rounds (no reader parses them: its source says
+    what it is)."""
+    return (
         f"[{count} earlier round(s) were removed to fit the context window "
         f'(nodes {first} … {last}); read_history("{first}", "{last}") returns them.]'
     )
-    item = ctx.item({"role": "user", "content": text}, None, "note")
-    position = dropped[0].position if dropped else 0
-    return Unit((item,), "note", position, pinned=True, node_ids=tuple(ids), count=count)
 
 
 def insert_note(kept: list[Unit], note: Unit) -> list[Unit]:

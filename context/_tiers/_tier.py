@@ -16,6 +16,7 @@ drops them for a preview, so a restarted process renders the same prompt.
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from .._budget._policy import Policy
 from .._budget._schedule import Plan, plan_for
 from .._budget._tokens import TokenCache, TokenCounter
 from .._store._folder import StateFolder
-from .._store._records import CompactionRecord
+from .._store._records import CompactionRecord, wall_clock
 from .._summaries._prefetch import Prefetcher
 from .._summaries._summary import Summarizer
 from .._view import Item, Unit, Variant, View
@@ -132,6 +133,16 @@ class TierDecisions:
     files: list[OffloadFile] = field(default_factory=list)
     """Files to write (offloaded outputs): the commit writes them before anything else.
     Tiers never write while they decide."""
+    render: str = field(default_factory=lambda: render_id())
+    """The render's id: its records, sources and receipt carry it."""
+    at: str = field(default_factory=wall_clock)
+    """When it was decided (wall clock): its records' timestamp."""
+
+
+def render_id() -> str:
+    """A new render's id, made outside any ``seeded_ids`` scope: a replay's seeded ids are
+    the ones its prompts show (layers), and a render id must not move them."""
+    return contextvars.Context().run(new_id)
 
 
 @dataclass
@@ -329,7 +340,7 @@ class TierContext:
         record = CompactionRecord(
             id=new_id(),
             session=self.session,
-            timestamp=self.now.isoformat(),
+            timestamp=self.decisions.at,
             tier=tier,
             tokens_before=tokens_before,
             tokens_after=tokens_after,
@@ -344,6 +355,9 @@ class TierContext:
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
             error=error,
             details=details or {},
+            render=self.decisions.render,
+            frame=self.frame,
+            clock=self.now.isoformat(),
         )
         self.records.append(record)
         return record

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from context import CompactionRecord, UnknownLayer
+from context import RollbackFacts, UnknownLayer
 from graph import ConversationGraph
 from openprogram._cli._common import (
     common_options,
@@ -16,15 +16,16 @@ from openprogram._cli._common import (
     token_budget,
 )
 from openprogram._history import messages_text
-from openprogram._views import SAVED, layer_savings, layers_table
+from openprogram._views import SAVED, layer_reasons, layer_savings, layers_table
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
     graph = existing_session(args, args.session)
     engine = engine_for(args, graph)
-    before = engine.preview().tokens
     layer = engine.compact(args.focus)
-    after = engine.decided.tokens if engine.decided is not None else before
+    record = engine.operation
+    assert record is not None  # a compaction that made its layer has its record
+    before, after = record.tokens_before, record.tokens_after
     saved = layer_savings(engine, [layer])[layer.id]
     console.print(
         f"compacted {len(layer.covers)} nodes of {graph.session} into layer {layer.id}: "
@@ -39,6 +40,7 @@ def cmd_collapses(args: argparse.Namespace) -> int:
     engine = engine_for(args, graph)
     layers = engine.layers()
     saved = layer_savings(engine, layers)
+    reasons = layer_reasons(layers, engine.records())
     if args.json:
         print_json(
             [
@@ -49,6 +51,7 @@ def cmd_collapses(args: argparse.Namespace) -> int:
                     "rolled_back": layer.rolled_back,
                     "covers": list(layer.covers),
                     "tokens_saved": saved[layer.id],
+                    "reason": reasons.get(layer.id),
                     "builds_on": list(layer.builds_on),
                 }
                 for layer in layers
@@ -58,7 +61,8 @@ def cmd_collapses(args: argparse.Namespace) -> int:
     if not layers:
         console.print(f"session {graph.session} has no layers")
         return 0
-    console.print(layers_table(layers, saved, title=f"layers of {graph.session}"))
+    title = f"layers of {graph.session}"
+    console.print(layers_table(layers, saved, title=title, reasons=reasons))
     console.print(f"[dim]tokens saved: {SAVED}[/]")
     return 0
 
@@ -72,13 +76,21 @@ def cmd_rollback(args: argparse.Namespace) -> int:
             f"no layer {args.layer!r} in session {graph.session}; "
             f"`openprogram collapses {graph.session}` lists them"
         )
-    seen: list[CompactionRecord] = []
-    engine.callbacks.append(seen.append)  # the rollback's record measured the next prompt
     done = engine.rollback(args.layer, reason=args.reason)
-    [record] = [r for r in seen if r.tier == "rollback"]
+    record = engine.operation  # the rollback's record measured the next prompt
+    assert record is not None
     ids = ", ".join(layer.id for layer in done)
     before, after = record.tokens_before, record.tokens_after
     console.print(f"rolled back {ids}: next prompt {before:,} → {after:,} tokens")
+    facts = record.facts
+    again = facts.again if isinstance(facts, RollbackFacts) else []
+    if not again:
+        console.print("the restored rounds are shown whole in the next prompt")
+    for made in again:
+        console.print(
+            f"they do not all fit: the next render makes a {made.kind} layer again over "
+            f"{made.covers} nodes from {made.first} (listed by `collapses` once it is made)"
+        )
     return 0
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import re
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -23,30 +22,25 @@ from context import (
     CompactionRecord,
     ContextEngine,
     ContextStorage,
+    LayerFacts,
+    MessageSource,
+    Rendered,
     RenderReceipt,
+    RollbackFacts,
     SentPrompt,
     TierName,
-    as_record_tier,
     render_receipt,
     sent_prompt,
 )
 from graph import AUDIT, ConversationGraph, LayerInfo, Node, Store, StoreError, text_of
 from openprogram._cli._common import engine_for, folder_of, open_store
+from openprogram._prompts import PARTS, part_of, sources_of
 
-KINDS = (
-    "system",
-    "tool schemas",
-    "user",
-    "assistant",
-    "tool outputs",
-    "summaries",
-    "placeholders",
-)
-"""The parts a prompt's tokens are stacked by, in the chart's order (bottom first)."""
-
-_LAYER_ID = re.compile(r'expand_layer\("([0-9A-Za-z_-]+)"\)')
-_SUMMARY_PREFIXES = ("[Collapsed", "[Context Compaction")
-_NOTE = "removed to fit the context window"
+FREED = "the prompt before the call's compactions, less what was sent"
+"""What "freed" on the timeline means (a layer's "tokens saved" is ``_views.SAVED``)."""
+KINDS = PARTS
+"""The parts a prompt's tokens are stacked by, in the chart's order (bottom first): those
+``openprogram context --json`` reports."""
 _DRAWN: tuple[TierName, ...] = ("collapse", "compact", "snip", "microcompact", "emergency")
 """The tiers whose records the timeline marks (a decision that rewrote the prompt)."""
 BRANCHES = "graph.branches"
@@ -104,6 +98,15 @@ class Call:
     by_kind: dict[str, int] | None
     compactions: list[CompactionRecord] = field(default_factory=list)
 
+    @property
+    def freed(self) -> int:
+        """What the prompt shed in this call's render: the prompt as it stood before its
+        first compaction, less what was sent (one figure, not each tier's saving summed:
+        an offload's 'before' holds outputs the prompt never sent)."""
+        if not self.compactions:
+            return 0
+        return max(0, max(r.tokens_before for r in self.compactions) - self.receipt.tokens)
+
 
 def message_text(message: dict[str, Any]) -> str:
     """A message's text, its tool calls written out after it (as a reader sees them)."""
@@ -112,21 +115,6 @@ def message_text(message: dict[str, Any]) -> str:
         function = call.get("function", {})
         text += f"\n→ {function.get('name')}({function.get('arguments', '')})"
     return text
-
-
-def kind_of(message: dict[str, Any], placeholder: bool) -> str:
-    """Which part of a prompt a message is (see :data:`KINDS`)."""
-    role = message.get("role")
-    text = text_of(message.get("content"))
-    if role == "system":
-        return "system"
-    if text.startswith(_SUMMARY_PREFIXES):
-        return "summaries"
-    if _NOTE in text or placeholder:
-        return "placeholders"
-    if role == "tool":
-        return "tool outputs"
-    return "assistant" if role == "assistant" else "user"
 
 
 class Viewer:
@@ -163,13 +151,9 @@ class Viewer:
                 continue
             receipts = self.receipts(info.id)
             records = self.records(info.id)
-            made = {r.details["layer"] for r in records if r.details.get("layer")}
-            undone = {
-                x
-                for r in records
-                for x in r.details.get("layers", ())
-                if as_record_tier(r.tier) == "rollback"
-            }
+            facts = [r.facts for r in records]
+            made = {f.layer for f in facts if isinstance(f, LayerFacts) and f.layer}
+            undone = {x for f in facts if isinstance(f, RollbackFacts) for x in f.layers}
             moments = [info.created.isoformat(timespec="seconds")]
             moments += [r.at[:19] for r in receipts[-1:]] + [r.timestamp[:19] for r in records[-1:]]
             rows.append(
@@ -283,7 +267,7 @@ class Viewer:
                 receipt = self.receipt(session, receipt_id)
                 exact = sent_prompt(self.storage(session), receipt)
                 rendered = exact or render_receipt(engine, receipt)
-            rows = list(_provenance(graph, rendered.messages, engine))
+            rows = list(_provenance(graph, rendered, engine))
             by_kind: dict[str, int] = dict.fromkeys(KINDS, 0)
             for row in rows:
                 by_kind[row.kind] += row.tokens
@@ -316,9 +300,7 @@ class Viewer:
             replacement = info.layer.replacement
             shown = replacement if isinstance(replacement, list) else []
             counter = engine.counter
-            record = next(
-                (r for r in self.records(session) if r.details.get("layer") == layer_id), None
-            )
+            record = next((r for r in self.records(session) if _made(r, layer_id)), None)
             return {
                 "info": info,
                 "originals": [(m, counter.count_message(m)) for m in originals],
@@ -415,6 +397,12 @@ class Viewer:
         return every[page * size : (page + 1) * size], len(every)
 
 
+def _made(record: CompactionRecord, layer: str) -> bool:
+    """Whether ``record`` is the one that made ``layer``."""
+    facts = record.facts
+    return isinstance(facts, LayerFacts) and facts.layer == layer
+
+
 def node_text(node: Node) -> str:
     """All the text a node holds: its message, a function's input and output, a tool's
     arguments and result."""
@@ -432,90 +420,76 @@ def node_text(node: Node) -> str:
 def _records_by_call(
     receipts: Sequence[RenderReceipt], records: Sequence[CompactionRecord]
 ) -> dict[int, list[CompactionRecord]]:
-    """The compactions each call's render made: the records written before its receipt
-    and after the previous one (by time)."""
+    """The compactions each call's render made: a record names its render, whose receipt
+    is the call's. One whose render sent nothing (``compact`` by hand) goes with the next
+    call, the first to send what it decided (none yet: not drawn), as does a record
+    written before records named their render (by time: the clock it was stamped with)."""
     found: dict[int, list[CompactionRecord]] = collections.defaultdict(list)
+    number = {r.render or r.id: i for i, r in enumerate(receipts)}
     marks = [r.at for r in receipts]
     call = 0
     for record in sorted(records, key=lambda r: r.timestamp):
         if record.tier not in _DRAWN:
             continue
+        if record.render in number:
+            found[number[record.render]].append(record)
+            continue
         stamp = record.timestamp[:23]
         while call < len(marks) and marks[call][:23] < stamp:
             call += 1
-        found[min(call, max(0, len(marks) - 1))].append(record)
+        if record.render is None:  # written before: as it always was placed
+            found[min(call, max(0, len(marks) - 1))].append(record)
+        elif call < len(marks):
+            found[call].append(record)
     return found
 
 
 def _provenance(
-    graph: ConversationGraph, messages: Sequence[dict[str, Any]], engine: ContextEngine
+    graph: ConversationGraph, rendered: Rendered, engine: ContextEngine
 ) -> Iterator[PromptRow]:
-    """Each message with where it came from: a node (whole, or a placeholder for it), a
-    layer's summary, or a note the cascade wrote."""
+    """Each message with where its render said it came from: a node (whole, or a
+    placeholder for it), a layer, or a note the cascade wrote; a receipt written before
+    sources were kept names a tool output's node by its call id, nothing else."""
     from graph import function_call_id
 
-    by_call: dict[str, Node] = {}
-    by_text: dict[tuple[str | None, str], Node] = {}
-    for stored in graph.nodes():
-        payload: Any = stored.payload
-        if stored.kind == "tool":
-            by_call[payload.call_id] = stored
-        elif stored.kind == "function":
-            by_call[function_call_id(stored)] = stored
-        else:
-            by_text.setdefault((stored.role, text_of(payload.content)), stored)
-    for index, message in enumerate(messages):
-        text = text_of(message.get("content"))
-        tokens = engine.counter.count_message(message)
-        layer = None
-        node: Node | None = None
-        placeholder = False
-        if text.startswith(_SUMMARY_PREFIXES):
-            found = _LAYER_ID.search(text)
-            layer = found.group(1) if found else None
-            source = f"layer {layer}" if layer else "a layer's summary"
-        elif _NOTE in text:
-            source = "note (snipped rounds)"
-        elif message.get("role") == "tool":
+    by_call: dict[str, str] = {}
+    sources = sources_of(rendered)
+    if not any(sources):
+        for stored in graph.nodes():
+            if stored.kind == "tool":
+                by_call[stored.payload.call_id] = stored.id  # type: ignore[union-attr]
+            elif stored.kind == "function":
+                by_call[function_call_id(stored)] = stored.id
+    for index, (message, source) in enumerate(zip(rendered.messages, sources, strict=True)):
+        node: str | None = None
+        if source is None:
             node = by_call.get(str(message.get("tool_call_id")))
-            full = "" if node is None else _full_output(node)
-            placeholder = node is not None and text.strip() != full.strip()
-            if node is None:
-                source = "tool output"
-            elif placeholder:
-                source = f"placeholder for {node.id}"
-            else:
-                source = f"node {node.id}"
-        elif message.get("tool_calls"):
-            first = by_call.get(str(message["tool_calls"][0].get("id")))
-            if first is not None and first.kind == "function":
-                node, source = first, f"call of function {first.id}"
-            else:
-                asker = None if first is None else graph.state.requested_by.get(first.id)
-                node = graph.get(asker) if asker is not None and asker in graph else None
-                source = f"node {node.id}" if node is not None else "assistant tool call"
+            said = f"node {node}" if node else "not known (a receipt written before sources)"
         else:
-            node = by_text.get((message.get("role"), text))
-            source = f"node {node.id}" if node is not None else "written by the engine"
+            node = source.nodes[0] if source.nodes else None
+            said = _said(source, node)
         yield PromptRow(
             index,
             str(message.get("role")),
-            kind_of(message, placeholder),
-            tokens,
-            source,
-            None if node is None else node.id,
-            layer,
+            part_of(message, source),
+            engine.counter.count_message(message),
+            said,
+            node if node is not None and node in graph else None,
+            None if source is None else source.layer,
             message_text(message),
         )
 
 
-def _full_output(node: Node) -> str:
-    if node.kind == "tool":
-        return text_of(node.result.content) if node.result is not None else ""
-    finish = node.finish
-    if finish is None:
-        return ""
-    from graph import function_messages
-
-    messages = function_messages(node)
-    return text_of(messages[-1].get("content")) if messages else ""
+def _said(source: MessageSource, node: str | None) -> str:
+    """Where a message came from, in words, from its source."""
+    if source.layer is not None:
+        return f"{source.tier or 'layer'} layer {source.layer}"
+    if source.unit == "note" or source.unit == "stub":
+        return f"note ({source.tier}: dropped rounds)"
+    if node is None:
+        return f"added by {source.tier}" if source.tier else "written by the engine"
+    if source.current:
+        return f"the current request, node {node}"
+    if source.tier is not None:
+        return f"node {node}, {source.variant} ({source.tier})"
+    return f"node {node}"

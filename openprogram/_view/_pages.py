@@ -13,8 +13,9 @@ from urllib.parse import quote, urlencode
 
 from context import CompactionRecord, as_record_tier
 from graph import LayerInfo, Node, text_of
-from openprogram._view._data import KINDS, Call, Prompt, SessionRow, message_text
+from openprogram._view._data import FREED, KINDS, Call, Prompt, SessionRow, message_text
 from openprogram._view._svg import COLORS, kind_bar, legend, timeline_svg
+from openprogram._views import SAVED
 
 PAGE = 50
 _OFFLOADED = re.compile(r"tool_results/[A-Za-z0-9_-]+/[A-Za-z0-9_-]+\.txt")
@@ -160,7 +161,7 @@ def calls_table(session: str, calls: Sequence[Call], links: Links) -> str:
     rows = []
     for call in calls:
         r = call.receipt
-        freed = sum(max(0, x.tokens_before - x.tokens_after) for x in call.compactions)
+        freed = call.freed
         tiers = ", ".join(dict.fromkeys(x.tier for x in call.compactions))
         frame = (
             "top level"
@@ -176,7 +177,8 @@ def calls_table(session: str, calls: Sequence[Call], links: Links) -> str:
         )
     return (
         "<table><thead><tr><th>call</th><th>at (UTC)</th><th>frame</th><th>tokens</th>"
-        "<th>budget</th><th>messages</th><th>compactions</th></tr></thead>"
+        f"<th>budget</th><th>messages</th><th title='freed: {e(FREED)}'>compactions (freed)"
+        "</th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
 
@@ -299,6 +301,8 @@ def layer_page(
     return (
         f"{tabs(session, links)}<h3>Layer {e(info.id)} ({e(info.kind)}, {e(state)})</h3>"
         f"<p>covers {len(info.covers)} nodes: <b id='saved'>{data['saved']:,}</b> tokens saved "
+        f"<span class='dim'>({e(SAVED)}; what a prompt sheds is less when other tiers had "
+        "already cut the covered messages)</span> "
         f"({before:,} in the originals, {after:,} in the replacement). Builds on: "
         f"{under or '—'}. Built on it: {built or '—'}.</p>{action}"
         + (f"<div class='box'><b>Anchors</b><ul>{anchors}</ul></div>" if anchors else "")

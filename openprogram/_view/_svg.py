@@ -10,15 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from html import escape
 
-from openprogram._view._data import KINDS, Call
+from openprogram._view._data import FREED, KINDS, Call
 
 COLORS = {
-    "system": "#6c757d",
+    "system messages": "#6c757d",
     "tool schemas": "#adb5bd",
-    "user": "#4c8bf5",
-    "assistant": "#34a853",
+    "user messages": "#4c8bf5",
+    "assistant messages": "#34a853",
+    "assistant tool calls": "#7cc48b",
     "tool outputs": "#f4a236",
-    "summaries": "#a142f4",
+    "summaries (layers)": "#a142f4",
     "placeholders": "#e8710a",
     "messages": "#9aa9c2",
 }
@@ -77,12 +78,12 @@ def timeline_svg(calls: Sequence[Call], href: Callable[[Call], str]) -> str:
         budget_points.append(f"{x:.1f},{y(call.receipt.budget):.1f}")
         budget_points.append(f"{x + bar:.1f},{y(call.receipt.budget):.1f}")
         if call.compactions:
-            freed = sum(max(0, r.tokens_before - r.tokens_after) for r in call.compactions)
+            freed = call.freed
             tiers = ", ".join(dict.fromkeys(r.tier for r in call.compactions))
             cx = x + bar / 2
             out.append(
                 f'<g class="compaction"><title>call {call.number + 1}: {escape(tiers)} '
-                f"freed {freed:,} tokens</title>"
+                f"freed {freed:,} tokens ({FREED})</title>"
                 f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{TOP - 6}" y2="{TOP + inner_h}" '
                 'stroke="#d93025" stroke-dasharray="3,3"/>'
                 f'<path d="M{cx - 5:.1f},{TOP - 14} L{cx + 5:.1f},{TOP - 14} L{cx:.1f},'

@@ -5,6 +5,8 @@ For each turn, the recall candidates (identifiers the agent wrote that already s
 history) that ``kept``'s prompt held and ``lost``'s did not; the cause is what ``lost``'s
 prompt showed in place of the newest history message holding the identifier: a tool output
 offloaded (by its age), cut in the middle, cleared, superseded or gone, or another message gone.
+How a tool output was shown is read from the source its render gave it (its stored variant),
+never from the placeholder's wording.
 An assistant message says where in it the identifier stood: its text, a value of one of its
 tool calls' arguments, or only an argument's name (``old_string``): a name the tool's schema
 gives, which a real request sends beside the messages and the bench's prompts leave out.
@@ -15,6 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from context import MessageSource
 from openprogram.bench._metrics import (
     Message,
     Turn,
@@ -26,8 +29,21 @@ from openprogram.bench._metrics import (
 )
 from openprogram.bench._replay import MessageCounter, Trace, run_policy
 
+_SHOWN_AS: dict[str, str] = {
+    "cleared": "tool output cleared",
+    "edit-cleared": "tool output cleared",
+    "superseded": "tool output superseded",
+}
+"""The cause a shown tool output's variant gives (an offload names its age; the rest, a
+head-and-tail cut)."""
 
-def _cause(ident: str, history: Sequence[Message], prompt: Sequence[Message]) -> str:
+
+def _cause(
+    ident: str,
+    history: Sequence[Message],
+    prompt: Sequence[Message],
+    sources: Sequence[MessageSource] = (),
+) -> str:
     source, age = None, 0
     for age, message in enumerate(reversed(history)):  # noqa: B007 - the age is the point
         if ident in message_text(message):
@@ -42,19 +58,20 @@ def _cause(ident: str, history: Sequence[Message], prompt: Sequence[Message]) ->
         return f"{role} message collapsed, compacted or dropped"
     call_id = source.get("tool_call_id")
     shown = next(
-        (m for m in prompt if m.get("role") == "tool" and m.get("tool_call_id") == call_id), None
+        (
+            index
+            for index, m in enumerate(prompt)
+            if m.get("role") == "tool" and m.get("tool_call_id") == call_id
+        ),
+        None,
     )
     if shown is None:
         return "tool output collapsed, compacted or dropped"
-    text = str(shown.get("content"))
-    if "output offloaded" in text:
+    variant = sources[shown].variant if shown < len(sources) else None
+    if variant == "offloaded":
         when = "newest round" if age <= 2 else "3-10 messages old" if age <= 10 else "older"
         return f"tool output offloaded ({when})"
-    if "output cleared" in text:
-        return "tool output cleared"
-    if "superseded read" in text:
-        return "tool output superseded"
-    return "tool output cut in the middle"
+    return _SHOWN_AS.get(str(variant), "tool output cut in the middle")
 
 
 def _where(ident: str, message: Message) -> str:
@@ -93,5 +110,5 @@ def identifier_losses(
         ours = messages_text(turn.prompt)
         for ident in identifiers(message_text(turn.assistant)) & seen:
             if ident in other and ident not in ours:
-                causes[_cause(ident, turn.history, turn.prompt)] += 1
+                causes[_cause(ident, turn.history, turn.prompt, turn.sources)] += 1
     return causes

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from context import UsageAnchor, tool_pair_problems
+from context import MessageSource, UsageAnchor, tool_pair_problems
 from openprogram._errors import BenchError
 
 Message = dict[str, Any]
@@ -43,6 +43,8 @@ class Turn(msgspec.Struct, frozen=True):
     assistant: Message
     history: list[Message]
     ms: float
+    sources: list[MessageSource] = msgspec.field(default_factory=list)
+    """Where each prompt message came from (our policies; empty for baselines and peers)."""
 
 
 class TraceMetrics(msgspec.Struct, frozen=True):

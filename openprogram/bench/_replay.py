@@ -20,6 +20,7 @@ import msgspec
 from context import (
     ContextEngine,
     HeuristicSummarizer,
+    MessageSource,
     Policy,
     StateFolder,
     Summarizer,
@@ -252,11 +253,13 @@ def run_policy(
                 counted += 1
             started = time.perf_counter()
             fired: list[str] = []
+            sources: list[MessageSource] = []
             if engine is not None:
                 head = trace.graph.predecessor(node.id)
                 engine.clock = _fixed_clock(node.at)
                 rendered = engine.render(head=head.id if head else None)
                 prompt, tokens = rendered.messages, rendered.tokens
+                sources = rendered.sources
                 fired = [record.tier for record in rendered.records]
                 emergencies += "emergency" in fired
                 ms = (time.perf_counter() - started) * 1000
@@ -290,7 +293,7 @@ def run_policy(
                 if engine is not None and sent > 0:
                     engine.anchor_usage(reported, estimated=sent)
             assistant = trace.messages[position]
-            turn = Turn(prompt, tokens, history_tokens, assistant, history, ms)
+            turn = Turn(prompt, tokens, history_tokens, assistant, history, ms, sources)
             turns.append(turn)
             if on_turn is not None:
                 on_turn(turn, fired)

@@ -26,13 +26,12 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from context import Rendered
-from graph import Node, Tool, dialogue_message, tool_call, tool_result_message
+from context import MessageSource, Rendered
+from graph import Node, Tool, dialogue_message
 from openprogram.integrations._calls import (
     FrameworkIds,
     call_counts,
@@ -401,47 +400,35 @@ class Mirror:
             return self._pair(self.last, entries)
 
     def _pair(self, rendered: Rendered, entries: Sequence[Entry]) -> list[Paired]:
+        """Each rendered message with the entry it shows unchanged: its source names the
+        entry's node, shown in full by no tier (never a comparison of texts)."""
         graph = self.session.graph
-        unchanged: dict[str, deque[Entry]] = {}
+        by_node: dict[str, Entry] = {}
         framework_ids: dict[str, str] = {}
         for step, entry in zip(self._path, entries, strict=False):
             for framework_id, graph_ids in step.calls.items():
                 for graph_id in graph_ids:
                     framework_ids[graph_id] = framework_id
-            if step.node not in graph:
-                continue
-            node = graph.get(step.node)
-            shown = _full_message(graph, node) if entry.message.get("role") != "tool" else None
-            if entry.message.get("role") == "tool" and node.kind == "tool":
-                shown = tool_result_message(node)
-            if shown is not None:
-                unchanged.setdefault(_key(shown), deque()).append(entry)
-        instructions = [dialogue_message(graph.get(s.node)) for s in self._system]
-        superseded = {_key(m) for m in instructions[:-1]} - {_key(m) for m in instructions[-1:]}
+            if step.node in graph:
+                by_node[step.node] = entry
+        current = [s.node for s in self._system[-1:]]
+        instructions = [dialogue_message(graph.get(node)) for node in current]
+        superseded = {s.node for s in self._system[:-1]} - set(current)
         ids = FrameworkIds(framework_ids)
+        sources = rendered.sources
+        if len(sources) != len(rendered.messages):  # no sources: nothing is paired
+            sources = [MessageSource()] * len(rendered.messages)
         paired = []
-        for message in rendered.messages:
-            key = _key(message)
-            if message.get("role") == "system" and key in superseded:
+        for message, source in zip(rendered.messages, sources, strict=True):
+            node = source.nodes[0] if len(source.nodes) == 1 else None
+            old = message.get("role") == "system" and node in superseded
+            if old and message not in instructions:
                 continue  # counted in the budget, never sent: the framework sends the new ones
-            candidates = unchanged.get(key)
-            shows = candidates.popleft() if candidates else None
+            shows = by_node.pop(node, None) if source.verbatim and node is not None else None
+            if shows is not None and shows.message.get("role") != message.get("role"):
+                shows = None
             mapped = ids.map(message)
             if shows is not None and call_ids(mapped) != call_ids(shows.message):
                 shows = None  # its framework ids would repeat one: sent as a new message
             paired.append(Paired(mapped, shows))
         return paired
-
-
-def _full_message(graph: Any, node: Node) -> dict[str, Any] | None:
-    if node.kind != "dialogue":
-        return None
-    message = dialogue_message(node)
-    tools = graph.tools(node.id)
-    if tools:
-        message["tool_calls"] = [tool_call(t) for t in tools]
-    return message
-
-
-def _key(message: dict[str, Any]) -> str:
-    return json.dumps(message, sort_keys=True, ensure_ascii=False, default=str)

@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable
 from typing import Annotated, Any
 
+import msgspec
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from pydantic import Field
@@ -297,11 +298,14 @@ class HistoryServer:
             raise ResourceNotFoundError(str(error)) from None
 
     def prompt(self, session: str) -> str:
-        """A session's next prompt as it would be sent (messages in OpenAI format)."""
+        """A session's next prompt as it would be sent (messages in OpenAI format), with
+        where each message came from (``sources``: node, variant, layer, tier)."""
         reader = self._resource_reader(session)
         with self._lock:
             rendered = reader.engine.preview()
-        return json.dumps({"tokens": rendered.tokens, "messages": rendered.messages}, default=str)
+        sources = msgspec.to_builtins(rendered.sources)
+        shown = {"tokens": rendered.tokens, "messages": rendered.messages, "sources": sources}
+        return json.dumps(shown, default=str)
 
     def records(self, session: str) -> str:
         """A session's compaction records, oldest first, as JSON lines."""

@@ -146,6 +146,8 @@ def test_every_tool_over_stdio(stored: tuple[Path, Session]) -> None:
     assert out["context"]["tokens"] <= out["context"]["budget"]
     assert all(text and not text.startswith("Error") for text in out["named"])
     assert out["prompt"]["messages"][0]["role"] == "system"
+    sources = out["prompt"]["sources"]  # issue 33: each message says where it came from
+    assert len(sources) == len(out["prompt"]["messages"]) and sources[0]["unit"] == "system"
     assert {json.loads(line)["tier"] for line in out["records"].splitlines()} >= {
         "collapse",
         "compact",
