@@ -32,6 +32,7 @@ from ._ops._layer_ops import LayerOps
 from ._ops._recovery import Recovery
 from ._render._cascade import Cascade
 from ._render._frame import Frame, FrameStore
+from ._render._layout import Layout
 from ._render._rendered import Rendered
 from ._render._renderer import Renderer
 from ._render._request import RenderRequest
@@ -196,6 +197,21 @@ class ContextEngine:
         if list(tools) != self.tools:
             self.tools = list(tools)
             self._tool_tokens = self.counter.count_tools(self.tools)
+
+    def count_as_sent(self) -> None:
+        """From now on count every message and tool schema as the JSON an OpenAI-compatible
+        client sends (``TokenCounter.as_sent``: keys, call ids, escapes, a margin), cached
+        apart from plain counts: what a framework adapter renders for, whose framework
+        writes the request out itself."""
+        if self.counter.as_sent:
+            return
+        with self.lock:
+            self.counter.as_sent = True
+            self.cache.tag = "sent"
+            self._tool_tokens = self.counter.count_tools(self.tools)
+            self.renderer.memo.clear()  # items counted the plain way are built again
+            for frame in self.frames.by_key.values():
+                frame.layout = Layout()
 
     @property
     def writer(self) -> SessionWriter | None:

@@ -29,6 +29,9 @@ __all__ = [
     "DEFAULT_ENCODING",
     "IMAGE_TOKENS",
     "MESSAGE_OVERHEAD",
+    "WIRE_MESSAGE_MARGIN",
+    "WIRE_RESULT_MARGIN",
+    "WIRE_TOOL_MARGIN",
     "TokenCache",
     "TokenCounter",
     "UsageAnchor",
@@ -43,6 +46,19 @@ MESSAGE_OVERHEAD = 4
 """Tokens per chat message for the role and the framing tokens around it."""
 IMAGE_TOKENS = 85
 """A fixed charge per image part: OpenAI's low-detail tile cost."""
+WIRE_MESSAGE_MARGIN = 4
+"""Tokens per message counted as sent (``TokenCounter.as_sent``) beyond its JSON counted
+in two pieces, its frame and its content: the comma between two messages (or the list's
+brackets) and the tokens BPE merges differently across the cut. Measured: at most 4 for
+one message alone, at most 3 each in longer lists (``tests/context/test_tokens_as_sent.py``
+holds it over random messages full of quotes, backslashes, newlines and non-ASCII)."""
+WIRE_RESULT_MARGIN = 6
+"""Tokens more per tool result counted as sent: a framework may name the tool in the
+result message, which the graph does not keep (LangChain's ``"name":"lookup",``; a name
+of up to three tokens)."""
+WIRE_TOOL_MARGIN = 2
+"""Tokens per tool schema counted as sent beyond its JSON: the comma between two schemas
+and the brackets of the list."""
 
 _IMAGE_PARTS = frozenset({"image_url", "image", "input_image"})
 
@@ -125,6 +141,16 @@ def _compact_json(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
+def _wire_json(value: object) -> str:
+    """JSON as the OpenAI SDK writes a request body: compact, keys in their order, UTF-8."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _escaped(text: str) -> str:
+    """``text`` as it stands inside a JSON string (quotes, backslashes, newlines escaped)."""
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
 class TokenCache:
     """Token counts by key (node id plus a variant tag), so a node is tokenized once.
 
@@ -137,9 +163,12 @@ class TokenCache:
     (12, {'n1:full': 12})
     """
 
-    __slots__ = ("_absent", "_data", "_dirty", "loader", "unstored")
+    __slots__ = ("_absent", "_data", "_dirty", "loader", "tag", "unstored")
 
     def __init__(self) -> None:
+        self.tag = ""
+        """Appended to every key (``~tag``): counts made another way (a counter that
+        counts messages as sent) are kept apart from the plain ones, in memory and stored."""
         self._data: dict[str, int] = {}
         self._dirty: dict[str, int] = {}
         self._absent: set[str] = set()
@@ -152,18 +181,26 @@ class TokenCache:
         the reader started, which no one has counted yet in all likelihood: a render after
         an append should not pay a query to learn that; a count is the same when redone)."""
 
+    def _key(self, key: str) -> str:
+        return f"{key}~{self.tag}" if self.tag else key
+
     def get(self, key: str) -> int | None:
+        key = self._key(key)
         found = self._data.get(key)
         if found is None and self.loader is not None and key not in self._absent:
             if key.partition(":")[0] in self.unstored:
                 return None
-            self.prefetch((key,))
+            self._prefetch((key,))
             found = self._data.get(key)
         return found
 
     def prefetch(self, keys: Iterable[str]) -> None:
         """Load the stored counts of ``keys`` not known yet, in one read (fail-open: a
         count that cannot be read is counted again)."""
+        if self.loader is not None:
+            self._prefetch(self._key(k) for k in keys)
+
+    def _prefetch(self, keys: Iterable[str]) -> None:
         if self.loader is None:
             return
         wanted = [k for k in keys if k not in self._data and k not in self._absent]
@@ -177,6 +214,7 @@ class TokenCache:
         self._absent.update(k for k in wanted if k not in found)
 
     def put(self, key: str, tokens: int) -> None:
+        key = self._key(key)
         if self._data.get(key) != tokens:
             self._data[key] = tokens
             self._dirty[key] = tokens
@@ -200,6 +238,7 @@ class TokenCache:
         persisted by no one (what a preview counts: the value is the same when redone)."""
         draft = TokenCache()
         draft._data, draft._absent, draft.unstored = self._data, self._absent, self.unstored
+        draft.tag = self.tag
         draft.loader = self.loader
         return draft
 
@@ -207,7 +246,7 @@ class TokenCache:
         return len(self._data)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._data
+        return isinstance(key, str) and self._key(key) in self._data
 
 
 class TokenCounter:
@@ -231,6 +270,7 @@ class TokenCounter:
         "_loaded",
         "_model",
         "_strict",
+        "as_sent",
         "encoding_name",
         "exact_limit",
     )
@@ -249,6 +289,12 @@ class TokenCounter:
         """Texts longer than this many characters are not tokenized: their UTF-8 length
         stands in, an upper bound (every token covers at least one byte), so a 100 MB
         output costs no tokenizer time and is never undercounted."""
+        self.as_sent = False
+        """Count each message and tool schema as the JSON an OpenAI-compatible client sends
+        (its keys, call ids and escapes, plus ``WIRE_MESSAGE_MARGIN``, ``WIRE_RESULT_MARGIN``
+        and ``WIRE_TOOL_MARGIN``) rather than its text and ``MESSAGE_OVERHEAD``: the
+        framework adapters set it, whose requests a framework writes out, every message a
+        JSON object and every quote and newline of a tool output escaped."""
         self._model, self._strict, self._lazy = model, strict, lazy
         self._encoding: Any = None
         self._approximate = False
@@ -329,8 +375,11 @@ class TokenCounter:
         Counted: a fixed overhead, the content (text parts, a fixed charge per image,
         other parts as JSON), reasoning text, provider compaction blocks, and each tool
         call's name and arguments.
-        ``name`` and ``tool_call_id`` are framing and are left out.
+        ``name`` and ``tool_call_id`` are framing and are left out. Counted
+        :attr:`as_sent`: the message's JSON, every key of it.
         """
+        if self.as_sent:
+            return self._count_sent(message)
         total = MESSAGE_OVERHEAD + self._count_content(message.get("content"))
         total += self._count_value(message.get("thinking"))
         total += self._count_value(message.get("reasoning_content"))
@@ -348,11 +397,42 @@ class TokenCounter:
             total += self._count_value(function.get("arguments"))
         return total
 
+    def _count_sent(self, message: Mapping[str, Any]) -> int:
+        """The message's wire JSON in two pieces, so that a long content is escaped and
+        counted once: the frame (every key, the content left empty) and the content."""
+        content = message.get("content")
+        frame = {
+            key: "" if key == "content" and value is not None else value
+            for key, value in message.items()
+        }
+        total = WIRE_MESSAGE_MARGIN + self.count_text(_wire_json(frame))
+        if message.get("role") == "tool":
+            total += WIRE_RESULT_MARGIN
+        if isinstance(content, str):
+            return total + self.count_text(_escaped(content))
+        if not isinstance(content, list):
+            return total
+        for part in content:
+            if isinstance(part, dict) and part.get("type") in _IMAGE_PARTS:
+                total += IMAGE_TOKENS + WIRE_MESSAGE_MARGIN
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                frame = {key: "" if key == "text" else value for key, value in part.items()}
+                total += self.count_text(_wire_json(frame)) + 1
+                total += self.count_text(_escaped(part["text"]))
+            else:
+                total += self.count_text(_wire_json(part)) + 1
+        return total
+
     def count_messages(self, messages: Iterable[Mapping[str, Any]]) -> int:
         return sum(self.count_message(message) for message in messages)
 
     def count_tools(self, tool_schemas: Iterable[Mapping[str, Any]]) -> int:
-        """Tokens of tool schemas, each as compact JSON with sorted keys (stable)."""
+        """Tokens of tool schemas, each as compact JSON with sorted keys (stable); counted
+        :attr:`as_sent`, in their own key order, each with ``WIRE_TOOL_MARGIN``."""
+        if self.as_sent:
+            return sum(
+                self.count_text(_wire_json(schema)) + WIRE_TOOL_MARGIN for schema in tool_schemas
+            )
         return sum(self.count_text(_compact_json(schema)) for schema in tool_schemas)
 
     def count_cached(self, key: str, message: Mapping[str, Any], cache: TokenCache) -> int:

@@ -383,6 +383,7 @@ class Mirror:
         with self._lock:
             self.sync(entries, system)
             engine = self.session.engine
+            engine.count_as_sent()  # the framework writes each request out as JSON
             if tools:
                 engine.set_tools(list(tools))
             head = self.head

@@ -227,12 +227,18 @@ def _answers(items: Sequence[Any]) -> bool:
 
 
 def _schema(tool: FunctionTool) -> dict[str, Any]:
-    function = {
-        "name": tool.name,
-        "description": tool.description,
-        "parameters": tool.params_json_schema,
-    }
-    return {"type": "function", "function": function}
+    """The tool as the SDK's chat-completions models send it (its own ``tool_to_openai``:
+    ``strict`` and all), counted in the budget as sent."""
+    try:
+        return dict(Converter.tool_to_openai(tool))
+    except UserError:  # a Responses-only tool: described as it would be, were it sent
+        function = {
+            "name": tool.name,
+            "description": tool.description or "",
+            "parameters": tool.params_json_schema,
+            "strict": tool.strict_json_schema,
+        }
+        return {"type": "function", "function": function}
 
 
 def _item_key(item: Any) -> str:

@@ -1,0 +1,50 @@
+"""The three adapters' largest request by our count and by the wire's (issue 32, item 5).
+
+    PYTHONPATH=$PWD .venv/bin/python bench-notes/budget_adapters.py [--budget 7000]
+        [--steps 40] [--history 3] [--no-anchor] [--frameworks pydantic_ai,langchain,openai_agents]
+
+Runs each framework's own agent (the harness in tests/openprogram/integrations/_wire.py)
+against the fake OpenAI-compatible server on 127.0.0.1 and prints one JSON line per
+framework: requests, largest request by the engine's count and by the wire JSON's cl100k
+count, the largest gap, requests over the budget on the wire, and requests holding the
+current user request verbatim.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests/openprogram/integrations"), str(ROOT)]
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import _wire  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--budget", type=int, default=7_000)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--history", type=int, default=3)
+    parser.add_argument("--no-anchor", action="store_true")
+    parser.add_argument("--frameworks", default=",".join(_wire.RUNNERS))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        for run in _wire.runs(
+            Path(folder),
+            args.budget,
+            args.frameworks.split(","),
+            steps=args.steps,
+            history=args.history,
+            anchor=not args.no_anchor,
+        ):
+            print(json.dumps({**run.summary(), "anchor": not args.no_anchor}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
