@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from context import Rendered
 from graph import Node, Tool, dialogue_message, tool_call, tool_result_message
+from openprogram._config import ADAPTERS
 from openprogram.integrations._calls import FrameworkIds, call_counts, call_ids, check_entries
 from openprogram.tracing import traced_render
 
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["NAMESPACE", "Entry", "Mirror", "Paired"]
 
-NAMESPACE = "integrations"
+NAMESPACE = ADAPTERS
 """Store side-data namespace: one key per adapter, where its mirror started (JSON); its
 steps are in ``integrations.<name>``, keyed by the node they hang on and their digest."""
 SYSTEM = "@system"

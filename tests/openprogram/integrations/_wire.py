@@ -57,11 +57,19 @@ def search(query: str, limit: int = 5, path: str | None = None) -> str:
     return f"{limit} hits for {query!r} under {path or '.'}: " + module_text(query)[:600]
 
 
+PROSE = False
+"""Outputs as plain prose (nothing JSON escapes) instead of source code: the bench's
+``--prose``."""
+
+
 def module_text(key: str) -> str:
     """A module's source: quotes, newlines and indents (what JSON escapes), mostly under
     2,000 characters, now and then over 4,000 (budget reduction) or 10,000 (offload)."""
     n = sum(ord(c) for c in key)
     size = 14_000 if n % 11 == 5 else 6_000 if n % 7 == 3 else 500 + (n * 37) % 1_500
+    if PROSE:
+        words = " ".join(f"{key} part {j} reads well and says little." for j in range(size // 30))
+        return words[:size]
     lines = [f'"""Module {key}: helpers for the "{key}" feature."""', "", "import json", ""]
     j = 0
     while sum(len(line) + 1 for line in lines) < size:
@@ -137,6 +145,7 @@ class Run:
             "largest_ours": max(c.ours for c in self.calls),
             "largest_wire": max(c.wire for c in self.calls),
             "largest_gap": max(c.wire - c.ours for c in self.calls),
+            "mean_gap": round(sum(c.wire - c.ours for c in self.calls) / len(self.calls), 1),
             "over_budget": len(self.over),
             "request_kept": len(self.calls) - len(self.lost),
         }

@@ -9,11 +9,14 @@ server reports what it received, counted the same way)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
 from _fake_provider import FakeProvider
 from _wire import HISTORY, REQUEST, RUNNERS, Run, session_for, wire_tokens
+
+from openprogram.cli import main as cli
 
 BUDGET = 7_000
 STEPS = 40
@@ -58,3 +61,21 @@ def test_tool_schemas_are_counted_as_the_framework_sends_them(
         assert session.engine.tool_tokens >= wire_tokens({"tools": sent})
     finally:
         session.close()
+
+
+def test_openprogram_context_counts_an_adapter_session_as_it_was_sent(
+    tmp_path: Path, fake_provider: FakeProvider, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if importlib.util.find_spec("pydantic_ai") is None:
+        pytest.skip("pydantic_ai is not installed")
+    session = session_for(tmp_path, 50_000)
+    try:
+        run = RUNNERS["pydantic_ai"](fake_provider, session, steps=3, history=0, anchor=False)
+    finally:
+        session.close()
+    capsys.readouterr()
+    assert cli(["--db", str(tmp_path / "op.db"), "context", session.id, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    last = run.calls[-1]
+    assert report["last_sent"]["tokens"] == last.ours and report["last_sent"]["exact"]
+    assert report["next"]["tokens"] > last.ours >= last.wire  # the answer since, as sent
