@@ -151,6 +151,10 @@ def _escaped(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)[1:-1]
 
 
+_ESCAPED = dict.fromkeys([*range(32), ord('"'), ord("\\")])
+"""The characters JSON escapes (each one takes at most 5 more bytes escaped: ``\\u0001``)."""
+
+
 class TokenCache:
     """Token counts by key (node id plus a variant tag), so a node is tokenized once.
 
@@ -409,7 +413,7 @@ class TokenCounter:
         if message.get("role") == "tool":
             total += WIRE_RESULT_MARGIN
         if isinstance(content, str):
-            return total + self.count_text(_escaped(content))
+            return total + self._count_escaped(content)
         if not isinstance(content, list):
             return total
         for part in content:
@@ -418,10 +422,17 @@ class TokenCounter:
             elif isinstance(part, dict) and isinstance(part.get("text"), str):
                 frame = {key: "" if key == "text" else value for key, value in part.items()}
                 total += self.count_text(_wire_json(frame)) + 1
-                total += self.count_text(_escaped(part["text"]))
+                total += self._count_escaped(part["text"])
             else:
                 total += self.count_text(_wire_json(part)) + 1
         return total
+
+    def _count_escaped(self, text: str) -> int:
+        """Tokens of ``text`` escaped as a JSON string; past ``exact_limit`` an upper bound
+        (its UTF-8 bytes and five more per character JSON escapes) without escaping it."""
+        if self.exact_limit is not None and len(text) > self.exact_limit:
+            return utf8_length(text) + 5 * (len(text) - len(text.translate(_ESCAPED)))
+        return self.count_text(_escaped(text))
 
     def count_messages(self, messages: Iterable[Mapping[str, Any]]) -> int:
         return sum(self.count_message(message) for message in messages)

@@ -105,3 +105,12 @@ def test_a_tagged_cache_reads_and_writes_its_own_keys() -> None:
     assert cache.get("n1:full") is None and "n1:full" not in cache
     cache.put("n1:full", 14)
     assert cache.get("n1:full") == 14 and cache.dirty() == {"n1:full": 10, "n1:full~sent": 14}
+
+
+@settings(max_examples=200, deadline=None)
+@given(TEXT.filter(lambda text: len(text) > 20))
+def test_a_text_past_the_exact_limit_is_bounded_without_escaping(text: str) -> None:
+    counter = TokenCounter(encoding="cl100k_base", exact_limit=20)
+    counter.as_sent = True
+    message = {"role": "tool", "tool_call_id": "call_1", "content": text}
+    assert counter.count_message(message) >= wire([message])
