@@ -23,12 +23,14 @@ STEPS = 40
 FRAMEWORKS = {"pydantic_ai": "pydantic_ai", "langchain": "langchain", "openai_agents": "agents"}
 
 
-def _run(framework: str, tmp_path: Path, fake: FakeProvider, anchor: bool) -> Run:
+def _run(framework: str, tmp_path: Path, fake: FakeProvider, anchor: bool) -> tuple[Run, int]:
+    """The run, and how many reported input tokens anchored its counts."""
     if importlib.util.find_spec(FRAMEWORKS[framework]) is None:
         pytest.skip(f"{FRAMEWORKS[framework]} is not installed")
     session = session_for(tmp_path, BUDGET)
     try:
-        return RUNNERS[framework](fake, session, steps=STEPS, anchor=anchor)
+        run = RUNNERS[framework](fake, session, steps=STEPS, anchor=anchor)
+        return run, session.engine.anchor.reports
     finally:
         session.close()
 
@@ -38,7 +40,8 @@ def _run(framework: str, tmp_path: Path, fake: FakeProvider, anchor: bool) -> Ru
 def test_a_long_autonomous_run_stays_in_budget_on_the_wire(
     framework: str, anchor: bool, tmp_path: Path, fake_provider: FakeProvider
 ) -> None:
-    run = _run(framework, tmp_path, fake_provider, anchor)
+    run, anchored = _run(framework, tmp_path, fake_provider, anchor)
+    assert anchored == (len(run.calls) if anchor else 0)
     assert len(run.calls) == len(HISTORY) * 7 + STEPS + 1
     assert max(c.wire for c in run.calls) > BUDGET * 0.8  # the budget was what held it
     assert [c.wire for c in run.over] == []
