@@ -22,8 +22,9 @@ import msgspec
 
 from graph import ConversationGraph, GraphReader, LayerInfo
 
+from ._budget._anchor import UsageAnchor
 from ._budget._policy import MAX_TOKENS, Policy
-from ._budget._tokens import TokenCache, TokenCounter, UsageAnchor
+from ._budget._tokens import TokenCache, TokenCounter
 from ._commit._committer import Committer
 from ._commit._hooks import Committed, Hooks
 from ._commit._writer import Redo, SessionWriter
@@ -199,10 +200,8 @@ class ContextEngine:
             self._tool_tokens = self.counter.count_tools(self.tools)
 
     def count_as_sent(self) -> None:
-        """From now on count every message and tool schema as the JSON an OpenAI-compatible
-        client sends (``TokenCounter.as_sent``: keys, call ids, escapes, a margin), cached
-        apart from plain counts: what a framework adapter renders for, whose framework
-        writes the request out itself."""
+        """Count messages and tool schemas as the JSON a client sends from now on (a
+        framework adapter's session; ``TokenCounter.as_sent``), cached apart."""
         if self.counter.as_sent:
             return
         with self.lock:
