@@ -6,6 +6,7 @@ never changes a stored node. Collapses and compactions are layers: graph facts t
 be listed, expanded and rolled back.
 """
 
+from ._budget._anchor import UsageAnchor
 from ._budget._cut import middle_truncate
 from ._budget._models import ModelInfo, import_litellm, is_anthropic, model_info
 from ._budget._names import (
@@ -22,7 +23,7 @@ from ._budget._policy import MAX_TOKENS, POLICY_SCHEMA, Policy
 from ._budget._presets import COLLAPSE_FIRST_CASCADE, DEFAULT_COMPACTABLE
 from ._budget._readback import HISTORY_TOOLS
 from ._budget._redaction import output_redactor, summary_redactor
-from ._budget._tokens import TokenCache, TokenCounter, UsageAnchor, encoding_name_for
+from ._budget._tokens import TokenCache, TokenCounter, encoding_name_for
 from ._commit._hooks import Committed
 from ._commit._writer import SessionWriter
 from ._engine import ContextEngine, render_context, render_receipt

@@ -22,14 +22,16 @@ import msgspec
 
 from graph import ConversationGraph, GraphReader, LayerInfo
 
+from ._budget._anchor import UsageAnchor
 from ._budget._policy import MAX_TOKENS, Policy
-from ._budget._tokens import TokenCache, TokenCounter, UsageAnchor
+from ._budget._tokens import TokenCache, TokenCounter
 from ._commit._hooks import Committed, Hooks
 from ._commit._writer import Redo, SessionWriter
 from ._errors import BudgetFloorWarning, CommitConflict, ContextError, PolicyError
 from ._ops._parts import Shared, engine_parts
 from ._ops._recovery import Recovery
 from ._render._frame import Frame
+from ._render._layout import Layout
 from ._render._rendered import Rendered
 from ._render._request import RenderRequest
 from ._store._folder import StateFolder, state_folder
@@ -145,6 +147,8 @@ class ContextEngine:
         """The parts that keep what renders read and decided (see ``_ops._parts``)."""
         parts = engine_parts(self.graph, self._shared, writer, summarizer, self.prefetch)
         self.frames, self.renderer, self.committer, self.ops = parts
+        if self.counter.as_sent:
+            self.renderer.cache.tag = "sent"
         self._reloads = self.graph.state.reloads
 
     def _after_scrub(self) -> None:
@@ -185,6 +189,19 @@ class ContextEngine:
         if list(tools) != self.tools:
             self.tools = list(tools)
             self._tool_tokens = self.counter.count_tools(self.tools)
+
+    def count_as_sent(self) -> None:
+        """Count messages and tool schemas as the JSON a client sends from now on (a
+        framework adapter's session; ``TokenCounter.as_sent``), cached apart."""
+        if self.counter.as_sent:
+            return
+        with self.lock:
+            self.counter.as_sent = True
+            self.cache.tag = "sent"
+            self._tool_tokens = self.counter.count_tools(self.tools)
+            self.renderer.memo.clear()  # items counted the plain way are built again
+            for frame in self.frames.by_key.values():
+                frame.layout = Layout()
 
     @property
     def writer(self) -> SessionWriter | None:

@@ -37,6 +37,9 @@ from openprogram._models import Model
 CONFIG_KEY = "openprogram.config"
 CONFIG_SCHEMA = 1
 DEFAULT_STEPS = 25
+ADAPTERS = "integrations"
+"""Where a framework adapter's mirror keeps its start (``integrations.NAMESPACE``): a
+session that has it is counted as sent."""
 """``llm()`` calls an agent makes per task unless its configuration says otherwise."""
 
 
@@ -203,7 +206,8 @@ def stored_engine(
 ) -> ContextEngine:
     """An engine configured as the session stored it (its policy, and its budget unless
     ``budget`` is given; ``policy`` replaces the stored one), with the tools of the last
-    prompt it sent: what a reader renders to see what the agent sends. On a read-only
+    prompt it sent, counting as sent where a framework adapter wrote the session: what a
+    reader renders to see what the agent sends. On a read-only
     store it decides and never writes."""
     config = load_config(graph.store, graph.session)
     if policy is None and config is not None:
@@ -220,6 +224,8 @@ def stored_engine(
     )
     if engine.storage is not None:
         engine.set_tools(engine.storage.last_tools())
+    if graph.store.get_values(graph.session, ADAPTERS):
+        engine.count_as_sent()  # a framework adapter's session: counted as it counts
     return engine
 
 

@@ -9,7 +9,9 @@
 
 Responses are scripted in order with ``reply``, ``reply_tool_call``, ``reply_tool_calls``
 (several calls in one reply, for parallel tool calls), ``overflow`` and ``status``; each
-request consumes one, and an empty queue answers ``"ok"``. Scripted
+request consumes one, and an empty queue answers ``"ok"``. ``prompt_tokens_of``, when set,
+is called with each request's body and gives the input tokens the reply reports (what a
+provider counted), in place of the scripted figure. Scripted
 replies are rendered in whichever format the request's path asks for. Note that the
 OpenAI SDK retries 408/409/429/5xx responses, and each retry consumes a queued entry.
 Every request is recorded in ``requests``.
@@ -21,6 +23,7 @@ import json
 import threading
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -219,6 +222,13 @@ class _Handler(BaseHTTPRequestHandler):
             code, payload = _anthropic_response(provider._next(), body)
         else:
             code, payload = 404, {"error": {"message": f"no route {path}", "type": "not_found"}}
+        counted = provider.prompt_tokens_of
+        if counted is not None and isinstance(payload, dict) and "usage" in payload:
+            key = "prompt_tokens" if path == OPENAI_PATH else "input_tokens"
+            payload["usage"][key] = counted(body)
+            if "total_tokens" in payload["usage"]:
+                usage = payload["usage"]
+                usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
@@ -240,6 +250,7 @@ class FakeProvider:
         self._lock = threading.Lock()
         self._queue: deque[_Script] = deque()
         self.requests: list[RecordedRequest] = []
+        self.prompt_tokens_of: Callable[[Any], int] | None = None
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.provider = self
         self.port: int = self._server.server_address[1]

@@ -1,4 +1,4 @@
-"""Token counting with tiktoken, offline, cached per node, anchored on real usage.
+"""Token counting with tiktoken, offline, cached per node (``_anchor`` maps it onto real usage).
 
 tiktoken downloads its BPE files on first use, which fails offline. litellm ships the
 common ones in ``litellm_core_utils/tokenizers``, named by the SHA-1 of their URL, which is
@@ -17,7 +17,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +29,11 @@ __all__ = [
     "DEFAULT_ENCODING",
     "IMAGE_TOKENS",
     "MESSAGE_OVERHEAD",
+    "WIRE_MESSAGE_MARGIN",
+    "WIRE_RESULT_MARGIN",
+    "WIRE_TOOL_MARGIN",
     "TokenCache",
     "TokenCounter",
-    "UsageAnchor",
     "encoding_name_for",
     "utf8_length",
 ]
@@ -43,6 +45,19 @@ MESSAGE_OVERHEAD = 4
 """Tokens per chat message for the role and the framing tokens around it."""
 IMAGE_TOKENS = 85
 """A fixed charge per image part: OpenAI's low-detail tile cost."""
+WIRE_MESSAGE_MARGIN = 4
+"""Tokens per message counted as sent (``TokenCounter.as_sent``) beyond its JSON counted
+in two pieces, its frame and its content: the comma between two messages (or the list's
+brackets) and the tokens BPE merges differently across the cut. Measured: at most 4 for
+one message alone, at most 3 each in longer lists (``tests/context/test_tokens_as_sent.py``
+holds it over random messages full of quotes, backslashes, newlines and non-ASCII)."""
+WIRE_RESULT_MARGIN = 6
+"""Tokens more per tool result counted as sent: a framework may name the tool in the
+result message, which the graph does not keep (LangChain's ``"name":"lookup",``; a name
+of up to three tokens)."""
+WIRE_TOOL_MARGIN = 2
+"""Tokens per tool schema counted as sent beyond its JSON: the comma between two schemas
+and the brackets of the list."""
 
 _IMAGE_PARTS = frozenset({"image_url", "image", "input_image"})
 
@@ -125,6 +140,20 @@ def _compact_json(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
+def _wire_json(value: object) -> str:
+    """JSON as the OpenAI SDK writes a request body: compact, keys in their order, UTF-8."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _escaped(text: str) -> str:
+    """``text`` as it stands inside a JSON string (quotes, backslashes, newlines escaped)."""
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+_ESCAPED = dict.fromkeys([*range(32), ord('"'), ord("\\")])
+"""The characters JSON escapes (each one takes at most 5 more bytes escaped: ``\\u0001``)."""
+
+
 class TokenCache:
     """Token counts by key (node id plus a variant tag), so a node is tokenized once.
 
@@ -137,9 +166,12 @@ class TokenCache:
     (12, {'n1:full': 12})
     """
 
-    __slots__ = ("_absent", "_data", "_dirty", "loader", "unstored")
+    __slots__ = ("_absent", "_data", "_dirty", "loader", "tag", "unstored")
 
     def __init__(self) -> None:
+        self.tag = ""
+        """Appended to every key (``~tag``): counts made another way (a counter that
+        counts messages as sent) are kept apart from the plain ones, in memory and stored."""
         self._data: dict[str, int] = {}
         self._dirty: dict[str, int] = {}
         self._absent: set[str] = set()
@@ -152,18 +184,26 @@ class TokenCache:
         the reader started, which no one has counted yet in all likelihood: a render after
         an append should not pay a query to learn that; a count is the same when redone)."""
 
+    def _key(self, key: str) -> str:
+        return f"{key}~{self.tag}" if self.tag else key
+
     def get(self, key: str) -> int | None:
+        key = self._key(key)
         found = self._data.get(key)
         if found is None and self.loader is not None and key not in self._absent:
             if key.partition(":")[0] in self.unstored:
                 return None
-            self.prefetch((key,))
+            self._prefetch((key,))
             found = self._data.get(key)
         return found
 
     def prefetch(self, keys: Iterable[str]) -> None:
         """Load the stored counts of ``keys`` not known yet, in one read (fail-open: a
         count that cannot be read is counted again)."""
+        if self.loader is not None:
+            self._prefetch(self._key(k) for k in keys)
+
+    def _prefetch(self, keys: Iterable[str]) -> None:
         if self.loader is None:
             return
         wanted = [k for k in keys if k not in self._data and k not in self._absent]
@@ -177,6 +217,7 @@ class TokenCache:
         self._absent.update(k for k in wanted if k not in found)
 
     def put(self, key: str, tokens: int) -> None:
+        key = self._key(key)
         if self._data.get(key) != tokens:
             self._data[key] = tokens
             self._dirty[key] = tokens
@@ -200,6 +241,7 @@ class TokenCache:
         persisted by no one (what a preview counts: the value is the same when redone)."""
         draft = TokenCache()
         draft._data, draft._absent, draft.unstored = self._data, self._absent, self.unstored
+        draft.tag = self.tag
         draft.loader = self.loader
         return draft
 
@@ -207,7 +249,7 @@ class TokenCache:
         return len(self._data)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._data
+        return isinstance(key, str) and self._key(key) in self._data
 
 
 class TokenCounter:
@@ -231,6 +273,7 @@ class TokenCounter:
         "_loaded",
         "_model",
         "_strict",
+        "as_sent",
         "encoding_name",
         "exact_limit",
     )
@@ -249,6 +292,12 @@ class TokenCounter:
         """Texts longer than this many characters are not tokenized: their UTF-8 length
         stands in, an upper bound (every token covers at least one byte), so a 100 MB
         output costs no tokenizer time and is never undercounted."""
+        self.as_sent = False
+        """Count each message and tool schema as the JSON an OpenAI-compatible client sends
+        (its keys, call ids and escapes, plus ``WIRE_MESSAGE_MARGIN``, ``WIRE_RESULT_MARGIN``
+        and ``WIRE_TOOL_MARGIN``) rather than its text and ``MESSAGE_OVERHEAD``: the
+        framework adapters set it, whose requests a framework writes out, every message a
+        JSON object and every quote and newline of a tool output escaped."""
         self._model, self._strict, self._lazy = model, strict, lazy
         self._encoding: Any = None
         self._approximate = False
@@ -329,8 +378,11 @@ class TokenCounter:
         Counted: a fixed overhead, the content (text parts, a fixed charge per image,
         other parts as JSON), reasoning text, provider compaction blocks, and each tool
         call's name and arguments.
-        ``name`` and ``tool_call_id`` are framing and are left out.
+        ``name`` and ``tool_call_id`` are framing and are left out. Counted
+        :attr:`as_sent`: the message's JSON, every key of it.
         """
+        if self.as_sent:
+            return self._count_sent(message)
         total = MESSAGE_OVERHEAD + self._count_content(message.get("content"))
         total += self._count_value(message.get("thinking"))
         total += self._count_value(message.get("reasoning_content"))
@@ -348,11 +400,49 @@ class TokenCounter:
             total += self._count_value(function.get("arguments"))
         return total
 
+    def _count_sent(self, message: Mapping[str, Any]) -> int:
+        """The message's wire JSON in two pieces, so that a long content is escaped and
+        counted once: the frame (every key, the content left empty) and the content."""
+        content = message.get("content")
+        frame = {
+            key: "" if key == "content" and value is not None else value
+            for key, value in message.items()
+        }
+        total = WIRE_MESSAGE_MARGIN + self.count_text(_wire_json(frame))
+        if message.get("role") == "tool":
+            total += WIRE_RESULT_MARGIN
+        if isinstance(content, str):
+            return total + self._count_escaped(content)
+        if not isinstance(content, list):
+            return total
+        for part in content:
+            if isinstance(part, dict) and part.get("type") in _IMAGE_PARTS:
+                total += IMAGE_TOKENS + WIRE_MESSAGE_MARGIN
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                frame = {key: "" if key == "text" else value for key, value in part.items()}
+                total += self.count_text(_wire_json(frame)) + 1
+                total += self._count_escaped(part["text"])
+            else:
+                total += self.count_text(_wire_json(part)) + 1
+        return total
+
+    def _count_escaped(self, text: str) -> int:
+        """Tokens of ``text`` escaped as a JSON string; past ``exact_limit`` an upper bound
+        (its UTF-8 bytes and five more per character JSON escapes) without escaping it."""
+        if self.exact_limit is not None and len(text) > self.exact_limit:
+            return utf8_length(text) + 5 * (len(text) - len(text.translate(_ESCAPED)))
+        return self.count_text(_escaped(text))
+
     def count_messages(self, messages: Iterable[Mapping[str, Any]]) -> int:
         return sum(self.count_message(message) for message in messages)
 
     def count_tools(self, tool_schemas: Iterable[Mapping[str, Any]]) -> int:
-        """Tokens of tool schemas, each as compact JSON with sorted keys (stable)."""
+        """Tokens of tool schemas, each as compact JSON with sorted keys (stable); counted
+        :attr:`as_sent`, in their own key order, each with ``WIRE_TOOL_MARGIN``."""
+        if self.as_sent:
+            return sum(
+                self.count_text(_wire_json(schema)) + WIRE_TOOL_MARGIN for schema in tool_schemas
+            )
         return sum(self.count_text(_compact_json(schema)) for schema in tool_schemas)
 
     def count_cached(self, key: str, message: Mapping[str, Any], cache: TokenCache) -> int:
@@ -362,111 +452,3 @@ class TokenCounter:
             tokens = self.count_message(message)
             cache.put(key, tokens)
         return tokens
-
-
-class UsageAnchor:
-    """Maps token estimates onto what the provider actually billed.
-
-    Estimates use one BPE for every model, but each provider tokenizes differently
-    (Claude's tokenizer yields noticeably more tokens than cl100k for the same text) and may
-    add tokens we never see (a hidden system prompt, tool framing), so the estimate drifts by
-    a factor and by an offset. After each call, pass the estimate of the prompt that was sent
-    and the provider's input tokens (for Anthropic: input plus cache read and cache creation
-    tokens). The first report sets a ratio; from the second on, a least-squares line
-    ``reported ≈ ratio × estimated + offset`` over the recent reports (older ones fade by
-    ``decay``) takes over. The ratio stays in [0.5, 2.0], the offset between minus half and
-    once the typical report, and a report counts as at most twice (at least half) what the
-    line expected, so one odd report cannot wreck the budget. On the real traces (their
-    hidden system prompts are an offset of 40–65k tokens) the mean error falls from 34% to
-    about 2%, where a ratio alone left 18%.
-
-    >>> anchor = UsageAnchor()
-    >>> anchor.anchor_usage(estimated=1000, reported=1200)
-    >>> anchor.ratio, anchor.offset, anchor.adjust(100)
-    (1.2, 0.0, 120)
-    >>> anchor.anchor_usage(estimated=2000, reported=2200)  # 1.0 × estimate + 200 hidden
-    >>> round(anchor.ratio, 3), round(anchor.offset), anchor.adjust(3000), anchor.inverse(3200)
-    (1.0, 200, 3200, 3000)
-    """
-
-    MIN_RATIO = 0.5
-    MAX_RATIO = 2.0
-    MIN_SPREAD = 0.05
-    """Reports whose sizes vary less than this (relative) cannot tell a ratio from an offset."""
-
-    __slots__ = ("_reports", "_sums", "decay", "offset", "ratio")
-
-    def __init__(self, decay: float = 0.7) -> None:
-        if not 0.0 < decay <= 1.0:
-            raise ValueError(f"decay must be in (0, 1], got {decay}")
-        self.decay = decay
-        self.ratio = 1.0
-        self.offset = 0.0
-        self._reports = 0
-        self._sums = [0.0] * 5  # weight, x, y, x², xy
-
-    def anchor_usage(self, estimated: int, reported: int) -> None:
-        """Record one report and refit."""
-        if estimated <= 0 or reported <= 0:
-            return
-        x, y = float(estimated), float(reported)
-        if self._reports == 0:
-            self.ratio = self._clamp(y / x)
-        else:
-            expected = self.adjust(estimated)
-            y = min(self.MAX_RATIO * expected, max(self.MIN_RATIO * expected, y))
-        self._reports += 1
-        w, sx, sy, sxx, sxy = (value * self.decay for value in self._sums)
-        self._sums = [w + 1, sx + x, sy + y, sxx + x * x, sxy + x * y]
-        self._fit()
-
-    def _clamp(self, ratio: float) -> float:
-        return min(self.MAX_RATIO, max(self.MIN_RATIO, ratio))
-
-    def _fit(self) -> None:
-        """Least squares under the bounds: a slope outside them is held at the bound, and
-        reports too alike in size keep the last slope and refit only the offset."""
-        w, sx, sy, sxx, sxy = self._sums
-        if self._reports < 2 or w <= 0:
-            return
-        mean_x, mean_y = sx / w, sy / w
-        variance = sxx / w - mean_x * mean_x
-        if variance > (self.MIN_SPREAD * mean_x) ** 2:
-            self.ratio = self._clamp((sxy / w - mean_x * mean_y) / variance)
-        offset = mean_y - self.ratio * mean_x
-        self.offset = max(-0.5 * mean_y, min(mean_y, offset))
-
-    @property
-    def reports(self) -> int:
-        return self._reports
-
-    def state(self) -> list[float]:
-        """What ``restore`` takes: enough to go on fitting exactly where this one is."""
-        return [self.ratio, float(self._reports), self.offset, *self._sums]
-
-    @classmethod
-    def from_state(cls, state: Sequence[float]) -> UsageAnchor:
-        """An anchor resumed from :meth:`state` (stored with tier state, or a receipt's)."""
-        anchor = cls()
-        ratio, reports, *rest = state
-        anchor.restore(float(ratio), int(reports), *(float(v) for v in rest))
-        return anchor
-
-    def restore(self, ratio: float, reports: int, *rest: float) -> None:
-        """Resume from a persisted state (an older one held only the ratio and the count)."""
-        self._reports = max(0, int(reports))
-        self.ratio = self._clamp(ratio)
-        self.offset = 0.0
-        self._sums = [0.0] * 5
-        if len(rest) == 6:
-            self.offset = float(rest[0])
-            self._sums = [float(v) for v in rest[1:]]
-
-    def adjust(self, estimated: int) -> int:
-        """What the provider will count for ``estimated`` tokens, rounded up (float noise is
-        ignored)."""
-        return max(0, math.ceil(round(estimated * self.ratio + self.offset, 6)))
-
-    def inverse(self, reported: int) -> int:
-        """The largest estimate the provider will count as at most ``reported`` tokens."""
-        return math.floor(round((reported - self.offset) / self.ratio, 6))

@@ -12,9 +12,10 @@ import msgspec
 
 from graph import GraphError, GraphReader, LayerError
 
+from .._budget._anchor import UsageAnchor
 from .._budget._policy import Policy
 from .._budget._redaction import clean_records
-from .._budget._tokens import TokenCache, UsageAnchor
+from .._budget._tokens import TokenCache
 from .._errors import OffloadError
 from .._render._decision import Decision
 from .._render._frame import FrameStore

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .._budget._tokens import UsageAnchor
+from .._budget._anchor import UsageAnchor
 
 
 @dataclass(frozen=True)

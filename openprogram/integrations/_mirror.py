@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from context import MessageSource, Rendered
 from graph import Node, Tool, dialogue_message
+from openprogram._config import ADAPTERS
 from openprogram.integrations._calls import (
     FrameworkIds,
     call_counts,
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = ["NAMESPACE", "Entry", "Mirror", "Paired"]
 
-NAMESPACE = "integrations"
+NAMESPACE = ADAPTERS
 """Store side-data namespace: one key per adapter, where its mirror started (JSON); its
 steps are in ``integrations.<name>``, keyed by the node they hang on and their digest."""
 SYSTEM = "@system"
@@ -391,6 +392,7 @@ class Mirror:
         with self._lock:
             self.sync(entries, system)
             engine = self.session.engine
+            engine.count_as_sent()  # the framework writes each request out as JSON
             if tools:
                 engine.set_tools(list(tools))
             head = self.head

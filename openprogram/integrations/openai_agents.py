@@ -6,9 +6,10 @@
 ``run`` wires the three pieces a compacting session needs: the session itself, its
 ``input_filter`` as ``RunConfig.call_model_input_filter`` (without it nothing is compacted,
 and the session warns), and the history tools in the agent's ``tools`` (without them a model
-that reads a compacted output back ends the run with ``Tool read_output not found``). Wired
-by hand: ``Runner.run(agent.clone(tools=[*agent.tools, *memory.tools]), …, session=memory,
-run_config=memory.run_config())``.
+that reads a compacted output back ends the run with ``Tool read_output not found``); and
+run hooks that anchor the counts on the input tokens the provider reports (the run's own
+``hooks=`` are passed on). Wired by hand: ``Runner.run(agent.clone(tools=[*agent.tools,
+*memory.tools]), …, session=memory, run_config=memory.run_config(), hooks=memory.hooks())``.
 
 The session stores the exact items the SDK writes and returns exactly those: the SDK reads
 ``get_items`` back to check and rewind its own writes by comparing digests, so it must
@@ -36,7 +37,19 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from agents import Agent, FunctionTool, RunConfig, Runner, RunResult, Tool, function_tool
+from agents import (
+    Agent,
+    AgentHookContext,
+    FunctionTool,
+    ModelResponse,
+    RunConfig,
+    RunContextWrapper,
+    RunHooks,
+    Runner,
+    RunResult,
+    Tool,
+    function_tool,
+)
 from agents.exceptions import UserError
 from agents.items import TResponseInputItem
 from agents.memory import SessionABC, SessionSettings
@@ -97,20 +110,36 @@ class OpenProgramSession(SessionABC):
         """``config`` (or a default one) with this session's ``input_filter``."""
         return dataclasses.replace(config or RunConfig(), call_model_input_filter=self.input_filter)
 
+    def hooks(self, hooks: RunHooks[Any] | None = None) -> RunHooks[Any]:
+        """``hooks`` (or none) with the anchor: after each model call the input tokens the
+        provider reported correct the estimate of the prompt the filter rendered for it."""
+        return _Anchoring(self, hooks)
+
+    def _anchor(self, input_tokens: int) -> None:
+        last = self.mirror.last
+        if input_tokens > 0 and last is not None:
+            self.session.engine.anchor_usage(input_tokens, estimated=last.tokens)
+
     async def run(
         self, agent: Agent[Any], input: str | list[TResponseInputItem], **kwargs: Any
     ) -> RunResult:
         """``Runner.run`` with this session, its filter and its tools (``run_config=``
         and every other argument of ``Runner.run`` pass through)."""
         config = self.run_config(kwargs.pop("run_config", None))
-        return await Runner.run(self.agent(agent), input, session=self, run_config=config, **kwargs)
+        hooks = self.hooks(kwargs.pop("hooks", None))
+        return await Runner.run(
+            self.agent(agent), input, session=self, run_config=config, hooks=hooks, **kwargs
+        )
 
     def run_sync(
         self, agent: Agent[Any], input: str | list[TResponseInputItem], **kwargs: Any
     ) -> RunResult:
         """``Runner.run_sync`` with this session, its filter and its tools."""
         config = self.run_config(kwargs.pop("run_config", None))
-        return Runner.run_sync(self.agent(agent), input, session=self, run_config=config, **kwargs)
+        hooks = self.hooks(kwargs.pop("hooks", None))
+        return Runner.run_sync(
+            self.agent(agent), input, session=self, run_config=config, hooks=hooks, **kwargs
+        )
 
     # -- the Session protocol -------------------------------------------------------------
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
@@ -219,6 +248,51 @@ class OpenProgramSession(SessionABC):
             self.mirror.sync(entries)
 
 
+class _Anchoring(RunHooks[Any]):
+    """A run's hooks, passed on, plus the session's anchor on each model call's usage."""
+
+    def __init__(self, memory: OpenProgramSession, inner: RunHooks[Any] | None) -> None:
+        self.memory, self.inner = memory, inner or RunHooks()
+
+    async def on_llm_end(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse
+    ) -> None:
+        await asyncio.to_thread(self.memory._anchor, response.usage.input_tokens)
+        await self.inner.on_llm_end(context, agent, response)
+
+    async def on_llm_start(
+        self,
+        context: RunContextWrapper[Any],
+        agent: Agent[Any],
+        system_prompt: str | None,
+        input_items: list[TResponseInputItem],
+    ) -> None:
+        await self.inner.on_llm_start(context, agent, system_prompt, input_items)
+
+    async def on_agent_start(self, context: AgentHookContext[Any], agent: Agent[Any]) -> None:
+        await self.inner.on_agent_start(context, agent)
+
+    async def on_agent_end(
+        self, context: AgentHookContext[Any], agent: Agent[Any], output: Any
+    ) -> None:
+        await self.inner.on_agent_end(context, agent, output)
+
+    async def on_handoff(
+        self, context: RunContextWrapper[Any], from_agent: Agent[Any], to_agent: Agent[Any]
+    ) -> None:
+        await self.inner.on_handoff(context, from_agent, to_agent)
+
+    async def on_tool_start(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool
+    ) -> None:
+        await self.inner.on_tool_start(context, agent, tool)
+
+    async def on_tool_end(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: object
+    ) -> None:
+        await self.inner.on_tool_end(context, agent, tool, result)
+
+
 def _answers(items: Sequence[Any]) -> bool:
     """Whether ``items`` hold a model's answer (what the SDK stores after a model call)."""
     return any(
@@ -228,12 +302,18 @@ def _answers(items: Sequence[Any]) -> bool:
 
 
 def _schema(tool: FunctionTool) -> dict[str, Any]:
-    function = {
-        "name": tool.name,
-        "description": tool.description,
-        "parameters": tool.params_json_schema,
-    }
-    return {"type": "function", "function": function}
+    """The tool as the SDK's chat-completions models send it (its own ``tool_to_openai``:
+    ``strict`` and all), counted in the budget as sent."""
+    try:
+        return dict(Converter.tool_to_openai(tool))
+    except UserError:  # a Responses-only tool: described as it would be, were it sent
+        function = {
+            "name": tool.name,
+            "description": tool.description or "",
+            "parameters": tool.params_json_schema,
+            "strict": tool.strict_json_schema,
+        }
+        return {"type": "function", "function": function}
 
 
 def _item_key(item: Any) -> str:

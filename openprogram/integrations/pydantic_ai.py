@@ -20,6 +20,7 @@ as the capability's toolset, so the model can read back what was put away. Needs
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 from collections.abc import Sequence
@@ -44,7 +45,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.models import Model, ModelRequestContext, ModelRequestParameters
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.settings import ModelSettings
@@ -106,7 +107,7 @@ class OpenProgramCapability(AbstractCapability[Any]):
         mirror = self.conversations.mirror_for(ctx.conversation_id)
         entries = to_entries(request_context.messages)
         parameters = request_context.model_request_parameters
-        tools = [_schema(t) for t in parameters.function_tools]
+        tools = _schemas(request_context.model, parameters)
         system = _instructions(parameters.instruction_parts, request_context.messages)
         paired = await asyncio.to_thread(
             mirror.render, entries, tools, system, conversation=ctx.conversation_id
@@ -325,9 +326,25 @@ def _text(content: Any) -> str:
     return "\n".join(str(p.get("text", "")) for p in content if p.get("type") == "text")
 
 
-def _schema(tool: ToolDefinition) -> dict[str, Any]:
-    function = {"name": tool.name, "parameters": tool.parameters_json_schema}
-    if tool.description:
-        function["description"] = tool.description
+def _schemas(model: Model, parameters: ModelRequestParameters) -> list[dict[str, Any]]:
+    """The tools as the model sends them, counted in the budget as sent: the model's own
+    ``customize_request_parameters`` first (its schema transformer decides ``strict`` and
+    rewrites the schemas), then ``OpenAIChatModel``'s mapping (an empty description kept,
+    ``strict`` when set and the profile allows it); output tools too."""
+    with contextlib.suppress(Exception):  # a model that cannot: the tools as given
+        parameters = model.customize_request_parameters(parameters)
+    strict = model.profile.get("openai_supports_strict_tool_definition", True) is not False
+    tools = [*parameters.function_tools, *parameters.output_tools]
+    return [_schema(tool, strict) for tool in tools]
+
+
+def _schema(tool: ToolDefinition, strict: bool = True) -> dict[str, Any]:
+    function: dict[str, Any] = {
+        "name": tool.name,
+        "description": tool.description or "",
+        "parameters": tool.parameters_json_schema,
+    }
+    if tool.strict and strict:
+        function["strict"] = tool.strict
     schema: dict[str, Any] = json.loads(json.dumps({"type": "function", "function": function}))
     return schema

@@ -22,6 +22,7 @@ from agents import (
     FunctionTool,
     Model,
     ModelResponse,
+    RunHooks,
     Runner,
     function_tool,
     set_tracing_disabled,
@@ -170,6 +171,27 @@ def test_run_wires_the_filter_and_the_tools(tmp_path: Path) -> None:
     assert "search_history" in {t.name for t in model.requests[0][2]}
     assert agent.tools == []  # the caller's agent is left as it was
     assert memory.mirror.last is not None  # the filter rendered the calls
+
+
+def test_reported_input_tokens_anchor_the_estimates_and_hooks_pass_on(tmp_path: Path) -> None:
+    session = Session(tmp_path / "op.db", budget=50_000)
+    memory = OpenProgramSession(session)
+    ended: list[int] = []
+
+    class Counting(RunHooks[Any]):
+        async def on_llm_end(self, context: Any, agent: Any, response: ModelResponse) -> None:
+            ended.append(response.usage.input_tokens)
+
+    class Reporting(Scripted):
+        async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+            response = await super().get_response(*args, **kwargs)
+            response.usage = Usage(requests=1, input_tokens=5_000, output_tokens=1)
+            return response
+
+    agent = Agent("a", model=Reporting(lambda turn, items: [say("ok")]))
+    asyncio.run(memory.run(agent, "hi", hooks=Counting()))
+    assert ended == [5_000]  # the run's own hooks still called
+    assert session.engine.anchor.reports == 1 and session.engine.anchor.ratio > 1.0
 
 
 def test_a_run_without_the_filter_warns(tmp_path: Path) -> None:
