@@ -18,11 +18,11 @@ from context import (
     read_jsonl,
     records_path,
 )
-from context._store._storage import CONFIG, MESSAGES, RECEIPTS, RECORDS, STATE, TOOLS
 from graph import (
     ConversationGraph,
     NoDatabase,
     Redactor,
+    Store,
     StoreError,
     scrub,
 )
@@ -252,12 +252,19 @@ def redacted(graph: ConversationGraph) -> ConversationGraph:
     return ConversationGraph(copy.store, copy.session)
 
 
-SIDE_VALUES = (STATE, RECEIPTS, TOOLS, MESSAGES)
-"""What a session keeps as side values that an export carries: tier state, the last
-receipts, the tool schemas and sent messages they name (named branches are the graph's
-own)."""
-SIDE_LOGS = (RECORDS, RECEIPTS, CONFIG)
-"""And as side logs: compaction records, every receipt, configuration events."""
+CACHES = ("context.tokens.",)
+"""Side values an export leaves out: token counts, which any reader counts again."""
+
+
+def exported_side(store: Store, session: str) -> dict[str, Any]:
+    """What an export carries beside the records: every side namespace the session holds
+    (tier state, receipts, configuration events, a framework adapter's items and mirror
+    index, whatever package wrote them), the token-count caches left out."""
+    from graph import session_side
+
+    values, logs = store.side_namespaces(session)
+    kept = [name for name in values if not name.startswith(CACHES)]
+    return session_side(store, session, values=kept, logs=logs)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -265,14 +272,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     ``openprogram import`` loads back): its records, configuration, branches, layers,
     compaction records, tier state and render receipts, so that the session loaded
     elsewhere renders the same prompts; or the OpenAI messages of its main branch."""
-    from graph import export_format, export_session, session_side
+    from graph import export_format, export_session
 
     graph = existing_session(args, args.session, read_only=True)
     out = Path(args.out)
     if not out.parent.is_dir():
         raise UsageError(f"no folder {out.parent} for {out}")
     chosen = args.format or export_format(out)
-    side = session_side(graph.store, graph.session, values=SIDE_VALUES, logs=SIDE_LOGS)
+    side = exported_side(graph.store, graph.session)
     if not args.no_redact:
         graph = redacted(graph)  # every record, function inputs and errors included
         side = Redactor().value(side)
