@@ -15,6 +15,7 @@ from rich.tree import Tree
 from context import CompactionRecord, Rendered, TokenCounter, as_record_tier
 from graph import GraphReader, LayerInfo, Node, text_of
 from openprogram._tables import Grid
+from openprogram._words import counted
 
 _STATUS = {"running": "yellow", "completed": "green", "error": "red", "interrupted": "magenta"}
 
@@ -65,7 +66,7 @@ def session_tree(
                 state = "active" if layer.active else "rolled back"
                 branch.add(
                     f"[magenta]layer {layer.kind}[/] {layer.id} ({state}, "
-                    f"{len(layer.covers)} nodes)"
+                    f"{counted(len(layer.covers), 'node')})"
                 )
             mark = ""
             if marks.get(node.id):
@@ -200,7 +201,7 @@ def layers_table(layers: Sequence[LayerInfo], saved: Mapping[str, int], *, title
             layer.id,
             layer.kind,
             state,
-            f"{len(layer.covers)} nodes",
+            counted(len(layer.covers), "node"),
             f"{saved.get(layer.id, 0):,}",
             "\n".join(layer.builds_on) or "—",
         )

@@ -36,6 +36,7 @@ from openprogram._cli._common import (
     folder_of,
     open_store,
     print_json,
+    session_id,
     token_budget,
     warnings_shown,
     what_if,
@@ -43,6 +44,7 @@ from openprogram._cli._common import (
 from openprogram._errors import SessionError
 from openprogram._prompts import context_report, prompts
 from openprogram._views import distribution_table, fired_by_frame, records_table, session_tree
+from openprogram._words import counted
 
 
 def _plain(value: Any) -> Any:
@@ -140,7 +142,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             }
         )
         return 0
-    title = f"session [bold]{graph.session}[/] ({len(graph)} nodes, {graph.store.url})"
+    title = f"session [bold]{graph.session}[/] ({counted(len(graph), 'node')}, {graph.store.url})"
     try:
         storage = ContextStorage(graph.store, graph.session, folder_of(args, graph.store))
         records = storage.read_records()
@@ -155,7 +157,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         console.print(f"branches: {heads}")
     console.print(
         f"[dim]show {graph.session} NODE shows one node; tiers under a function are the "
-        f"compactions of its own prompts ({len(records)} records: openprogram records "
+        f"compactions of its own prompts ({counted(len(records), 'record')}: openprogram records "
         f"{graph.session})[/]"
     )
     for repair in graph.repairs:
@@ -209,7 +211,7 @@ def cmd_context(args: argparse.Namespace) -> int:
                 distribution_table(found.again, engine.counter, title=f"last prompt, {how}")
             )
         added = graph.last_seq - receipt.seq
-        since = f", {added} record(s) stored since the last one was sent"
+        since = f", {counted(added, 'record')} stored since the last one was sent"
     else:
         since = ", none sent yet" if not asked else ""
     label = (
@@ -217,7 +219,7 @@ def cmd_context(args: argparse.Namespace) -> int:
     )
     title = (
         f"{label}next prompt of {graph.session}: {upcoming.tokens:,} of {upcoming.budget:,} "
-        f"tokens, {len(upcoming.messages)} messages ({window}{since})"
+        f"tokens, {counted(len(upcoming.messages), 'message')} ({window}{since})"
     )
     console.print(distribution_table(upcoming, engine.counter, title=title))
     return 0
@@ -367,7 +369,8 @@ def cmd_copy(args: argparse.Namespace) -> int:
         raise UsageError("copying a session onto itself; give --to another database or --as")
     copied = graph.copy_to(target, name, head=args.head)
     console.print(
-        f"copied {len(copied)} nodes of {graph.session} to session {name} in {target.url}"
+        f"copied {counted(len(copied), 'node')} of {graph.session} to session {name} in "
+        f"{target.url}"
     )
     return 0
 
@@ -464,7 +467,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     copy.add_argument("session")
     copy.add_argument("--to", required=True, help="the target SQLite path or PostgreSQL URL")
-    copy.add_argument("--as", dest="as_session", help="the copy's session id (default: same)")
+    copy.add_argument(
+        "--as", dest="as_session", type=session_id, help="the copy's session id (default: same)"
+    )
     copy.add_argument("--head", help="copy only the branch that ends at this node")
     copy.set_defaults(run=cmd_copy)
     gc = sub.add_parser(
