@@ -36,7 +36,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from agents import Agent, FunctionTool, RunConfig, Runner, RunResult, Tool, function_tool
+from agents import Agent, FunctionTool, Model, RunConfig, Runner, RunResult, Tool, function_tool
 from agents.exceptions import UserError
 from agents.items import TResponseInputItem
 from agents.memory import SessionABC, SessionSettings
@@ -44,8 +44,10 @@ from agents.memory.session_settings import resolve_session_limit
 from agents.models.chatcmpl_converter import Converter
 from agents.run_config import CallModelData, ModelInputData
 
+from openprogram import tracing
 from openprogram._errors import MalformedMessage
 from openprogram._session import Session
+from openprogram.integrations._agents_trace import TracedHooks, chat, model_name, traced_run
 from openprogram.integrations._history import history_functions
 from openprogram.integrations._mirror import Entry, Mirror, Paired
 
@@ -84,6 +86,7 @@ class OpenProgramSession(SessionABC):
         self._adds: int | None = None
         self._filtered = False
         self._warned = False
+        self._configured: str | Model | None = None
 
     # -- the three pieces, wired -------------------------------------------------------------
     def agent(self, agent: Agent[T]) -> Agent[T]:
@@ -94,22 +97,33 @@ class OpenProgramSession(SessionABC):
 
     def run_config(self, config: RunConfig | None = None) -> RunConfig:
         """``config`` (or a default one) with this session's ``input_filter``."""
-        return dataclasses.replace(config or RunConfig(), call_model_input_filter=self.input_filter)
+        config = config or RunConfig()
+        self._configured = config.model  # the model the SDK runs, over the agent's own
+        return dataclasses.replace(config, call_model_input_filter=self.input_filter)
 
     async def run(
         self, agent: Agent[Any], input: str | list[TResponseInputItem], **kwargs: Any
     ) -> RunResult:
-        """``Runner.run`` with this session, its filter and its tools (``run_config=``
-        and every other argument of ``Runner.run`` pass through)."""
+        """``Runner.run`` with this session, its filter and its tools (``run_config=``,
+        ``hooks=`` and every other argument of ``Runner.run`` pass through). With tracing
+        on, the run is one trace (see ``_agents_trace``)."""
         config = self.run_config(kwargs.pop("run_config", None))
-        return await Runner.run(self.agent(agent), input, session=self, run_config=config, **kwargs)
+        hooks = TracedHooks(kwargs.pop("hooks", None))
+        with traced_run(agent, self.session.id, self.session_id):
+            return await Runner.run(
+                self.agent(agent), input, session=self, run_config=config, hooks=hooks, **kwargs
+            )
 
     def run_sync(
         self, agent: Agent[Any], input: str | list[TResponseInputItem], **kwargs: Any
     ) -> RunResult:
         """``Runner.run_sync`` with this session, its filter and its tools."""
         config = self.run_config(kwargs.pop("run_config", None))
-        return Runner.run_sync(self.agent(agent), input, session=self, run_config=config, **kwargs)
+        hooks = TracedHooks(kwargs.pop("hooks", None))
+        with traced_run(agent, self.session.id, self.session_id):
+            return Runner.run_sync(
+                self.agent(agent), input, session=self, run_config=config, hooks=hooks, **kwargs
+            )
 
     # -- the Session protocol -------------------------------------------------------------
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
@@ -152,7 +166,9 @@ class OpenProgramSession(SessionABC):
             _schema(t) for t in getattr(data.agent, "tools", ()) if isinstance(t, FunctionTool)
         ]
         system = data.model_data.instructions
-        paired = await asyncio.to_thread(self._render, items, tools, system)
+        name = model_name(data.agent, self._configured)
+        with tracing.under(chat(data.agent, self._configured, name)):
+            paired = await asyncio.to_thread(self._render, items, tools, system, name)
         instructions = "\n\n".join(
             _text(p.message.get("content"))
             for p in paired
@@ -164,11 +180,17 @@ class OpenProgramSession(SessionABC):
         return ModelInputData(input=from_messages(rest), instructions=system)
 
     def _render(
-        self, items: list[TResponseInputItem], tools: list[dict[str, Any]], system: str | None
+        self,
+        items: list[TResponseInputItem],
+        tools: list[dict[str, Any]],
+        system: str | None,
+        model: str | None,
     ) -> list[Paired]:
         entries = to_entries(items)
         with self._lock:
-            return self.mirror.render(entries, tools, system, conversation=self.session_id)
+            return self.mirror.render(
+                entries, tools, system, conversation=self.session_id, model=model
+            )
 
     # -- stored items ---------------------------------------------------------------------
     def _live(self) -> list[TResponseInputItem]:
