@@ -209,11 +209,11 @@ def test_an_agents_sdk_session_continues_alike_on_an_imported_database(tmp_path:
     old = Agent(
         "helper", instructions="Old rules.", tools=[function_tool(lookup)], model=Scripted(ROUNDS)
     )
-    memory.run_sync(old, "Look up k_1 to k_10.", max_turns=20)
+    asyncio.run(memory.run(old, "Look up k_1 to k_10.", max_turns=20))
     new = Agent(
         "helper", instructions="New rules.", tools=[function_tool(lookup)], model=Scripted(0)
     )
-    memory.run_sync(new, "Thanks.")
+    asyncio.run(memory.run(new, "Thanks."))
     assert session.graph.layers(active=True)
     items = asyncio.run(memory.get_items())
     _copy(tmp_path, session)
@@ -225,7 +225,7 @@ def test_an_agents_sdk_session_continues_alike_on_an_imported_database(tmp_path:
         agent = Agent(
             "helper", instructions="New rules.", tools=[function_tool(lookup)], model=model
         )
-        copy.run_sync(agent, "?")
+        asyncio.run(copy.run(agent, "?"))
         assert model.requests[0][0] == "New rules."
         return model.requests
 
