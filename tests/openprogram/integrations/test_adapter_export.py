@@ -37,7 +37,7 @@ def _copy(tmp_path: Path, session: Session) -> tuple[Path, Path]:
     original, copy = tmp_path / "op.db", tmp_path / "copy.db"
     out = tmp_path / "session.json"
     session.close()
-    assert main(["--db", str(original), "export", session.id, str(out), "--no-redact"]) == 0
+    assert main(["--db", str(original), "export", session.id, str(out)]) == 0
     assert main(["--db", str(copy), "import", str(out)]) == 0
     return original, copy
 
