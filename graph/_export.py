@@ -9,8 +9,9 @@ layers. The format is taken from the file's extension (``.json``, ``.graphml``).
 
 An export can also carry what is kept beside the records (``side``, see
 :func:`session_side`): the session's metadata, named branches, and the side values and logs
-other packages name (configuration, compaction records, tier state, render receipts), so
-a session loaded elsewhere renders the same prompts.
+of every namespace (configuration, compaction records, tier state, render receipts, and
+what framework adapters keep: their items and where their mirror stands), so a session
+loaded elsewhere renders the same prompts and a framework's run continues on it as before.
 """
 
 from __future__ import annotations
@@ -61,12 +62,22 @@ def _text(node: Node) -> str:
 
 
 def session_side(
-    store: Store, session: str, *, values: Sequence[str] = (), logs: Sequence[str] = ()
+    store: Store,
+    session: str,
+    *,
+    values: Sequence[str] | None = None,
+    logs: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """What ``store`` keeps beside a session's records, for an export: its metadata, its
-    named branches, and the side values and logs of the namespaces given."""
+    named branches, and the side values and logs of the namespaces given (None: every
+    namespace the session holds, whichever package wrote it: a framework adapter's items
+    and mirror index as much as the context engine's state)."""
+    if values is None or logs is None:
+        held_values, held_logs = store.side_namespaces(session)
+        values = held_values if values is None else values
+        logs = held_logs if logs is None else logs
     found: dict[str, Any] = {"meta": store.session_meta(session), "values": {}, "logs": {}}
-    for namespace in (BRANCHES, *values):
+    for namespace in dict.fromkeys((BRANCHES, *values)):
         if kept := store.get_values(session, namespace):
             found["values"][namespace] = kept
     for namespace in logs:

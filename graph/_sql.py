@@ -436,6 +436,9 @@ class SQLStore(Store):
     def read_log(self, session: str, namespace: str) -> list[LogEntry]:
         return self._side.read_log(session, namespace)
 
+    def side_namespaces(self, session: str) -> tuple[list[str], list[str]]:
+        return self._side.namespaces(session)
+
     def put_lease(self, session: str, function_id: str, owner: str, expires_us: int) -> None:
         self._side.put_lease(session, function_id, owner, expires_us)
 

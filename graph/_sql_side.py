@@ -156,6 +156,15 @@ class SideTables:
         with self._connection() as connection:
             return [LogEntry(str(r[0]), int(r[1]), str(r[2])) for r in connection.execute(query)]
 
+    def namespaces(self, session: str) -> tuple[list[str], list[str]]:
+        """The namespaces the session holds values in, and logs in (sorted)."""
+        found: list[list[str]] = []
+        with self._connection() as connection:
+            for table in (VALUES, LOGS):
+                query = select(table.c.namespace).where(table.c.session == session).distinct()
+                found.append(sorted(str(row[0]) for row in connection.execute(query)))
+        return found[0], found[1]
+
     def session_meta(self, session: str) -> dict[str, Any]:
         with self._connection() as connection:
             try:

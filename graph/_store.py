@@ -49,6 +49,12 @@ class Store(EventLog, SideData, Leases):
     def has_session(self, session: str) -> bool:
         return any(info.id == session for info in self.sessions())
 
+    def side_namespaces(self, session: str) -> tuple[list[str], list[str]]:
+        """The namespaces the session holds side values in, and those it holds side logs
+        in (sorted): what an export must carry to be the whole session, whichever
+        package wrote them."""
+        raise NotImplementedError
+
     @contextmanager
     def transaction(self) -> Iterator[None]:
         yield
@@ -168,6 +174,15 @@ class MemoryStore(Store):
     def read_log(self, session: str, namespace: str) -> list[LogEntry]:
         with self._lock:
             return list(self._side(session, "logs", namespace))
+
+    def side_namespaces(self, session: str) -> tuple[list[str], list[str]]:
+        with self._lock:
+            kinds = self._side_data.get(session, {})
+            found = [
+                sorted(n for n, kept in kinds.get(kind, {}).items() if kept and n[:1] != "\0")
+                for kind in ("values", "logs")
+            ]
+            return found[0], found[1]
 
     def put_lease(self, session: str, function_id: str, owner: str, expires_us: int) -> None:
         with self._lock:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from graph import html_table
+from openprogram._words import counted
 
 if TYPE_CHECKING:
     from openprogram._session import Session
@@ -20,19 +21,20 @@ def session_html(session: Session) -> str:
         for s in ("running", "completed", "error", "interrupted")
         if any(f.status == s for f in functions)
     )
+    kinds = counted(len(functions), "function")
     layers = session.graph.layers()
     total = session.usage()["total"]
     return html_table(
         f"session {session.id}",
         [
             ("store", session.store.url),
-            ("nodes", f"{len(nodes)} ({len(functions)} functions: {states or 'none'})"),
+            ("nodes", f"{len(nodes):,} ({kinds}: {states or 'none'})"),
             ("layers", f"{sum(1 for x in layers if x.active)} active of {len(layers)}"),
             ("model", getattr(session.model, "name", None)),
             ("policy", f"{session.policy.name}, budget {session.engine.budget:,}"),
             (
                 "usage",
-                f"{total['calls']} calls, {total['input_tokens']:,} in, "
+                f"{counted(total['calls'], 'call')}, {total['input_tokens']:,} in, "
                 f"{total['output_tokens']:,} out",
             ),
         ],

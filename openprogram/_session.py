@@ -52,6 +52,7 @@ from graph import (
 )
 from openprogram._binding import Binding
 from openprogram._config import (
+    RENDERING,
     known_model,
     load_config,
     model_name,
@@ -172,12 +173,17 @@ class Session:
         if system is not None and not any(n.role == "system" for n in self.graph.nodes()):
             self.graph.append({"role": "system", "content": system}, frame=TOP)
 
-    def _engine(self, tools: Sequence[dict[str, Any]] | None = None) -> ContextEngine:
+    def _engine(
+        self, tools: Sequence[dict[str, Any]] | None = None, summarizer: Summarizer | None = None
+    ) -> ContextEngine:
+        """An engine as configured; ``summarizer``: the one the engine it replaces ran with,
+        kept unless the session names its own (one set on ``session.engine`` survives a
+        change)."""
         config = self.config
         engine = ContextEngine(
             self.graph,
             config.make_policy(),
-            self.summarizer,
+            self.summarizer if self.summarizer is not None else summarizer,
             config.budget,
             state_dir=self.folder,
         )
@@ -235,9 +241,10 @@ class Session:
         if redact is not None:
             self.graph.redactor = wanted.make_redactor()
         self.config = wanted
-        tools = self.engine.tools
-        self.engine.close()
-        self.engine = self._engine(tools)
+        if RENDERING & set(found):  # a new model name alone leaves the engine as it is
+            old = self.engine
+            self.engine = self._engine(old.tools, old.summarizer)
+            old.close()
         return found
 
     def _follow_config(self) -> None:

@@ -22,6 +22,7 @@ from context import (
 )
 from graph import GraphReader, LayerInfo, Node, text_of
 from openprogram._tables import Grid
+from openprogram._words import counted
 
 _STATUS = {"running": "yellow", "completed": "green", "error": "red", "interrupted": "magenta"}
 
@@ -72,7 +73,7 @@ def session_tree(
                 state = "active" if layer.active else "rolled back"
                 branch.add(
                     f"[magenta]layer {layer.kind}[/] {layer.id} ({state}, "
-                    f"{len(layer.covers)} nodes)"
+                    f"{counted(len(layer.covers), 'node')})"
                 )
             mark = ""
             if marks.get(node.id):
@@ -220,7 +221,7 @@ def layers_table(
             layer.id,
             layer.kind,
             state,
-            f"{len(layer.covers)} nodes",
+            counted(len(layer.covers), "node"),
             f"{saved.get(layer.id, 0):,}",
             (reasons or {}).get(layer.id, "—"),
             "\n".join(layer.builds_on) or "—",

@@ -8,6 +8,7 @@ import argparse
 from graph import ConversationGraph, StoreError
 from openprogram._cli._common import common_options, console, open_store, print_json
 from openprogram._errors import SessionError
+from openprogram._words import counted
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -37,15 +38,16 @@ def cmd_check(args: argparse.Namespace) -> int:
         return 1 if damaged else 0
     for entry in report:
         found: list[str] = entry["problems"]  # type: ignore[assignment]
+        readable = counted(int(entry["nodes"]), "node")  # type: ignore[call-overload]
         if not found:
-            console.print(f"{entry['session']}: ok ({entry['nodes']} nodes)")
+            console.print(f"{entry['session']}: ok ({readable})")
             continue
         console.print(
-            f"[red]{entry['session']}: {len(found)} problem(s)[/], {entry['nodes']} nodes readable"
+            f"[red]{entry['session']}: {counted(len(found), 'problem')}[/], {readable} readable"
         )
         for problem in found:
             console.print(f"  {problem}", markup=False)
-    summary = f"{len(report)} sessions checked in {store.url}, {len(damaged)} damaged"
+    summary = f"{counted(len(report), 'session')} checked in {store.url}, {len(damaged)} damaged"
     console.print(summary, markup=False)
     return 1 if damaged else 0
 

@@ -19,7 +19,7 @@ from typing import Any
 from rich.console import Console
 
 from context import ContextEngine, Policy, StateFolder, state_folder
-from graph import ConversationGraph, InvalidText, Store, check_text
+from graph import ConversationGraph, InvalidText, Store, check_text, is_safe_id
 from graph import open_store as graph_open_store
 from openprogram._errors import OpenProgramError, SessionError
 from openprogram._tables import console_width
@@ -30,6 +30,26 @@ errors = Console(stderr=True, width=console_width(), highlight=False, soft_wrap=
 
 class UsageError(OpenProgramError):
     """A command line that does not make sense (exit code 2)."""
+
+
+def session_id(text: str) -> str:
+    """A ``--session`` value (argparse's ``type``): an id a session can have, so a bad one
+    is a usage error that says what an id may hold."""
+    if not is_safe_id(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} cannot be a session id: use up to 128 letters, digits, '_', '.' or "
+            "'-', starting with a letter or digit (e.g. fix-bug-12)"
+        )
+    return text
+
+
+def busy(host: str, port: int, error: OSError, option: str = "--port") -> str:
+    """Why a server cannot listen on ``host:port``, and what to do (a runtime error: the
+    command line was right, the port is taken)."""
+    return (
+        f"cannot listen on {host}:{port}: {error.strerror or error}; give another port with "
+        f"{option}"
+    )
 
 
 def common_options() -> argparse.ArgumentParser:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import msgspec
 
-from context import adopt_state_folder, migrate_state
+from context import adopt_state_folder, encoding_name_for, migrate_state
 from openprogram._cli._common import (
     common_options,
     console,
@@ -27,6 +27,7 @@ from openprogram._config import (
     record_change,
     with_fields,
 )
+from openprogram._words import counted
 
 
 def cmd_configure(args: argparse.Namespace) -> int:
@@ -60,7 +61,13 @@ def cmd_configure(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"session": graph.session, "changed": found, "config": shown.describe()})
         return 0
-    if found:
+    if found.get("created"):
+        given = [name for name in ("budget", "policy", "model") if getattr(args, name)]
+        console.print(
+            f"session {graph.session}: configuration stored for the first time "
+            f"({', '.join([*given, *settings]) or 'defaults'} set; it ran with defaults before)"
+        )
+    elif found:
         console.print(f"session {graph.session}: changed {', '.join(sorted(found))} (recorded)")
     elif asked:
         console.print(f"session {graph.session}: nothing changed")
@@ -70,7 +77,8 @@ def cmd_configure(args: argparse.Namespace) -> int:
     budget = shown.budget if shown.budget is not None else policy.budget
     console.print(
         f"policy {policy.name}, budget {budget:,} of a {policy.context_window:,}-token window, "
-        f"model {shown.model or '(none)'}, redact {'on' if shown.redact else 'off'}, "
+        f"model {shown.model or '(none)'} (tokenizer {encoding_name_for(policy.model)}), "
+        f"redact {'on' if shown.redact else 'off'}, "
         f"max_steps {shown.max_steps}"
     )
     return 0
@@ -90,7 +98,7 @@ def cmd_migrate_state(args: argparse.Namespace) -> int:
     for line in done.skipped:
         console.print(f"skipped {line}")
     console.print(
-        f"{len(done.copied)} file(s) copied into {folder.path} (the originals are kept)"
+        f"{counted(len(done.copied), 'file')} copied into {folder.path} (the originals are kept)"
         + (f"; {len(done.skipped)} skipped: not what the database holds" if done.skipped else "")
     )
     return 0

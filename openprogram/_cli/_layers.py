@@ -17,6 +17,7 @@ from openprogram._cli._common import (
 )
 from openprogram._history import messages_text
 from openprogram._views import SAVED, layer_reasons, layer_savings, layers_table
+from openprogram._words import counted
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
@@ -28,7 +29,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     before, after = record.tokens_before, record.tokens_after
     saved = layer_savings(engine, [layer])[layer.id]
     console.print(
-        f"compacted {len(layer.covers)} nodes of {graph.session} into layer {layer.id}: "
+        f"compacted {counted(len(layer.covers), 'node')} of {graph.session} into layer {layer.id}: "
         f"tokens saved {saved:,} ({SAVED}); next prompt {before:,} → {after:,} tokens (what "
         "is sent: the nodes were already cut down by other tiers)"
     )

@@ -6,7 +6,15 @@ import argparse
 
 from rich.markup import escape
 
-from openprogram._cli._common import UsageError, common_options, errors, open_store
+from openprogram._cli._common import (
+    UsageError,
+    busy,
+    common_options,
+    errors,
+    open_store,
+    session_id,
+)
+from openprogram._errors import OpenProgramError
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
@@ -17,6 +25,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         raise UsageError(
             f"the MCP server needs the mcp SDK ({error.name}): pip install 'openprogram[mcp]'"
         ) from None
+    if args.http is not None:
+        free_port("127.0.0.1", args.http)  # uvicorn would log a page and exit 3
     follower = None
     if args.settle < 0:
         raise UsageError(f"--settle must be 0 or more seconds, got {args.settle}")
@@ -53,6 +63,18 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
+def free_port(host: str, port: int) -> None:
+    """An ``OpenProgramError`` (exit 1) when another program listens on ``host:port``."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise OpenProgramError(busy(host, port, error, "--http")) from error
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     mcp = sub.add_parser(
         "mcp",
@@ -62,7 +84,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "sessions and layers, read offloaded outputs, snipped rounds and what layers hide, "
         "search the history, see where the next prompt's tokens go.",
     )
-    mcp.add_argument("--session", help="serve only this session (others are refused)")
+    mcp.add_argument(
+        "--session", type=session_id, help="serve only this session (others are refused)"
+    )
     mcp.add_argument(
         "--http",
         type=int,

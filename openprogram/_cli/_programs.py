@@ -21,9 +21,11 @@ from openprogram._cli._common import (
     console,
     errors,
     policy_from,
+    session_id,
     state_dir,
     token_budget,
 )
+from openprogram._words import counted
 
 TIER_WORDS = {
     "offload": "moved a large tool output to a file; the prompt keeps its head, tail and id",
@@ -64,13 +66,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     console.rule("1. what the agent did")
     _story(
-        f"The research agent answered {len(run.answers)} questions under a "
-        f"{args.budget:,}-token budget: {functions['research']} research calls ran "
-        f"{functions['investigate']} investigations and {functions['synthesize']} syntheses, "
+        f"The research agent answered {counted(len(run.answers), 'question')} under a "
+        f"{args.budget:,}-token budget: {counted(functions['research'], 'research call')} ran "
+        f"{counted(functions['investigate'], 'investigation')} and "
+        f"{counted(functions['synthesize'], 'synthesis')}, "
         f"then one review read back what a summary hid. Each call is a function node; the "
         f"tiers listed under one are those that fired in its own prompts."
     )
-    title = f"session [bold]{session.id}[/] ({len(graph)} nodes, {session.store.url})"
+    title = f"session [bold]{session.id}[/] ({counted(len(graph), 'node')}, {session.store.url})"
     console.print(session_tree(graph, title=title, fired=run.fired, messages=False))
 
     console.rule("2. what each tier did")
@@ -108,7 +111,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         console.print(f"  {call.payload.name}({call.payload.arguments})", markup=False)
         returned = call.result.content if call.result is not None else ""
         lines = str(returned).splitlines()
-        _story(f"It returned what happened inside that call ({len(lines)} lines), beginning:")
+        shown = counted(len(lines), "line")
+        _story(f"It returned what happened inside that call ({shown}), beginning:")
         for line in lines[:4]:
             console.print("  " + _fit(line), markup=False)
         _story("The review then answered:")
@@ -121,7 +125,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         layer = run.rolled_back
         others = [info.id for info in run.taken if info.id != layer.id]
         went = (
-            f" The {len(others)} compactions built on it went with it: {', '.join(others)}."
+            f" The {counted(len(others), 'compaction')} built on it went with it: "
+            f"{', '.join(others)}."
             if others
             else ""
         )
@@ -132,10 +137,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
             else f"after the cascade applied {again} again"
         )
         _story(
-            f"Rolling back collapse {layer.id} ({len(layer.covers)} nodes) put the rounds it "
-            f"summarized back into the prompt, exactly as they were.{went} The next top-level "
-            f"prompt grew from {run.before.tokens:,} to {run.after.tokens:,} tokens, still "
-            f"within the {run.after.budget:,}-token budget, {fits}."
+            f"Rolling back collapse {layer.id} ({counted(len(layer.covers), 'node')}) put the "
+            f"rounds it summarized back into the prompt, exactly as they were.{went} The next "
+            f"top-level prompt grew from {run.before.tokens:,} to {run.after.tokens:,} tokens, "
+            f"still within the {run.after.budget:,}-token budget, {fits}."
         )
     else:
         _story("No collapse was made at this budget, so there was nothing to roll back.")
@@ -242,7 +247,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     run.add_argument("args", nargs="*", help="the program's own arguments (after --)")
     run.add_argument("--model", help="a litellm model the program's llm() calls use")
-    run.add_argument("--session", help="a session id to continue (default: a new session)")
+    run.add_argument(
+        "--session", type=session_id, help="a session id to continue (default: a new session)"
+    )
     run.add_argument("--policy", choices=("claude-code", "progressive"))
     run.add_argument("--budget", type=token_budget)
     run.set_defaults(run=cmd_run)

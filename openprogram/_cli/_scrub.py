@@ -15,6 +15,7 @@ from openprogram._cli._common import (
     print_json,
     state_dir,
 )
+from openprogram._words import counted
 
 
 def patterns_from(args: argparse.Namespace) -> dict[str, str] | Redactor:
@@ -64,7 +65,7 @@ def cmd_scrub(args: argparse.Namespace) -> int:
     rows = ", ".join(f"{count} {table}" for table, count in report.rows.items()) or "no rows"
     console.print(
         f"scrubbed session {report.session}: {report.replaced} match(es) of "
-        f"{', '.join(report.labels)} in {rows} and {len(report.files)} file(s)"
+        f"{', '.join(report.labels)} in {rows} and {counted(len(report.files), 'file')}"
         + (f"; {report.vacuumed}" if report.vacuumed else "")
     )
     for path in report.files:

@@ -18,11 +18,11 @@ from context import (
     read_jsonl,
     records_path,
 )
-from context._store._storage import CONFIG, MESSAGES, RECEIPTS, RECORDS, STATE, TOOLS
 from graph import (
     ConversationGraph,
     NoDatabase,
     Redactor,
+    Store,
     StoreError,
     scrub,
 )
@@ -36,6 +36,7 @@ from openprogram._cli._common import (
     folder_of,
     open_store,
     print_json,
+    session_id,
     token_budget,
     warnings_shown,
     what_if,
@@ -43,6 +44,7 @@ from openprogram._cli._common import (
 from openprogram._errors import SessionError
 from openprogram._prompts import context_report, prompts
 from openprogram._views import distribution_table, fired_by_frame, records_table, session_tree
+from openprogram._words import counted
 
 
 def _plain(value: Any) -> Any:
@@ -140,7 +142,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             }
         )
         return 0
-    title = f"session [bold]{graph.session}[/] ({len(graph)} nodes, {graph.store.url})"
+    title = f"session [bold]{graph.session}[/] ({counted(len(graph), 'node')}, {graph.store.url})"
     try:
         storage = ContextStorage(graph.store, graph.session, folder_of(args, graph.store))
         records = storage.read_records()
@@ -155,7 +157,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         console.print(f"branches: {heads}")
     console.print(
         f"[dim]show {graph.session} NODE shows one node; tiers under a function are the "
-        f"compactions of its own prompts ({len(records)} records: openprogram records "
+        f"compactions of its own prompts ({counted(len(records), 'record')}: openprogram records "
         f"{graph.session})[/]"
     )
     for repair in graph.repairs:
@@ -209,7 +211,7 @@ def cmd_context(args: argparse.Namespace) -> int:
                 distribution_table(found.again, engine.counter, title=f"last prompt, {how}")
             )
         added = graph.last_seq - receipt.seq
-        since = f", {added} record(s) stored since the last one was sent"
+        since = f", {counted(added, 'record')} stored since the last one was sent"
     else:
         since = ", none sent yet" if not asked else ""
     label = (
@@ -217,7 +219,7 @@ def cmd_context(args: argparse.Namespace) -> int:
     )
     title = (
         f"{label}next prompt of {graph.session}: {upcoming.tokens:,} of {upcoming.budget:,} "
-        f"tokens, {len(upcoming.messages)} messages ({window}{since})"
+        f"tokens, {counted(len(upcoming.messages), 'message')} ({window}{since})"
     )
     console.print(distribution_table(upcoming, engine.counter, title=title))
     return 0
@@ -252,12 +254,19 @@ def redacted(graph: ConversationGraph) -> ConversationGraph:
     return ConversationGraph(copy.store, copy.session)
 
 
-SIDE_VALUES = (STATE, RECEIPTS, TOOLS, MESSAGES)
-"""What a session keeps as side values that an export carries: tier state, the last
-receipts, the tool schemas and sent messages they name (named branches are the graph's
-own)."""
-SIDE_LOGS = (RECORDS, RECEIPTS, CONFIG)
-"""And as side logs: compaction records, every receipt, configuration events."""
+CACHES = ("context.tokens.",)
+"""Side values an export leaves out: token counts, which any reader counts again."""
+
+
+def exported_side(store: Store, session: str) -> dict[str, Any]:
+    """What an export carries beside the records: every side namespace the session holds
+    (tier state, receipts, configuration events, a framework adapter's items and mirror
+    index, whatever package wrote them), the token-count caches left out."""
+    from graph import session_side
+
+    values, logs = store.side_namespaces(session)
+    kept = [name for name in values if not name.startswith(CACHES)]
+    return session_side(store, session, values=kept, logs=logs)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -265,14 +274,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     ``openprogram import`` loads back): its records, configuration, branches, layers,
     compaction records, tier state and render receipts, so that the session loaded
     elsewhere renders the same prompts; or the OpenAI messages of its main branch."""
-    from graph import export_format, export_session, session_side
+    from graph import export_format, export_session
 
     graph = existing_session(args, args.session, read_only=True)
     out = Path(args.out)
     if not out.parent.is_dir():
         raise UsageError(f"no folder {out.parent} for {out}")
     chosen = args.format or export_format(out)
-    side = session_side(graph.store, graph.session, values=SIDE_VALUES, logs=SIDE_LOGS)
+    side = exported_side(graph.store, graph.session)
     if not args.no_redact:
         graph = redacted(graph)  # every record, function inputs and errors included
         side = Redactor().value(side)
@@ -360,7 +369,8 @@ def cmd_copy(args: argparse.Namespace) -> int:
         raise UsageError("copying a session onto itself; give --to another database or --as")
     copied = graph.copy_to(target, name, head=args.head)
     console.print(
-        f"copied {len(copied)} nodes of {graph.session} to session {name} in {target.url}"
+        f"copied {counted(len(copied), 'node')} of {graph.session} to session {name} in "
+        f"{target.url}"
     )
     return 0
 
@@ -457,7 +467,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     copy.add_argument("session")
     copy.add_argument("--to", required=True, help="the target SQLite path or PostgreSQL URL")
-    copy.add_argument("--as", dest="as_session", help="the copy's session id (default: same)")
+    copy.add_argument(
+        "--as", dest="as_session", type=session_id, help="the copy's session id (default: same)"
+    )
     copy.add_argument("--head", help="copy only the branch that ends at this node")
     copy.set_defaults(run=cmd_copy)
     gc = sub.add_parser(

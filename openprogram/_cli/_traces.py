@@ -20,11 +20,13 @@ from openprogram._cli._common import (
     folder_of,
     open_store,
     print_json,
+    session_id,
     state_dir,
     token_budget,
 )
 from openprogram._errors import OpenProgramError
 from openprogram._tables import Grid
+from openprogram._words import counted
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -63,14 +65,15 @@ def cmd_import(args: argparse.Namespace) -> int:
     if stats.already_imported:
         console.print(
             f"{args.trace} already imported: session {graph.session} holds all its "
-            f"{stats.held} records; nothing added"
+            f"{counted(stats.held, 'record')}; nothing added"
         )
         return 0
-    grew = f" after the {stats.held} records it held" if stats.held else ""
+    grew = f" after the {counted(stats.held, 'record')} it held" if stats.held else ""
     made = "new session" if created else "session"
     console.print(
-        f"{made} {graph.session}: {stats.messages} messages, {stats.tool_calls} tool calls, "
-        f"{stats.functions} functions ({stats.format}){grew}; skipped {stats.skipped}"
+        f"{made} {graph.session}: {counted(stats.messages, 'message')}, "
+        f"{counted(stats.tool_calls, 'tool call')}, {counted(stats.functions, 'function')} "
+        f"({stats.format}){grew}; skipped {stats.skipped}"
     )
     for warning in stats.warnings[:20]:
         console.print(f"[yellow]warning:[/] {escape(warning)}")
@@ -87,8 +90,8 @@ def _load_export(args: argparse.Namespace) -> int:
     session = load_export(args.trace, store, args.session)
     nodes = len(ConversationGraph(store, session))
     console.print(
-        f"session {session}: loaded {nodes} nodes from the export {args.trace}, with its "
-        "configuration, branches, layers, compaction records, tier state and receipts"
+        f"session {session}: loaded {counted(nodes, 'node')} from the export {args.trace}, "
+        "with its configuration, branches, layers, compaction records, tier state and receipts"
     )
     return 0
 
@@ -228,12 +231,13 @@ def _replay_into(
         console.print("no compaction was needed")
     elif args.memory:
         console.print(
-            f"{len(records)} records, in memory only (gone on exit; --db keeps the session)"
+            f"{counted(len(records), 'record')}, in memory only (gone on exit; --db keeps the "
+            "session)"
         )
     else:
         path = records_path(folder.path, graph.session)
         console.print(
-            f"{len(records)} records in {graph.store.url} (`openprogram records "
+            f"{counted(len(records), 'record')} in {graph.store.url} (`openprogram records "
             f"{graph.session}`), logged to {path}"
         )
     if args.plot:
@@ -260,6 +264,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     imp.add_argument("trace", help="the trace file")
     imp.add_argument(
         "--session",
+        type=session_id,
         help="the session to import into: a new session of this name when there is none "
         "(with --append: one that exists); default: the session that holds this trace "
         "already, else a new one",

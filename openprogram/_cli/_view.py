@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 from urllib.parse import quote
 
-from openprogram._cli._common import UsageError, common_options, console, errors
+from openprogram._cli._common import UsageError, busy, common_options, console, errors
+from openprogram._errors import OpenProgramError
+from openprogram._words import counted
 
 
 def _loopback(host: str) -> bool:
@@ -40,15 +42,17 @@ def cmd_view(args: argparse.Namespace) -> int:
     if args.html:
         out = Path(args.html)
         if not out.parent.is_dir():
-            raise UsageError(f"no folder {out.parent} for {out}")
+            raise OpenProgramError(
+                f"--html {out}: there is no folder {out.parent}; create it first"
+            )
         sessions = None if args.session is None else [args.session]
         sections = export_html(viewer, out, sessions)
-        console.print(f"wrote {out} ({sections} views, {out.stat().st_size:,} bytes)")
+        console.print(f"wrote {out} ({counted(sections, 'view')}, {out.stat().st_size:,} bytes)")
         return 0
     try:
         sock = bind(args.host, args.port)
     except OSError as error:
-        raise UsageError(f"cannot listen on {args.host}:{args.port}: {error.strerror}") from error
+        raise OpenProgramError(busy(args.host, args.port, error)) from error
     host, port = sock.getsockname()[:2]
     token = secrets.token_urlsafe(24)
     path = "/" if args.session is None else f"/s/{quote(args.session, safe='')}"

@@ -40,6 +40,7 @@ from openprogram.integrations._calls import (
     check_entries,
     text_ids,
 )
+from openprogram.integrations._models import record_model
 from openprogram.tracing import traced_render
 
 if TYPE_CHECKING:
@@ -383,13 +384,17 @@ class Mirror:
         system: str | None = None,
         *,
         conversation: str | None = None,
+        model: str | None = None,
     ) -> list[Paired]:
         """Sync ``entries`` (and ``system``), render the session from their last node under
         its budget (``tools``: the schemas the request goes out with, counted in the
         budget), and pair each rendered message with the entry it shows unchanged
         (:attr:`last` is the whole render: tokens, tiers, cache edits). ``conversation``:
-        the framework's conversation id, for the render's span."""
+        the framework's conversation id, for the render's span; ``model``: the name of the
+        model the request goes to, recorded in the session's configuration first (its
+        window and tokenizer then count this render)."""
         with self._lock:
+            record_model(self.session, model)
             self.sync(entries, system)
             engine = self.session.engine
             engine.count_as_sent()  # the framework writes each request out as JSON

@@ -173,7 +173,8 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
         schemas = [schema for tool in tools if (schema := _schema(tool))]
         system = _system(request)
         thread = _thread(request.runtime)
-        paired = mirror.render(entries, schemas, system, conversation=thread or None)
+        model = _named_model(request.model)
+        paired = mirror.render(entries, schemas, system, conversation=thread or None, model=model)
         instructions = "\n\n".join(
             _text(p.message.get("content"))
             for p in paired
@@ -208,10 +209,20 @@ def _provider(model: Any) -> str:
 
 
 def _model_name(model: Any) -> str:
-    for name in (_ls_params(model).get("ls_model_name"), getattr(model, "model_name", None)):
+    return _named_model(model) or type(model).__name__
+
+
+def _named_model(model: Any) -> str | None:
+    """The name a chat model gives itself (``gpt-4o``), recorded in the session; None for
+    one that names none (a fake model's class name is no model's)."""
+    for name in (
+        _ls_params(model).get("ls_model_name"),
+        getattr(model, "model_name", None),
+        getattr(model, "model", None),
+    ):
         if isinstance(name, str) and name:
             return name
-    return str(getattr(model, "model", "") or type(model).__name__)
+    return None
 
 
 def _traced(current: Any, answer: Any) -> None:

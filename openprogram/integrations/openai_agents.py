@@ -41,6 +41,7 @@ from agents import (
     Agent,
     AgentHookContext,
     FunctionTool,
+    Model,
     ModelResponse,
     RunConfig,
     RunContextWrapper,
@@ -58,8 +59,10 @@ from agents.models.chatcmpl_converter import Converter
 from agents.run_config import CallModelData, ModelInputData
 
 from graph import call_id_text
+from openprogram import tracing
 from openprogram._errors import MalformedMessage
 from openprogram._session import Session
+from openprogram.integrations._agents_trace import TracedHooks, chat, model_name, traced_run
 from openprogram.integrations._history import history_functions
 from openprogram.integrations._mirror import Entry, Mirror, Paired
 
@@ -98,6 +101,7 @@ class OpenProgramSession(SessionABC):
         self._adds: int | None = None
         self._filtered = False
         self._warned = False
+        self._configured: str | Model | None = None
 
     # -- the three pieces, wired -------------------------------------------------------------
     def agent(self, agent: Agent[T]) -> Agent[T]:
@@ -108,7 +112,9 @@ class OpenProgramSession(SessionABC):
 
     def run_config(self, config: RunConfig | None = None) -> RunConfig:
         """``config`` (or a default one) with this session's ``input_filter``."""
-        return dataclasses.replace(config or RunConfig(), call_model_input_filter=self.input_filter)
+        config = config or RunConfig()
+        self._configured = config.model  # the model the SDK runs, over the agent's own
+        return dataclasses.replace(config, call_model_input_filter=self.input_filter)
 
     def hooks(self, hooks: RunHooks[Any] | None = None) -> RunHooks[Any]:
         """``hooks`` (or none) with the anchor: after each model call the input tokens the
@@ -123,23 +129,26 @@ class OpenProgramSession(SessionABC):
     async def run(
         self, agent: Agent[Any], input: str | list[TResponseInputItem], **kwargs: Any
     ) -> RunResult:
-        """``Runner.run`` with this session, its filter and its tools (``run_config=``
-        and every other argument of ``Runner.run`` pass through)."""
+        """``Runner.run`` with this session, its filter and its tools (``run_config=``,
+        ``hooks=`` and every other argument of ``Runner.run`` pass through). With tracing
+        on, the run is one trace (see ``_agents_trace``)."""
         config = self.run_config(kwargs.pop("run_config", None))
-        hooks = self.hooks(kwargs.pop("hooks", None))
-        return await Runner.run(
-            self.agent(agent), input, session=self, run_config=config, hooks=hooks, **kwargs
-        )
+        hooks = self.hooks(TracedHooks(kwargs.pop("hooks", None)))
+        with traced_run(agent, self.session.id, self.session_id):
+            return await Runner.run(
+                self.agent(agent), input, session=self, run_config=config, hooks=hooks, **kwargs
+            )
 
     def run_sync(
         self, agent: Agent[Any], input: str | list[TResponseInputItem], **kwargs: Any
     ) -> RunResult:
         """``Runner.run_sync`` with this session, its filter and its tools."""
         config = self.run_config(kwargs.pop("run_config", None))
-        hooks = self.hooks(kwargs.pop("hooks", None))
-        return Runner.run_sync(
-            self.agent(agent), input, session=self, run_config=config, hooks=hooks, **kwargs
-        )
+        hooks = self.hooks(TracedHooks(kwargs.pop("hooks", None)))
+        with traced_run(agent, self.session.id, self.session_id):
+            return Runner.run_sync(
+                self.agent(agent), input, session=self, run_config=config, hooks=hooks, **kwargs
+            )
 
     # -- the Session protocol -------------------------------------------------------------
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
@@ -182,7 +191,9 @@ class OpenProgramSession(SessionABC):
             _schema(t) for t in getattr(data.agent, "tools", ()) if isinstance(t, FunctionTool)
         ]
         system = data.model_data.instructions
-        paired = await asyncio.to_thread(self._render, items, tools, system)
+        name = model_name(data.agent, self._configured)
+        with tracing.under(chat(data.agent, self._configured, name)):
+            paired = await asyncio.to_thread(self._render, items, tools, system, name)
         instructions = "\n\n".join(
             _text(p.message.get("content"))
             for p in paired
@@ -194,11 +205,17 @@ class OpenProgramSession(SessionABC):
         return ModelInputData(input=from_messages(rest), instructions=system)
 
     def _render(
-        self, items: list[TResponseInputItem], tools: list[dict[str, Any]], system: str | None
+        self,
+        items: list[TResponseInputItem],
+        tools: list[dict[str, Any]],
+        system: str | None,
+        model: str | None,
     ) -> list[Paired]:
         entries = to_entries(items)
         with self._lock:
-            return self.mirror.render(entries, tools, system, conversation=self.session_id)
+            return self.mirror.render(
+                entries, tools, system, conversation=self.session_id, model=model
+            )
 
     # -- stored items ---------------------------------------------------------------------
     def _live(self) -> list[TResponseInputItem]:

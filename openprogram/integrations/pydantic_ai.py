@@ -25,6 +25,7 @@ import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, cast
 
 from pydantic_ai.capabilities import AbstractCapability
@@ -110,7 +111,10 @@ class OpenProgramCapability(AbstractCapability[Any]):
         tools = _schemas(request_context.model, parameters)
         system = _instructions(parameters.instruction_parts, request_context.messages)
         paired = await asyncio.to_thread(
-            mirror.render, entries, tools, system, conversation=ctx.conversation_id
+            partial(mirror.render, conversation=ctx.conversation_id, model=_model(request_context)),
+            entries,
+            tools,
+            system,
         )
         instructions = "\n\n".join(
             _text(p.message.get("content"))
@@ -139,6 +143,12 @@ class OpenProgramCapability(AbstractCapability[Any]):
         if anchor and response.usage.input_tokens > 0 and last is not None:
             mirror.session.engine.anchor_usage(response.usage.input_tokens, estimated=last.tokens)
         return response
+
+
+def _model(request: ModelRequestContext) -> str | None:
+    """The name of the model a request goes to (``gpt-4o``), recorded in the session."""
+    name = getattr(request.model, "model_name", None)
+    return name if isinstance(name, str) and name else None
 
 
 def _instructions(

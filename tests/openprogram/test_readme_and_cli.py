@@ -91,7 +91,7 @@ def test_import_show_export_delete(tmp_path: Path, capsys: pytest.CaptureFixture
     trace.write_text(json.dumps(messages))
     db = str(tmp_path / "op.db")
     assert main(["--db", db, "import", str(trace), "--session", "s1"]) == 0
-    assert "session s1: 5 messages, 1 tool calls" in capsys.readouterr().out
+    assert "session s1: 5 messages, 1 tool call," in capsys.readouterr().out
     out = tmp_path / "s1.json"
     assert main(["--db", db, "export", "s1", str(out), "--format", "openai"]) == 0
     exported = json.loads(out.read_text())

@@ -405,7 +405,7 @@ def test_bad_command_lines_are_one_line_errors(
 ) -> None:
     assert main(["view", "--db", str(tmp_path / "none.db"), "--no-open"]) == 1
     assert main(["view", "--db", db["path"], "no-such-session", "--no-open"]) == 2
-    assert main(["view", "--db", db["path"], "--html", str(tmp_path / "no" / "x.html")]) == 2
+    assert main(["view", "--db", db["path"], "--html", str(tmp_path / "no" / "x.html")]) == 1
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 3 and all(line.startswith("error:") for line in lines)
     assert "no-such-session" in lines[1] and "no folder" in lines[2]

@@ -181,15 +181,17 @@ def test_a_langchain_invocation_is_one_trace(
         assert attributes["openprogram.session.id"] == session.id
 
 
-def test_an_agents_sdk_run_s_renders_carry_its_session_id(
+def test_each_agents_sdk_run_is_one_trace(
     provider: tuple[TracerProvider, InMemorySpanExporter],
     tmp_path: Path,
     fake_provider: FakeProvider,
 ) -> None:
-    """The Agents SDK traces with its own (non-OpenTelemetry) tracer, so there is no span
-    to nest in; the renders carry the SDK session's id as the conversation id."""
+    """The Agents SDK traces with its own (non-OpenTelemetry) tracer; ``memory.run`` opens
+    an ``invoke_agent`` root per run, a ``chat`` span per model call (closed by the SDK's
+    ``on_llm_end`` with the response id and finish reasons) and the render under it. The
+    caller's own hooks still run."""
     pytest.importorskip("agents")
-    from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner
+    from agents import Agent, OpenAIChatCompletionsModel, RunHooks, function_tool
     from agents.tracing import set_tracing_disabled
     from openai import AsyncOpenAI
 
@@ -201,20 +203,44 @@ def test_an_agents_sdk_run_s_renders_carry_its_session_id(
     memory = OpenProgramSession(session, "sdk-conversation-3")
     client = AsyncOpenAI(base_url=fake_provider.base_url, api_key="test-key", max_retries=0)
     model = OpenAIChatCompletionsModel("gpt-4o-mini", client)
-    agent = Agent("helper", tools=[*memory.tools], model=model)
-    fake_provider.reply("done")
+    agent = Agent("helper", tools=[function_tool(lookup)], model=model)
+    ended: list[str] = []
 
-    async def run() -> Any:
+    class Mine(RunHooks[Any]):
+        async def on_agent_end(self, context: Any, agent: Any, output: Any) -> None:
+            ended.append(str(output))
+
+    async def runs() -> list[Any]:
         try:
-            config = RunConfig(call_model_input_filter=memory.input_filter)
-            return await Runner.run(agent, "Hello.", session=memory, run_config=config)
+            fake_provider.reply_tool_call("lookup", '{"key": "k_1"}')
+            fake_provider.reply("found k_1")
+            first = await memory.run(agent, "Look up k_1.", hooks=Mine())
+            fake_provider.reply("done")
+            return [first, await memory.run(agent, "Thanks.")]
         finally:
             await client.close()
 
-    assert asyncio.run(run()).final_output == "done"
-    renders = [s for s in exported.get_finished_spans() if s.name == "render_context"]
-    assert renders
-    for render in renders:
-        attributes = render.attributes or {}
-        assert attributes[GEN_AI_CONVERSATION_ID] == "sdk-conversation-3"
-        assert attributes["openprogram.session.id"] == session.id
+    assert [r.final_output for r in asyncio.run(runs())] == ["found k_1", "done"]
+    assert ended == ["found k_1"]
+    spans = exported.get_finished_spans()
+    by_id = _by_id(spans)
+    roots = [s for s in spans if s.parent is None]
+    assert [s.name for s in roots] == ["invoke_agent helper"] * 2
+    assert len({s.context.trace_id for s in spans}) == 2
+    for root, calls in zip(roots, (2, 1), strict=True):
+        own = [s for s in spans if s.context.trace_id == root.context.trace_id]
+        chats = [s for s in own if s.name == "chat gpt-4o-mini"]
+        renders = [s for s in own if s.name == "render_context"]
+        assert len(chats) == len(renders) == calls
+        assert all(_parent(c, by_id) is root for c in chats)
+        assert [_parent(r, by_id) for r in renders] == chats
+        for chat in chats:
+            attributes = chat.attributes or {}
+            assert str(attributes[GEN_AI_RESPONSE_ID]).startswith("chatcmpl-")
+            assert attributes[GEN_AI_PROVIDER_NAME] == "openai"
+        reasons = [tuple((c.attributes or {})[GEN_AI_RESPONSE_FINISH_REASONS]) for c in chats]
+        assert reasons == [("tool_calls",), ("stop",)][2 - calls :]
+        for span in own:
+            attributes = span.attributes or {}
+            assert attributes[GEN_AI_CONVERSATION_ID] == "sdk-conversation-3"
+            assert attributes["openprogram.session.id"] == session.id
