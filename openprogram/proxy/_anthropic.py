@@ -150,9 +150,13 @@ def from_request(body: dict[str, Any]) -> Converted:
             entries.extend(made)
         elif role == "assistant":
             entries.append(_assistant(index, message.get("content")))
+        elif role == "system":  # an instruction among the messages (Claude Code sends them)
+            content = message.get("content")
+            said = {"role": "system", "content": content_text(content)}
+            entries.append(Entry(said, Blocks("system", content), {}, f"{index}"))
         else:
             raise MalformedMessage(
-                f"anthropic message {index}: role {role!r} is not user or assistant"
+                f"anthropic message {index}: role {role!r} is not user, assistant or system"
             )
     tools = []
     for tool in body.get("tools") or ():

@@ -48,14 +48,11 @@ def anthropic_tokens(body: dict[str, Any]) -> int:
 
 def anthropic_pair_problems(body: dict[str, Any]) -> list[str]:
     """Anthropic's rule: a ``tool_use`` is answered by a ``tool_result`` in the very next
-    (user) message, and a ``tool_result`` answers a ``tool_use`` of the message before."""
+    (user) message, and a ``tool_result`` answers a ``tool_use`` of the message before
+    (consecutive turns of one role are one turn to the API; system messages sit between)."""
     problems = []
-    messages = body["messages"]
-    roles = [m["role"] for m in messages]
-    for n in range(1, len(roles)):
-        if roles[n] == roles[n - 1]:
-            problems.append(f"messages {n - 1} and {n} are both {roles[n]}")
-    if roles and roles[0] != "user":
+    messages = [m for m in body["messages"] if m["role"] != "system"]  # between turns
+    if messages and messages[0]["role"] != "user":
         problems.append("the first message is not the user's")
     for n, message in enumerate(messages):
         blocks = message["content"] if isinstance(message["content"], list) else []

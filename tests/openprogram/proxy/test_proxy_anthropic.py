@@ -177,6 +177,7 @@ def test_at_most_four_breakpoints_go_upstream(running: Any, claude: anthropic.An
 def test_beta_query_and_header_pass_on(running: Any, claude: anthropic.Anthropic) -> None:
     claude.beta.messages.create(
         model="claude-sonnet-4-5", max_tokens=8, betas=["context-management-2025-06-27"],
+        extra_query={"beta": "true"},
         messages=[{"role": "user", "content": "hi"}],
     )  # fmt: skip
     seen = running.upstream.seen[-1]
