@@ -207,22 +207,24 @@ class Mirror:
         ``MAX_PATHS``)."""
         index, graph = self.index, self.session.graph
         found: list[list[_Step]] = []
-
-        def extend(parent: str | None, path: list[_Step]) -> None:
-            if len(found) >= MAX_PATHS:
-                return
-            system = self._system_step(parent)
-            parent = system.head if system is not None else parent
-            steps = []
-            if len(path) < len(digests):
-                key = f"{parent or ''}:{digests[len(path)]}"
-                steps = [s for s in reversed(index.get(key, ())) if s.node in graph]
-            if not steps:
-                found.append(path)
-            for step in steps:
-                extend(step.head, [*path, step])
-
-        extend(self._base, [])
+        # Depth-first, newest choice first, without recursion: a history of thousands of
+        # entries is as deep as it is long.
+        stack: list[tuple[str | None, list[_Step]]] = [(self._base, [])]
+        while stack and len(found) < MAX_PATHS:
+            parent, path = stack.pop()
+            while True:
+                system = self._system_step(parent)
+                parent = system.head if system is not None else parent
+                steps: list[_Step] = []
+                if len(path) < len(digests):
+                    key = f"{parent or ''}:{digests[len(path)]}"
+                    steps = [s for s in reversed(index.get(key, ())) if s.node in graph]
+                if not steps:
+                    found.append(path)
+                    break
+                stack.extend((step.head, [*path, step]) for step in reversed(steps[1:]))
+                path.append(steps[0])
+                parent = steps[0].head
         return found
 
     def _follow(self, steps: Sequence[_Step]) -> None:

@@ -126,3 +126,17 @@ def test_usage_is_kept_per_receipt_and_the_viewer_lists_the_session(
     with Session(str(running.db), info.id) as again:  # an ordinary session: the last prompt as sent
         prompt = again.last_prompt()
         assert prompt is not None and prompt.messages[-1]["content"] == "b"
+
+
+def test_a_history_of_thousands_of_messages_is_rendered_not_failed_open(
+    running: Any, claude: anthropic.Anthropic
+) -> None:
+    # The mirror walked a history recursively, one frame per message: past ~1,000 it hit
+    # Python's recursion limit and every request failed open.
+    history: list[Any] = [{"role": "user", "content": "go"}]
+    for n in range(800):
+        history += [{"role": "assistant", "content": [{"type": "tool_use", "id": f"t{n}", "name": "Bash", "input": {}}]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{n}", "content": "ok"}]}]  # fmt: skip
+    claude.messages.create(model="claude-sonnet-4-5", max_tokens=8, tools=TOOLS, messages=history)  # type: ignore[arg-type]
+    claude.messages.create(model="claude-sonnet-4-5", max_tokens=8, tools=TOOLS, messages=history)  # type: ignore[arg-type]
+    assert [r["event"] for r in running.proxy.records()] == ["sent", "sent"]
