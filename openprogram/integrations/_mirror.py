@@ -23,6 +23,7 @@ gets a ``~N`` suffix, mapped back here); a rendered prompt never holds one id tw
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -30,6 +31,8 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from context import Rendered
 from graph import Node, Tool, dialogue_message, tool_call, tool_result_message
@@ -64,8 +67,10 @@ class Entry:
     meta: dict[str, Any] = field(default_factory=dict)
     label: str = ""
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
+        """What the index knows this entry by (kept: an adapter that reuses its entries
+        across calls, as the proxy does, pays for it once)."""
         text = json.dumps(self.message, sort_keys=True, ensure_ascii=False, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -118,6 +123,7 @@ class Mirror:
         self._system: list[_Step] = []
         self._at: str | None = None
         self._new: list[_Step] = []
+        self._keys: dict[tuple[str, bool, bool], bytes | None] = {}
         self.last: Rendered | None = None
         """The last render (tokens, tiers, and the cache edits it asks the provider for)."""
 
@@ -393,9 +399,21 @@ class Mirror:
             )
             return self._pair(self.last, entries)
 
+    def _shown_key(self, node_id: str, result: bool) -> bytes | None:
+        """The key of the message ``node_id`` shows unchanged (kept per node: a stored
+        node never changes, and a tool node's only once, when its result comes)."""
+        graph = self.session.graph
+        node = graph.get(node_id)
+        answered = result and node.result is not None
+        cache_key = (node_id, result, answered)
+        if cache_key not in self._keys:
+            shown = _shown(graph, node, result)
+            self._keys[cache_key] = None if shown is None else _key(shown)
+        return self._keys[cache_key]
+
     def _pair(self, rendered: Rendered, entries: Sequence[Entry]) -> list[Paired]:
         graph = self.session.graph
-        unchanged: dict[str, deque[Entry]] = {}
+        unchanged: dict[bytes, deque[Entry]] = {}
         framework_ids: dict[str, str] = {}
         for step, entry in zip(self._path, entries, strict=False):
             for framework_id, graph_ids in step.calls.items():
@@ -403,12 +421,9 @@ class Mirror:
                     framework_ids[graph_id] = framework_id
             if step.node not in graph:
                 continue
-            node = graph.get(step.node)
-            shown = _full_message(graph, node) if entry.message.get("role") != "tool" else None
-            if entry.message.get("role") == "tool" and node.kind == "tool":
-                shown = tool_result_message(node)
-            if shown is not None:
-                unchanged.setdefault(_key(shown), deque()).append(entry)
+            key = self._shown_key(step.node, entry.message.get("role") == "tool")
+            if key is not None:
+                unchanged.setdefault(key, deque()).append(entry)
         instructions = [dialogue_message(graph.get(s.node)) for s in self._system]
         superseded = {_key(m) for m in instructions[:-1]} - {_key(m) for m in instructions[-1:]}
         ids = FrameworkIds(framework_ids)
@@ -426,6 +441,14 @@ class Mirror:
         return paired
 
 
+def _shown(graph: Any, node: Node, result: bool) -> dict[str, Any] | None:
+    """The message a node shows unchanged: a tool node's result, or a dialogue message
+    with its calls."""
+    if result:
+        return tool_result_message(node) if node.kind == "tool" else None
+    return _full_message(graph, node)
+
+
 def _full_message(graph: Any, node: Node) -> dict[str, Any] | None:
     if node.kind != "dialogue":
         return None
@@ -436,5 +459,8 @@ def _full_message(graph: Any, node: Node) -> dict[str, Any] | None:
     return message
 
 
-def _key(message: dict[str, Any]) -> str:
-    return json.dumps(message, sort_keys=True, ensure_ascii=False, default=str)
+def _key(message: dict[str, Any]) -> bytes:
+    try:
+        return msgspec.json.encode(message, order="sorted")
+    except (TypeError, msgspec.EncodeError):  # a value JSON does not know: as text
+        return json.dumps(message, sort_keys=True, ensure_ascii=False, default=str).encode()

@@ -18,8 +18,9 @@ from typing import Any
 
 from openprogram._errors import MalformedMessage
 from openprogram.integrations._mirror import Entry, Paired
+from openprogram.proxy._convert import Converted, convert, first_user
 
-__all__ = ["MAX_BREAKPOINTS", "Blocks", "Converted", "from_request", "to_request"]
+__all__ = ["MAX_BREAKPOINTS", "Blocks", "from_request", "peek", "to_request"]
 
 MAX_BREAKPOINTS = 4
 """Anthropic refuses a request with more ``cache_control`` breakpoints than this."""
@@ -31,16 +32,6 @@ class Blocks:
 
     role: str
     content: str | list[dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class Converted:
-    """A request as the mirror takes it: entries, tool schemas, instructions."""
-
-    entries: list[Entry]
-    tools: list[dict[str, Any]]
-    system: str | None
-    first_user: str
 
 
 def system_text(system: Any) -> str | None:
@@ -132,32 +123,43 @@ def _assistant(index: int, content: Any) -> Entry:
     return Entry(message, Blocks("assistant", content), {}, f"{index}")
 
 
-def from_request(body: dict[str, Any]) -> Converted:
-    """The request's messages as entries, its tools as schemas the budget counts."""
+def message_entries(index: int, message: Any) -> list[Entry]:
+    """The entries of one message (see the module docstring)."""
+    role = message.get("role") if isinstance(message, dict) else None
+    if role == "user":
+        return _user(index, message.get("content"))
+    if role == "assistant":
+        return [_assistant(index, message.get("content"))]
+    if role == "system":  # an instruction among the messages (Claude Code sends them)
+        content = message.get("content")
+        said = {"role": "system", "content": content_text(content)}
+        return [Entry(said, Blocks("system", content), {}, f"{index}")]
+    raise MalformedMessage(
+        f"anthropic message {index}: role {role!r} is not user, assistant or system"
+    )
+
+
+def _messages(body: dict[str, Any]) -> list[Any]:
     messages = body.get("messages")
     if not isinstance(messages, list):
         raise MalformedMessage("anthropic request: no messages list")
-    entries: list[Entry] = []
-    first_user = ""
-    for index, message in enumerate(messages):
-        role = message.get("role") if isinstance(message, dict) else None
-        if role == "user":
-            made = _user(index, message.get("content"))
-            if not first_user:
-                first_user = next(
-                    (e.message["content"] for e in made if e.message["role"] == "user"), ""
-                )
-            entries.extend(made)
-        elif role == "assistant":
-            entries.append(_assistant(index, message.get("content")))
-        elif role == "system":  # an instruction among the messages (Claude Code sends them)
-            content = message.get("content")
-            said = {"role": "system", "content": content_text(content)}
-            entries.append(Entry(said, Blocks("system", content), {}, f"{index}"))
-        else:
-            raise MalformedMessage(
-                f"anthropic message {index}: role {role!r} is not user, assistant or system"
-            )
+    return messages
+
+
+def peek(body: dict[str, Any]) -> tuple[str, str]:
+    """What recognises the conversation: the system prompt and the first user message."""
+    for index, message in enumerate(_messages(body)):
+        said = first_user(message_entries(index, message))
+        if said:
+            return system_text(body.get("system")) or "", said
+    return system_text(body.get("system")) or "", ""
+
+
+def from_request(body: dict[str, Any], previous: Converted | None = None) -> Converted:
+    """The request's messages as entries (reusing ``previous``'s for the messages it
+    shares), its tools as schemas the budget counts."""
+    messages = _messages(body)
+    entries, parts = convert(messages, message_entries, previous)
     tools = []
     for tool in body.get("tools") or ():
         if not isinstance(tool, dict):
@@ -169,7 +171,8 @@ def from_request(body: dict[str, Any]) -> Converted:
             "parameters": schema,
         }
         tools.append({"type": "function", "function": function})
-    return Converted(entries, tools, system_text(body.get("system")), first_user)
+    system = system_text(body.get("system"))
+    return Converted(entries, tools, system, first_user(entries), messages, parts)
 
 
 def _made(message: dict[str, Any]) -> Blocks:

@@ -13,9 +13,9 @@ from typing import Any
 
 from openprogram._errors import MalformedMessage
 from openprogram.integrations._mirror import Entry, Paired
-from openprogram.proxy._anthropic import Converted
+from openprogram.proxy._convert import Converted, convert, first_user
 
-__all__ = ["from_request", "to_request"]
+__all__ = ["from_request", "peek", "to_request"]
 
 INSTRUCTION_ROLES = ("system", "developer")
 
@@ -66,7 +66,8 @@ def _entry(index: int, message: Any) -> Entry:
     return Entry(chat, message, {}, str(index))
 
 
-def from_request(body: dict[str, Any]) -> Converted:
+def _split(body: dict[str, Any]) -> tuple[list[Any], int]:
+    """The messages, and how many lead them as instructions."""
     messages = body.get("messages")
     if not isinstance(messages, list):
         raise MalformedMessage("openai request: no messages list")
@@ -77,11 +78,29 @@ def from_request(body: dict[str, Any]) -> Converted:
         and messages[lead].get("role") in INSTRUCTION_ROLES
     ):
         lead += 1
-    system = "\n\n".join(_text(m.get("content")) for m in messages[:lead]) if lead else None
-    entries = [_entry(lead + n, message) for n, message in enumerate(messages[lead:])]
-    first_user = next((e.message["content"] for e in entries if e.message["role"] == "user"), "")
+    return messages, lead
+
+
+def _system(messages: list[Any], lead: int) -> str | None:
+    return "\n\n".join(_text(m.get("content")) for m in messages[:lead]) if lead else None
+
+
+def peek(body: dict[str, Any]) -> tuple[str, str]:
+    """What recognises the conversation: the instructions and the first user message."""
+    messages, lead = _split(body)
+    for index in range(lead, len(messages)):
+        said = first_user([_entry(index, messages[index])])
+        if said:
+            return _system(messages, lead) or "", said
+    return _system(messages, lead) or "", ""
+
+
+def from_request(body: dict[str, Any], previous: Converted | None = None) -> Converted:
+    messages, lead = _split(body)
+    rest = messages[lead:]
+    entries, parts = convert(rest, lambda i, m: [_entry(i, m)], previous, offset=lead)
     tools = [t for t in body.get("tools") or () if isinstance(t, dict)]
-    return Converted(entries, tools, system, first_user)
+    return Converted(entries, tools, _system(messages, lead), first_user(entries), rest, parts)
 
 
 def to_request(body: dict[str, Any], paired: Sequence[Paired]) -> dict[str, Any]:

@@ -23,11 +23,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from context import Policy, state_folder
 from graph import Store, open_store
 from openprogram._session import Session
 from openprogram.integrations._mirror import Mirror
 from openprogram.proxy import _anthropic, _openai_chat
+from openprogram.proxy._convert import Converted
 from openprogram.proxy._sessions import recognise, side_call
 
 __all__ = ["Prepared", "Proxy", "ProxyConfig"]
@@ -37,6 +40,8 @@ USAGE = "proxy.usage"
 """Store side-data namespace: the provider's usage of each receipt's request, by its id."""
 LOG = "proxy.jsonl"
 WIRES = {"anthropic": _anthropic, "openai": _openai_chat}
+KEPT_CONVERSIONS = 64
+"""Conversations whose last request is kept converted (the least recently used go)."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,8 @@ class Proxy:
         self.folder = folder.path
         self.log = Path(self.folder) / LOG
         self._sessions: dict[str, tuple[Session, Mirror]] = {}
+        self._converted: dict[str, Converted] = {}
+        """Each conversation's last request, converted (the next converts only what is new)."""
         self._lock = threading.Lock()
         self._log_lock = threading.Lock()
 
@@ -114,7 +121,7 @@ class Proxy:
         started = time.perf_counter()
         prepared = Prepared(raw, protocol, "passed", started=started)
         try:
-            body = json.loads(raw)
+            body = msgspec.json.decode(raw)
             if not isinstance(body, dict):
                 raise ValueError("the body is not a JSON object")
             prepared.model = str(body.get("model") or "") or None
@@ -123,10 +130,13 @@ class Proxy:
                 prepared.event, prepared.reason = "side-call", why
                 return prepared
             wire = WIRES[protocol]
-            converted = wire.from_request(body)
-            conversation = recognise(headers, body, converted.system or "", converted.first_user)
+            conversation = recognise(headers, body, *wire.peek(body))
             prepared.session = conversation.session
             with self._lock:
+                converted = wire.from_request(body, self._converted.pop(conversation.session, None))
+                self._converted[conversation.session] = converted
+                while len(self._converted) > KEPT_CONVERSIONS:
+                    del self._converted[next(iter(self._converted))]
                 session, mirror = self.session(conversation.session, prepared.model)
                 paired = mirror.render(
                     converted.entries,
@@ -137,7 +147,7 @@ class Proxy:
                 rendered = mirror.last
                 receipt = session.receipt()
             request = wire.to_request(body, paired)
-            prepared.body = json.dumps(request, ensure_ascii=False).encode()
+            prepared.body = msgspec.json.encode(request)
             prepared.event = "sent"
             prepared.receipt = receipt.id if receipt is not None else None
             if rendered is not None:

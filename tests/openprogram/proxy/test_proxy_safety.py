@@ -69,7 +69,7 @@ def test_a_body_that_is_not_json_goes_on_as_it_came(running: Any) -> None:
                         headers={"x-api-key": KEY, "content-type": "application/json"})  # fmt: skip
     assert answer.status_code == 500  # the upstream's own answer to it, passed back
     (record,) = running.proxy.records()
-    assert record["event"] == "fail-open" and record["reason"].startswith("JSONDecodeError")
+    assert record["event"] == "fail-open" and "DecodeError" in record["reason"]
 
 
 def _everything_written(db: Path, caplog: pytest.LogCaptureFixture) -> list[tuple[str, bytes]]:
