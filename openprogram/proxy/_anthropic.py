@@ -28,10 +28,12 @@ MAX_BREAKPOINTS = 4
 
 @dataclass(frozen=True)
 class Blocks:
-    """An entry's original: the client's role and content (a string or its blocks)."""
+    """An entry's original: the client's role and content (a string or its blocks), and
+    the client's message it came from (None: made by compaction)."""
 
     role: str
     content: str | list[dict[str, Any]]
+    source: int | None = None
 
 
 def system_text(system: Any) -> str | None:
@@ -75,7 +77,9 @@ def _arguments(value: Any) -> str:
 def _user(index: int, content: Any) -> list[Entry]:
     if isinstance(content, str):
         return [
-            Entry({"role": "user", "content": content}, Blocks("user", content), {}, f"{index}")
+            Entry(
+                {"role": "user", "content": content}, Blocks("user", content, index), {}, f"{index}"
+            )
         ]
     if not isinstance(content, list):
         raise MalformedMessage(f"anthropic message {index}: content is not a string or a list")
@@ -90,13 +94,15 @@ def _user(index: int, content: Any) -> list[Entry]:
                 )
             text = content_text(block.get("content"))
             message = {"role": "tool", "tool_call_id": call_id, "content": text}
-            entries.append(Entry(message, Blocks("user", [block]), {}, f"{index} tool_result"))
+            entries.append(
+                Entry(message, Blocks("user", [block], index), {}, f"{index} tool_result")
+            )
         else:
             rest.append(block)
     if rest or not entries:
         text = "\n".join(block_text(block) for block in rest)
         entries.append(
-            Entry({"role": "user", "content": text}, Blocks("user", rest), {}, f"{index}")
+            Entry({"role": "user", "content": text}, Blocks("user", rest, index), {}, f"{index}")
         )
     return entries
 
@@ -104,7 +110,10 @@ def _user(index: int, content: Any) -> list[Entry]:
 def _assistant(index: int, content: Any) -> Entry:
     if isinstance(content, str):
         return Entry(
-            {"role": "assistant", "content": content}, Blocks("assistant", content), {}, f"{index}"
+            {"role": "assistant", "content": content},
+            Blocks("assistant", content, index),
+            {},
+            f"{index}",
         )
     if not isinstance(content, list):
         raise MalformedMessage(f"anthropic message {index}: content is not a string or a list")
@@ -120,7 +129,7 @@ def _assistant(index: int, content: Any) -> Entry:
     message: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
     if calls:
         message["tool_calls"] = calls
-    return Entry(message, Blocks("assistant", content), {}, f"{index}")
+    return Entry(message, Blocks("assistant", content, index), {}, f"{index}")
 
 
 def message_entries(index: int, message: Any) -> list[Entry]:
@@ -133,7 +142,7 @@ def message_entries(index: int, message: Any) -> list[Entry]:
     if role == "system":  # an instruction among the messages (Claude Code sends them)
         content = message.get("content")
         said = {"role": "system", "content": content_text(content)}
-        return [Entry(said, Blocks("system", content), {}, f"{index}")]
+        return [Entry(said, Blocks("system", content, index), {}, f"{index}")]
     raise MalformedMessage(
         f"anthropic message {index}: role {role!r} is not user, assistant or system"
     )
@@ -206,6 +215,7 @@ def to_request(body: dict[str, Any], paired: Sequence[Paired]) -> dict[str, Any]
     """The request to send upstream: the client's body with the rendered messages and
     system prompt (the client's own blocks wherever the render left them alone)."""
     out: list[dict[str, Any]] = []
+    sources: list[int | None] = []
     instructions: list[str] = []
     for item in paired:
         role = item.message.get("role")
@@ -214,12 +224,20 @@ def to_request(body: dict[str, Any], paired: Sequence[Paired]) -> dict[str, Any]
             continue
         original = item.entry.original if item.entry is not None else None
         blocks = original if isinstance(original, Blocks) else _made(item.message)
-        if out and out[-1]["role"] == blocks.role:
+        # Parts of one client message go back together; what compaction made joins its
+        # neighbour of the same role (the API would join them anyway).
+        if out and out[-1]["role"] == blocks.role and None in (sources[-1], blocks.source):
+            same = True
+        else:
+            same = bool(out) and out[-1]["role"] == blocks.role and sources[-1] == blocks.source
+        if same:
             merged = _as_list(out[-1]["content"]) + _as_list(blocks.content)
             merged.sort(key=lambda b: b.get("type") != "tool_result")  # results first
             out[-1] = {"role": blocks.role, "content": merged}
+            sources[-1] = blocks.source if sources[-1] is None else sources[-1]
         else:
             out.append({"role": blocks.role, "content": blocks.content})
+            sources.append(blocks.source)
     request = {**body, "messages": out}
     system = body.get("system")
     kept = system_text(system)
