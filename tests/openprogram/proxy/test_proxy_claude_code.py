@@ -29,10 +29,11 @@ PROMPT = "Update notes.txt as the tools show, then say done."
 
 
 def claude_binary() -> str:
+    """The Claude Code binary (npm ships a native one: node is needed only to install it)."""
     given = os.environ.get("OPENPROGRAM_CLAUDE_CODE")
     local = Path(__file__).resolve().parents[3] / ".cache/claude-code/node_modules/.bin/claude"
-    found = given or (str(local) if local.exists() else None)
-    if found is None or (shutil.which("node") is None and given is None):
+    found = given or (str(local) if local.exists() else shutil.which("claude"))
+    if found is None:
         reason = ("Claude Code is not installed: npm install --prefix .cache/claude-code "
                   "@anthropic-ai/claude-code (or set OPENPROGRAM_CLAUDE_CODE)")  # fmt: skip
         if os.environ.get("CI", "").lower() == "true":
