@@ -118,6 +118,9 @@ class Mirror:
         self.name = name
         self._lock = threading.RLock()
         self._index: dict[str, list[_Step]] | None = None
+        self._systems: dict[str, list[_Step]] = {}
+        """The instructions steps of the index, by the node they hang on (looked up at every
+        step of every sync: most nodes have none)."""
         self._base: str | None = None
         self._path: list[_Step] = []
         self._system: list[_Step] = []
@@ -154,11 +157,20 @@ class Mirror:
                 step = _Step.load(text)
                 index.setdefault(step.key, []).append(step)
             self._index = index
+            self._systems = {
+                step.parent or "": steps
+                for steps in index.values()
+                for step in steps[:1]
+                if step.digest == SYSTEM
+            }
             self._at = self._base
         return self._index
 
     def _keep(self, step: _Step) -> _Step:
-        self.index.setdefault(step.key, []).append(step)
+        steps = self.index.setdefault(step.key, [])
+        steps.append(step)
+        if step.digest == SYSTEM:
+            self._systems[step.parent or ""] = steps
         self._new.append(step)
         return step
 
@@ -245,8 +257,11 @@ class Mirror:
         self._at = self._follow_system(parent)
 
     def _system_step(self, parent: str | None) -> _Step | None:
+        self.index  # noqa: B018 (loads the index)
+        steps = self._systems.get(parent or "")
+        if not steps:
+            return None
         graph = self.session.graph
-        steps = self.index.get(f"{parent or ''}:{SYSTEM}", ())
         return next((s for s in reversed(steps) if s.node in graph), None)
 
     def _follow_system(self, parent: str | None) -> str | None:
