@@ -13,6 +13,7 @@ request without the token is refused before anything is read.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
@@ -70,10 +71,9 @@ class Gate:
 def create_app(proxy: Proxy, *, token: str, hosts: set[str]) -> Gate:
     """The app over ``proxy``, behind its :class:`Gate`."""
     clients: dict[int, httpx.AsyncClient] = {}
+    recording: set[asyncio.Task[None]] = set()
 
     def client() -> httpx.AsyncClient:
-        import asyncio
-
         loop = id(asyncio.get_running_loop())
         if loop not in clients:
             clients[loop] = httpx.AsyncClient(timeout=TIMEOUT)
@@ -83,6 +83,7 @@ def create_app(proxy: Proxy, *, token: str, hosts: set[str]) -> Gate:
         url = base.rstrip("/") + request.url.path
         if request.url.query:
             url += "?" + request.url.query
+        proxy.begin()
         upstream = client().build_request(
             request.method, url, headers=request_headers(request.headers), content=prepared.body
         )
@@ -95,6 +96,10 @@ def create_app(proxy: Proxy, *, token: str, hosts: set[str]) -> Gate:
         streamed = "text/event-stream" in answer.headers.get("content-type", "")
         reader = UsageReader(streamed)
 
+        async def record() -> None:
+            usage = reader.result() if answer.status_code < 400 else None
+            await run_in_threadpool(proxy.finish, prepared, answer.status_code, usage)
+
         async def body() -> AsyncIterator[bytes]:
             try:
                 async for chunk in answer.aiter_raw():
@@ -102,8 +107,10 @@ def create_app(proxy: Proxy, *, token: str, hosts: set[str]) -> Gate:
                     yield chunk
             finally:
                 await answer.aclose()
-                usage = reader.result() if answer.status_code < 400 else None
-                await run_in_threadpool(proxy.finish, prepared, answer.status_code, usage)
+                # recorded beside the answer's end, so the client never waits for it
+                task = asyncio.get_running_loop().create_task(record())
+                recording.add(task)
+                task.add_done_callback(recording.discard)
 
         return StreamingResponse(
             body(), status_code=answer.status_code, headers=response_headers(answer.headers)

@@ -90,6 +90,8 @@ class Proxy:
         """Each conversation's last request, converted (the next converts only what is new)."""
         self._lock = threading.Lock()
         self._log_lock = threading.Lock()
+        self._in_flight = 0
+        self._settled = threading.Condition()
 
     # -- sessions -------------------------------------------------------------------------
     def policy(self, model: str | None) -> Policy:
@@ -178,9 +180,27 @@ class Proxy:
             prepared.reason = f"{type(error).__name__}: {error}"
         return prepared
 
+    def begin(self) -> None:
+        """A request is on its way upstream (:meth:`finish` records it)."""
+        with self._settled:
+            self._in_flight += 1
+
+    def settle(self, timeout: float = 10.0) -> bool:
+        """Wait until every request begun has been recorded (False: ``timeout`` passed)."""
+        with self._settled:
+            return self._settled.wait_for(lambda: self._in_flight <= 0, timeout)
+
     def finish(self, prepared: Prepared, status: int, usage: dict[str, int] | None) -> None:
         """Record a request once its answer has passed: the log line, and the provider's
         usage beside the receipt of the render it answered."""
+        try:
+            self._finish(prepared, status, usage)
+        finally:
+            with self._settled:
+                self._in_flight -= 1
+                self._settled.notify_all()
+
+    def _finish(self, prepared: Prepared, status: int, usage: dict[str, int] | None) -> None:
         if usage is not None and prepared.receipt is not None and prepared.session is not None:
             self.store.put_values(prepared.session, USAGE, {prepared.receipt: json.dumps(usage)})
         self.record(
@@ -205,7 +225,8 @@ class Proxy:
             out.write(json.dumps(line, ensure_ascii=False) + "\n")
 
     def records(self) -> list[dict[str, Any]]:
-        """Every request's record, oldest first."""
+        """Every request's record, oldest first (once those in flight are recorded)."""
+        self.settle()
         if not self.log.exists():
             return []
         lines = self.log.read_text(encoding="utf-8").splitlines()
@@ -213,10 +234,12 @@ class Proxy:
 
     def usage(self, session: str) -> dict[str, dict[str, int]]:
         """The provider's usage of each of ``session``'s requests, by receipt id."""
+        self.settle()
         stored = self.store.get_values(session, USAGE)
         return {key: json.loads(value) for key, value in stored.items()}
 
     def close(self) -> None:
+        self.settle()
         with self._lock:
             for session, _ in self._sessions.values():
                 session.close()
