@@ -21,6 +21,7 @@ from openprogram._cli import (
     _layers,
     _mcp,
     _programs,
+    _proxy,
     _scrub,
     _sessions,
     _traces,
@@ -76,6 +77,7 @@ def parser() -> argparse.ArgumentParser:
         _check,
         _mcp,
         _view,
+        _proxy,
     ):
         module.register(sub)
     _fill_help(top)

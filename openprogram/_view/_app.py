@@ -58,6 +58,19 @@ LIVE = """
 fetched again and swapped in place (the scroll position and the URL stay)."""
 
 
+def host_allowed(host: str, hosts: set[str]) -> bool:
+    """Whether a request's ``Host`` header names this server (``hosts``, from
+    ``hosts_for``): any other is refused, so a DNS-rebinding page cannot reach it."""
+    if host in hosts:
+        return True
+    name = host.rsplit(":", 1)[0].strip("[]")
+    try:  # a bare IP literal cannot be rebound by DNS
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return "*" in hosts
+
+
 class Guard:
     """The checks of every request (see the module): token or cookie, Host, CSRF."""
 
@@ -69,14 +82,7 @@ class Guard:
         self.csrf = hmac.new(token.encode(), b"csrf", "sha256").hexdigest()
 
     def host_ok(self, host: str) -> bool:
-        if host in self.hosts:
-            return True
-        name = host.rsplit(":", 1)[0].strip("[]")
-        try:  # a bare IP literal cannot be rebound by DNS
-            ipaddress.ip_address(name)
-        except ValueError:
-            return False
-        return "*" in self.hosts
+        return host_allowed(host, self.hosts)
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":

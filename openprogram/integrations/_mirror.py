@@ -23,6 +23,7 @@ gets a ``~N`` suffix, mapped back here); a rendered prompt never holds one id tw
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -74,8 +75,10 @@ class Entry:
     def __post_init__(self) -> None:
         object.__setattr__(self, "message", text_ids(self.message))
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
+        """What the index knows this entry by (kept: an adapter that reuses its entries
+        across calls, as the proxy does, pays for it once)."""
         text = json.dumps(self.message, sort_keys=True, ensure_ascii=False, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -123,6 +126,9 @@ class Mirror:
         self.name = name
         self._lock = threading.RLock()
         self._index: dict[str, list[_Step]] | None = None
+        self._systems: dict[str, list[_Step]] = {}
+        """The instructions steps of the index, by the node they hang on (looked up at every
+        step of every sync: most nodes have none)."""
         self._base: str | None = None
         self._path: list[_Step] = []
         self._system: list[_Step] = []
@@ -158,11 +164,20 @@ class Mirror:
                 step = _Step.load(text)
                 index.setdefault(step.key, []).append(step)
             self._index = index
+            self._systems = {
+                step.parent or "": steps
+                for steps in index.values()
+                for step in steps[:1]
+                if step.digest == SYSTEM
+            }
             self._at = self._base
         return self._index
 
     def _keep(self, step: _Step) -> _Step:
-        self.index.setdefault(step.key, []).append(step)
+        steps = self.index.setdefault(step.key, [])
+        steps.append(step)
+        if step.digest == SYSTEM:
+            self._systems[step.parent or ""] = steps
         self._new.append(step)
         return step
 
@@ -217,22 +232,24 @@ class Mirror:
         ``MAX_PATHS``)."""
         index, graph = self.index, self.session.graph
         found: list[list[_Step]] = []
-
-        def extend(parent: str | None, path: list[_Step]) -> None:
-            if len(found) >= MAX_PATHS:
-                return
-            system = self._system_step(parent)
-            parent = system.head if system is not None else parent
-            steps = []
-            if len(path) < len(digests):
-                key = f"{parent or ''}:{digests[len(path)]}"
-                steps = [s for s in reversed(index.get(key, ())) if s.node in graph]
-            if not steps:
-                found.append(path)
-            for step in steps:
-                extend(step.head, [*path, step])
-
-        extend(self._base, [])
+        # Depth-first, newest choice first, without recursion: a history of thousands of
+        # entries is as deep as it is long.
+        stack: list[tuple[str | None, list[_Step]]] = [(self._base, [])]
+        while stack and len(found) < MAX_PATHS:
+            parent, path = stack.pop()
+            while True:
+                system = self._system_step(parent)
+                parent = system.head if system is not None else parent
+                steps: list[_Step] = []
+                if len(path) < len(digests):
+                    key = f"{parent or ''}:{digests[len(path)]}"
+                    steps = [s for s in reversed(index.get(key, ())) if s.node in graph]
+                if not steps:
+                    found.append(path)
+                    break
+                stack.extend((step.head, [*path, step]) for step in reversed(steps[1:]))
+                path.append(steps[0])
+                parent = steps[0].head
         return found
 
     def _follow(self, steps: Sequence[_Step]) -> None:
@@ -247,8 +264,11 @@ class Mirror:
         self._at = self._follow_system(parent)
 
     def _system_step(self, parent: str | None) -> _Step | None:
+        self.index  # noqa: B018 (loads the index)
+        steps = self._systems.get(parent or "")
+        if not steps:
+            return None
         graph = self.session.graph
-        steps = self.index.get(f"{parent or ''}:{SYSTEM}", ())
         return next((s for s in reversed(steps) if s.node in graph), None)
 
     def _follow_system(self, parent: str | None) -> str | None:

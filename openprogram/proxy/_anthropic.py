@@ -1,0 +1,286 @@
+"""Anthropic Messages requests as the graph's chat messages, and the render back as a request.
+
+Each message becomes entries the mirror stores (OpenAI chat messages): a user message's
+``tool_result`` blocks one tool message each, its other blocks one user message; an
+assistant message one message with its text and its ``tool_use`` blocks as calls. Each
+entry keeps the client's own blocks, so whatever compaction left alone goes upstream
+byte for byte as the client sent it: thinking blocks with their signatures, images,
+``cache_control`` breakpoints with their ``ttl``. What compaction changed or made (a
+summary, a cleared output) is built anew from the rendered message.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from openprogram._errors import MalformedMessage
+from openprogram.integrations._mirror import Entry, Paired
+from openprogram.proxy._convert import Converted, convert, first_user
+
+__all__ = ["MAX_BREAKPOINTS", "Blocks", "from_request", "peek", "to_request"]
+
+MAX_BREAKPOINTS = 4
+"""Anthropic refuses a request with more ``cache_control`` breakpoints than this."""
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """An entry's original: the client's role and content (a string or its blocks), and
+    the client's message it came from (None: made by compaction)."""
+
+    role: str
+    content: str | list[dict[str, Any]]
+    source: int | None = None
+
+
+def system_text(system: Any) -> str | None:
+    if system is None:
+        return None
+    if isinstance(system, str):
+        return system
+    if isinstance(system, list):
+        return "\n\n".join(
+            str(block.get("text", "")) for block in system if isinstance(block, dict)
+        )
+    raise MalformedMessage("anthropic request: system is neither a string nor a list of blocks")
+
+
+def block_text(block: Any) -> str:
+    """What a block says, as the graph stores it (a placeholder for what is not text)."""
+    if not isinstance(block, dict):
+        return str(block)
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text", ""))
+    if kind == "tool_result":
+        return content_text(block.get("content"))
+    return f"[{kind}]"
+
+
+def content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(block_text(block) for block in content)
+    return str(content)
+
+
+def _arguments(value: Any) -> str:
+    return json.dumps(value if value is not None else {}, ensure_ascii=False, sort_keys=True)
+
+
+def _user(index: int, content: Any) -> list[Entry]:
+    if isinstance(content, str):
+        return [
+            Entry(
+                {"role": "user", "content": content}, Blocks("user", content, index), {}, f"{index}"
+            )
+        ]
+    if not isinstance(content, list):
+        raise MalformedMessage(f"anthropic message {index}: content is not a string or a list")
+    entries = []
+    rest = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            call_id = block.get("tool_use_id")
+            if not isinstance(call_id, str) or not call_id:
+                raise MalformedMessage(
+                    f"anthropic message {index}: tool_result without tool_use_id"
+                )
+            text = content_text(block.get("content"))
+            message = {"role": "tool", "tool_call_id": call_id, "content": text}
+            entries.append(
+                Entry(message, Blocks("user", [block], index), {}, f"{index} tool_result")
+            )
+        else:
+            rest.append(block)
+    if rest or not entries:
+        text = "\n".join(block_text(block) for block in rest)
+        entries.append(
+            Entry({"role": "user", "content": text}, Blocks("user", rest, index), {}, f"{index}")
+        )
+    return entries
+
+
+def _assistant(index: int, content: Any) -> Entry:
+    if isinstance(content, str):
+        return Entry(
+            {"role": "assistant", "content": content},
+            Blocks("assistant", content, index),
+            {},
+            f"{index}",
+        )
+    if not isinstance(content, list):
+        raise MalformedMessage(f"anthropic message {index}: content is not a string or a list")
+    texts, calls = [], []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "tool_use":
+            function = {"name": str(block.get("name")), "arguments": _arguments(block.get("input"))}
+            calls.append({"id": block.get("id"), "type": "function", "function": function})
+        elif isinstance(block, dict) and block.get("type") in ("thinking", "redacted_thinking"):
+            continue  # sent back as it came; the provider does not count an old turn's
+        else:
+            texts.append(block_text(block))
+    message: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
+    if calls:
+        message["tool_calls"] = calls
+    return Entry(message, Blocks("assistant", content, index), {}, f"{index}")
+
+
+def message_entries(index: int, message: Any) -> list[Entry]:
+    """The entries of one message (see the module docstring)."""
+    role = message.get("role") if isinstance(message, dict) else None
+    if role == "user":
+        return _user(index, message.get("content"))
+    if role == "assistant":
+        return [_assistant(index, message.get("content"))]
+    if role == "system":  # an instruction among the messages (Claude Code sends them)
+        content = message.get("content")
+        said = {"role": "system", "content": content_text(content)}
+        return [Entry(said, Blocks("system", content, index), {}, f"{index}")]
+    raise MalformedMessage(
+        f"anthropic message {index}: role {role!r} is not user, assistant or system"
+    )
+
+
+def _messages(body: dict[str, Any]) -> list[Any]:
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        raise MalformedMessage("anthropic request: no messages list")
+    return messages
+
+
+def peek(body: dict[str, Any]) -> tuple[str, str]:
+    """What recognises the conversation: the system prompt and the first user message."""
+    for index, message in enumerate(_messages(body)):
+        said = first_user(message_entries(index, message))
+        if said:
+            return system_text(body.get("system")) or "", said
+    return system_text(body.get("system")) or "", ""
+
+
+def from_request(body: dict[str, Any], previous: Converted | None = None) -> Converted:
+    """The request's messages as entries (reusing ``previous``'s for the messages it
+    shares), its tools as schemas the budget counts."""
+    messages = _messages(body)
+    entries, parts = convert(messages, message_entries, previous)
+    tools = []
+    for tool in body.get("tools") or ():
+        if not isinstance(tool, dict):
+            continue
+        schema = tool.get("input_schema") or {"type": "object"}
+        function = {
+            "name": str(tool.get("name") or tool.get("type")),
+            "description": str(tool.get("description") or ""),
+            "parameters": schema,
+        }
+        tools.append({"type": "function", "function": function})
+    system = system_text(body.get("system"))
+    return Converted(entries, tools, system, first_user(entries), messages, parts)
+
+
+def _made(message: dict[str, Any]) -> Blocks:
+    """Blocks for a message compaction changed or made."""
+    role = message.get("role")
+    content = message.get("content")
+    text = content if isinstance(content, str) else content_text(content)
+    if role == "tool":
+        block = {"type": "tool_result", "tool_use_id": message.get("tool_call_id"), "content": text}
+        return Blocks("user", [block])
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    if role == "assistant":
+        for call in message.get("tool_calls") or ():
+            try:
+                arguments = json.loads(call["function"].get("arguments") or "{}")
+            except ValueError:
+                arguments = {"arguments": call["function"].get("arguments")}
+            blocks.append(
+                {"type": "tool_use", "id": call["id"], "name": call["function"]["name"],
+                 "input": arguments if isinstance(arguments, dict) else {"value": arguments}}
+            )  # fmt: skip
+        return Blocks("assistant", blocks or [{"type": "text", "text": "(no content)"}])
+    return Blocks("user", blocks or [{"type": "text", "text": "(no content)"}])
+
+
+def _as_list(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+
+
+def to_request(body: dict[str, Any], paired: Sequence[Paired]) -> dict[str, Any]:
+    """The request to send upstream: the client's body with the rendered messages and
+    system prompt (the client's own blocks wherever the render left them alone)."""
+    out: list[dict[str, Any]] = []
+    sources: list[int | None] = []
+    instructions: list[str] = []
+    for item in paired:
+        role = item.message.get("role")
+        if role == "system" and item.entry is None:
+            instructions.append(content_text(item.message.get("content")))
+            continue
+        original = item.entry.original if item.entry is not None else None
+        blocks = original if isinstance(original, Blocks) else _made(item.message)
+        # Parts of one client message go back together; what compaction made joins its
+        # neighbour of the same role (the API would join them anyway).
+        if out and out[-1]["role"] == blocks.role and None in (sources[-1], blocks.source):
+            same = True
+        else:
+            same = bool(out) and out[-1]["role"] == blocks.role and sources[-1] == blocks.source
+        if same:
+            merged = _as_list(out[-1]["content"]) + _as_list(blocks.content)
+            merged.sort(key=lambda b: b.get("type") != "tool_result")  # results first
+            out[-1] = {"role": blocks.role, "content": merged}
+            sources[-1] = blocks.source if sources[-1] is None else sources[-1]
+        else:
+            out.append({"role": blocks.role, "content": blocks.content})
+            sources.append(blocks.source)
+    request = {**body, "messages": out}
+    system = body.get("system")
+    kept = system_text(system)
+    if instructions != ([kept] if kept is not None else []):
+        own = _as_list(system) if isinstance(system, str | list) and kept in instructions else []
+        made = [{"type": "text", "text": text} for text in instructions if text and text != kept]
+        request["system"] = [*own, *made]
+        if not request["system"]:
+            del request["system"]
+    limit_breakpoints(request)
+    return request
+
+
+def limit_breakpoints(request: dict[str, Any]) -> None:
+    """Keep at most :data:`MAX_BREAKPOINTS` ``cache_control`` marks (the system's and the
+    tools' first, then the newest messages'); a mark dropped is only taken off its block."""
+    marked: list[dict[str, Any]] = []
+    system = request.get("system")
+    front = [b for b in system if isinstance(b, dict)] if isinstance(system, list) else []
+    front += [t for t in request.get("tools") or () if isinstance(t, dict)]
+    for block in front:
+        if "cache_control" in block:
+            marked.append(block)
+    in_messages = []
+    for message in reversed(request["messages"]):
+        content = message["content"]
+        if isinstance(content, list):
+            in_messages += [
+                b for b in reversed(content) if isinstance(b, dict) and "cache_control" in b
+            ]
+    marked += in_messages
+    for block in marked[MAX_BREAKPOINTS:]:
+        _unmark(request, block)
+
+
+def _unmark(request: dict[str, Any], block: dict[str, Any]) -> None:
+    """Take the mark off ``block`` (a copy: the client's own blocks are never changed)."""
+    for message in request["messages"]:
+        content = message["content"]
+        if isinstance(content, list):
+            for n, candidate in enumerate(content):
+                if candidate is block:
+                    copy = dict(block)
+                    del copy["cache_control"]
+                    message["content"] = [*content[:n], copy, *content[n + 1 :]]
+                    return

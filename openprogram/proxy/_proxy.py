@@ -1,0 +1,247 @@
+"""The proxy's engine side: each request's conversation, its render, and the records.
+
+:meth:`Proxy.prepare` turns a client's request into the one that goes upstream: the
+conversation's session (recognised by ``_sessions``) mirrors the request's messages (only
+what is new is appended) and renders them under its budget; the wire module builds the
+request back from the render. Anything that fails on the way sends the client's request
+upstream unchanged and writes a record of why (fail-open): the user's agent never breaks
+because of us. A record never holds a header, so a provider key is never stored or logged.
+
+Records go to ``proxy.jsonl`` in the state folder (one line per request: sent, side call,
+fail-open, with the provider's usage when it reported one) and, for a session, to its
+store values (``proxy.usage``: the usage of each render receipt, by receipt id).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from context import Policy, state_folder
+from graph import Store, open_store
+from openprogram._session import Session
+from openprogram.integrations._mirror import Mirror
+from openprogram.proxy import _anthropic, _openai_chat
+from openprogram.proxy._convert import Converted
+from openprogram.proxy._sessions import recognise, side_call
+
+__all__ = ["Prepared", "Proxy", "ProxyConfig"]
+
+NAME = "proxy"
+USAGE = "proxy.usage"
+"""Store side-data namespace: the provider's usage of each receipt's request, by its id."""
+LOG = "proxy.jsonl"
+WIRES = {"anthropic": _anthropic, "openai": _openai_chat}
+KEPT_CONVERSIONS = 64
+"""Conversations whose last request is kept converted (the least recently used go)."""
+
+
+@dataclass(frozen=True)
+class ProxyConfig:
+    """What ``openprogram proxy`` was started with."""
+
+    db: str | None = None
+    state_dir: str | None = None
+    budget: int | None = None
+    policy: str = "claude-code"
+    upstream_anthropic: str = "https://api.anthropic.com"
+    upstream_openai: str = "https://api.openai.com"
+    redact: bool = False
+
+
+@dataclass
+class Prepared:
+    """What goes upstream for one request, and what its record says."""
+
+    body: bytes
+    protocol: str
+    event: str
+    """``sent`` (the render), ``side-call``, ``fail-open`` or ``passed`` (not a turn)."""
+    session: str | None = None
+    receipt: str | None = None
+    reason: str | None = None
+    model: str | None = None
+    tokens: int | None = None
+    budget: int | None = None
+    started: float = field(default_factory=time.perf_counter)
+    prepare_ms: float = 0.0
+
+
+class Proxy:
+    """Sessions and records of one proxy (one database)."""
+
+    def __init__(self, config: ProxyConfig, *, store: Store | None = None) -> None:
+        self.config = config
+        self.store = store if store is not None else open_store(config.db)
+        folder = state_folder(self.store, config.state_dir)
+        folder.claim()
+        self.folder = folder.path
+        self.log = Path(self.folder) / LOG
+        self._sessions: dict[str, tuple[Session, Mirror]] = {}
+        self._converted: dict[str, Converted] = {}
+        """Each conversation's last request, converted (the next converts only what is new)."""
+        self._lock = threading.Lock()
+        self._log_lock = threading.Lock()
+        self._in_flight = 0
+        self._settled = threading.Condition()
+
+    # -- sessions -------------------------------------------------------------------------
+    def policy(self, model: str | None) -> Policy:
+        try:
+            return Policy.named(self.config.policy, model, cache_edits="off")
+        except Exception:  # a model litellm's map does not know: the preset's defaults
+            return Policy.named(self.config.policy, None, cache_edits="off")
+
+    def session(self, session_id: str, model: str | None) -> tuple[Session, Mirror]:
+        found = self._sessions.get(session_id)
+        if found is None:
+            if self.store.has_session(session_id):
+                session = Session(self.store, session_id, state_dir=self.config.state_dir)
+            else:
+                session = Session(
+                    self.store,
+                    session_id,
+                    policy=self.policy(model),
+                    budget=self.config.budget,
+                    state_dir=self.config.state_dir,
+                    redact=self.config.redact or None,
+                )
+            found = self._sessions[session_id] = (session, Mirror(session, NAME))
+        return found
+
+    # -- requests -------------------------------------------------------------------------
+    def prepare(self, protocol: str, headers: Mapping[str, str], raw: bytes) -> Prepared:
+        """The request to send upstream for ``raw`` (see the module docstring)."""
+        started = time.perf_counter()
+        prepared = Prepared(raw, protocol, "passed", started=started)
+        try:
+            body = msgspec.json.decode(raw)
+            if not isinstance(body, dict):
+                raise ValueError("the body is not a JSON object")
+            prepared.model = str(body.get("model") or "") or None
+            why = side_call(headers, body) if protocol == "anthropic" else None
+            if why is not None:
+                prepared.event, prepared.reason = "side-call", why
+                return prepared
+            wire = WIRES[protocol]
+            conversation = recognise(headers, body, *wire.peek(body))
+            prepared.session = conversation.session
+            with self._lock:
+                converted = wire.from_request(body, self._converted.pop(conversation.session, None))
+                self._converted[conversation.session] = converted
+                while len(self._converted) > KEPT_CONVERSIONS:
+                    del self._converted[next(iter(self._converted))]
+                session, mirror = self.session(conversation.session, prepared.model)
+                paired = mirror.render(
+                    converted.entries,
+                    converted.tools,
+                    converted.system,
+                    conversation=conversation.client_id,
+                )
+                rendered = mirror.last
+                receipt = session.receipt()
+            request = wire.to_request(body, paired)
+            prepared.body = msgspec.json.encode(request)
+            prepared.event = "sent"
+            prepared.receipt = receipt.id if receipt is not None else None
+            if rendered is not None:
+                prepared.tokens, prepared.budget = rendered.tokens, rendered.budget
+        except Exception as error:  # fail open: the client's request goes as it came
+            prepared.body = raw
+            prepared.event = "fail-open"
+            prepared.reason = f"{type(error).__name__}: {error}"
+        finally:
+            prepared.prepare_ms = (time.perf_counter() - started) * 1000
+        return prepared
+
+    def count(self, headers: Mapping[str, str], raw: bytes) -> Prepared:
+        """A ``count_tokens`` request as it would be sent: rendered in a scratch session
+        with the same policy and budget (nothing is stored); fail-open as :meth:`prepare`."""
+        prepared = Prepared(raw, "anthropic", "passed")
+        try:
+            body = json.loads(raw)
+            converted = _anthropic.from_request(body)
+            model = str(body.get("model") or "") or None
+            with Session(":memory:", policy=self.policy(model), budget=self.config.budget) as s:
+                mirror = Mirror(s, NAME)
+                paired = mirror.render(converted.entries, converted.tools, converted.system)
+            prepared.body = json.dumps(_anthropic.to_request(body, paired)).encode()
+            prepared.event = "counted"
+        except Exception as error:
+            prepared.body, prepared.event = raw, "fail-open"
+            prepared.reason = f"{type(error).__name__}: {error}"
+        return prepared
+
+    def begin(self) -> None:
+        """A request is on its way upstream (:meth:`finish` records it)."""
+        with self._settled:
+            self._in_flight += 1
+
+    def settle(self, timeout: float = 10.0) -> bool:
+        """Wait until every request begun has been recorded (False: ``timeout`` passed)."""
+        with self._settled:
+            return self._settled.wait_for(lambda: self._in_flight <= 0, timeout)
+
+    def finish(self, prepared: Prepared, status: int, usage: dict[str, int] | None) -> None:
+        """Record a request once its answer has passed: the log line, and the provider's
+        usage beside the receipt of the render it answered."""
+        try:
+            self._finish(prepared, status, usage)
+        finally:
+            with self._settled:
+                self._in_flight -= 1
+                self._settled.notify_all()
+
+    def _finish(self, prepared: Prepared, status: int, usage: dict[str, int] | None) -> None:
+        if usage is not None and prepared.receipt is not None and prepared.session is not None:
+            self.store.put_values(prepared.session, USAGE, {prepared.receipt: json.dumps(usage)})
+        self.record(
+            {
+                "event": prepared.event,
+                "protocol": prepared.protocol,
+                "session": prepared.session,
+                "model": prepared.model,
+                "receipt": prepared.receipt,
+                "tokens": prepared.tokens,
+                "budget": prepared.budget,
+                "reason": prepared.reason,
+                "status": status,
+                "usage": usage,
+                "prepare_ms": round(prepared.prepare_ms, 3),
+            }
+        )
+
+    def record(self, fields: dict[str, Any]) -> None:
+        line = {"at": datetime.now(UTC).isoformat(timespec="milliseconds"), **fields}
+        with self._log_lock, self.log.open("a", encoding="utf-8") as out:
+            out.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every request's record, oldest first (once those in flight are recorded)."""
+        self.settle()
+        if not self.log.exists():
+            return []
+        lines = self.log.read_text(encoding="utf-8").splitlines()
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def usage(self, session: str) -> dict[str, dict[str, int]]:
+        """The provider's usage of each of ``session``'s requests, by receipt id."""
+        self.settle()
+        stored = self.store.get_values(session, USAGE)
+        return {key: json.loads(value) for key, value in stored.items()}
+
+    def close(self) -> None:
+        self.settle()
+        with self._lock:
+            for session, _ in self._sessions.values():
+                session.close()
+            self._sessions.clear()
+        self.store.close()

@@ -1,0 +1,107 @@
+"""Forwarding to the provider (httpx, streamed), and the usage it reports on the way.
+
+Every header the client sent goes on (its key too: forwarded, never kept), except the
+hop-by-hop ones, the ``Host``, our own ``X-OpenProgram-*`` and the body's length (the body
+may be the render). The answer streams back byte for byte as it arrives; a
+:class:`UsageReader` watches the same bytes for the provider's reported usage (a JSON body,
+or the SSE events of a stream) without holding the stream.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+__all__ = ["UsageReader", "request_headers", "response_headers", "usage_of"]
+
+HOP_BY_HOP = frozenset(
+    {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+     "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding"}
+)  # fmt: skip
+DROPPED_BACK = frozenset(
+    {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding"}
+)
+MAX_JSON = 4_000_000
+"""A non-streamed answer's body is read for usage up to this many bytes."""
+
+
+def request_headers(headers: httpx.Headers | Any) -> dict[str, str]:
+    out = {k: v for k, v in headers.items() if k.lower() not in HOP_BY_HOP}
+    out = {k: v for k, v in out.items() if not k.lower().startswith("x-openprogram-")}
+    out["accept-encoding"] = "identity"  # the bytes read for usage are the bytes sent on
+    return out
+
+
+def response_headers(headers: httpx.Headers) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k.lower() not in DROPPED_BACK}
+
+
+def usage_of(report: dict[str, Any]) -> dict[str, int]:
+    """A provider's usage object in the receipt's terms: ``input`` (uncached input),
+    ``cache_read``, ``cache_creation`` and ``output`` tokens."""
+    if "prompt_tokens" in report or "completion_tokens" in report:  # OpenAI
+        details = report.get("prompt_tokens_details") or {}
+        cached = int(details.get("cached_tokens") or 0)
+        return {
+            "input": max(0, int(report.get("prompt_tokens") or 0) - cached),
+            "cache_read": cached,
+            "cache_creation": 0,
+            "output": int(report.get("completion_tokens") or 0),
+        }
+    return {
+        "input": int(report.get("input_tokens") or 0),
+        "cache_read": int(report.get("cache_read_input_tokens") or 0),
+        "cache_creation": int(report.get("cache_creation_input_tokens") or 0),
+        "output": int(report.get("output_tokens") or 0),
+    }
+
+
+class UsageReader:
+    """Reads the usage a provider reports in an answer's bytes as they pass: a JSON
+    body's ``usage``, or the ``data:`` lines of a stream (Anthropic's ``message_start``
+    and ``message_delta``, OpenAI's last chunk)."""
+
+    def __init__(self, streamed: bool) -> None:
+        self.streamed = streamed
+        self._pending = b""
+        self._body = bytearray()
+        self.usage: dict[str, Any] = {}
+
+    def feed(self, chunk: bytes) -> None:
+        if not self.streamed:
+            if len(self._body) < MAX_JSON:
+                self._body += chunk
+            return
+        self._pending += chunk
+        *lines, self._pending = self._pending.split(b"\n")
+        for line in lines:
+            if line.startswith(b"data:"):
+                self._event(line[5:].strip())
+
+    def _event(self, data: bytes) -> None:
+        if not data or data == b"[DONE]" or b"usage" not in data:
+            return
+        try:
+            event = json.loads(data)
+        except ValueError:
+            return
+        if not isinstance(event, dict):
+            return
+        message = event.get("message")
+        if isinstance(message, dict) and isinstance(message.get("usage"), dict):
+            self.usage.update(message["usage"])  # message_start
+        if isinstance(event.get("usage"), dict):
+            self.usage.update({k: v for k, v in event["usage"].items() if v is not None})
+
+    def result(self) -> dict[str, int] | None:
+        if not self.streamed:
+            try:
+                body = json.loads(bytes(self._body))
+            except ValueError:
+                return None
+            if isinstance(body, dict) and isinstance(body.get("usage"), dict):
+                return usage_of(body["usage"])
+            return None
+        return usage_of(self.usage) if self.usage else None
