@@ -59,7 +59,13 @@ def test_collapse_then_rollback_renders_exactly_what_was_rendered_before(
         tiers = [r.tier for r in e.records()]
         assert tiers == ["collapse", "rollback"]
         rollback = e.records()[-1]
-        assert rollback.details == {"layers": [info.id], "reason": "look again", "kind": "collapse"}
+        assert rollback.details == {
+            "layers": [info.id],
+            "layer": info.id,
+            "reason": "look again",
+            "kind": "collapse",
+            "again": [],  # the restored rounds fit whole: the next render makes no layer again
+        }
     finally:
         g.close()
 
