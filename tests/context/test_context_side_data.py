@@ -31,7 +31,7 @@ class DictSide:
         self.migrated: list[str] = []
 
     def database_id(self) -> str | None:
-        return "dict-side"
+        return "00000000-0000-4000-8000-00000000d1c7"  # the protocol asks for a UUID
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
