@@ -260,13 +260,7 @@ class Viewer:
         has sent none (an imported trace), its next prompt, as ``context`` shows it."""
         with self.lock:
             graph, engine = self.loaded(session)
-            exact: SentPrompt | None = None
-            if receipt_id is None and not self.receipts(session):
-                receipt, rendered = None, engine.preview()  # as `context` shows it
-            else:
-                receipt = self.receipt(session, receipt_id)
-                exact = sent_prompt(self.storage(session), receipt)
-                rendered = exact or render_receipt(engine, receipt)
+            receipt, rendered, exact = self._rendered(session, receipt_id)
             rows = list(_provenance(graph, rendered, engine))
             by_kind: dict[str, int] = dict.fromkeys(KINDS, 0)
             for row in rows:
@@ -281,6 +275,44 @@ class Viewer:
             return Prompt(
                 receipt, rows, by_kind, rendered.tokens, rendered.budget, tiers, exact is not None
             )
+
+    def _rendered(
+        self, session: str, receipt_id: str | None
+    ) -> tuple[RenderReceipt | None, Rendered, SentPrompt | None]:
+        """A call's prompt (the last one's by default; none sent: the next one) and
+        whether it is the one kept as sent."""
+        _, engine = self.loaded(session)
+        if receipt_id is None and not self.receipts(session):
+            return None, engine.preview(), None  # as `context` shows it
+        receipt = self.receipt(session, receipt_id)
+        exact = sent_prompt(self.storage(session), receipt)
+        return receipt, exact or render_receipt(engine, receipt), exact
+
+    def shown(self, session: str) -> dict[str, str]:
+        """How the last prompt (none sent: the next) shows each node it holds, read from
+        its sources: ``shown``, ``offloaded``, another placeholder's variant, or the
+        layer over it; a node it does not name is not in it."""
+        with self.lock:
+            graph, _ = self.loaded(session)
+            _, rendered, _ = self._rendered(session, None)
+            covers = {x.id: x.covers for x in graph.layers()}
+            found: dict[str, str] = {}
+            for source in sources_of(rendered):
+                if source is None:
+                    continue
+                if source.layer is not None:
+                    said = f"under layer {source.layer}"
+                    for node in covers.get(source.layer, ()):
+                        found.setdefault(node, said)
+                    continue
+                for node in source.nodes:
+                    if source.variant == "offloaded":
+                        found[node] = "offloaded"
+                    elif source.placeholder:
+                        found.setdefault(node, f"shown {source.variant}")
+                    else:
+                        found.setdefault(node, "shown")
+            return found
 
     # --- layers --------------------------------------------------------------------------
 
@@ -347,6 +379,18 @@ class Viewer:
                 store.close()
             self._loaded.pop(session, None)
             return [x.id for x in done], before, after
+
+    def rolled_back(self, session: str, layer_id: str) -> tuple[list[str], int, int] | None:
+        """What the last rollback of ``layer_id`` did, from its record: the layers it
+        ended, and the next prompt's tokens before and after (None: never rolled back)."""
+        for record in reversed(self.records(session)):
+            facts = record.facts
+            if not isinstance(facts, RollbackFacts):
+                continue
+            asked = facts.layer or (facts.layers[0] if facts.layers else None)
+            if asked == layer_id:
+                return list(facts.layers), record.tokens_before, record.tokens_after
+        return None
 
     # --- functions, records, search ------------------------------------------------------
 

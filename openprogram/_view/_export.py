@@ -11,6 +11,7 @@ from typing import Any
 
 from openprogram._view import _pages as pages
 from openprogram._view._data import Viewer
+from openprogram._view._svg import figure
 
 CALLS = 200
 """Calls whose prompts are written out, per session (the newest ones)."""
@@ -79,7 +80,7 @@ def _session_sections(viewer: Viewer, session: str, links: ExportLinks) -> list[
     found: list[str] = []
     receipts = viewer.receipts(session)
     total = len(receipts)
-    summary = f"{total:,} LLM calls (an export: the newest {CALLS} prompts are written out)"
+    summary = f"{figure(total)} LLM calls (an export: the newest {CALLS} prompts are written out)"
     for page in range(max(1, -(-total // pages.PAGE))):
         calls, _ = viewer.calls(session, page, pages.PAGE, kinds=page * pages.PAGE >= total - CALLS)
         body = pages.timeline_page(session, calls, total, page, links, summary=summary)
