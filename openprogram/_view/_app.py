@@ -24,6 +24,7 @@ from starlette.responses import FileResponse, HTMLResponse, PlainTextResponse, R
 from starlette.routing import Route
 
 from context import AlreadyRolledBack, CommitConflict, ContextError, UnknownLayer
+from openprogram._view import _layer_pages as layer_pages
 from openprogram._view import _pages as pages
 from openprogram._view._data import Viewer
 from openprogram._view._svg import figure
@@ -207,7 +208,7 @@ def create_app(
         return pages.prompt_page(session, found, number, links)
 
     def layers(request: Request, session: str) -> str:
-        return pages.layers_page(session, viewer.layers(session), links)
+        return layer_pages.layers_page(session, viewer.layers(session), links)
 
     def layer(request: Request, session: str) -> str:
         layer_id = str(request.path_params["layer"])
@@ -216,7 +217,7 @@ def create_app(
         confirm = None
         if request.query_params.get("confirm") == "1":
             confirm = viewer.takes_with_it(session, layer_id)
-        return pages.layer_page(
+        return layer_pages.layer_page(
             session,
             viewer.layer(session, layer_id),
             links,
@@ -254,7 +255,7 @@ def create_app(
         if done is None:
             raise KeyError(f"layer {layer_id} of session {session} has not been rolled back")
         layers, before, after = done
-        return pages.rolled_back_page(session, layer_id, layers, before, after, links)
+        return layer_pages.rolled_back_page(session, layer_id, layers, before, after, links)
 
     def functions(request: Request, session: str) -> str:
         return pages.functions_page(session, viewer.functions(session), links)

@@ -9,6 +9,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from openprogram._view import _layer_pages as layer_pages
 from openprogram._view import _pages as pages
 from openprogram._view._data import Viewer
 from openprogram._view._svg import figure
@@ -96,10 +97,10 @@ def _session_sections(viewer: Viewer, session: str, links: ExportLinks) -> list[
         body = f'<p><a href="{links.call(session, last)}">the last call</a></p>'
         found.append(_section(links.session(session, "prompt"), body))
     layers = viewer.layers(session)
-    body = pages.layers_page(session, layers, links)
+    body = layer_pages.layers_page(session, layers, links)
     found.append(_section(links.session(session, "layers"), body))
     for layer in layers:
-        body = pages.layer_page(
+        body = layer_pages.layer_page(
             session, viewer.layer(session, layer.id), links, writable=False, confirm=None, csrf=""
         )
         found.append(_section(links.layer(session, layer.id), body))
