@@ -217,9 +217,12 @@ def create_app(
         confirm = None
         if request.query_params.get("confirm") == "1":
             confirm = viewer.takes_with_it(session, layer_id)
+        raw = request.query_params.get("page", "0")
+        if not raw.isdigit():
+            raise KeyError(f"no page {raw!r} of layer {layer_id}")
         return layer_pages.layer_page(
             session,
-            viewer.layer(session, layer_id),
+            viewer.layer(session, layer_id, int(raw), pages.PAGE),
             links,
             writable=viewer.allow_write,
             confirm=confirm,

@@ -44,6 +44,8 @@ KINDS = PARTS
 _DRAWN: tuple[TierName, ...] = ("collapse", "compact", "snip", "microcompact", "emergency")
 """The tiers whose records the timeline marks (a decision that rewrote the prompt)."""
 BRANCHES = "graph.branches"
+LAYERS_KEPT = 4
+"""Layers whose originals the viewer keeps counted, so paging through one is a slice."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,7 @@ class Viewer:
         self._loaded: dict[str, tuple[ConversationGraph, ContextEngine]] = {}
         self._kinds: dict[tuple[str, int], dict[str, int]] = {}
         self._storages: dict[str, ContextStorage] = {}
+        self._layer_memo: dict[tuple[str, str], tuple[list[dict[str, Any]], list[int]]] = {}
 
     @property
     def state_path(self) -> Path:
@@ -297,29 +300,54 @@ class Viewer:
         graph, _ = self.loaded(session)
         return graph.layers()
 
-    def layer(self, session: str, layer_id: str) -> dict[str, Any]:
-        """A layer before and after: the originals it covers, its replacement, tokens
-        saved, the layers built on it, its anchors (from its compaction record)."""
-        from openprogram._views import layer_savings
-
+    def layer(self, session: str, layer_id: str, page: int = 0, size: int = 50) -> dict[str, Any]:
+        """A layer before and after: one page of the originals it covers (``size`` a
+        page), its replacement, tokens saved, the layers built on it, its anchors (from
+        its compaction record). Raises ``KeyError`` for a page past the last."""
         with self.lock:
             graph, engine = self.loaded(session)
             info = graph.layer(layer_id)
-            originals = engine.expand(layer_id)
+            originals, tokens = self._originals(session, layer_id)
+            pages = max(1, -(-len(originals) // size))
+            if page >= pages:
+                raise KeyError(
+                    f"no page {page} of layer {layer_id}: pages go from 0 to {pages - 1}"
+                )
+            chosen = slice(page * size, (page + 1) * size)
             replacement = info.layer.replacement
             shown = replacement if isinstance(replacement, list) else []
             counter = engine.counter
+            after = [(m, counter.count_message(m)) for m in shown]
+            before = sum(tokens)
             record = next((r for r in self.records(session) if _made(r, layer_id)), None)
             return {
                 "info": info,
-                "originals": [(m, counter.count_message(m)) for m in originals],
-                "replacement": [(m, counter.count_message(m)) for m in shown],
-                "saved": layer_savings(engine, [info])[layer_id],
+                "originals": list(zip(originals[chosen], tokens[chosen], strict=True)),
+                "count": len(originals),
+                "page": page,
+                "pages": pages,
+                "first": page * size,
+                "before": before,
+                "replacement": after,
+                "saved": max(0, before - sum(t for _, t in after)),  # as `layer_savings`
                 "built_on_it": [x for x in graph.layers() if layer_id in x.builds_on],
                 "builds_on": list(info.layer.builds_on),
                 "anchors": (record.anchors if record is not None else None) or {},
                 "record": record,
             }
+
+    def _originals(self, session: str, layer_id: str) -> tuple[list[dict[str, Any]], list[int]]:
+        """A layer's original messages and their tokens, kept for the few layers viewed
+        last: what a layer covers never changes, so its pages after the first are a slice."""
+        key = (session, layer_id)
+        if key not in self._layer_memo:
+            _, engine = self.loaded(session)
+            originals = engine.expand(layer_id)
+            tokens = [engine.counter.count_message(m) for m in originals]
+            self._layer_memo[key] = (originals, tokens)
+            while len(self._layer_memo) > LAYERS_KEPT:
+                self._layer_memo.pop(next(iter(self._layer_memo)))
+        return self._layer_memo[key]
 
     def takes_with_it(self, session: str, layer_id: str) -> list[LayerInfo]:
         """The active layers a rollback of ``layer_id`` also ends (those built on it, and

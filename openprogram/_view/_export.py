@@ -101,7 +101,13 @@ def _session_sections(viewer: Viewer, session: str, links: ExportLinks) -> list[
     found.append(_section(links.session(session, "layers"), body))
     for layer in layers:
         body = layer_pages.layer_page(
-            session, viewer.layer(session, layer.id), links, writable=False, confirm=None, csrf=""
+            session,
+            viewer.layer(session, layer.id, 0, pages.PAGE),
+            links,
+            writable=False,
+            confirm=None,
+            csrf="",
+            paged=False,
         )
         found.append(_section(links.layer(session, layer.id), body))
     functions = viewer.functions(session)

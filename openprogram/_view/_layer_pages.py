@@ -50,9 +50,13 @@ def layer_page(
     writable: bool,
     confirm: list[LayerInfo] | None,
     csrf: str,
+    paged: bool = True,
 ) -> str:
+    """One layer (``paged``: its originals a page at a time, with links to the others;
+    not: the first page, and how many there are)."""
     info: LayerInfo = data["info"]
-    before = sum(t for _, t in data["originals"])
+    pager = _originals_pager(session, data, links, paged=paged)
+    before = data["before"]
     after = sum(t for _, t in data["replacement"])
     built = ", ".join(
         f'<a href="{e(links.layer(session, x.id))}">{e(x.id)}</a>' for x in data["built_on_it"]
@@ -92,7 +96,8 @@ def layer_page(
         f"{under or '—'}. Built on it: {built or '—'}.</p>{action}"
         + (f"<div class='box'><b>Anchors</b><ul>{anchors}</ul></div>" if anchors else "")
         + "<div class='cols'><div id='before'><h4>Before: the originals</h4>"
-        f"{_messages(data['originals'])}</div><div id='after'><h4>After: the replacement</h4>"
+        f"{pager}{_messages(data['originals'])}</div>"
+        "<div id='after'><h4>After: the replacement</h4>"
         f"{_messages(data['replacement'])}</div></div>"
     )
 
@@ -110,3 +115,21 @@ def rolled_back_page(
         f"prompt goes from {figure(before)} to <b id='after-tokens'>{figure(after)}</b> "
         "tokens.</div>"
     )
+
+
+def _originals_pager(session: str, data: dict[str, Any], links: Links, *, paged: bool) -> str:
+    page, pages, count = data["page"], data["pages"], data["count"]
+    if pages == 1:
+        return ""
+    first, shown = data["first"], len(data["originals"])
+    said = f"messages {figure(first + 1)}–{figure(first + shown)} of {figure(count)}"
+    if not paged:
+        return f"<p class='pager dim'>{said}; `openprogram view` pages the rest</p>"
+    at = links.layer(session, data["info"].id)
+    parts = []
+    if page > 0:
+        parts.append(f'<a href="{e(at)}?page={page - 1}">← previous</a>')
+    parts.append(f"page {figure(page + 1)} of {figure(pages)}: {said}")
+    if page + 1 < pages:
+        parts.append(f'<a href="{e(at)}?page={page + 1}">next →</a>')
+    return f"<p class='pager'>{' · '.join(parts)}</p>"

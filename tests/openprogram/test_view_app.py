@@ -218,3 +218,25 @@ def test_a_search_hit_says_how_the_last_prompt_shows_its_node(
     under = [s for s in said.values() if s.startswith("under layer")]
     assert under and all(db["layer"] in s for s in under)
     assert any(s == "shown" for s in said.values())
+
+
+def test_a_layers_originals_are_paged(
+    client: TestClient, db: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A layer over 10,022 messages serves them 50 a page, its totals still all of them."""
+    at = f"/s/wide/layer/{db['wide']}"
+    first = client.get(at).text
+    assert first.count("<tr><td>") < 60  # one page of originals (and the replacement)
+    assert "page 1 of 201: messages 1–50 of 10,022" in first
+    assert f'href="{at}?page=1"' in first
+    last = client.get(f"{at}?page=200")
+    assert last.status_code == 200 and "messages 10,001–10,022 of 10,022" in last.text
+    assert client.get(f"{at}?page=201").status_code == 404
+    assert client.get(f"{at}?page=x").status_code == 404
+    assert main(["collapses", "wide", "--db", db["path"], "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    saved = next(x for x in listed if x["id"] == db["wide"])["tokens_saved"]
+    shown = re.search(r"<b id='saved'>([\d,]+)</b>", first)
+    assert shown is not None and int(shown.group(1).replace(",", "")) == saved
+    same = re.search(r"<b id='saved'>([\d,]+)</b>", last.text)
+    assert same is not None and same.group(1) == shown.group(1)
