@@ -23,8 +23,11 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from context import AlreadyRolledBack, CommitConflict, ContextError, UnknownLayer
+from openprogram._view import _layer_pages as layer_pages
 from openprogram._view import _pages as pages
 from openprogram._view._data import Viewer
+from openprogram._view._svg import figure
 
 COOKIE = "openprogram_view"
 DETAILED_NODES = 20_000
@@ -125,7 +128,9 @@ def create_app(
     not tell ports apart, so each server names its own)."""
     links = pages.Links()
 
-    def html(request: Request, title: str, body: str, *, version: str = "") -> HTMLResponse:
+    def html(
+        request: Request, title: str, body: str, *, version: str = "", status: int = 200
+    ) -> HTMLResponse:
         nonce = secrets.token_urlsafe(12)
         if version and live:
             page = pages.document(title, body, script=LIVE, nonce=nonce, version=version)
@@ -133,6 +138,7 @@ def create_app(
             page = pages.document(title, body)
         return HTMLResponse(
             page,
+            status,
             headers={
                 "content-security-policy": (
                     f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline';"
@@ -178,19 +184,27 @@ def create_app(
 
         return endpoint
 
-    def page_of(request: Request) -> int:
+    def page_of(request: Request, total: int) -> int:
+        """The ``?page=`` asked for; one past the last (or not a number) is not found."""
         raw = request.query_params.get("page", "0")
-        return max(0, int(raw)) if raw.isdigit() else 0
+        last = max(0, -(-total // pages.PAGE) - 1)
+        if not raw.isdigit() or int(raw) > last:
+            raise KeyError(f"no page {raw!r}: pages go from 0 to {last}")
+        return int(raw)
 
     def timeline(request: Request, session: str) -> str:
-        page = page_of(request)
+        page = page_of(request, len(viewer.receipts(session)))
         kinds = request.query_params.get("kinds") == "1"
         info = next(i for i in viewer.store.sessions() if i.id == session)
         kinds = kinds or info.nodes <= DETAILED_NODES
         calls, total = viewer.calls(session, page, pages.PAGE, kinds=kinds)
         records = viewer.records(session)
-        summary = f"{info.nodes:,} nodes, {total:,} LLM calls, {len(records):,} compaction records"
-        return pages.timeline_page(session, calls, total, page, links, summary=summary)
+        summary = (
+            f"{figure(info.nodes)} nodes, {figure(total)} LLM calls, "
+            f"{figure(len(records))} compaction records"
+        )
+        hint = "" if total else pages.replay_hint(session, viewer.store.url, links)
+        return pages.timeline_page(session, calls, total, page, links, summary=summary + hint)
 
     def prompt(request: Request, session: str) -> str:
         receipt_id = request.path_params.get("receipt")
@@ -200,7 +214,7 @@ def create_app(
         return pages.prompt_page(session, found, number, links)
 
     def layers(request: Request, session: str) -> str:
-        return pages.layers_page(session, viewer.layers(session), links)
+        return layer_pages.layers_page(session, viewer.layers(session), links)
 
     def layer(request: Request, session: str) -> str:
         layer_id = str(request.path_params["layer"])
@@ -209,9 +223,12 @@ def create_app(
         confirm = None
         if request.query_params.get("confirm") == "1":
             confirm = viewer.takes_with_it(session, layer_id)
-        return pages.layer_page(
+        raw = request.query_params.get("page", "0")
+        if not raw.isdigit():
+            raise KeyError(f"no page {raw!r} of layer {layer_id}")
+        return layer_pages.layer_page(
             session,
-            viewer.layer(session, layer_id),
+            viewer.layer(session, layer_id, int(raw), pages.PAGE),
             links,
             writable=viewer.allow_write,
             confirm=confirm,
@@ -228,12 +245,26 @@ def create_app(
         session = str(request.path_params["session"])
         layer_id = str(request.path_params["layer"])
         try:
-            done, before, after = await run_in_threadpool(viewer.rollback, session, layer_id)
-        except Exception as error:
+            await run_in_threadpool(viewer.rollback, session, layer_id)
+        except (AlreadyRolledBack, CommitConflict) as error:
+            body = f"<div class='warn' id='conflict'>rollback refused: {pages.e(error)}</div>"
+            return html(request, session, body, status=409)
+        except (UnknownLayer, KeyError) as error:
+            return missing(f"rollback failed: {error}")
+        except ContextError as error:
             body = f"<div class='warn'>rollback failed: {pages.e(error)}</div>"
-            return html(request, session, body)
-        body = pages.rolled_back_page(session, layer_id, done, before, after, links)
-        return html(request, session, body)
+            return html(request, session, body, status=409)
+        result = links.layer(session, layer_id) + "/rolled-back"
+        return Response(status_code=303, headers={"location": result})
+
+    def rolled_back(request: Request, session: str) -> str:
+        """What a rollback did, read back from its record (a reload re-posts nothing)."""
+        layer_id = str(request.path_params["layer"])
+        done = viewer.rolled_back(session, layer_id)
+        if done is None:
+            raise KeyError(f"layer {layer_id} of session {session} has not been rolled back")
+        layers, before, after = done
+        return layer_pages.rolled_back_page(session, layer_id, layers, before, after, links)
 
     def functions(request: Request, session: str) -> str:
         return pages.functions_page(session, viewer.functions(session), links)
@@ -254,10 +285,12 @@ def create_app(
     def search(request: Request, session: str) -> str:
         query = request.query_params.get("q", "")
         hits, total = viewer.search(session, query, pages.PAGE) if query else ([], 0)
-        return pages.search_page(session, query, hits, total, links)
+        shown = viewer.shown(session) if hits else {}
+        return pages.search_page(session, query, hits, total, links, shown=shown)
 
     def nodes(request: Request, session: str) -> str:
-        page = page_of(request)
+        graph, _ = viewer.loaded(session)
+        page = page_of(request, len(graph.nodes()))
         found, total = viewer.nodes(session, page, pages.PAGE)
         return pages.nodes_page(session, found, total, page, links)
 
@@ -293,6 +326,7 @@ def create_app(
         Route("/s/{session}/layers", view(layers)),
         Route("/s/{session}/layer/{layer}", view(layer, live_view=False)),
         Route("/s/{session}/layer/{layer}/rollback", rollback, methods=["POST"]),
+        Route("/s/{session}/layer/{layer}/rolled-back", view(rolled_back, live_view=False)),
         Route("/s/{session}/functions", view(functions)),
         Route("/s/{session}/function/{node}", view(function)),
         Route("/s/{session}/records", view(records)),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import collections
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,6 @@ from context import (
     ContextEngine,
     ContextStorage,
     LayerFacts,
-    MessageSource,
     Rendered,
     RenderReceipt,
     RollbackFacts,
@@ -34,7 +33,8 @@ from context import (
 )
 from graph import AUDIT, ConversationGraph, LayerInfo, Node, Store, StoreError, text_of
 from openprogram._cli._common import engine_for, folder_of, open_store
-from openprogram._prompts import PARTS, part_of, sources_of
+from openprogram._prompts import PARTS, sources_of
+from openprogram._view._provenance import PromptRow, provenance
 
 FREED = "the prompt before the call's compactions, less what was sent"
 """What "freed" on the timeline means (a layer's "tokens saved" is ``_views.SAVED``)."""
@@ -44,6 +44,8 @@ KINDS = PARTS
 _DRAWN: tuple[TierName, ...] = ("collapse", "compact", "snip", "microcompact", "emergency")
 """The tiers whose records the timeline marks (a decision that rewrote the prompt)."""
 BRANCHES = "graph.branches"
+LAYERS_KEPT = 4
+"""Layers whose originals the viewer keeps counted, so paging through one is a slice."""
 
 
 @dataclass(frozen=True)
@@ -58,20 +60,6 @@ class SessionRow:
     layers_active: int
     layers_made: int
     calls: int
-
-
-@dataclass(frozen=True)
-class PromptRow:
-    """One message of a prompt as sent, where it came from and its tokens."""
-
-    index: int
-    role: str
-    kind: str
-    tokens: int
-    source: str
-    node: str | None
-    layer: str | None
-    text: str
 
 
 @dataclass(frozen=True)
@@ -108,15 +96,6 @@ class Call:
         return max(0, max(r.tokens_before for r in self.compactions) - self.receipt.tokens)
 
 
-def message_text(message: dict[str, Any]) -> str:
-    """A message's text, its tool calls written out after it (as a reader sees them)."""
-    text = text_of(message.get("content"))
-    for call in message.get("tool_calls") or []:
-        function = call.get("function", {})
-        text += f"\n→ {function.get('name')}({function.get('arguments', '')})"
-    return text
-
-
 class Viewer:
     """One database's sessions as the web app reads them (thread-safe: one lock)."""
 
@@ -130,6 +109,7 @@ class Viewer:
         self._loaded: dict[str, tuple[ConversationGraph, ContextEngine]] = {}
         self._kinds: dict[tuple[str, int], dict[str, int]] = {}
         self._storages: dict[str, ContextStorage] = {}
+        self._layer_memo: dict[tuple[str, str], tuple[list[dict[str, Any]], list[int]]] = {}
 
     @property
     def state_path(self) -> Path:
@@ -260,14 +240,8 @@ class Viewer:
         has sent none (an imported trace), its next prompt, as ``context`` shows it."""
         with self.lock:
             graph, engine = self.loaded(session)
-            exact: SentPrompt | None = None
-            if receipt_id is None and not self.receipts(session):
-                receipt, rendered = None, engine.preview()  # as `context` shows it
-            else:
-                receipt = self.receipt(session, receipt_id)
-                exact = sent_prompt(self.storage(session), receipt)
-                rendered = exact or render_receipt(engine, receipt)
-            rows = list(_provenance(graph, rendered, engine))
+            receipt, rendered, exact = self._rendered(session, receipt_id)
+            rows = list(provenance(graph, rendered, engine))
             by_kind: dict[str, int] = dict.fromkeys(KINDS, 0)
             for row in rows:
                 by_kind[row.kind] += row.tokens
@@ -282,35 +256,98 @@ class Viewer:
                 receipt, rows, by_kind, rendered.tokens, rendered.budget, tiers, exact is not None
             )
 
+    def _rendered(
+        self, session: str, receipt_id: str | None
+    ) -> tuple[RenderReceipt | None, Rendered, SentPrompt | None]:
+        """A call's prompt (the last one's by default; none sent: the next one) and
+        whether it is the one kept as sent."""
+        _, engine = self.loaded(session)
+        if receipt_id is None and not self.receipts(session):
+            return None, engine.preview(), None  # as `context` shows it
+        receipt = self.receipt(session, receipt_id)
+        exact = sent_prompt(self.storage(session), receipt)
+        return receipt, exact or render_receipt(engine, receipt), exact
+
+    def shown(self, session: str) -> dict[str, str]:
+        """How the last prompt (none sent: the next) shows each node it holds, read from
+        its sources: ``shown``, ``offloaded``, another placeholder's variant, or the
+        layer over it; a node it does not name is not in it."""
+        with self.lock:
+            graph, _ = self.loaded(session)
+            _, rendered, _ = self._rendered(session, None)
+            covers = {x.id: x.covers for x in graph.layers()}
+            found: dict[str, str] = {}
+            for source in sources_of(rendered):
+                if source is None:
+                    continue
+                if source.layer is not None:
+                    said = f"under layer {source.layer}"
+                    for node in covers.get(source.layer, ()):
+                        found.setdefault(node, said)
+                    continue
+                for node in source.nodes:
+                    if source.variant == "offloaded":
+                        found[node] = "offloaded"
+                    elif source.placeholder:
+                        found.setdefault(node, f"shown {source.variant}")
+                    else:
+                        found.setdefault(node, "shown")
+            return found
+
     # --- layers --------------------------------------------------------------------------
 
     def layers(self, session: str) -> list[LayerInfo]:
         graph, _ = self.loaded(session)
         return graph.layers()
 
-    def layer(self, session: str, layer_id: str) -> dict[str, Any]:
-        """A layer before and after: the originals it covers, its replacement, tokens
-        saved, the layers built on it, its anchors (from its compaction record)."""
-        from openprogram._views import layer_savings
-
+    def layer(self, session: str, layer_id: str, page: int = 0, size: int = 50) -> dict[str, Any]:
+        """A layer before and after: one page of the originals it covers (``size`` a
+        page), its replacement, tokens saved, the layers built on it, its anchors (from
+        its compaction record). Raises ``KeyError`` for a page past the last."""
         with self.lock:
             graph, engine = self.loaded(session)
             info = graph.layer(layer_id)
-            originals = engine.expand(layer_id)
+            originals, tokens = self._originals(session, layer_id)
+            pages = max(1, -(-len(originals) // size))
+            if page >= pages:
+                raise KeyError(
+                    f"no page {page} of layer {layer_id}: pages go from 0 to {pages - 1}"
+                )
+            chosen = slice(page * size, (page + 1) * size)
             replacement = info.layer.replacement
             shown = replacement if isinstance(replacement, list) else []
             counter = engine.counter
+            after = [(m, counter.count_message(m)) for m in shown]
+            before = sum(tokens)
             record = next((r for r in self.records(session) if _made(r, layer_id)), None)
             return {
                 "info": info,
-                "originals": [(m, counter.count_message(m)) for m in originals],
-                "replacement": [(m, counter.count_message(m)) for m in shown],
-                "saved": layer_savings(engine, [info])[layer_id],
+                "originals": list(zip(originals[chosen], tokens[chosen], strict=True)),
+                "count": len(originals),
+                "page": page,
+                "pages": pages,
+                "first": page * size,
+                "before": before,
+                "replacement": after,
+                "saved": max(0, before - sum(t for _, t in after)),  # as `layer_savings`
                 "built_on_it": [x for x in graph.layers() if layer_id in x.builds_on],
                 "builds_on": list(info.layer.builds_on),
                 "anchors": (record.anchors if record is not None else None) or {},
                 "record": record,
             }
+
+    def _originals(self, session: str, layer_id: str) -> tuple[list[dict[str, Any]], list[int]]:
+        """A layer's original messages and their tokens, kept for the few layers viewed
+        last: what a layer covers never changes, so its pages after the first are a slice."""
+        key = (session, layer_id)
+        if key not in self._layer_memo:
+            _, engine = self.loaded(session)
+            originals = engine.expand(layer_id)
+            tokens = [engine.counter.count_message(m) for m in originals]
+            self._layer_memo[key] = (originals, tokens)
+            while len(self._layer_memo) > LAYERS_KEPT:
+                self._layer_memo.pop(next(iter(self._layer_memo)))
+        return self._layer_memo[key]
 
     def takes_with_it(self, session: str, layer_id: str) -> list[LayerInfo]:
         """The active layers a rollback of ``layer_id`` also ends (those built on it, and
@@ -347,6 +384,18 @@ class Viewer:
                 store.close()
             self._loaded.pop(session, None)
             return [x.id for x in done], before, after
+
+    def rolled_back(self, session: str, layer_id: str) -> tuple[list[str], int, int] | None:
+        """What the last rollback of ``layer_id`` did, from its record: the layers it
+        ended, and the next prompt's tokens before and after (None: never rolled back)."""
+        for record in reversed(self.records(session)):
+            facts = record.facts
+            if not isinstance(facts, RollbackFacts):
+                continue
+            asked = facts.layer or (facts.layers[0] if facts.layers else None)
+            if asked == layer_id:
+                return list(facts.layers), record.tokens_before, record.tokens_after
+        return None
 
     # --- functions, records, search ------------------------------------------------------
 
@@ -442,54 +491,3 @@ def _records_by_call(
         elif call < len(marks):
             found[call].append(record)
     return found
-
-
-def _provenance(
-    graph: ConversationGraph, rendered: Rendered, engine: ContextEngine
-) -> Iterator[PromptRow]:
-    """Each message with where its render said it came from: a node (whole, or a
-    placeholder for it), a layer, or a note the cascade wrote; a receipt written before
-    sources were kept names a tool output's node by its call id, nothing else."""
-    from graph import function_call_id
-
-    by_call: dict[str, str] = {}
-    sources = sources_of(rendered)
-    if not any(sources):
-        for stored in graph.nodes():
-            if stored.kind == "tool":
-                by_call[stored.payload.call_id] = stored.id  # type: ignore[union-attr]
-            elif stored.kind == "function":
-                by_call[function_call_id(stored)] = stored.id
-    for index, (message, source) in enumerate(zip(rendered.messages, sources, strict=True)):
-        node: str | None = None
-        if source is None:
-            node = by_call.get(str(message.get("tool_call_id")))
-            said = f"node {node}" if node else "not known (a receipt written before sources)"
-        else:
-            node = source.nodes[0] if source.nodes else None
-            said = _said(source, node)
-        yield PromptRow(
-            index,
-            str(message.get("role")),
-            part_of(message, source),
-            engine.counter.count_message(message),
-            said,
-            node if node is not None and node in graph else None,
-            None if source is None else source.layer,
-            message_text(message),
-        )
-
-
-def _said(source: MessageSource, node: str | None) -> str:
-    """Where a message came from, in words, from its source."""
-    if source.layer is not None:
-        return f"{source.tier or 'layer'} layer {source.layer}"
-    if source.unit == "note" or source.unit == "stub":
-        return f"note ({source.tier}: dropped rounds)"
-    if node is None:
-        return f"added by {source.tier}" if source.tier else "written by the engine"
-    if source.current:
-        return f"the current request, node {node}"
-    if source.tier is not None:
-        return f"node {node}, {source.variant} ({source.tier})"
-    return f"node {node}"

@@ -9,8 +9,10 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from openprogram._view import _layer_pages as layer_pages
 from openprogram._view import _pages as pages
 from openprogram._view._data import Viewer
+from openprogram._view._svg import figure
 
 CALLS = 200
 """Calls whose prompts are written out, per session (the newest ones)."""
@@ -79,7 +81,7 @@ def _session_sections(viewer: Viewer, session: str, links: ExportLinks) -> list[
     found: list[str] = []
     receipts = viewer.receipts(session)
     total = len(receipts)
-    summary = f"{total:,} LLM calls (an export: the newest {CALLS} prompts are written out)"
+    summary = f"{figure(total)} LLM calls (an export: the newest {CALLS} prompts are written out)"
     for page in range(max(1, -(-total // pages.PAGE))):
         calls, _ = viewer.calls(session, page, pages.PAGE, kinds=page * pages.PAGE >= total - CALLS)
         body = pages.timeline_page(session, calls, total, page, links, summary=summary)
@@ -95,11 +97,17 @@ def _session_sections(viewer: Viewer, session: str, links: ExportLinks) -> list[
         body = f'<p><a href="{links.call(session, last)}">the last call</a></p>'
         found.append(_section(links.session(session, "prompt"), body))
     layers = viewer.layers(session)
-    body = pages.layers_page(session, layers, links)
+    body = layer_pages.layers_page(session, layers, links)
     found.append(_section(links.session(session, "layers"), body))
     for layer in layers:
-        body = pages.layer_page(
-            session, viewer.layer(session, layer.id), links, writable=False, confirm=None, csrf=""
+        body = layer_pages.layer_page(
+            session,
+            viewer.layer(session, layer.id, 0, pages.PAGE),
+            links,
+            writable=False,
+            confirm=None,
+            csrf="",
+            paged=False,
         )
         found.append(_section(links.layer(session, layer.id), body))
     functions = viewer.functions(session)

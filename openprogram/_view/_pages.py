@@ -13,9 +13,9 @@ from urllib.parse import quote, urlencode
 
 from context import CompactionRecord, as_record_tier
 from graph import LayerInfo, Node, text_of
-from openprogram._view._data import FREED, KINDS, Call, Prompt, SessionRow, message_text
-from openprogram._view._svg import COLORS, kind_bar, legend, timeline_svg
-from openprogram._views import SAVED
+from openprogram._view._data import FREED, KINDS, Call, Prompt, SessionRow
+from openprogram._view._provenance import message_text
+from openprogram._view._svg import COLORS, figure, kind_bar, legend, over_mark, timeline_svg
 
 PAGE = 50
 _OFFLOADED = re.compile(r"tool_results/[A-Za-z0-9_-]+/[A-Za-z0-9_-]+\.txt")
@@ -32,7 +32,8 @@ th{background:#f1f3f5}td.n{text-align:right;font-variant-numeric:tabular-nums}
 pre{white-space:pre-wrap;word-break:break-word;margin:0;font:12px/1.4 ui-monospace,monospace;
 max-height:320px;overflow:auto}
 nav.tabs a{margin-right:12px}.dim{color:#777}.key{margin-right:12px;white-space:nowrap}
-.key i{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}
+.key i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:middle;
+box-shadow:inset 0 0 0 1px rgba(0,0,0,.35)}
 .cols{display:grid;grid-template-columns:1fr 1fr;gap:12px}
 .box{background:#fff;border:1px solid #e3e3e3;padding:8px;margin:8px 0}
 .warn{background:#fff4e5;border:1px solid #f4a236;padding:8px;margin:8px 0}
@@ -91,9 +92,9 @@ def document(title: str, body: str, *, script: str = "", nonce: str = "", versio
 def sessions_page(rows: Sequence[SessionRow], links: Links, *, query: str, url: str) -> str:
     found = "".join(
         f'<tr data-id="{e(r.id)}"><td><a href="{e(links.session(r.id))}">{e(r.id)}</a></td>'
-        f'<td class="n">{r.nodes:,}</td><td class="n">{r.calls:,}</td>'
-        f'<td class="n">{r.branches}</td>'
-        f'<td class="n">{r.layers_active} active of {r.layers_made}</td>'
+        f'<td class="n">{figure(r.nodes)}</td><td class="n">{figure(r.calls)}</td>'
+        f'<td class="n">{figure(r.branches)}</td>'
+        f'<td class="n">{figure(r.layers_active)} active of {figure(r.layers_made)}</td>'
         f"<td>{e(r.last_activity)}</td><td>{e(r.created)}</td></tr>"
         for r in rows
     )
@@ -151,9 +152,21 @@ def timeline_page(
     )
     chart = timeline_svg(calls, lambda c: links.call(session, c.receipt.id))
     return (
-        f"{tabs(session, links)}<p>{summary}</p><h3>Timeline: {total:,} LLM calls</h3>"
+        f"{tabs(session, links)}<p>{summary}</p><h3>Timeline: {figure(total)} LLM calls</h3>"
         f"{legend(kinds)}{chart}{note}{pager(links, session, '', page, total)}"
         + calls_table(session, calls, links)
+    )
+
+
+def replay_hint(session: str, url: str, links: Links) -> str:
+    """What a session that sent no prompt (an imported trace) says: how to replay it."""
+    return (
+        "<div class='box' id='replay-hint'>No LLM call recorded yet: this session's messages "
+        "were stored without a prompt being sent through the engine (an imported trace, "
+        "say). To see the prompts it would have sent, call by call, replay its trace: "
+        f"<pre>openprogram replay TRACE --db {e(url)}</pre>"
+        f'The next prompt is under <a href="{e(links.session(session, "prompt"))}">last '
+        "prompt</a>.</div>"
     )
 
 
@@ -169,11 +182,12 @@ def calls_table(session: str, calls: Sequence[Call], links: Links) -> str:
             else f'<a href="{e(links.function(session, r.frame))}">{e(r.frame)}</a>'
         )
         rows.append(
-            f'<tr><td><a href="{e(links.call(session, r.id))}">call {call.number + 1}</a></td>'
+            f'<tr><td><a href="{e(links.call(session, r.id))}">call {call.number + 1:,}</a></td>'
             f"<td>{e(r.at[:19].replace('T', ' '))}</td><td>{frame}</td>"
-            f'<td class="n">{r.tokens:,}</td><td class="n">{r.budget:,}</td>'
-            f'<td class="n">{r.messages}</td><td>{e(tiers)}{f" (freed {freed:,})" if freed else ""}'
-            "</td></tr>"
+            f'<td class="n">{figure(r.tokens)}{over_mark(r.tokens, r.budget)}</td>'
+            f'<td class="n">{figure(r.budget)}</td>'
+            f'<td class="n">{figure(r.messages)}</td>'
+            f"<td>{e(tiers)}{f' (freed {figure(freed)})' if freed else ''}</td></tr>"
         )
     return (
         "<table><thead><tr><th>call</th><th>at (UTC)</th><th>frame</th><th>tokens</th>"
@@ -190,7 +204,7 @@ def prompt_page(session: str, prompt: Prompt, number: int, links: Links) -> str:
         said = "rendered from the session's head under its stored configuration"
     else:
         where = "the top level" if receipt.frame is None else f"function {receipt.frame}"
-        heading = f"Call {number + 1}: the prompt as sent"
+        heading = f"Call {number + 1:,}: the prompt as sent"
         how = "exactly as sent" if prompt.exact else "rendered again from its receipt"
         said = (
             f"receipt {e(receipt.id)}, {how}, from {e(where)} at "
@@ -198,7 +212,7 @@ def prompt_page(session: str, prompt: Prompt, number: int, links: Links) -> str:
         )
     kinds = "".join(
         f'<tr><td><span class="key"><i style="background:{COLORS[k]}"></i>{e(k)}</span></td>'
-        f'<td class="n" data-kind="{e(k)}">{prompt.by_kind.get(k, 0):,}</td>'
+        f'<td class="n" data-kind="{e(k)}">{figure(prompt.by_kind.get(k, 0))}</td>'
         f'<td class="n">{prompt.by_kind.get(k, 0) / max(1, prompt.budget):.1%}</td></tr>'
         for k in KINDS
     )
@@ -216,113 +230,19 @@ def prompt_page(session: str, prompt: Prompt, number: int, links: Links) -> str:
         rows.append(
             f'<tr class="msg" data-kind="{e(row.kind)}"><td class="n">{row.index + 1}</td>'
             f"<td>{e(row.role)}</td><td>{e(row.kind)}</td>"
-            f'<td class="n tokens">{row.tokens:,}</td><td>{source}</td>'
+            f'<td class="n tokens">{figure(row.tokens)}</td><td>{source}</td>'
             f"<td><pre>{e(row.text)}</pre></td></tr>"
         )
     return (
         f"{tabs(session, links)}<h3>{heading}</h3>"
-        f"<p>{said}: <b id='total'>{prompt.tokens:,}</b> of "
-        f"{prompt.budget:,} tokens, {len(prompt.rows)} messages; tiers: "
+        f"<p>{said}: <b id='total'>{figure(prompt.tokens)}</b> of "
+        f"{figure(prompt.budget)} tokens{over_mark(prompt.tokens, prompt.budget)}, "
+        f"{figure(len(prompt.rows))} messages; tiers: "
         f"{e(', '.join(prompt.tiers) or 'none')}</p>{kind_bar(prompt.by_kind, prompt.budget)}"
         '<table id="kinds" style="width:auto"><thead><tr><th>kind</th><th>tokens</th>'
         f"<th>of budget</th></tr></thead><tbody>{kinds}</tbody></table>"
         '<table id="messages"><thead><tr><th>#</th><th>role</th><th>kind</th><th>tokens</th>'
         f"<th>from</th><th>message</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
-    )
-
-
-def layers_page(session: str, layers: Sequence[LayerInfo], links: Links) -> str:
-    rows = "".join(
-        f'<tr><td><a href="{e(links.layer(session, x.id))}">{e(x.id)}</a></td>'
-        f"<td>{e(x.kind)}</td><td>{'active' if x.active else 'rolled back'}</td>"
-        f'<td class="n">{len(x.covers)}</td><td>{e(", ".join(x.layer.builds_on) or "—")}</td>'
-        f"<td>{e(x.at.strftime('%Y-%m-%d %H:%M:%S'))}</td></tr>"
-        for x in layers
-    )
-    return (
-        f"{tabs(session, links)}<h3>Layers</h3><table id='layers'><thead><tr><th>layer</th>"
-        "<th>kind</th><th>state</th><th>covers</th><th>builds on</th><th>made (UTC)</th></tr>"
-        f"</thead><tbody>{rows}</tbody></table>"
-        + ("" if layers else "<p class='dim'>no layers</p>")
-    )
-
-
-def _messages(items: Sequence[tuple[dict[str, Any], int]]) -> str:
-    rows = "".join(
-        f"<tr><td>{e(m.get('role'))}</td><td class='n'>{t:,}</td>"
-        f"<td><pre>{e(message_text(m))}</pre></td></tr>"
-        for m, t in items
-    )
-    return (
-        "<table><thead><tr><th>role</th><th>tokens</th><th>message</th></tr></thead>"
-        f"<tbody>{rows}</tbody></table>"
-    )
-
-
-def layer_page(
-    session: str,
-    data: dict[str, Any],
-    links: Links,
-    *,
-    writable: bool,
-    confirm: list[LayerInfo] | None,
-    csrf: str,
-) -> str:
-    info: LayerInfo = data["info"]
-    before = sum(t for _, t in data["originals"])
-    after = sum(t for _, t in data["replacement"])
-    built = ", ".join(
-        f'<a href="{e(links.layer(session, x.id))}">{e(x.id)}</a>' for x in data["built_on_it"]
-    )
-    under = ", ".join(
-        f'<a href="{e(links.layer(session, x))}">{e(x)}</a>' for x in data["builds_on"]
-    )
-    anchors = "".join(
-        f"<li><b>{e(name)}</b>: {e(_anchor_text(values))}</li>"
-        for name, values in (data["anchors"] or {}).items()
-    )
-    state = "active" if info.active else f"rolled back (seq {info.rolled_back})"
-    action = ""
-    if writable and info.active:
-        if confirm is None:
-            action = (
-                f'<p><a id="rollback" href="{e(links.layer(session, info.id))}?confirm=1">'
-                "<button>Roll back…</button></a></p>"
-            )
-        else:
-            taken = "".join(f"<li>{e(x.kind)} {e(x.id)}</li>" for x in confirm)
-            action = (
-                '<div class="warn" id="confirm"><p>Rolling back this layer also rolls back '
-                f"{len(confirm)} layer(s) built on it:</p><ul>{taken or '<li>none</li>'}</ul>"
-                f'<form method="post" action="{e(links.layer(session, info.id))}/rollback">'
-                f'<input type="hidden" name="csrf" value="{e(csrf)}">'
-                '<button id="confirm-rollback">Confirm rollback</button></form></div>'
-            )
-    return (
-        f"{tabs(session, links)}<h3>Layer {e(info.id)} ({e(info.kind)}, {e(state)})</h3>"
-        f"<p>covers {len(info.covers)} nodes: <b id='saved'>{data['saved']:,}</b> tokens saved "
-        f"<span class='dim'>({e(SAVED)}; what a prompt sheds is less when other tiers had "
-        "already cut the covered messages)</span> "
-        f"({before:,} in the originals, {after:,} in the replacement). Builds on: "
-        f"{under or '—'}. Built on it: {built or '—'}.</p>{action}"
-        + (f"<div class='box'><b>Anchors</b><ul>{anchors}</ul></div>" if anchors else "")
-        + "<div class='cols'><div id='before'><h4>Before: the originals</h4>"
-        f"{_messages(data['originals'])}</div><div id='after'><h4>After: the replacement</h4>"
-        f"{_messages(data['replacement'])}</div></div>"
-    )
-
-
-def _anchor_text(values: Any) -> str:
-    return "; ".join(map(str, values)) if isinstance(values, list) else str(values)
-
-
-def rolled_back_page(
-    session: str, layer: str, done: Sequence[str], before: int, after: int, links: Links
-) -> str:
-    ids = ", ".join(f'<a href="{e(links.layer(session, x))}">{e(x)}</a>' for x in done)
-    return (
-        f"{tabs(session, links)}<div class='ok' id='rolled-back'>Rolled back {ids}: the next "
-        f"prompt goes from {before:,} to <b id='after-tokens'>{after:,}</b> tokens.</div>"
     )
 
 
@@ -381,8 +301,8 @@ def records_page(
     )
     rows = "".join(
         f'<tr data-tier="{e(r.tier)}"><td>{e(r.timestamp[:19].replace("T", " "))}</td>'
-        f"<td>{e(r.tier)}</td><td class='n'>{r.tokens_before:,}</td>"
-        f"<td class='n'>{r.tokens_after:,}</td><td class='n'>{r.ratio:.2f}</td>"
+        f"<td>{e(r.tier)}</td><td class='n'>{figure(r.tokens_before)}</td>"
+        f"<td class='n'>{figure(r.tokens_after)}</td><td class='n'>{r.ratio:.2f}</td>"
         f"<td>{_what(session, r, links)}</td><td>{e(r.error or '')}</td></tr>"
         for r in records
         if not tier or r.tier == tier
@@ -402,7 +322,7 @@ def _what(session: str, record: CompactionRecord, links: Links) -> str:
     if layer:
         return f'layer <a href="{e(links.layer(session, str(layer)))}">{e(layer)}</a>'
     if record.offloaded:
-        return f"{len(record.offloaded)} file(s) offloaded"
+        return f"{figure(len(record.offloaded))} file(s) offloaded"
     if record.details.get("layers"):
         return "rolled back " + e(", ".join(map(str, record.details["layers"])))
     if record.details.get("trigger"):
@@ -410,18 +330,31 @@ def _what(session: str, record: CompactionRecord, links: Links) -> str:
     return ""
 
 
+NOT_SHOWN = "not in the last prompt"
+"""A search hit the last prompt does not name (dropped, or stored after it)."""
+
+
 def search_page(
-    session: str, query: str, hits: Sequence[tuple[Node, str]], total: int, links: Links
+    session: str,
+    query: str,
+    hits: Sequence[tuple[Node, str]],
+    total: int,
+    links: Links,
+    *,
+    shown: dict[str, str],
 ) -> str:
+    """The hits of ``query``, each with how the last prompt showed it (``shown``: from
+    its sources, see :meth:`Viewer.shown`)."""
     rows = "".join(
         f'<tr><td><a href="{e(links.node(session, n.id))}">{e(n.id)}</a></td>'
         f"<td>{e(n.kind)} {e(n.role or getattr(n.payload, 'name', ''))}</td>"
+        f'<td class="shown">{_shown_cell(session, shown.get(n.id, NOT_SHOWN), links)}</td>'
         f"<td><pre>{e(snippet)}</pre></td></tr>"
         for n, snippet in hits
     )
     found = (
-        f"<p>{total:,} node(s) contain {e(query)!r}"
-        + (f"; the first {len(hits)} shown" if total > len(hits) else "")
+        f"<p>{figure(total)} node(s) contain {e(query)!r}"
+        + (f"; the first {figure(len(hits))} shown" if total > len(hits) else "")
         + "</p>"
         if query
         else ""
@@ -431,20 +364,28 @@ def search_page(
         "those under layers and offloaded outputs included</p>"
         f'<form method="get" action="{e(links.session(session, "search"))}">'
         f'<input type="search" name="q" value="{e(query)}"> <button>search</button></form>'
-        f"{found}<table id='hits'><tbody>{rows}</tbody></table>"
+        f"{found}<table id='hits'><thead><tr><th>node</th><th>kind</th>"
+        f"<th>in the last prompt</th><th>text</th></tr></thead><tbody>{rows}</tbody></table>"
     )
+
+
+def _shown_cell(session: str, said: str, links: Links) -> str:
+    layer = said.removeprefix("under layer ")
+    if layer != said:
+        return f'under layer <a href="{e(links.layer(session, layer))}">{e(layer)}</a>'
+    return e(said)
 
 
 def nodes_page(session: str, nodes: Sequence[Node], total: int, page: int, links: Links) -> str:
     rows = "".join(
         f'<tr><td><a href="{e(links.node(session, n.id))}">{e(n.id)}</a></td>'
-        f"<td class='n'>{n.seq}</td><td>{e(n.kind)}</td>"
+        f"<td class='n'>{n.seq:,}</td><td>{e(n.kind)}</td>"
         f"<td>{e(n.role or getattr(n.payload, 'name', ''))}</td><td>{e(n.status)}</td>"
         f"<td><pre>{e(_short(_node_text(n), 200))}</pre></td></tr>"
         for n in nodes
     )
     return (
-        f"{tabs(session, links)}<h3>Nodes ({total:,})</h3>"
+        f"{tabs(session, links)}<h3>Nodes ({figure(total)})</h3>"
         f"{pager(links, session, 'nodes', page, total)}<table id='nodes'><thead><tr>"
         "<th>node</th><th>seq</th><th>kind</th><th>role / name</th><th>status</th>"
         f"<th>text</th></tr></thead><tbody>{rows}</tbody></table>"
@@ -468,6 +409,6 @@ def node_page(session: str, node: Node, layers: Sequence[LayerInfo], links: Link
     text = text_of(payload.content) if node.kind == "dialogue" else _node_text(node)
     return (
         f"{tabs(session, links)}<h3>Node {e(node.id)}</h3><p>{e(node.kind)} "
-        f"{e(node.role or payload.name)}, seq {node.seq}, {e(node.status)}; under layers: "
+        f"{e(node.role or payload.name)}, seq {node.seq:,}, {e(node.status)}; under layers: "
         f"{under or '—'}</p><div class='box'><pre id='node-text'>{e(text)}</pre></div>"
     )

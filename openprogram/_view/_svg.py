@@ -13,23 +13,50 @@ from html import escape
 from openprogram._view._data import FREED, KINDS, Call
 
 COLORS = {
-    "system messages": "#6c757d",
-    "tool schemas": "#adb5bd",
+    "system messages": "#3c4043",
+    "tool schemas": "#ced4da",
     "user messages": "#4c8bf5",
     "assistant messages": "#34a853",
-    "assistant tool calls": "#7cc48b",
-    "tool outputs": "#f4a236",
+    "assistant tool calls": "#0d652d",
+    "tool outputs": "#f9c74f",
     "summaries (layers)": "#a142f4",
-    "placeholders": "#e8710a",
-    "messages": "#9aa9c2",
+    "placeholders": "#d9480f",
+    "messages": "#8d7b68",
 }
-"""A color per kind; ``messages`` is the part of a call not yet broken down by kind."""
+"""A color per kind; ``messages`` is the part of a call not yet broken down by kind. Any
+two differ by at least 25 in CIELAB (ΔE76), so a 10-pixel swatch tells them apart: one
+dark and one light grey, no two greys alike."""
+OVER = "#b00020"
+"""The mark of a prompt over its budget."""
+
+
+def figure(value: int) -> str:
+    """Every number the viewer shows, one way: thousands separated, millions as ``M``."""
+    if abs(value) >= 1_000_000:
+        return f"{value / 1_000_000:.1f}M"
+    return f"{value:,}"
+
 
 WIDTH = 960
 HEIGHT = 300
 LEFT = 64
 BOTTOM = 40
 TOP = 24
+
+
+def over_text(tokens: int, budget: int) -> str:
+    """What a prompt over its budget says beside its tokens (nothing when within)."""
+    return f", over budget by {figure(tokens - budget)}" if tokens > budget else ""
+
+
+def over_mark(tokens: int, budget: int) -> str:
+    """The visible mark of a prompt over its budget, in a table or a heading."""
+    if tokens <= budget:
+        return ""
+    return (
+        f' <span class="over" style="color:{OVER};font-weight:600">▲ over budget by '
+        f"{figure(tokens - budget)}</span>"
+    )
 
 
 def legend(kinds: Sequence[str]) -> str:
@@ -70,7 +97,7 @@ def timeline_svg(calls: Sequence[Call], href: Callable[[Call], str]) -> str:
             f'<line x1="{LEFT}" x2="{WIDTH - 12}" y1="{y(tokens):.1f}" y2="{y(tokens):.1f}" '
             'stroke="#e6e6e6"/>'
             f'<text x="{LEFT - 6}" y="{y(tokens) + 4:.1f}" text-anchor="end" fill="#666">'
-            f"{tokens:,}</text>"
+            f"{figure(tokens)}</text>"
         )
     budget_points = []
     for position, call in enumerate(calls):
@@ -82,14 +109,14 @@ def timeline_svg(calls: Sequence[Call], href: Callable[[Call], str]) -> str:
             tiers = ", ".join(dict.fromkeys(r.tier for r in call.compactions))
             cx = x + bar / 2
             out.append(
-                f'<g class="compaction"><title>call {call.number + 1}: {escape(tiers)} '
-                f"freed {freed:,} tokens ({FREED})</title>"
+                f'<g class="compaction"><title>call {call.number + 1:,}: {escape(tiers)} '
+                f"freed {figure(freed)} tokens ({FREED})</title>"
                 f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{TOP - 6}" y2="{TOP + inner_h}" '
                 'stroke="#d93025" stroke-dasharray="3,3"/>'
                 f'<path d="M{cx - 5:.1f},{TOP - 14} L{cx + 5:.1f},{TOP - 14} L{cx:.1f},'
                 f'{TOP - 6} Z" fill="#d93025"/>'
                 f'<text x="{cx + 6:.1f}" y="{TOP - 8}" fill="#d93025" font-size="9">'
-                f"−{_short(freed)}</text></g>"
+                f"−{figure(freed)}</text></g>"
             )
         base = 0
         parts = []
@@ -99,7 +126,7 @@ def timeline_svg(calls: Sequence[Call], href: Callable[[Call], str]) -> str:
             parts.append(
                 f'<rect x="{x:.1f}" y="{y(base + tokens):.1f}" width="{bar:.1f}" '
                 f'height="{y(base) - y(base + tokens):.1f}" fill="{COLORS[kind]}">'
-                f"<title>{escape(kind)}: {tokens:,}</title></rect>"
+                f"<title>{escape(kind)}: {figure(tokens)}</title></rect>"
             )
             base += tokens
         receipt = call.receipt
@@ -107,22 +134,29 @@ def timeline_svg(calls: Sequence[Call], href: Callable[[Call], str]) -> str:
             parts.append(  # the layers changed since it was sent (a rollback, say)
                 f'<line class="sent" x1="{x - 2:.1f}" x2="{x + bar + 2:.1f}" '
                 f'y1="{y(receipt.tokens):.1f}" y2="{y(receipt.tokens):.1f}" stroke="#111" '
-                f'stroke-width="2"><title>sent: {receipt.tokens:,} tokens; rendered now '
-                f"under today's layers: {base:,}</title></line>"
+                f'stroke-width="2"><title>sent: {figure(receipt.tokens)} tokens; rendered now '
+                f"under today's layers: {figure(base)}</title></line>"
             )
         where = "" if receipt.frame is None else f" in function {receipt.frame}"
         title = (
-            f"call {call.number + 1}{where}: {receipt.tokens:,} of {receipt.budget:,} tokens "
+            f"call {call.number + 1:,}{where}: {figure(receipt.tokens)} of "
+            f"{figure(receipt.budget)} tokens{over_text(receipt.tokens, receipt.budget)} "
             f"({receipt.at[11:19]})"
         )
+        over = receipt.tokens > receipt.budget
+        if over:  # a mark above the bar: it is drawn past the budget line
+            parts.append(
+                f'<text class="over-mark" x="{x + bar / 2:.1f}" y="{y(receipt.tokens) - 3:.1f}" '
+                f'text-anchor="middle" fill="{OVER}" font-size="10">▲</text>'
+            )
         out.append(
-            f'<a href="{escape(href(call))}" class="bar" data-call="{escape(receipt.id)}">'
-            f"<title>{escape(title)}</title>{''.join(parts)}</a>"
+            f'<a href="{escape(href(call))}" class="bar{" over" if over else ""}" '
+            f'data-call="{escape(receipt.id)}"><title>{escape(title)}</title>{"".join(parts)}</a>'
         )
         if len(calls) <= 40 or position % max(1, len(calls) // 20) == 0:
             out.append(
                 f'<text x="{x + bar / 2:.1f}" y="{TOP + inner_h + 14}" text-anchor="middle" '
-                f'fill="#666">{call.number + 1}</text>'
+                f'fill="#666">{call.number + 1:,}</text>'
             )
     out.append(
         f'<polyline points="{" ".join(budget_points)}" fill="none" stroke="#d93025" '
@@ -131,13 +165,11 @@ def timeline_svg(calls: Sequence[Call], href: Callable[[Call], str]) -> str:
         f'<text x="{WIDTH - 12}" y="{HEIGHT - 6}" text-anchor="end" fill="#d93025">'
         "— budget</text>"
         f'<text x="{WIDTH - 90}" y="{HEIGHT - 6}" text-anchor="end" fill="#111">'
-        "— as sent, where the layers changed since</text></svg>"
+        "— as sent, where the layers changed since</text>"
+        f'<text x="{WIDTH - 390}" y="{HEIGHT - 6}" text-anchor="end" fill="{OVER}">'
+        "▲ over budget</text></svg>"
     )
     return "".join(out)
-
-
-def _short(tokens: int) -> str:
-    return f"{tokens / 1000:.1f}k" if tokens >= 1000 else str(tokens)
 
 
 def kind_bar(by_kind: dict[str, int], budget: int) -> str:
@@ -152,7 +184,7 @@ def kind_bar(by_kind: dict[str, int], budget: int) -> str:
         w = 900 * tokens / total
         rects.append(
             f'<rect x="{x:.1f}" y="0" width="{w:.1f}" height="22" fill="{COLORS[kind]}">'
-            f"<title>{escape(kind)}: {tokens:,}</title></rect>"
+            f"<title>{escape(kind)}: {figure(tokens)}</title></rect>"
         )
         x += w
     edge = 900 * budget / total

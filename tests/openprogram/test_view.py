@@ -360,9 +360,11 @@ def test_the_function_tree_opens_a_function_and_records_filter_by_tier(
     assert tiers and set(tiers) == {"collapse"}
     _shot(page, "records")
     page.goto(f"{server['base']}/s/{db['session']}/search?q=EXPORT_TIMEOUT_S")
-    hits = page.locator("#hits tr")
+    hits = page.locator("#hits tbody tr")
     assert hits.count() >= 2
-    hits.first.locator("a").click()
+    said = hits.locator("td.shown").all_inner_texts()  # how the last prompt shows each
+    assert said and all(re.match(r"shown|offloaded|under layer |not in the last", x) for x in said)
+    hits.first.locator("a").first.click()
     assert "EXPORT_TIMEOUT_S" in page.locator("#node-text").inner_text()
 
 

@@ -1,0 +1,242 @@
+"""`openprogram view` as a web app, through its HTTP face (issue 35): a rollback answers
+303 to its result (a reload re-posts nothing) and 409 when it conflicts, an imported
+session says how to replay it, pages past the last are not found, prompts over their
+budget are flagged, numbers read one way, the legend's colours are told apart, and a
+search hit says how the last prompt shows its node."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from context import ContextEngine, Policy
+from graph import ConversationGraph, dispose_engines
+
+# internal: the web view served in process to a test client
+from openprogram._view import Viewer
+from openprogram._view._app import COOKIE, create_app
+
+# internal: every colour a legend may show (a >20,000-node session's "messages" too)
+from openprogram._view._svg import COLORS
+from openprogram.cli import main
+
+HOST = "127.0.0.1:9"
+
+
+def _rounds(path: Path, session: str, rounds: int = 14) -> list[str]:
+    g = ConversationGraph.open(path, session=session)
+    g.append({"role": "system", "content": "You are terse."})
+    g.append({"role": "user", "content": "Find why /export is slow."})
+    assistants = []
+    for i in range(rounds):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "Read", "arguments": "{}"}}
+        a = g.append({"role": "assistant", "content": f"reading part_{i}.py", "tool_calls": [call]})
+        assistants.append(a.id)
+        g.append({"role": "tool", "tool_call_id": f"c{i}", "content": f"def fn_{i}(): ...\n" * 40})
+    g.close()
+    return assistants
+
+
+def _wide(path: Path) -> str:
+    """A collapse over 10,022 short messages: a count that needs its separator."""
+    g = ConversationGraph.open(path, session="wide")
+    with g.batch():
+        g.append({"role": "user", "content": "go"})
+        ids = [
+            g.append({"role": "assistant" if i % 2 else "user", "content": f"m{i}"}).id
+            for i in range(10_050)
+        ]
+    engine = ContextEngine(g, Policy(), budget=100_000)
+    layer = engine.collapse(ids[1], ids[10_020]).id
+    engine.close()
+    g.close()
+    return layer
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The offline demo, a session with a collapse layer, and an imported trace."""
+    folder = tmp_path_factory.mktemp("view-app")
+    path = folder / "agent.db"
+    assert main(["demo", "--db", str(path)]) == 0
+    layers = {}
+    for session in ("layered", "rolling"):
+        assistants = _rounds(path, session)
+        g = ConversationGraph.open(path, session=session)
+        engine = ContextEngine(g, Policy(), budget=100_000)
+        layers[session] = engine.collapse(assistants[1], assistants[6]).id
+        engine.close()
+        g.close()
+    layers["wide"] = _wide(path)
+    trace = folder / "chat.json"
+    trace.write_text(json.dumps([
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "list the files"},
+        {"role": "assistant", "content": "one file: a.py"},
+    ]))  # fmt: skip
+    assert main(["--db", str(path), "import", str(trace), "--session", "imported"]) == 0
+    dispose_engines()
+    return {"path": str(path), "layer": layers["layered"], "rolling": layers["rolling"],
+            "wide": layers["wide"]}  # fmt: skip
+
+
+@pytest.fixture()
+def client(db: dict[str, Any]) -> Iterator[TestClient]:
+    app = create_app(Viewer(db["path"], None, allow_write=True), token="t", hosts={HOST})
+    with TestClient(app, base_url=f"http://{HOST}") as client:
+        client.cookies.set(COOKIE, "t")
+        client.headers["x-csrf"] = app.csrf
+        yield client
+    dispose_engines()
+
+
+def _demo(client: TestClient) -> str:
+    rows = re.findall(r'<tr data-id="([^"]+)">', client.get("/").text)
+    return next(r for r in rows if r not in ("layered", "rolling", "imported", "wide"))
+
+
+def test_a_rollback_answers_303_to_its_result_and_409_when_done_already(
+    client: TestClient, db: dict[str, Any]
+) -> None:
+    at = f"/s/rolling/layer/{db['rolling']}"
+    assert client.get(f"{at}/rolled-back").status_code == 404  # not rolled back yet
+    csrf = client.headers["x-csrf"]
+    posted = client.post(f"{at}/rollback", data={"csrf": csrf}, follow_redirects=False)
+    assert posted.status_code == 303
+    assert posted.headers["location"] == f"{at}/rolled-back"
+    result = client.get(posted.headers["location"])
+    assert result.status_code == 200
+    assert db["rolling"] in result.text and 'id="after-tokens"' in result.text.replace("'", '"')
+    assert client.get(posted.headers["location"]).status_code == 200  # a reload: a GET
+    again = client.post(f"{at}/rollback", data={"csrf": csrf}, follow_redirects=False)
+    assert again.status_code == 409 and "already" in again.text
+    assert client.post("/s/rolling/layer/nope/rollback", data={"csrf": csrf}).status_code == 404
+
+
+def test_an_imported_session_says_how_to_replay_it(client: TestClient) -> None:
+    page = client.get("/s/imported")
+    assert page.status_code == 200
+    assert 'id="replay-hint"' in page.text.replace("'", '"')
+    assert "openprogram replay TRACE --db" in page.text
+
+
+def test_a_page_past_the_last_is_not_found(client: TestClient, db: dict[str, Any]) -> None:
+    session = _demo(client)
+    first = client.get(f"/s/{session}?page=0")
+    assert first.status_code == 200
+    for view in ("", "/nodes"):
+        assert client.get(f"/s/{session}{view}?page=999").status_code == 404, view
+        assert client.get(f"/s/{session}{view}?page=-1").status_code == 404, view
+        assert client.get(f"/s/{session}{view}?page=x").status_code == 404, view
+    assert client.get("/s/layered/nodes?page=0").status_code == 200
+
+
+def test_prompts_over_their_budget_are_flagged(client: TestClient) -> None:
+    session = _demo(client)
+    page = client.get(f"/s/{session}").text
+    bars = re.findall(r'<a href="([^"]+)" class="bar( over)?"[^>]*><title>([^<]*)</title>', page)
+    assert bars
+    over = [(href, title) for href, flag, title in bars if flag]
+    within = [(href, title) for href, flag, title in bars if not flag]
+    for _, title in over:
+        tokens, budget = (
+            int(x.replace(",", "")) for x in re.findall(r"([\d,]+) (?:of|tokens)", title)[:2]
+        )
+        assert tokens > budget and f"over budget by {tokens - budget:,}" in title
+    for _, title in within:
+        assert "over budget" not in title
+    assert over, "the demo has prompts over their budget"
+    assert page.count('class="over-mark"') == len(over)
+    prompt = client.get(over[0][0]).text
+    assert "▲ over budget by" in prompt
+    assert "over budget by" not in client.get(within[0][0]).text
+
+
+def test_numbers_read_one_way(client: TestClient, db: dict[str, Any]) -> None:
+    """Thousands separated, millions as M: no bare 5-digit number, no `k`."""
+    session = _demo(client)
+    views = [f"/s/{session}{v}" for v in ("", "/prompt", "/layers", "/records", "/nodes")]
+    views += ["/s/wide/layers", f"/s/wide/layer/{db['wide']}", "/s/wide/nodes?page=200"]
+    for view in views:
+        page = client.get(view).text
+        page = re.sub(r"<(pre|style|script)[^>]*>.*?</\1>", "", page, flags=re.S)  # not ours
+        text = re.sub(r"<[^>]+>", " ", page)
+        text = re.sub(
+            r"\b[0-9A-Za-z]{20,}\b|\b[0-9a-f]{8,}\b|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|\d\d:\d\d:\d\d",
+            "",
+            text,
+        )
+        assert not re.search(r"(?<![\w.,])\d{5,}(?![\w.,])", text), view
+        assert not re.search(r"\d(\.\d)?k\b", text), view
+    assert "covers 10,022 nodes" in client.get(f"/s/wide/layer/{db['wide']}").text
+
+
+def _lab(color: str) -> tuple[float, float, float]:
+    """CIELAB of an sRGB hex colour (D65)."""
+    r, g, b = (int(color[i : i + 2], 16) / 255 for i in (1, 3, 5))
+    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in (r, g, b)]
+    x = (0.4124 * lin[0] + 0.3576 * lin[1] + 0.1805 * lin[2]) / 0.95047
+    y = 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+    z = (0.0193 * lin[0] + 0.1192 * lin[1] + 0.9505 * lin[2]) / 1.08883
+
+    def f(v: float) -> float:
+        return v ** (1 / 3) if v > 0.008856 else 7.787 * v + 16 / 116
+
+    return 116 * f(y) - 16, 500 * (f(x) - f(y)), 200 * (f(y) - f(z))
+
+
+def test_every_two_colours_of_a_legend_are_told_apart(client: TestClient) -> None:
+    session = _demo(client)
+    legends = [client.get(f"/s/{session}").text, client.get(f"/s/{session}?kinds=1").text]
+    legends.append(client.get(f"/s/{session}/prompt").text)
+    seen: dict[str, str] = {}
+    for page in legends:
+        seen |= dict(re.findall(r'<i style="background:(#[0-9a-f]{6})"></i>([^<]+)<', page))
+    assert len(seen) >= 8
+    assert set(seen) < set(COLORS.values())
+    seen = {color: kind for kind, color in COLORS.items()}  # a long session's "messages" too
+    for (one, a), (two, b) in itertools.combinations(seen.items(), 2):
+        distance = sum((p - q) ** 2 for p, q in zip(_lab(one), _lab(two), strict=True)) ** 0.5
+        assert distance >= 25, (a, b, round(distance, 1))
+
+
+def test_a_search_hit_says_how_the_last_prompt_shows_its_node(
+    client: TestClient, db: dict[str, Any]
+) -> None:
+    page = client.get("/s/layered/search", params={"q": "reading part_"}).text
+    said = dict(
+        re.findall(r'node/([^"]+)">[^<]*</a></td><td>[^<]*</td><td class="shown">(.*?)</td>', page)
+    )
+    assert len(said) == 14
+    under = [s for s in said.values() if s.startswith("under layer")]
+    assert under and all(db["layer"] in s for s in under)
+    assert any(s == "shown" for s in said.values())
+
+
+def test_a_layers_originals_are_paged(
+    client: TestClient, db: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A layer over 10,022 messages serves them 50 a page, its totals still all of them."""
+    at = f"/s/wide/layer/{db['wide']}"
+    first = client.get(at).text
+    assert first.count("<tr><td>") < 60  # one page of originals (and the replacement)
+    assert "page 1 of 201: messages 1–50 of 10,022" in first
+    assert f'href="{at}?page=1"' in first
+    last = client.get(f"{at}?page=200")
+    assert last.status_code == 200 and "messages 10,001–10,022 of 10,022" in last.text
+    assert client.get(f"{at}?page=201").status_code == 404
+    assert client.get(f"{at}?page=x").status_code == 404
+    assert main(["collapses", "wide", "--db", db["path"], "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    saved = next(x for x in listed if x["id"] == db["wide"])["tokens_saved"]
+    shown = re.search(r"<b id='saved'>([\d,]+)</b>", first)
+    assert shown is not None and int(shown.group(1).replace(",", "")) == saved
+    same = re.search(r"<b id='saved'>([\d,]+)</b>", last.text)
+    assert same is not None and same.group(1) == shown.group(1)
