@@ -323,10 +323,12 @@ def record_change(
     found = changes(before, after)
     if before is not None and not found:
         return {}
+    # Opened (and its side tables migrated) before the transaction: a migration inside it
+    # would wait on the transaction's own lock.
+    storage = ContextStorage(store, session, folder) if before is not None else None
     with store.transaction():  # the configuration and its event, or neither
         save_config(store, session, after)  # refuses one it could not read back
-        if before is not None:
-            storage = ContextStorage(store, session, folder)
+        if storage is not None:
             storage.configure(found, new_epoch=bool(RENDERING & set(found)))
     return found
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import warnings
 from collections.abc import Iterator
@@ -28,14 +29,18 @@ console = Console(width=console_width(), highlight=False, soft_wrap=True)
 errors = Console(stderr=True, width=console_width(), highlight=False, soft_wrap=True)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 class UsageError(OpenProgramError):
     """A command line that does not make sense (exit code 2)."""
 
 
 def session_id(text: str) -> str:
     """A ``--session`` value (argparse's ``type``): an id a session can have, so a bad one
-    is a usage error that says what an id may hold."""
-    if not is_safe_id(text):
+    is a usage error that says what an id may hold. Text that is not text at all (a lone
+    surrogate) passes here, so that the check of every argument names it alike."""
+    if not is_safe_id(text) and not _SURROGATE.search(text):
         raise argparse.ArgumentTypeError(
             f"{text!r} cannot be a session id: use up to 128 letters, digits, '_', '.' or "
             "'-', starting with a letter or digit (e.g. fix-bug-12)"

@@ -37,7 +37,7 @@ def test_openprogram_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     _sql(db, "UPDATE graph_nodes SET payload = '{' WHERE seq = 2 AND session = 's'")
     assert main(["--db", str(db), "check"]) == 1
     out = capsys.readouterr().out
-    assert "sound: ok (1 nodes)" in out and "s: " in out and "5 nodes readable" in out
+    assert "sound: ok (1 node)" in out and "s: " in out and "5 nodes readable" in out
     assert f"seq 2, table graph_nodes: node {ids[1]} does not decode" in " ".join(out.split())
     assert main(["--db", str(db), "check", "sound", "--json"]) == 0
     assert '"damaged": 0' in capsys.readouterr().out
