@@ -18,6 +18,7 @@ from graph import text_of
 from .._budget._cut import middle_truncate
 from .._view import Item, Unit, View
 from ._reduce import reduced_call
+from ._request import FLOOR_CHARS, latest_request, request_chars
 from ._snip import exempt, insert_note, note_unit
 from ._tier import Tier, TierContext, TierState
 
@@ -78,6 +79,10 @@ def _cut(item: Item, keeps: dict[int, int], ctx: TierContext) -> Item:
             for k, call in enumerate(calls)
         ]
     return Item(message, ctx.counter.count_message(message), item.node_id, item.tool_name, "cut")
+
+
+def _is_request(item: Item, request: Item) -> bool:
+    return item.node_id == request.node_id and item.message.get("role") == "user"
 
 
 def emergency(view: View, ctx: TierContext) -> View:
@@ -155,19 +160,39 @@ def _cut_longest(view: View, ctx: TierContext) -> View:
         for part, size in _sizes(item)
     }
     keeps: dict[tuple[int, int], dict[int, int]] = {}
+    floors: dict[Piece, int] = {}
+    request = latest_request(ctx)
+    for ui, items in enumerate(originals):
+        for ii, item in enumerate(items):
+            if request is None or not _is_request(item, request):
+                continue
+            # The request: shown as a restored one would be (head and tail past its share),
+            # and cut below that only to its floor, after the others.
+            floors[(ui, ii, -1)] = FLOOR_CHARS
+            limit = request_chars(ctx)
+            if shown[(ui, ii, -1)] > limit and item.variant == "full":
+                shown[(ui, ii, -1)] = limit
+                keeps[(ui, ii)] = {-1: limit}
+                units[ui][ii] = _cut(item, keeps[(ui, ii)], ctx)
     for _ in range(256):
         total = view.extra_tokens + sum(i.tokens for items in units for i in items)
         if total <= ctx.budget:
             break
         best = max(
-            ((size, piece) for piece, size in shown.items() if size > _MIN_CHARS), default=None
+            (
+                (piece not in floors, size, piece)
+                for piece, size in shown.items()
+                if size > floors.get(piece, _MIN_CHARS)
+            ),
+            default=None,
         )
         if best is None:
             break
-        size, (ui, ii, part) = best
+        _, size, (ui, ii, part) = best
+        floor = floors.get((ui, ii, part), _MIN_CHARS)
         density = max(1.0, min(4.0, size / max(1, originals[ui][ii].tokens)))
         excess_chars = int((total - ctx.budget) * density) + 16  # its own characters a token
-        keep = max(_MIN_CHARS, min(size // 2, size - excess_chars))
+        keep = max(floor, min(size // 2, size - excess_chars))
         shown[(ui, ii, part)] = keep
         wanted = {**keeps.get((ui, ii), {}), part: keep}
         cut = _cut(originals[ui][ii], wanted, ctx)
