@@ -174,7 +174,7 @@ def _cut_longest(view: View, ctx: TierContext) -> View:
                 shown[(ui, ii, -1)] = limit
                 keeps[(ui, ii)] = {-1: limit}
                 units[ui][ii] = _cut(item, keeps[(ui, ii)], ctx)
-    for _ in range(256):
+    for _ in range(512):
         total = view.extra_tokens + sum(i.tokens for items in units for i in items)
         if total <= ctx.budget:
             break
@@ -187,7 +187,10 @@ def _cut_longest(view: View, ctx: TierContext) -> View:
             default=None,
         )
         if best is None:
-            break
+            if not floors:
+                break
+            floors = {}  # nothing else can shrink: the request goes below its floor too
+            continue
         _, size, (ui, ii, part) = best
         floor = floors.get((ui, ii, part), _MIN_CHARS)
         density = max(1.0, min(4.0, size / max(1, originals[ui][ii].tokens)))

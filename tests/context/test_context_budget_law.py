@@ -85,3 +85,15 @@ def test_the_request_survives_a_long_autonomous_run(preset: str, budget: int, si
         assert _holds(rendered.messages, request), i
         assert rendered.messages[1]["content"] == "Find the bug in the exporter."
     assert "step a 0" not in str(rendered.messages)  # the rounds are free to go
+
+
+def test_a_budget_under_the_request_s_floor_still_fits() -> None:
+    """The request's floor yields when nothing else can shrink: the prompt still fits."""
+    g = ConversationGraph.memory("s1")
+    start(g)
+    g.append({"role": "assistant", "content": "ok"})
+    g.append({"role": "user", "content": "please " + "lorem ipsum dolor " * 400})
+    g.append({"role": "assistant", "content": "on it"})
+    rendered = render_context(g, budget=120, policy=Policy.named("claude-code"))
+    assert rendered.fits, rendered.tokens
+    assert any(str(m["content"]).startswith("please lorem") for m in rendered.messages)
