@@ -46,7 +46,12 @@ class Cascade:
                 view = self.compact_pass(view, ctx)
             finally:
                 ctx.budget = budget
-        return with_request(view, request)
+        view = with_request(view, request)
+        if view.tokens > ctx.budget:  # the rest could not make room: the last resort cuts
+            for tier in self.tiers:  # the request too, to its floor and after the others
+                if tier.name == "emergency" and tier.compact is not None:
+                    view = self.run_tier(tier.name, tier.compact, view, ctx)
+        return view
 
     def run(self, view: View, ctx: TierContext) -> View:
         """Re-apply what was decided, then let the tiers act over their triggers."""

@@ -17,6 +17,8 @@ from graph import text_of
 
 from .._budget._cut import middle_truncate
 from .._view import Item, Unit, View
+from ._reduce import reduced_call
+from ._request import FLOOR_CHARS, latest_request, request_chars
 from ._snip import exempt, insert_note, note_unit
 from ._tier import Tier, TierContext, TierState
 
@@ -45,15 +47,46 @@ def _stub(unit: Unit, ctx: TierContext) -> Unit:
     return msgspec.structs.replace(unit, items=(item,), kind="stub")
 
 
-def _cut(item: Item, keep_chars: int, ctx: TierContext) -> Item:
-    text = text_of(item.message.get("content"))
-    head = keep_chars * 3 // 5
+Piece = tuple[int, int, int]
+"""One cuttable text: (unit, item, part), part -1 for the content, k for the k-th tool call's
+arguments (a ``Write`` of a whole file in the newest round is as long as any output)."""
+
+
+def _sizes(item: Item) -> list[tuple[int, int]]:
+    """(part, characters) of an item's cuttable texts: content, then each call's arguments."""
+    sizes = [(-1, len(text_of(item.message.get("content"))))]
+    for k, call in enumerate(item.message.get("tool_calls") or ()):
+        function = call.get("function") if isinstance(call, dict) else None
+        arguments = function.get("arguments") if isinstance(function, dict) else None
+        if isinstance(arguments, str):
+            sizes.append((k, len(arguments)))
+    return sizes
+
+
+def _cut(item: Item, keeps: dict[int, int], ctx: TierContext) -> Item:
+    """``item`` with each part in ``keeps`` cut to that many characters, from its uncut text."""
     node = item.node_id if item.node_id is not None and item.node_id in ctx.graph else None
-    cut = middle_truncate(text, head, keep_chars - head, node)  # a layer's text: no read_output
-    message = {**item.message, "content": cut}
-    if item.message.get("tool_calls"):
-        message["tool_calls"] = item.message["tool_calls"]
+    message = dict(item.message)
+    if -1 in keeps:
+        keep = keeps[-1]
+        head = keep * 3 // 5
+        text = text_of(item.message.get("content"))
+        message["content"] = middle_truncate(
+            text, head, keep - head, node
+        )  # a layer: no read_output
+    calls = item.message.get("tool_calls")
+    if calls:
+        message["tool_calls"] = [
+            reduced_call(call, keeps[k], keeps[k] * 3 // 5, keeps[k] - keeps[k] * 3 // 5, None)
+            if k in keeps
+            else call
+            for k, call in enumerate(calls)
+        ]
     return Item(message, ctx.counter.count_message(message), item.node_id, item.tool_name, "cut")
+
+
+def _is_request(item: Item, request: Item) -> bool:
+    return item.node_id == request.node_id and item.message.get("role") == "user"
 
 
 def emergency(view: View, ctx: TierContext) -> View:
@@ -118,31 +151,61 @@ def _drop(view: View, dropped: list[Unit], ctx: TierContext) -> View:
 def _cut_longest(view: View, ctx: TierContext) -> View:
     """Cut the longest texts (halving, longest first) until the view fits or cannot shrink.
 
-    Every cut starts from the uncut text, so its marker counts what is really gone; a
-    cut that would not save tokens (the marker costs some) is not applied.
+    A text is a message's content or one tool call's arguments (cut inside its JSON strings,
+    so the call stays valid). Every cut starts from the uncut text, so its marker counts what
+    is really gone; a cut that would not save tokens (the marker costs some) is not applied.
     """
     units = [list(u.items) for u in view.units]
     originals = [list(u.items) for u in view.units]
-    shown: dict[tuple[int, int], int] = {}
-    for _ in range(256):
+    shown: dict[Piece, int] = {
+        (ui, ii, part): size
+        for ui, items in enumerate(originals)
+        for ii, item in enumerate(items)
+        for part, size in _sizes(item)
+    }
+    keeps: dict[tuple[int, int], dict[int, int]] = {}
+    floors: dict[Piece, int] = {}
+    request = latest_request(ctx)
+    for ui, items in enumerate(originals):
+        for ii, item in enumerate(items):
+            if request is None or not _is_request(item, request):
+                continue
+            # The request: shown as a restored one would be (head and tail past its share),
+            # and cut below that only to its floor, after the others.
+            floors[(ui, ii, -1)] = FLOOR_CHARS
+            limit = request_chars(ctx)
+            if shown[(ui, ii, -1)] > limit and item.variant == "full":
+                shown[(ui, ii, -1)] = limit
+                keeps[(ui, ii)] = {-1: limit}
+                units[ui][ii] = _cut(item, keeps[(ui, ii)], ctx)
+    for _ in range(512):
         total = view.extra_tokens + sum(i.tokens for items in units for i in items)
         if total <= ctx.budget:
             break
-        best = None
-        for ui, items in enumerate(originals):
-            for ii, item in enumerate(items):
-                size = shown.get((ui, ii), len(text_of(item.message.get("content"))))
-                if size > _MIN_CHARS and (best is None or size > best[0]):
-                    best = (size, ui, ii)
+        best = max(
+            (
+                (piece not in floors, size, piece)
+                for piece, size in shown.items()
+                if size > floors.get(piece, _MIN_CHARS)
+            ),
+            default=None,
+        )
         if best is None:
-            break
-        size, ui, ii = best
-        excess_chars = (total - ctx.budget) * 4 + 16
-        keep = max(_MIN_CHARS, min(size // 2, size - excess_chars))
-        shown[(ui, ii)] = keep
-        cut = _cut(originals[ui][ii], keep, ctx)
+            if not floors:
+                break
+            floors = {}  # nothing else can shrink: the request goes below its floor too
+            continue
+        _, size, (ui, ii, part) = best
+        floor = floors.get((ui, ii, part), _MIN_CHARS)
+        density = max(1.0, min(4.0, size / max(1, originals[ui][ii].tokens)))
+        excess_chars = int((total - ctx.budget) * density) + 16  # its own characters a token
+        keep = max(floor, min(size // 2, size - excess_chars))
+        shown[(ui, ii, part)] = keep
+        wanted = {**keeps.get((ui, ii), {}), part: keep}
+        cut = _cut(originals[ui][ii], wanted, ctx)
         if cut.tokens < units[ui][ii].tokens:
             units[ui][ii] = cut
+            keeps[(ui, ii)] = wanted
     return view.replace(
         msgspec.structs.replace(u, items=tuple(items))
         for u, items in zip(view.units, units, strict=True)

@@ -19,6 +19,9 @@ from ._tier import TierContext
 _SHARE = 0.25
 """Share of the budget a restored request may take; a longer one shows head and tail."""
 _MIN_CHARS = 2_000
+FLOOR_CHARS = 400
+"""What emergency leaves of the request at the least (head and tail): other texts are cut
+before it goes below."""
 
 _AFTER: tuple[UnitKind, ...] = ("system", "task", "note", "layer", "stub")
 """Kinds a restored request goes after: the pinned prefix and what stands for removed
@@ -44,12 +47,17 @@ def latest_request(ctx: TierContext) -> Item | None:
     node = ctx.graph.get(known)
     message = dialogue_message(node)
     text = text_of(message.get("content"))
-    limit = max(_MIN_CHARS, int(ctx.budget * _SHARE * 4))  # ~4 characters a token
+    limit = request_chars(ctx)
     if len(text) > limit:  # head and tail; the marker says where to read the rest
         head = limit * 3 // 5
         cut = middle_truncate(text, head, limit - head, node.id)
         return ctx.item({**message, "content": cut}, node.id, "cut")
     return ctx.item(message, node.id, "full")
+
+
+def request_chars(ctx: TierContext) -> int:
+    """Characters the request may show in full; a longer one shows head and tail."""
+    return max(_MIN_CHARS, int(ctx.budget * _SHARE * 4))  # ~4 characters a token
 
 
 def _scan(units: list[Unit], ctx: TierContext) -> tuple[bool, str | None]:

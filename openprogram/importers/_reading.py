@@ -239,26 +239,51 @@ def iter_jsonl(path: Path, reading: Reading) -> Iterator[tuple[int, dict[str, An
 def decode_lines(
     lines: Iterable[bytes], reading: Reading, first: int = 1
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``iter_jsonl`` over lines already read, numbered from ``first``."""
+    """``iter_jsonl`` over lines already read, numbered from ``first``. A line holding whole
+    objects back to back (a writer that once left out a newline) gives each of them."""
     decode = msgspec.json.Decoder().decode
     for number, line in enumerate(lines, first):
         if not line.strip():
             continue
         try:
-            record = decode(line)
+            records = [decode(line)]
         except msgspec.DecodeError as error:
-            reading.bad(f"line {number}", f"expected a JSON object ({error})")
-            continue
+            joined = _back_to_back(line)
+            if joined is None:
+                reading.bad(f"line {number}", f"expected a JSON object ({error})")
+                continue
+            records = joined
         except RecursionError:
             reading.bad(f"line {number}", TOO_DEEP)
             continue
-        if not isinstance(record, dict):
-            reading.bad(f"line {number}", f"expected a JSON object, got {kind(record)}")
-            continue
-        if not within_depth(record):
-            reading.bad(f"line {number}", TOO_DEEP)
-            continue
-        yield number, record
+        for record in records:
+            if not isinstance(record, dict):
+                reading.bad(f"line {number}", f"expected a JSON object, got {kind(record)}")
+                continue
+            if not within_depth(record):
+                reading.bad(f"line {number}", TOO_DEEP)
+                continue
+            yield number, record
+
+
+def _back_to_back(line: bytes) -> list[Any] | None:
+    """The values of a line of several whole JSON values in a row; None when it is not one."""
+    try:
+        text = line.decode().strip()
+    except UnicodeDecodeError:
+        return None
+    decoder = json.JSONDecoder()
+    values: list[Any] = []
+    at = 0
+    try:
+        while at < len(text):
+            value, at = decoder.raw_decode(text, at)
+            values.append(value)
+            while at < len(text) and text[at].isspace():
+                at += 1
+    except (ValueError, RecursionError):
+        return None
+    return values if len(values) > 1 else None
 
 
 def load_json(path: Path) -> Any:

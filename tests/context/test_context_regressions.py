@@ -333,6 +333,8 @@ def test_emergency_never_offers_read_output_for_a_layer_s_text() -> None:
     node = g.append({"role": "user", "content": "x" * 5_000})
     ctx, _, _ = ContextEngine(g, Policy(), budget=1_000).context()
     layer_text = Item({"role": "user", "content": "y" * 5_000}, 1_250, "00000000FF667VXMWZHY7RBY6P")
-    assert "read_output" not in str(_cut(layer_text, 400, ctx).message["content"])
+    assert "read_output" not in str(_cut(layer_text, {-1: 400}, ctx).message["content"])
     own = Item({"role": "user", "content": "x" * 5_000}, 1_250, node.id)
-    assert f'read_output("{node.id}", offset=240)' in str(_cut(own, 400, ctx).message["content"])
+    assert f'read_output("{node.id}", offset=240)' in str(
+        _cut(own, {-1: 400}, ctx).message["content"]
+    )

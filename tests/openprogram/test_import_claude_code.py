@@ -216,6 +216,20 @@ def test_malformed_line_names_file_and_line(tmp_path: Path) -> None:
     assert "JSON object" in caught.value.problem
 
 
+def test_a_line_of_two_records_back_to_back_reads_as_both(tmp_path: Path) -> None:
+    """Claude Code once wrote a record without its newline (a shared session's line 196 is a
+    progress record and a summary in a row): both are read, nothing is lost or refused."""
+    progress = {"type": "progress", "data": {"type": "hook_progress"}, "uuid": "p1"}
+    joined = json.dumps(progress) + json.dumps({"type": "summary", "summary": "s", "leafUuid": "a"})
+    path = _write(tmp_path / "s.jsonl", [_user("u1", "hi"), joined, _user("u2", "yo")])
+    messages = [r.message for r in read_claude_code(path)]
+    assert [m["content"] for m in messages] == ["hi", "yo"]
+    half = _write(tmp_path / "half.jsonl", [_user("u1", "hi"), json.dumps(progress) + "{not"])
+    with pytest.raises(TraceFormatError) as caught:
+        list(read_claude_code(half))
+    assert caught.value.where == "line 2"
+
+
 def test_missing_field_names_json_path(tmp_path: Path) -> None:
     block = {"type": "tool_use", "name": "Read", "input": {}}
     path = _write(tmp_path / "bad.jsonl", [_user("u1", "hi"), _assistant("a1", "m1", block)])
