@@ -17,7 +17,7 @@ from typing import Any
 
 from .._budget._policy import Policy
 from .._budget._tokens import TokenCounter
-from .._tiers._request import latest_request, shown, with_request
+from .._tiers._request import latest_request, shown, top_request, with_request
 from .._tiers._tier import Tier, TierContext, TierFn
 from .._view import View
 from ._integrity import provider_roles, repair_tool_pairs, tool_pair_problems, unique_call_ids
@@ -33,18 +33,20 @@ class Cascade:
 
     def with_request(self, view: View, ctx: TierContext) -> View:
         """The latest user request back in the prompt when the cascade took its round,
-        with room made for it by one more pass under the budget less its size."""
-        request = latest_request(ctx)
-        if request is None or shown(view, request):
-            return view
-        if view.tokens + request.tokens > ctx.budget:
-            budget = ctx.budget
-            ctx.budget = max(1, budget - request.tokens)
-            try:
-                view = self.compact_pass(view, ctx)
-            finally:
-                ctx.budget = budget
-        return with_request(view, request)
+        with room made for it by one more pass under the budget less its size; in a
+        function's frame, the person's latest request at the top level too."""
+        for request in (top_request(ctx), latest_request(ctx)):
+            if request is None or shown(view, request):
+                continue
+            if view.tokens + request.tokens > ctx.budget:
+                budget = ctx.budget
+                ctx.budget = max(1, budget - request.tokens)
+                try:
+                    view = self.compact_pass(view, ctx)
+                finally:
+                    ctx.budget = budget
+            view = with_request(view, request)
+        return view
 
     def run(self, view: View, ctx: TierContext) -> View:
         """Re-apply what was decided, then let the tiers act over their triggers."""

@@ -41,6 +41,24 @@ def latest_request(ctx: TierContext) -> Item | None:
     cache.update(upto=len(units), walks=ctx.walks, found=known)
     if known is None:
         return None
+    return _shown_as(known, ctx)
+
+
+def top_request(ctx: TierContext) -> Item | None:
+    """In a function's frame, the newest user message of the top level: what the person
+    asked, which the function works on as much as on its own task (None at the top level,
+    where it is :func:`latest_request`)."""
+    if ctx.frame is None:
+        return None
+    tasks = [i for i, unit in enumerate(ctx.units) if unit.kind == "task"]
+    if len(tasks) < 2:
+        return None
+    _, found = _scan(ctx.units[tasks[0] : tasks[1]], ctx)
+    return None if found is None else _shown_as(found, ctx)
+
+
+def _shown_as(known: str, ctx: TierContext) -> Item:
+    """A request as the prompt shows it: whole, or head and tail when it is long."""
     node = ctx.graph.get(known)
     message = dialogue_message(node)
     text = text_of(message.get("content"))
