@@ -17,6 +17,7 @@ from graph import text_of
 
 from .._budget._cut import middle_truncate
 from .._view import Item, Unit, View
+from ._request import request_chars
 from ._snip import exempt, insert_note, note_unit
 from ._tier import Tier, TierContext, TierState
 
@@ -114,31 +115,45 @@ def _drop(view: View, dropped: list[Unit], ctx: TierContext) -> View:
 def _cut_longest(view: View, ctx: TierContext) -> View:
     """Cut the longest texts (halving, longest first) until the view fits or cannot shrink.
 
-    Every cut starts from the uncut text, so its marker counts what is really gone; a
-    cut that would not save tokens (the marker costs some) is not applied.
+    Tasks and the restored request first show head and tail within what a request may
+    show (the same bytes every time), and are cut further only once nothing else can be:
+    what the model is asked to do is the last text to go. Every cut starts from the uncut
+    text, so its marker counts what is really gone; a cut that would not save tokens (the
+    marker costs some) is not applied.
     """
     units = [list(u.items) for u in view.units]
     originals = [list(u.items) for u in view.units]
     shown: dict[tuple[int, int], int] = {}
-    for _ in range(256):
-        total = view.extra_tokens + sum(i.tokens for items in units for i in items)
-        if total <= ctx.budget:
-            break
-        best = None
-        for ui, items in enumerate(originals):
-            for ii, item in enumerate(items):
-                size = shown.get((ui, ii), len(text_of(item.message.get("content"))))
-                if size > _MIN_CHARS and (best is None or size > best[0]):
-                    best = (size, ui, ii)
-        if best is None:
-            break
-        size, ui, ii = best
-        excess_chars = (total - ctx.budget) * 4 + 16
-        keep = max(_MIN_CHARS, min(size // 2, size - excess_chars))
-        shown[(ui, ii)] = keep
-        cut = _cut(originals[ui][ii], keep, ctx)
-        if cut.tokens < units[ui][ii].tokens:
-            units[ui][ii] = cut
+    limit = request_chars(ctx)
+    tasks = {ui for ui, unit in enumerate(view.units) if unit.kind == "task"}
+    for ui in tasks:
+        for ii, item in enumerate(units[ui]):
+            size = len(text_of(item.message.get("content")))
+            if size > limit:
+                shown[(ui, ii)] = limit
+                units[ui][ii] = _cut(item, limit, ctx)
+    for last in (False, True):
+        for _ in range(256):
+            total = view.extra_tokens + sum(i.tokens for items in units for i in items)
+            if total <= ctx.budget:
+                break
+            best = None
+            for ui, items in enumerate(originals):
+                if ui in tasks and not last:
+                    continue
+                for ii, item in enumerate(items):
+                    size = shown.get((ui, ii), len(text_of(item.message.get("content"))))
+                    if size > _MIN_CHARS and (best is None or size > best[0]):
+                        best = (size, ui, ii)
+            if best is None:
+                break
+            size, ui, ii = best
+            excess_chars = (total - ctx.budget) * 4 + 16
+            keep = max(_MIN_CHARS, min(size // 2, size - excess_chars))
+            shown[(ui, ii)] = keep
+            cut = _cut(originals[ui][ii], keep, ctx)
+            if cut.tokens < units[ui][ii].tokens:
+                units[ui][ii] = cut
     return view.replace(
         msgspec.structs.replace(u, items=tuple(items))
         for u, items in zip(view.units, units, strict=True)

@@ -62,12 +62,17 @@ def _shown_as(known: str, ctx: TierContext) -> Item:
     node = ctx.graph.get(known)
     message = dialogue_message(node)
     text = text_of(message.get("content"))
-    limit = max(_MIN_CHARS, int(ctx.budget * _SHARE * 4))  # ~4 characters a token
+    limit = request_chars(ctx)
     if len(text) > limit:  # head and tail; the marker says where to read the rest
         head = limit * 3 // 5
         cut = middle_truncate(text, head, limit - head, node.id)
         return ctx.item({**message, "content": cut}, node.id, "cut")
     return ctx.item(message, node.id, "full")
+
+
+def request_chars(ctx: TierContext) -> int:
+    """Characters a request or task shows at most; a longer one shows head and tail."""
+    return max(_MIN_CHARS, int(ctx.budget * _SHARE * 4))  # ~4 characters a token
 
 
 def _scan(units: list[Unit], ctx: TierContext) -> tuple[bool, str | None]:
