@@ -46,6 +46,8 @@ class Cascade:
                 finally:
                     ctx.budget = budget
             view = with_request(view, request)
+            if view.tokens > ctx.budget:  # room made for it was not enough: one more pass
+                view = self.compact_pass(view, ctx)
         return view
 
     def run(self, view: View, ctx: TierContext) -> View:

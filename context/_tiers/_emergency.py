@@ -124,12 +124,12 @@ def _cut_longest(view: View, ctx: TierContext) -> View:
     units = [list(u.items) for u in view.units]
     originals = [list(u.items) for u in view.units]
     shown: dict[tuple[int, int], int] = {}
-    limit = request_chars(ctx)
     tasks = {ui for ui, unit in enumerate(view.units) if unit.kind == "task"}
     for ui in tasks:
         for ii, item in enumerate(units[ui]):
-            size = len(text_of(item.message.get("content")))
-            if size > limit:
+            text = text_of(item.message.get("content"))
+            limit = request_chars(ctx, text)
+            if len(text) > limit:
                 shown[(ui, ii)] = limit
                 units[ui][ii] = _cut(item, limit, ctx)
     for last in (False, True):

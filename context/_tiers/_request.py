@@ -62,7 +62,7 @@ def _shown_as(known: str, ctx: TierContext) -> Item:
     node = ctx.graph.get(known)
     message = dialogue_message(node)
     text = text_of(message.get("content"))
-    limit = request_chars(ctx)
+    limit = request_chars(ctx, text)
     if len(text) > limit:  # head and tail; the marker says where to read the rest
         head = limit * 3 // 5
         cut = middle_truncate(text, head, limit - head, node.id)
@@ -70,9 +70,19 @@ def _shown_as(known: str, ctx: TierContext) -> Item:
     return ctx.item(message, node.id, "full")
 
 
-def request_chars(ctx: TierContext) -> int:
-    """Characters a request or task shows at most; a longer one shows head and tail."""
-    return max(_MIN_CHARS, int(ctx.budget * _SHARE * 4))  # ~4 characters a token
+def request_chars(ctx: TierContext, text: str) -> int:
+    """Characters a request or task ``text`` shows at most; a longer one shows head and
+    tail, which take at most ``_SHARE`` of the budget (so a request beside the floor fits
+    even under a small one). It depends on the text and the budget only: the same bytes
+    on every render."""
+    budget = ctx.nominal_budget or ctx.budget
+    limit = max(_MIN_CHARS, int(budget * _SHARE * 4))  # ~4 characters a token
+    if len(text) <= limit:
+        return limit
+    head = limit * 3 // 5
+    shown = ctx.counter.count_text(text[:head] + text[len(text) - (limit - head) :])
+    room = int(budget * _SHARE)
+    return limit if shown <= room else max(1, limit * room // shown)
 
 
 def _scan(units: list[Unit], ctx: TierContext) -> tuple[bool, str | None]:

@@ -22,8 +22,9 @@ from openprogram.bench._replay import MessageCounter
 
 __all__ = ["demo_row", "program_row", "request_shown", "rows_of"]
 
-HEAD_CHARS, TAIL_CHARS = 1_000, 600
-"""What a request shown cut must keep at least: the engine keeps 1,200 and 800 or more."""
+HEAD_CHARS, TAIL_CHARS = 200, 100
+"""What a request shown cut must keep at least, besides where to read the rest (the
+engine keeps a quarter of the budget, 1,200 and 800 characters from 8,000 tokens up)."""
 
 
 def request_shown(messages: Sequence[dict[str, object]], request: str) -> bool:

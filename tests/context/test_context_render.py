@@ -420,9 +420,9 @@ def test_emergency_cuts_an_oversized_task(tmp_path: Path) -> None:
             {
                 "role": "user",
                 "content": """\
-please <q×31>
-[... 5950 characters elided; page by page: read_output("N1", offset=38) ...]
-<q×19> thanks\
+please <q×53>
+[... 5914 characters elided; page by page: read_output("N1", offset=60) ...]
+<q×33> thanks\
 """,
             },
             {"role": "assistant", "content": "ok"},
