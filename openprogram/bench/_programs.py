@@ -18,7 +18,7 @@ import math
 import random
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import openprogram
@@ -273,21 +273,15 @@ class Sent:
     first: str
 
 
-@dataclass
 class Recorder:
     """A model that records every request it is sent (what the engine rendered for it)
     and asks ``inner`` for the answer."""
 
-    inner: Any
-    sent: list[Sent] = field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        return str(self.inner.name)
-
-    @property
-    def provider(self) -> str:
-        return str(getattr(self.inner, "provider", "openprogram.bench"))
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name: str = str(inner.name)
+        self.provider: str = str(getattr(inner, "provider", "openprogram.bench"))
+        self.sent: list[Sent] = []
 
     def _note(self, messages: Sequence[dict[str, Any]]) -> None:
         session = current_session()
