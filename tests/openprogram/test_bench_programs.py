@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from context import ContextStorage, Policy, tool_pair_problems
 from graph import open_store
-from openprogram import Session
+from openprogram import ModelResponse, Session, Usage, current_session
 from openprogram.bench import generate_program, request_shown, run_program
 from openprogram.cli import main
 from openprogram.testing import FunctionModel, ModelRequest
@@ -35,12 +35,17 @@ def test_the_demo_sends_no_request_over_its_budget(
     assert all(r.floor_tokens < r.budget for r in receipts)
 
 
-def test_a_provider_counting_less_than_we_do_does_not_loosen_the_budget(tmp_path: Path) -> None:
-    """A model whose reported usage leaves out the tool schemas (as the scripted models'
-    did) made the usage anchor map a 1,500-token budget to up to twice that."""
+def test_a_provider_counting_less_than_we_do_does_not_loosen_the_budget() -> None:
+    """A provider whose reported input is under our count (another tokenizer, or usage
+    that leaves out the tool schemas, as the demo's scripted model's did) made the usage
+    anchor map a 1,500-token budget to up to twice that, by our count."""
 
-    def reply(request: ModelRequest) -> str:
-        return "ok"
+    def reply(request: ModelRequest) -> ModelResponse:
+        sent = current_session().engine.last
+        assert sent is not None
+        under = sent.tokens * 3 // 5
+        message = {"role": "assistant", "content": "ok"}
+        return ModelResponse(message=message, usage=Usage(input_tokens=under, output_tokens=1))
 
     with Session(":memory:", model=FunctionModel(reply), budget=1_500) as session:
         for n in range(30):
