@@ -35,19 +35,21 @@ class Cascade:
         """The latest user request back in the prompt when the cascade took its round,
         with room made for it by one more pass under the budget less its size; in a
         function's frame, the person's latest request at the top level too."""
-        for request in (top_request(ctx), latest_request(ctx)):
-            if request is None or shown(view, request):
-                continue
-            if view.tokens + request.tokens > ctx.budget:
-                budget = ctx.budget
-                ctx.budget = max(1, budget - request.tokens)
-                try:
+        requests = [r for r in (top_request(ctx), latest_request(ctx)) if r is not None]
+        for _ in requests:  # the room made for one may take the round that showed the other
+            for request in requests:
+                if shown(view, request):
+                    continue
+                if view.tokens + request.tokens > ctx.budget:
+                    budget = ctx.budget
+                    ctx.budget = max(1, budget - request.tokens)
+                    try:
+                        view = self.compact_pass(view, ctx)
+                    finally:
+                        ctx.budget = budget
+                view = with_request(view, request)
+                if view.tokens > ctx.budget:  # the room made was not enough: one more pass
                     view = self.compact_pass(view, ctx)
-                finally:
-                    ctx.budget = budget
-            view = with_request(view, request)
-            if view.tokens > ctx.budget:  # room made for it was not enough: one more pass
-                view = self.compact_pass(view, ctx)
         return view
 
     def run(self, view: View, ctx: TierContext) -> View:

@@ -57,6 +57,7 @@ def test_a_provider_counting_less_than_we_do_does_not_loosen_the_budget() -> Non
 
 @settings(max_examples=2, deadline=None, database=None)
 @example(seed=905112, budget=1_500, policy="claude-code")  # a pasted log beside the floor
+@example(seed=7, budget=2_200, policy="progressive")  # room for the frame's task took the request
 @given(
     seed=st.integers(0, 10**6),
     budget=st.sampled_from(BUDGETS),
