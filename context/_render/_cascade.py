@@ -35,7 +35,8 @@ class Cascade:
         """The latest user request back in the prompt when the cascade took its round,
         with room made for it by one more pass under the budget less its size; in a
         function's frame, the person's latest request at the top level too."""
-        requests = [r for r in (top_request(ctx), latest_request(ctx)) if r is not None]
+        top = top_request(ctx)
+        requests = [r for r in (top, latest_request(ctx)) if r is not None]
         for _ in requests:  # the room made for one may take the round that showed the other
             for request in requests:
                 if shown(view, request):
@@ -47,7 +48,7 @@ class Cascade:
                         view = self.compact_pass(view, ctx)
                     finally:
                         ctx.budget = budget
-                view = with_request(view, request)
+                view = with_request(view, request, outer=request is top)
                 if view.tokens > ctx.budget:  # the room made was not enough: one more pass
                     view = self.compact_pass(view, ctx)
         return view

@@ -110,11 +110,17 @@ def shown(view: View, request: Item) -> bool:
     )
 
 
-def with_request(view: View, request: Item) -> View:
+def with_request(view: View, request: Item, *, outer: bool = False) -> View:
     """``view`` with the request as its own pinned unit, after the last unit that stands
-    for removed rounds (or the pinned prefix)."""
+    for removed rounds (or the pinned prefix); ``outer`` (the person's request, in a
+    function's frame): before the outermost function's task, so the frame's own
+    instruction stays the newest one it reads."""
     units = list(view.units)
-    at = max((i + 1 for i, u in enumerate(units) if u.kind in _AFTER), default=0)
+    tasks = [i for i, u in enumerate(units) if u.kind == "task"]
+    if outer and len(tasks) > 1:
+        at = tasks[1]
+    else:
+        at = max((i + 1 for i, u in enumerate(units) if u.kind in _AFTER), default=0)
     position = units[at - 1].position if at else 0
     unit = Unit((request,), "task", position, pinned=True, node_ids=(str(request.node_id),))
     return view.replace([*units[:at], unit, *units[at:]])
