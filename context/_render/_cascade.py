@@ -18,7 +18,7 @@ from typing import Any
 from .._budget._policy import Policy
 from .._budget._tokens import TokenCounter
 from .._store._source import MessageSource
-from .._tiers._request import latest_request, shown, with_request
+from .._tiers._request import latest_request, shown, top_request, with_request
 from .._tiers._tier import Tier, TierContext, TierFn
 from .._view import View
 from ._integrity import grouped_roles, repair_tool_pairs, tool_pair_problems, unique_call_ids
@@ -35,20 +35,26 @@ class Cascade:
 
     def with_request(self, view: View, ctx: TierContext) -> View:
         """The latest user request back in the prompt when the cascade took its round,
-        with room made for it by one more pass under the budget less its size."""
-        request = latest_request(ctx)
-        if request is None or shown(view, request):
-            return view
-        if view.tokens + request.tokens > ctx.budget:
-            budget = ctx.budget
-            ctx.budget = max(1, budget - request.tokens)
-            try:
-                view = self.compact_pass(view, ctx)
-            finally:
-                ctx.budget = budget
-        view = with_request(view, request)
+        with room made for it by one more pass under the budget less its size; in a
+        function's frame, the person's latest request at the top level too."""
+        top = top_request(ctx)
+        requests = [r for r in (top, latest_request(ctx)) if r is not None]
+        for _ in requests:  # the room made for one may take the round that showed the other
+            for request in requests:
+                if shown(view, request):
+                    continue
+                if view.tokens + request.tokens > ctx.budget:
+                    budget = ctx.budget
+                    ctx.budget = max(1, budget - request.tokens)
+                    try:
+                        view = self.compact_pass(view, ctx)
+                    finally:
+                        ctx.budget = budget
+                view = with_request(view, request, outer=request is top)
+                if view.tokens > ctx.budget:  # the room made was not enough: one more pass
+                    view = self.compact_pass(view, ctx)
         if view.tokens > ctx.budget:  # the rest could not make room: the last resort cuts
-            for tier in self.tiers:  # the request too, to its floor and after the others
+            for tier in self.tiers:  # the requests too, to their floor and after the others
                 if tier.name == "emergency" and tier.compact is not None:
                     view = self.run_tier(tier.name, tier.compact, view, ctx)
         return view

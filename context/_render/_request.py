@@ -32,5 +32,9 @@ class RenderRequest:
     @property
     def effective(self) -> int:
         """The budget the cascade works under, in our counts: squeezed, then mapped
-        through the usage anchor."""
-        return max(1, self.anchor.inverse(int(self.budget * self.squeeze)))
+        through the usage anchor, which may tighten it and never loosens it. A provider
+        that reports fewer tokens than we count (another tokenizer, a usage that leaves
+        out the tool schemas or the cached part) does not make a prompt over the budget
+        by our count: the receipts, the bench and the adapters all check that count."""
+        allowed = int(self.budget * self.squeeze)
+        return max(1, min(allowed, self.anchor.inverse(allowed)))

@@ -167,13 +167,14 @@ def _cut_longest(view: View, ctx: TierContext) -> View:
     floors: dict[Piece, int] = {}
     request = latest_request(ctx)
     for ui, items in enumerate(originals):
+        task = view.units[ui].kind == "task"
         for ii, item in enumerate(items):
-            if request is None or not _is_request(item, request):
+            if not task and (request is None or not _is_request(item, request)):
                 continue
-            # The request: shown as a restored one would be (head and tail past its share),
-            # and cut below that only to its floor, after the others.
+            # A task or the request: shown as a restored one would be (head and tail past
+            # its share), and cut below that only to its floor, after the others.
             floors[(ui, ii, -1)] = FLOOR_CHARS
-            limit = request_chars(ctx)
+            limit = request_chars(ctx, text_of(item.message.get("content")))
             if shown[(ui, ii, -1)] > limit and item.variant == "full":
                 shown[(ui, ii, -1)] = limit
                 keeps[(ui, ii)] = {-1: limit}

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import msgspec
@@ -94,6 +94,33 @@ def placeholder(
     )
 
 
+PREVIEW_SHARE = 0.1
+"""Share of the budget one offloaded output's preview may take: under a small budget, the
+outputs of one round of parallel calls fit beside the rest of the prompt (at 32k, a
+preview of the default 4,000 characters is under it)."""
+
+
+def preview_size(
+    text: str, size: tuple[int, int], budget: int, count: Callable[[str], int]
+) -> tuple[int, int]:
+    """(head, tail) characters of an output's preview: ``size``, scaled down so the two
+    parts take at most ``PREVIEW_SHARE`` of ``budget`` tokens (by ``count``). It depends on
+    the output and the budget only, so the preview is the same bytes on every render.
+
+    >>> preview_size("x" * 40_000, (2_400, 1_600), 32_000, lambda t: len(t) // 4)
+    (2400, 1600)
+    >>> preview_size("x" * 40_000, (2_400, 1_600), 2_000, lambda t: len(t) // 4)
+    (480, 320)
+    """
+    head, tail = size
+    room = int(budget * PREVIEW_SHARE)
+    shown = count(text[:head] + text[len(text) - tail :])
+    if shown > room:
+        scale = room / shown
+        head, tail = int(head * scale), int(tail * scale)
+    return head, tail
+
+
 def _offload(
     view: View, ctx: TierContext, only: set[str] | None
 ) -> tuple[View, list[str], list[dict[str, object]], list[str]]:
@@ -134,7 +161,7 @@ def _offload(
         ctx.cache_of()[node_id] = True
         if done is not None:  # made in an earlier render (this frame's scratch is new)
             return done
-        head, tail = policy.offload_preview
+        head, tail = preview_size(text, policy.offload_preview, budget, ctx.counter.count_text)
         mentions = mentioned(elided_part(text, head, tail), ctx)
         content = placeholder(text, node_id, path, head, tail, mentions)
         return ctx.item({**item.message, "content": content}, node_id, "offloaded", item.tool_name)

@@ -44,10 +44,28 @@ def latest_request(ctx: TierContext) -> Item | None:
     cache.update(upto=len(units), walks=ctx.walks, found=known)
     if known is None:
         return None
+    return _shown_as(known, ctx)
+
+
+def top_request(ctx: TierContext) -> Item | None:
+    """In a function's frame, the newest user message of the top level: what the person
+    asked, which the function works on as much as on its own task (None at the top level,
+    where it is :func:`latest_request`)."""
+    if ctx.frame is None:
+        return None
+    tasks = [i for i, unit in enumerate(ctx.units) if unit.kind == "task"]
+    if len(tasks) < 2:
+        return None
+    _, found = _scan(ctx.units[tasks[0] : tasks[1]], ctx)
+    return None if found is None else _shown_as(found, ctx)
+
+
+def _shown_as(known: str, ctx: TierContext) -> Item:
+    """A request as the prompt shows it: whole, or head and tail when it is long."""
     node = ctx.graph.get(known)
     message = dialogue_message(node)
     text = text_of(message.get("content"))
-    limit = request_chars(ctx)
+    limit = request_chars(ctx, text)
     if len(text) > limit:  # head and tail; the marker says where to read the rest
         head = limit * 3 // 5
         cut = middle_truncate(text, head, limit - head, node.id)
@@ -55,9 +73,19 @@ def latest_request(ctx: TierContext) -> Item | None:
     return ctx.item(message, node.id, "full")
 
 
-def request_chars(ctx: TierContext) -> int:
-    """Characters the request may show in full; a longer one shows head and tail."""
-    return max(_MIN_CHARS, int(ctx.budget * _SHARE * 4))  # ~4 characters a token
+def request_chars(ctx: TierContext, text: str) -> int:
+    """Characters a request or task ``text`` shows at most; a longer one shows head and
+    tail, which take at most ``_SHARE`` of the budget (so a request beside the floor fits
+    even under a small one). It depends on the text and the budget only: the same bytes
+    on every render."""
+    budget = ctx.nominal_budget or ctx.budget
+    limit = max(_MIN_CHARS, int(budget * _SHARE * 4))  # ~4 characters a token
+    if len(text) <= limit:
+        return limit
+    head = limit * 3 // 5
+    shown = ctx.counter.count_text(text[:head] + text[len(text) - (limit - head) :])
+    room = int(budget * _SHARE)
+    return limit if shown <= room else max(1, limit * room // shown)
 
 
 def _scan(units: list[Unit], ctx: TierContext) -> tuple[bool, str | None]:
@@ -85,11 +113,17 @@ def shown(view: View, request: Item) -> bool:
     )
 
 
-def with_request(view: View, request: Item) -> View:
+def with_request(view: View, request: Item, *, outer: bool = False) -> View:
     """``view`` with the request as its own pinned unit, after the last unit that stands
-    for removed rounds (or the pinned prefix)."""
+    for removed rounds (or the pinned prefix); ``outer`` (the person's request, in a
+    function's frame): before the outermost function's task, so the frame's own
+    instruction stays the newest one it reads."""
     units = list(view.units)
-    at = max((i + 1 for i, u in enumerate(units) if u.kind in _AFTER), default=0)
+    tasks = [i for i, u in enumerate(units) if u.kind == "task"]
+    if outer and len(tasks) > 1:
+        at = tasks[1]
+    else:
+        at = max((i + 1 for i, u in enumerate(units) if u.kind in _AFTER), default=0)
     position = units[at - 1].position if at else 0
     unit = Unit((request,), "task", position, pinned=True, node_ids=(str(request.node_id),))
     return view.replace([*units[:at], unit, *units[at:]])

@@ -55,9 +55,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         with_cost_ratios,
     )
 
-    inputs = [Path(p) for p in args.traces] or _default_traces()
-    paths = trace_files(inputs)
-    if not paths:
+    inputs = [Path(p) for p in args.traces] or ([] if args.programs else _default_traces())
+    paths = trace_files(inputs) if inputs else []
+    if not paths and not args.programs:
         raise OpenProgramError("no traces given and ../shared/traces was not found")
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     unknown = [p for p in policies if p not in POLICIES]
@@ -82,6 +82,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     behaviour: list[Any] = []
     missing: dict[str, str] = {}
     with Progress(console=Console(stderr=True), transient=True) as progress:
+        if args.programs:
+            rows += _program_rows(args, policies, counter, progress)
         task = progress.add_task("bench", total=len(paths) * len(policies) * len(budgets))
         for path, name in zip(paths, trace_names(inputs, paths), strict=True):
             trace = load_trace(path, name=name)
@@ -124,6 +126,46 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if behaviour:
             console.print(_behaviour_table(behaviour, str(args.behaviour)))
     return 0
+
+
+PROGRAM_BUDGETS = (1_500, 2_200, 4_000, 8_000)
+"""The budgets ``--programs`` runs at unless ``--budget`` is given: from near the floor up."""
+
+
+def _program_rows(
+    args: argparse.Namespace, policies: list[str], counter: Any, progress: Progress
+) -> list[Any]:
+    """The runtime's rows: the demo at each budget, then each generated program under each
+    of our presets at each budget (run through ``Session``)."""
+    from openprogram.bench import our_policies
+    from openprogram.bench._program_rows import demo_row, program_row
+
+    budgets = args.budget or list(PROGRAM_BUDGETS)
+    ours = [p for p in policies if p in our_policies()]
+    seeds = _seeds(args.seeds)
+    task = progress.add_task("programs", total=len(budgets) * (1 + len(seeds) * len(ours)))
+    rows = []
+    for budget in budgets:
+        rows.append(demo_row(budget, counter))
+        progress.advance(task)
+    for seed in seeds:
+        for budget in budgets:
+            for policy in ours:
+                rows.append(program_row(seed, policy, budget, counter))
+                progress.advance(task)
+    return rows
+
+
+def _seeds(text: str) -> list[int]:
+    """``--seeds``: numbers and ranges, e.g. ``1-8`` or ``1,5,9-12``."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        first, dash, last = part.strip().partition("-")
+        try:
+            seeds += range(int(first), int(last) + 1) if dash else [int(first)]
+        except ValueError:
+            raise UsageError(f"--seeds {text!r}: expected numbers and ranges, e.g. 1-8") from None
+    return seeds
 
 
 def _bench_losses(args: argparse.Namespace) -> int:
@@ -246,6 +288,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--losses",
         metavar="PEER",
         help="per trace, the identifiers PEER's prompts held and our policies' did not, by cause",
+    )
+    bench.add_argument(
+        "--programs",
+        action="store_true",
+        help="also run the runtime: the demo and generated nested agent programs through "
+        "Session (budgets 1500, 2200, 4000, 8000 unless --budget is given)",
+    )
+    bench.add_argument(
+        "--seeds",
+        default="1-8",
+        help="the generated programs' seeds for --programs: numbers and ranges (default 1-8)",
     )
     bench.add_argument(
         "--anchored",

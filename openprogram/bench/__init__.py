@@ -30,6 +30,8 @@ from openprogram.bench._metrics import (
     with_native_ratio,
 )
 from openprogram.bench._peers import PEERS, HarnessReplay, LangChainClear, make_peer
+from openprogram.bench._program_rows import demo_row, program_row, request_shown, rows_of
+from openprogram.bench._programs import Program, Sent, generate_program, run_program
 from openprogram.bench._pydantic_ai import from_pydantic_ai, to_pydantic_ai
 from openprogram.bench._replay import (
     POLICIES,
@@ -52,15 +54,19 @@ __all__ = [
     "HarnessReplay",
     "LangChainClear",
     "MessageCounter",
+    "Program",
+    "Sent",
     "Trace",
     "TraceMetrics",
     "Turn",
     "cache_cost",
     "compute_metrics",
+    "demo_row",
     "estimate_errors",
     "format_table",
     "from_langchain",
     "from_pydantic_ai",
+    "generate_program",
     "identifiers",
     "load_trace",
     "make_peer",
@@ -69,8 +75,12 @@ __all__ = [
     "observation_masking",
     "our_policies",
     "percentile",
+    "program_row",
     "reported_input",
+    "request_shown",
+    "rows_of",
     "run_policy",
+    "run_program",
     "to_jsonl",
     "to_langchain",
     "to_pydantic_ai",

@@ -420,9 +420,9 @@ def test_emergency_cuts_an_oversized_task(tmp_path: Path) -> None:
             {
                 "role": "user",
                 "content": """\
-please <q×100>
-[... 5835 characters elided; page by page: read_output("N1", offset=107) ...]
-<q×65> thanks\
+please <q×53>
+[... 5914 characters elided; page by page: read_output("N1", offset=60) ...]
+<q×33> thanks\
 """,
             },
             {"role": "assistant", "content": "ok"},
