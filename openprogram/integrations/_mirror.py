@@ -225,12 +225,18 @@ class Mirror:
                 self._follow(best[:resume])
             if graph.head != self._at:
                 self._move(self._at)
-            self._instructions(system)
-            for entry, digest in zip(entries[resume:], digests[resume:], strict=True):
-                step = self._keep(self._append(entry, digest))
-                self._path.append(step)
-                self._at = step.head
-            self._save()
+            self._synced = None
+            try:
+                with graph.batch():  # one transaction: the new nodes and their steps
+                    self._instructions(system)
+                    for entry, digest in zip(entries[resume:], digests[resume:], strict=True):
+                        step = self._keep(self._append(entry, digest))
+                        self._path.append(step)
+                        self._at = step.head
+                    self._save()
+            except BaseException:
+                self._index, self._new = None, []  # read again: nothing of it was stored
+                raise
             self._synced = (digests, graph.state.last_seq, graph.head)
             return self.nodes()
 
