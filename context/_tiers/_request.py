@@ -34,14 +34,20 @@ def latest_request(ctx: TierContext) -> Item | None:
     an append costs the new units only."""
     units = ctx.units
     cache = ctx.scratch.setdefault("\0request", {})
-    known = cache.get("found")
     start = cache.get("upto", 0)
-    if start > len(units) or ctx.first_changed < start or cache.get("walks") != ctx.walks:
-        start, known = 0, None
-    hit, found = _scan(units[start:], ctx)
-    if hit or start == 0:
-        known = found
-    cache.update(upto=len(units), walks=ctx.walks, found=known)
+    known, at = cache.get("found"), cache.get("at")
+    if start > len(units) or cache.get("walks") != ctx.walks:
+        start = 0
+    elif ctx.first_changed < start:  # the units rebuilt are scanned again
+        start = max(ctx.first_changed, 0)
+        if at is not None and at >= start:
+            start = 0  # what the last scan found was rebuilt: look at everything again
+    if start == 0:
+        known, at = None, None
+    where = _scan(units, start, ctx)
+    if where is not None:
+        at, known = where
+    cache.update(upto=len(units), walks=ctx.walks, found=known, at=at)
     if known is None:
         return None
     return _shown_as(known, ctx)
@@ -56,8 +62,8 @@ def top_request(ctx: TierContext) -> Item | None:
     tasks = [i for i, unit in enumerate(ctx.units) if unit.kind == "task"]
     if len(tasks) < 2:
         return None
-    _, found = _scan(ctx.units[tasks[0] : tasks[1]], ctx)
-    return None if found is None else _shown_as(found, ctx)
+    where = _scan(ctx.units[tasks[0] : tasks[1]], 0, ctx)
+    return None if where is None or where[1] is None else _shown_as(where[1], ctx)
 
 
 def _shown_as(known: str, ctx: TierContext) -> Item:
@@ -88,11 +94,13 @@ def request_chars(ctx: TierContext, text: str) -> int:
     return limit if shown <= room else max(1, limit * room // shown)
 
 
-def _scan(units: list[Unit], ctx: TierContext) -> tuple[bool, str | None]:
-    """(whether the scan reached a user message or the task, the message's node id)."""
-    for unit in reversed(units):
+def _scan(units: list[Unit], start: int, ctx: TierContext) -> tuple[int, str | None] | None:
+    """Back from the end to ``start``: the index of the unit of the newest user message (and
+    its node id) or of the task (None as the id); None when neither is there."""
+    for index in range(len(units) - 1, start - 1, -1):
+        unit = units[index]
         if unit.kind == "task":
-            return True, None
+            return index, None
         if unit.kind != "round":
             continue
         for node_id in reversed(unit.node_ids):
@@ -100,8 +108,8 @@ def _scan(units: list[Unit], ctx: TierContext) -> tuple[bool, str | None]:
                 continue
             payload = ctx.graph.get(node_id).payload
             if isinstance(payload, Dialogue) and payload.role == "user":
-                return True, node_id
-    return False, None
+                return index, node_id
+    return None
 
 
 def shown(view: View, request: Item) -> bool:

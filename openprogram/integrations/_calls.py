@@ -43,9 +43,10 @@ class FrameworkIds:
         return {**message, "tool_calls": calls}
 
 
-def check_entries(name: str, entries: Sequence[Entry]) -> None:
-    """Refuse, before anything is stored, a message the graph cannot hold as it is."""
-    for index, entry in enumerate(entries):
+def check_entries(name: str, entries: Sequence[Entry], start: int = 0) -> None:
+    """Refuse, before anything is stored, a message the graph cannot hold as it is (from
+    ``start``: those before it were checked when they were first stored)."""
+    for index, entry in enumerate(entries[start:], start):
         message = entry.message
         where = f"{name} message {index} ({entry.label or message.get('role')})"
         role = message.get("role")

@@ -134,6 +134,10 @@ class Mirror:
         self._system: list[_Step] = []
         self._at: str | None = None
         self._new: list[_Step] = []
+        self._synced: tuple[list[str], int, str | None] | None = None
+        """The last sync's digests, and the graph's last record and head after it."""
+        self._shared = False
+        """Whether diverged histories wrote one step twice (a key with several steps)."""
         self.last: Rendered | None = None
         """The last render (tokens, tiers, and the cache edits it asks the provider for)."""
 
@@ -164,6 +168,7 @@ class Mirror:
                 step = _Step.load(text)
                 index.setdefault(step.key, []).append(step)
             self._index = index
+            self._shared = any(len(steps) > 1 for steps in index.values())
             self._systems = {
                 step.parent or "": steps
                 for steps in index.values()
@@ -176,6 +181,7 @@ class Mirror:
     def _keep(self, step: _Step) -> _Step:
         steps = self.index.setdefault(step.key, [])
         steps.append(step)
+        self._shared = self._shared or len(steps) > 1
         if step.digest == SYSTEM:
             self._systems[step.parent or ""] = steps
         self._new.append(step)
@@ -203,28 +209,55 @@ class Mirror:
         """Make the graph hold ``entries`` (and ``system``, the framework's instructions)
         as the current branch: resume after the longest stored history they extend,
         append the rest; return the node of each entry."""
-        check_entries(self.name, entries)
         with self._lock:
             graph = self.session.graph
             graph.refresh()
             digests = [entry.digest for entry in entries]
-            best: list[_Step] = []
-            resume = -1
-            for path in self._paths(digests):
-                self._path = path
-                resumable = self._resumable(entries, len(path))
-                if resumable > resume:
-                    best, resume = path, resumable
-            self._follow(best[:resume])
+            resume = self._unchanged(digests)
+            check_entries(self.name, entries, start=max(resume, 0))
+            if resume < 0:
+                best: list[_Step] = []
+                for path in self._paths(digests):
+                    self._path = path
+                    resumable = self._resumable(entries, len(path))
+                    if resumable > resume:
+                        best, resume = path, resumable
+                self._follow(best[:resume])
             if graph.head != self._at:
                 self._move(self._at)
-            self._instructions(system)
-            for entry, digest in zip(entries[resume:], digests[resume:], strict=True):
-                step = self._keep(self._append(entry, digest))
-                self._path.append(step)
-                self._at = step.head
-            self._save()
+            self._synced = None
+            try:
+                with graph.batch():  # one transaction: the new nodes and their steps
+                    self._instructions(system)
+                    for entry, digest in zip(entries[resume:], digests[resume:], strict=True):
+                        step = self._keep(self._append(entry, digest))
+                        self._path.append(step)
+                        self._at = step.head
+                    self._save()
+            except BaseException:
+                self._index, self._new = None, []  # read again: nothing of it was stored
+                raise
+            self._synced = (digests, graph.state.last_seq, graph.head)
             return self.nodes()
+
+    def _unchanged(self, digests: Sequence[str]) -> int:
+        """How many of ``digests`` are the last sync's history, unchanged, with nothing
+        written to the graph since (-1: not so; the stored paths are weighed instead). A
+        framework that resends its whole history each call then costs one comparison of
+        the digests, done in C, instead of a walk of the index and a replay of the calls."""
+        if self._synced is None:
+            return -1
+        last, seq, head = self._synced
+        graph = self.session.graph
+        if graph.state.last_seq != seq or graph.head != head or self._at != head:
+            return -1
+        if self._shared or len(digests) < len(last) or digests[: len(last)] != last:
+            return -1  # where diverged histories share steps, another path may go further
+        if len(digests) > len(last) and (
+            f"{head or ''}:{digests[len(last)]}" in self.index or self._system_step(head)
+        ):
+            return -1  # a stored step goes on from here
+        return len(last)
 
     def _paths(self, digests: Sequence[str]) -> list[list[_Step]]:
         """The stored paths ``digests`` follow from the base, each as far as it goes: one

@@ -147,11 +147,14 @@ class Proxy:
                     conversation=conversation.client_id,
                 )
                 rendered = mirror.last
-                receipt = session.receipt()
+                if rendered is not None and rendered.id:  # its receipt carries its id
+                    prepared.receipt = rendered.id
+                else:
+                    receipt = session.receipt()
+                    prepared.receipt = receipt.id if receipt is not None else None
             request = wire.to_request(body, paired)
             prepared.body = msgspec.json.encode(request)
             prepared.event = "sent"
-            prepared.receipt = receipt.id if receipt is not None else None
             if rendered is not None:
                 prepared.tokens, prepared.budget = rendered.tokens, rendered.budget
         except Exception as error:  # fail open: the client's request goes as it came

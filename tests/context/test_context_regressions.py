@@ -338,3 +338,27 @@ def test_emergency_never_offers_read_output_for_a_layer_s_text() -> None:
     assert f'read_output("{node.id}", offset=240)' in str(
         _cut(own, {-1: 400}, ctx).message["content"]
     )
+
+
+def test_the_request_stays_the_newest_user_message_as_tool_rounds_grow(tmp_path: Path) -> None:
+    # The scan for the request went back over every unit at each render once the last
+    # round grew (its unit rebuilt); it now scans the rebuilt units only, and must still
+    # find a request older than them, and a newer one as soon as it is appended.
+    g = ConversationGraph.memory("s1")
+    g.append({"role": "system", "content": "You are terse."})
+    g.append({"role": "user", "content": "Fix the bug."})
+    g.append({"role": "user", "content": "First read every module."})
+    e = ContextEngine(g, policy(tmp_path), budget=3_000, clock=clock)
+
+    def contents() -> list[str]:
+        return [str(m.get("content")) for m in e.render().messages]
+
+    for n in range(40):
+        call = {"id": f"c{n}", "type": "function", "function": {"name": "Read", "arguments": "{}"}}
+        g.append({"role": "assistant", "content": f"reading {n}", "tool_calls": [call]})
+        g.append({"role": "tool", "tool_call_id": f"c{n}", "content": f"module {n} " * 60})
+        request = "First read every module." if n <= 25 else "Now fix module 3."
+        assert request in contents(), n
+        if n == 25:
+            g.append({"role": "user", "content": "Now fix module 3."})
+            assert contents()[-1] == "Now fix module 3."

@@ -158,3 +158,39 @@ def test_a_branch_stored_before_the_index_is_resumed(tmp_path: Path) -> None:
     session.store.put_values(session.id, "integrations", {"test": old})
     nodes = Mirror(Session(tmp_path / "op.db", "s1"), "test").sync(entries)
     assert nodes == [user.id, answer.id] and len(Session(tmp_path / "op.db", "s1").graph) == 2
+
+
+def test_a_growing_history_after_another_writer_appends_only_what_is_new(
+    tmp_path: Path,
+) -> None:
+    """A resent history that extends the last one is recognised by its digests alone, unless
+    the graph changed since (another process appended, or moved the head): then the stored
+    paths are weighed again, and the new entries still go after the mirrored ones."""
+    session = Session(tmp_path / "op.db", "s1")
+    mirror = Mirror(session, "test")
+    history = [{"role": "user", "content": "q"}, _call("a"), _result("a", "ok")]
+    first = mirror.sync(_entries(*history))
+    other = Session(tmp_path / "op.db", "s1")
+    other.graph.append({"role": "user", "content": "from elsewhere"})
+    history += [{"role": "assistant", "content": "done"}]
+    nodes = mirror.sync(_entries(*history))
+    assert nodes[:3] == first and len(session.graph) == 5
+    assert session.graph.to_openai(head=mirror.head)[-1]["content"] == "done"
+    history += [{"role": "user", "content": "next"}]
+    assert mirror.sync(_entries(*history))[:4] == nodes and len(session.graph) == 6
+    again = Mirror(Session(tmp_path / "op.db", "s1"), "test").sync(_entries(*history))
+    assert again == mirror.nodes() and len(Session(tmp_path / "op.db", "s1").graph) == 6
+
+
+def test_a_history_that_grows_onto_a_stored_branch_resumes_there(tmp_path: Path) -> None:
+    """After an edited history (a fork), resending the first one and then more of it
+    resumes on its stored branch: nothing it already wrote is written twice."""
+    session = Session(tmp_path / "op.db", "s1")
+    mirror = Mirror(session, "test")
+    one = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a1"}]
+    two = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a2"}]
+    first = mirror.sync(_entries(*one, {"role": "user", "content": "more"}))
+    mirror.sync(_entries(*two))
+    assert mirror.sync(_entries(*one)) == first[:2]
+    grown = mirror.sync(_entries(*one, {"role": "user", "content": "more"}))
+    assert grown == first and len(session.graph) == 4
