@@ -107,7 +107,8 @@ def _readme_command_lines() -> list[str]:
     commands = set(_subcommands(parser()))
     spans = re.findall(r"`([^`\n]+)`", section)
     lines = [span for span in spans if span.split()[0] in commands]
-    typed = re.findall(r"(?:^|`|\$ )openprogram ([a-z-][^`\n|#]*)", text, flags=re.M)
+    # A line ends where the shell takes over: a pipe, a redirection, a background job.
+    typed = re.findall(r"(?:^|`|\$ )openprogram ([a-z-][^`\n|#>&;]*)", text, flags=re.M)
     lines += [line.strip() for line in typed]
     return lines
 
