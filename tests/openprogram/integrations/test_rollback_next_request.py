@@ -237,3 +237,28 @@ def test_a_restored_round_is_not_snipped_in_a_request_under_budget(
     assert all(m.first in seen["printed"] for m in facts.again)
     reason = f"after rollback of {seen['layer']}"
     assert [seen["listed"][x.id]["reason"] for x in made] == [reason] * len(made)
+
+
+def test_restored_rounds_that_do_not_fit_are_made_again_as_the_record_said(
+    tmp_path: Path,
+    framework: Callable[[Path, int, int], tuple[Session, Next]],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The compaction covered the 3rd round, of 2k+ tokens: rolled back, its rounds do not
+    fit, and the next request makes again the layers the record named, from the nodes it
+    named, listed with the reason; nothing is snipped. A collapse may take a round more
+    than the record said (Pydantic AI, LangChain: 16 nodes for 14): the record measured
+    the prompt at the rollback, and the next turn's messages move the newest rounds a
+    collapse keeps out of it."""
+    seen = _rolled_back(tmp_path, framework, capsys, rounds=12, big=3)
+    facts, made = seen["facts"], seen["made"]
+    assert seen["tokens"] <= BUDGET
+    assert not REMOVED.search(seen["sent"])
+    assert [t for t in seen["whole"] if t not in seen["sent"]] == []
+    said = [(m.kind, m.first) for m in facts.again]
+    assert said == [(x.kind, x.covers[0]) for x in made] != []
+    assert all(len(x.covers) >= m.covers for m, x in zip(facts.again, made, strict=True))
+    assert all(m.first in seen["printed"] for m in facts.again)
+    assert "do not all fit" in seen["printed"]
+    reason = f"after rollback of {seen['layer']}"
+    assert [seen["listed"][x.id]["reason"] for x in made] == [reason] * len(made)
