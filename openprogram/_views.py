@@ -234,17 +234,32 @@ def layer_reasons(
 ) -> dict[str, str]:
     """Why each layer was made, from the record that made it (its reason: budget, manual…);
     a layer the render after a rollback made again where the restored rounds did not fit
-    (the rollback's ``again`` named its kind, first node and size) says "after rollback
-    of X"."""
+    says "after rollback of X": one the budget made in the first render after the
+    rollback over rounds it restored (the next turn's messages can move where a segment
+    ends, so its size may differ from the rollback's ``again``), or, in records written
+    before renders had ids, one of the kind, first node and size ``again`` named."""
     found: dict[str, str] = {}
     again: dict[tuple[str, str, int], str] = {}
+    covers = {layer.id: frozenset(layer.covers) for layer in layers}
+    waiting: list[tuple[str, frozenset[str]]] = []
+    after: dict[str, list[tuple[str, frozenset[str]]]] = {}
     for record in records:
         facts = record.facts
         if isinstance(facts, RollbackFacts):
             undone = facts.layer or (facts.layers[0] if facts.layers else "?")
             again.update(((m.kind, m.first, m.covers), undone) for m in facts.again)
-        elif isinstance(facts, LayerFacts) and facts.layer is not None:
+            restored = frozenset(n for x in facts.layers for n in covers.get(x, ()))
+            waiting.append((undone, restored))
+            continue
+        if waiting and record.render is not None:
+            after[record.render], waiting = waiting, []
+        if isinstance(facts, LayerFacts) and facts.layer is not None:
             found[facts.layer] = facts.reason or record.tier
+            made = covers.get(facts.layer, frozenset())
+            for undone, restored in after.get(record.render or "", ()):
+                if facts.reason in (None, "budget") and not made.isdisjoint(restored):
+                    found[facts.layer] = f"after rollback of {undone}"
+                    break
     ended = {layer.id: layer.rolled_back for layer in layers}
     for layer in layers:
         key = (layer.kind, layer.covers[0] if layer.covers else "", len(layer.covers))

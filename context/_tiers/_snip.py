@@ -9,7 +9,8 @@ The mark is sticky: every later render drops the same units, and the dropped pre
 built once and reused while nothing before the mark changes, so a long session's render
 costs what its kept part costs. A rollback pulls the mark back to before the first round it
 restored: those rounds show again, and are dropped again (oldest first) only if the budget
-needs it at that render.
+needs it at that render (a prompt a compaction left within the budget is not cut further
+into them to reach the low-water mark).
 """
 
 from __future__ import annotations
@@ -136,8 +137,15 @@ def reapply(view: View, ctx: TierContext) -> View:
     return after
 
 
+def _restored(ctx: TierContext) -> frozenset[str]:
+    """The nodes rolled-back layers covered: a prompt within its budget keeps them (the
+    mark stops before the first), as the rounds a person asked to see again."""
+    return frozenset(n for info in ctx.graph.layers(active=False) for n in info.covers)
+
+
 def snip(view: View, ctx: TierContext) -> View:
-    """Move the low-water mark forward until the prompt is under it."""
+    """Move the low-water mark forward until the prompt is under it; within the budget,
+    never past a round a rollback restored (only the budget drops those again)."""
     started = time.perf_counter()
     state = ctx.state(SnipState)
     target = min(ctx.target, int(ctx.budget * ctx.policy.snip_low_water))
@@ -150,8 +158,9 @@ def snip(view: View, ctx: TierContext) -> View:
         base += note_unit(ctx, candidates).tokens  # the note snip adds counts too
     boundary = state.boundary
     removed = 0
+    kept = _restored(ctx) if base <= ctx.budget else frozenset()
     for unit in candidates:
-        if base - removed <= target:
+        if base - removed <= target or not kept.isdisjoint(unit.node_ids):
             break
         removed += unit.tokens
         boundary = max(boundary, unit.position + unit.count)
