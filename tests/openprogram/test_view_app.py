@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from context import ContextEngine, Policy
+from context import BudgetFloorWarning, ContextEngine, Policy
 from graph import ConversationGraph, dispose_engines
+from openprogram import Session, llm
 
 # internal: the web view served in process to a test client
 from openprogram._view import Viewer
@@ -26,6 +27,7 @@ from openprogram._view._app import COOKIE, create_app
 # internal: every colour a legend may show (a >20,000-node session's "messages" too)
 from openprogram._view._svg import COLORS
 from openprogram.cli import main
+from openprogram.testing import TestModel
 
 HOST = "127.0.0.1:9"
 
@@ -60,6 +62,19 @@ def _wide(path: Path) -> str:
     return layer
 
 
+def _over_the_floor(path: Path) -> None:
+    """A session whose system prompt alone is over its budget: the one way a prompt is
+    still sent over it (the demo's now fit), which the warning and the receipt say."""
+    model = TestModel(["noted", "noted again"])
+    rules = "Follow the house rules of this repository before any change. " * 60
+    with (
+        pytest.warns(BudgetFloorWarning),
+        Session(str(path), "floor", model=model, system=rules, budget=400),
+    ):
+        llm("What changed in the export path?")
+        llm("And in the import path?")
+
+
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The offline demo, a session with a collapse layer, and an imported trace."""
@@ -82,6 +97,7 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         {"role": "assistant", "content": "one file: a.py"},
     ]))  # fmt: skip
     assert main(["--db", str(path), "import", str(trace), "--session", "imported"]) == 0
+    _over_the_floor(path)
     dispose_engines()
     return {"path": str(path), "layer": layers["layered"], "rolling": layers["rolling"],
             "wide": layers["wide"]}  # fmt: skip
@@ -99,7 +115,7 @@ def client(db: dict[str, Any]) -> Iterator[TestClient]:
 
 def _demo(client: TestClient) -> str:
     rows = re.findall(r'<tr data-id="([^"]+)">', client.get("/").text)
-    return next(r for r in rows if r not in ("layered", "rolling", "imported", "wide"))
+    return next(r for r in rows if r not in ("layered", "rolling", "imported", "wide", "floor"))
 
 
 def test_a_rollback_answers_303_to_its_result_and_409_when_done_already(
@@ -138,13 +154,20 @@ def test_a_page_past_the_last_is_not_found(client: TestClient, db: dict[str, Any
     assert client.get("/s/layered/nodes?page=0").status_code == 200
 
 
-def test_prompts_over_their_budget_are_flagged(client: TestClient) -> None:
-    session = _demo(client)
+def _bars(client: TestClient, session: str) -> list[tuple[str, str, str]]:
     page = client.get(f"/s/{session}").text
-    bars = re.findall(r'<a href="([^"]+)" class="bar( over)?"[^>]*><title>([^<]*)</title>', page)
-    assert bars
+    found = re.findall(r'<a href="([^"]+)" class="bar( over)?"[^>]*><title>([^<]*)</title>', page)
+    assert found
+    return found
+
+
+def test_prompts_over_their_budget_are_flagged(client: TestClient) -> None:
+    demo = _bars(client, _demo(client))
+    assert not [title for _, flag, title in demo if flag]  # the demo keeps its budget
+    page = client.get("/s/floor").text
+    bars = _bars(client, "floor")
     over = [(href, title) for href, flag, title in bars if flag]
-    within = [(href, title) for href, flag, title in bars if not flag]
+    within = [(href, title) for href, flag, title in demo if not flag]
     for _, title in over:
         tokens, budget = (
             int(x.replace(",", "")) for x in re.findall(r"([\d,]+) (?:of|tokens)", title)[:2]
@@ -152,7 +175,7 @@ def test_prompts_over_their_budget_are_flagged(client: TestClient) -> None:
         assert tokens > budget and f"over budget by {tokens - budget:,}" in title
     for _, title in within:
         assert "over budget" not in title
-    assert over, "the demo has prompts over their budget"
+    assert over, "a prompt whose floor is over the budget is flagged"
     assert page.count('class="over-mark"') == len(over)
     prompt = client.get(over[0][0]).text
     assert "▲ over budget by" in prompt
