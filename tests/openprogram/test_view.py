@@ -25,19 +25,9 @@ import pytest
 
 from graph import ConversationGraph
 from openprogram.cli import main
+from tests.openprogram._browser import chromium, shot, viewer
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 HOSTILE = (
     "<script>window.__pwned = 1</script></textarea><b>not bold</b> & <img src=x onerror=alert(1)>"
 )
@@ -94,45 +84,15 @@ def _layered(path: Path) -> None:
 @pytest.fixture(scope="module")
 def server(db: dict[str, Any]) -> Iterator[dict[str, str]]:
     """`openprogram view --port 0 --no-open --allow-write`, as a user runs it."""
-    process = subprocess.Popen(
-        [sys.executable, "-c", "from openprogram.cli import run; run()", "view",
-         "--db", db["path"], "--port", "0", "--no-open", "--allow-write"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
-    assert process.stdout is not None
-    line = process.stdout.readline().strip()
-    try:
-        assert line.startswith("http://127.0.0.1:") and "?token=" in line, line
+    with viewer(db["path"], "--allow-write") as line:
         base, token = line.split("/?token=")
         yield {"url": line, "base": base, "token": token}
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        assert process.stdout is not None and process.stderr is not None
-        process.stdout.close()
-        process.stderr.close()
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    reason = ""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        reason = "playwright is not installed (pip install -e '.[dev]')"
-    if not reason and not CHROMIUM.exists():
-        reason = f"no browser at {CHROMIUM} (apt-get install chromium)"
-    if reason:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        try:
-            yield launched
-        finally:
-            launched.close()
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture
@@ -147,18 +107,6 @@ def page(browser: Any, server: dict[str, str]) -> Iterator[Any]:
         context.close()
 
 
-def _shot(page: Any, name: str) -> None:
-    folder = os.environ.get("OPENPROGRAM_VIEW_SCREENSHOTS")
-    if folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        target = Path(folder) / f"{name}.png"
-        page.screenshot(path=str(target))
-        from PIL import Image  # a palette of 128 colors: a fourth of the bytes
-
-        with Image.open(target) as image:
-            image.convert("RGB").quantize(128).save(target, optimize=True)
-
-
 def test_the_session_list_shows_every_session_and_searches_them(
     page: Any, db: dict[str, Any], server: dict[str, str]
 ) -> None:
@@ -171,7 +119,7 @@ def test_the_session_list_shows_every_session_and_searches_them(
     listed = {s["id"]: s for s in _cli("sessions", "--db", db["path"])}
     assert demo[1] == f"{listed[db['session']]['nodes']:,}"
     assert demo[4].endswith("active of 6")  # five demo layers and one compact
-    _shot(page, "sessions")
+    shot(page, "sessions")
     page.fill("input[name=q]", "HOSTILE")
     page.click("text=search")
     assert rows.evaluate_all("rs => rs.map(r => r.dataset.id)") == ["hostile-session"]
@@ -185,7 +133,7 @@ def test_a_prompt_has_the_tokens_context_json_reports(
     bars = page.locator("svg.timeline a.bar")
     assert bars.count() == 50  # the first page of the 69 calls
     assert page.locator("svg.timeline g.compaction").count() > 0
-    _shot(page, "timeline")
+    shot(page, "timeline")
     page.goto(f"{server['base']}/s/{db['session']}?page=1&kinds=1")
     bars.last.click()  # pick the last call: the one `context` re-renders
     page.wait_for_selector("#messages")
@@ -201,7 +149,7 @@ def test_a_prompt_has_the_tokens_context_json_reports(
     assert by_kind["system messages"] > 0 and by_kind["user messages"] > 0
     # issue 33: the page's kinds are `context --json`'s parts, named alike
     assert {k: v for k, v in by_kind.items() if v} == expected["last_sent"]["shown"]["parts"]
-    _shot(page, "prompt")
+    shot(page, "prompt")
 
 
 def test_every_call_shows_its_prompt_exactly_as_sent(
@@ -247,7 +195,7 @@ def test_a_layer_shows_its_originals_beside_its_replacement(
     assert "[Context Compaction]" in page.locator("#after").inner_text()
     originals = _cli("expand", layer["id"], "--db", db["path"])
     assert before.count() == len(originals)
-    _shot(page, "layer")
+    shot(page, "layer")
 
 
 def test_a_rollback_through_the_button_is_what_the_cli_sees(
@@ -262,7 +210,7 @@ def test_a_rollback_through_the_button_is_what_the_cli_sees(
     confirm = page.locator("#confirm")
     assert all(x in confirm.inner_text() for x in on_top)  # shown before anything happens
     assert all(x["active"] for x in _cli("collapses", "layered", "--db", db["path"]))
-    _shot(page, "rollback")
+    shot(page, "rollback")
     page.click("#confirm-rollback")
     done = page.locator("#rolled-back")
     assert first["id"] in done.inner_text()
@@ -341,7 +289,7 @@ def test_hostile_messages_are_shown_as_text(page: Any, server: dict[str, str]) -
     page.goto(f"{server['base']}/s/hostile-session/search?q=textarea")
     assert "</textarea>" in page.locator("#hits").inner_text()
     assert page.evaluate("window.__pwned") is None
-    _shot(page, "hostile")
+    shot(page, "hostile")
 
 
 def test_the_function_tree_opens_a_function_and_records_filter_by_tier(
@@ -350,7 +298,7 @@ def test_the_function_tree_opens_a_function_and_records_filter_by_tier(
     page.goto(f"{server['base']}/s/{db['session']}/functions")
     rows = page.locator("#functions tbody tr")
     assert rows.count() > 8 and "completed" in rows.first.inner_text()
-    _shot(page, "functions")
+    shot(page, "functions")
     rows.first.locator("a").click()
     assert page.locator("#steps tr").count() >= 2
     page.goto(f"{server['base']}/s/{db['session']}/records")
@@ -358,7 +306,7 @@ def test_the_function_tree_opens_a_function_and_records_filter_by_tier(
     page.click("text=filter")
     tiers = page.locator("#records tbody td:nth-child(2)").all_inner_texts()
     assert tiers and set(tiers) == {"collapse"}
-    _shot(page, "records")
+    shot(page, "records")
     page.goto(f"{server['base']}/s/{db['session']}/search?q=EXPORT_TIMEOUT_S")
     hits = page.locator("#hits tbody tr")
     assert hits.count() >= 2

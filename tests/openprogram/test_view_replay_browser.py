@@ -7,9 +7,6 @@ real ``openprogram view``. Skipped without a browser, except under ``CI=true``."
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,11 +16,9 @@ import pytest
 import openprogram
 from context import ContextStorage
 from graph import SQLStore
+from tests.openprogram._browser import chromium, viewer
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
 
 
 def _trace(path: Path, rounds: int = 24) -> Path:
@@ -59,43 +54,14 @@ def replayed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def server(replayed: dict[str, Any]) -> Iterator[str]:
-    process = subprocess.Popen(
-        [sys.executable, "-c", "from openprogram.cli import run; run()", "view",
-         "--db", replayed["db"], "--port", "0", "--no-open"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
-    assert process.stdout is not None and process.stderr is not None
-    line = process.stdout.readline().strip()
-    try:
-        assert line.startswith("http://127.0.0.1:") and "?token=" in line, line
+    with viewer(replayed["db"]) as line:
         yield line
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        process.stdout.close()
-        process.stderr.close()
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    reason = ""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        reason = "playwright is not installed (pip install -e '.[dev]')"
-    if not reason and not CHROMIUM.exists():
-        reason = f"no browser at {CHROMIUM} (apt-get install chromium)"
-    if reason:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        try:
-            yield launched
-        finally:
-            launched.close()
+    with chromium() as launched:
+        yield launched
 
 
 def test_the_first_compaction_marker_sits_on_the_call_whose_prompt_dropped(

@@ -19,7 +19,6 @@ import itertools
 import os
 import shutil
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -29,9 +28,8 @@ from _proxy_checks import anthropic_pair_problems, anthropic_tokens, holds
 from _scripted_upstream import ScriptedUpstream, calls, stop_server, text
 from conftest import start_proxy
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+from tests.openprogram._browser import chromium, missing, shot, viewer
+
 BUDGET = 24_000
 TURNS = 22
 PROMPT = "Update notes.txt as the tools show, then say done."
@@ -131,48 +129,13 @@ def test_claude_code_runs_20_turns_behind_the_proxy_within_budget(tmp_path: Path
 
 def _viewed(db: Path, session: str, requests: int) -> None:
     """The session in `openprogram view` (the real command): a timeline bar per request."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
+    if missing():
         return
-    if not CHROMIUM.exists():
-        return
-    root = Path(__file__).resolve().parents[3]
-    process = subprocess.Popen(
-        [sys.executable, "-c", "from openprogram.cli import run; run()", "view",
-         "--db", str(db), "--port", "0", "--no-open"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root,
-        env={**os.environ, "PYTHONPATH": str(root)},
-    )  # fmt: skip
-    assert process.stdout is not None and process.stderr is not None
-    try:
-        url = process.stdout.readline().strip()
+    with viewer(db) as url, chromium() as browser:
         base = url.split("/?token=")[0]
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-            try:
-                page = browser.new_context(viewport={"width": 1100, "height": 760}).new_page()
-                page.goto(url)
-                assert page.locator(f"tr[data-id='{session}']").count() == 1
-                page.goto(f"{base}/s/{session}?kinds=1")
-                assert page.locator("svg.timeline a.bar").count() == requests
-                _shot(page, "proxy")
-            finally:
-                browser.close()
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        process.stdout.close()
-        process.stderr.close()
-
-
-def _shot(page: Any, name: str) -> None:
-    folder = os.environ.get("OPENPROGRAM_VIEW_SCREENSHOTS")
-    if folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        target = Path(folder) / f"{name}.png"
-        page.screenshot(path=str(target))
-        from PIL import Image  # a palette of 128 colors: a fourth of the bytes
-
-        with Image.open(target) as image:
-            image.convert("RGB").quantize(128).save(target, optimize=True)
+        page = browser.new_context(viewport={"width": 1100, "height": 760}).new_page()
+        page.goto(url)
+        assert page.locator(f"tr[data-id='{session}']").count() == 1
+        page.goto(f"{base}/s/{session}?kinds=1")
+        assert page.locator("svg.timeline a.bar").count() == requests
+        shot(page, "proxy")
