@@ -382,10 +382,13 @@ def _group(items: Sequence[Any], start: int) -> list[Entry]:
     items it was made from (a reasoning item goes with the message after it)."""
     try:
         messages = Converter.items_to_messages(list(items))
-        owner = [
-            max(0, len(Converter.items_to_messages(list(items[: k + 1]))) - 1)
-            for k in range(len(items))
-        ]
+        owner = (
+            [  # the last item's prefix is all of them: its messages are known
+                max(0, len(Converter.items_to_messages(list(items[: k + 1]))) - 1)
+                for k in range(len(items) - 1)
+            ]
+            + [max(0, len(messages) - 1)]
+        )
     except (UserError, KeyError, TypeError):
         return [_placeholder(item, start + k) for k, item in enumerate(items)]
     if not messages:
