@@ -54,10 +54,10 @@ def _pydantic_ai(adapter: bool, db: Path) -> Callable[[], Any]:
     from openprogram.integrations.pydantic_ai import OpenProgramCapability
 
     history: list[ModelMessage] = []
-    for question, answer in texts():
+    for question, reply in texts():
         history += [
             ModelRequest(parts=[UserPromptPart(question)], conversation_id=THREAD_ID),
-            ModelResponse(parts=[TextPart(answer)], conversation_id=THREAD_ID),
+            ModelResponse(parts=[TextPart(reply)], conversation_id=THREAD_ID),
         ]
 
     def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -92,7 +92,7 @@ def _langchain(adapter: bool, db: Path) -> Callable[[], Any]:
         GenericFakeChatModel(messages=answers()), system_prompt=SYSTEM, middleware=middleware
     )
     request = {"messages": [*history, HumanMessage("And the next one?", id="next")]}
-    return lambda: agent.invoke(request, THREAD)["messages"][-1].content  # type: ignore[arg-type]
+    return lambda: agent.invoke(request, THREAD)["messages"][-1].content  # type: ignore[call-overload]
 
 
 def _openai_agents(adapter: bool, db: Path) -> Callable[[], Any]:
