@@ -97,6 +97,8 @@ class OpenProgramSession(SessionABC):
         self.tools: list[Tool] = [function_tool(fn) for fn in history_functions(session)]
         self._lock = threading.RLock()
         self._keys: list[str] | None = None
+        self._entries: list[Entry] | None = None
+        """The live list's entries, kept so that an append converts only what it adds."""
         self._items: dict[str, TResponseInputItem] = {}
         self._adds: int | None = None
         self._filtered = False
@@ -231,8 +233,22 @@ class OpenProgramSession(SessionABC):
             return [self._items[key] for key in self._keys]
 
     def _add(self, items: list[TResponseInputItem]) -> None:
+        """Append ``items``: only they are keyed and converted, unless they continue the
+        live list's last run of assistant-side items (then the whole list is)."""
         with self._lock:
-            self._set([*self._live(), *items])
+            live = self._live()
+            added = to_entries(items, start=len(live))
+            entries, keys = self._entries, self._keys
+            joined = bool(live and items) and _assistant_side(live[-1])
+            joined = joined and _assistant_side(items[0])
+            if entries is None or keys is None or joined:
+                self._set([*live, *items])
+                return
+            self._set(
+                [*live, *items],
+                keys=[*keys, *(_item_key(item) for item in items)],
+                entries=[*entries, *added],
+            )
 
     def _pop(self) -> TResponseInputItem | None:
         with self._lock:
@@ -242,13 +258,22 @@ class OpenProgramSession(SessionABC):
             self._set(live[:-1])
             return copy.deepcopy(live[-1])
 
-    def _set(self, items: list[TResponseInputItem]) -> None:
+    def _set(
+        self,
+        items: list[TResponseInputItem],
+        *,
+        keys: list[str] | None = None,
+        entries: list[Entry] | None = None,
+    ) -> None:
         """Make ``items`` the session's list: new ones stored first (never lost), then the
-        list, then the graph moved to match."""
+        list, then the graph moved to match (``keys`` and ``entries``: the items' own,
+        when the caller has them)."""
         with self._lock:
-            entries = to_entries(items)  # a malformed item is refused before anything is stored
+            if entries is None:  # a malformed item is refused before anything is stored
+                entries = to_entries(items)
             store, session = self.session.store, self.session.id
-            keys = [_item_key(item) for item in items]
+            if keys is None:
+                keys = [_item_key(item) for item in items]
             new = {k: i for k, i in zip(keys, items, strict=True) if k not in self._items}
             if new:
                 # A redacting session stores items redacted too; this process keeps the
@@ -261,7 +286,7 @@ class OpenProgramSession(SessionABC):
                 )
                 self._items.update((k, json.loads(json.dumps(i))) for k, i in new.items())
             store.put_values(session, LIVE, {self.session_id: json.dumps(keys)})
-            self._keys = keys
+            self._keys, self._entries = keys, entries
             self.mirror.sync(entries)
 
 
@@ -339,12 +364,13 @@ def _item_key(item: Any) -> str:
 
 
 # -- items -> chat messages ---------------------------------------------------------------
-def to_entries(items: Sequence[TResponseInputItem]) -> list[Entry]:
+def to_entries(items: Sequence[TResponseInputItem], start: int = 0) -> list[Entry]:
     """The items as chat messages by the SDK's ``Converter.items_to_messages``: one entry
     per message (``original``: the tuple of items it was made from), so the calls of one
     turn are one assistant message; an item the converter does not take (a hosted tool's
-    call or output) is an entry of its own, named."""
-    for index, item in enumerate(items):
+    call or output) is an entry of its own, named. ``start``: the index of the first item
+    in the whole list (labels count from it)."""
+    for index, item in enumerate(items, start):
         _check(index, item)
     entries: list[Entry] = []
     at = 0
@@ -353,7 +379,7 @@ def to_entries(items: Sequence[TResponseInputItem]) -> list[Entry]:
         if _assistant_side(items[at]):
             while end < len(items) and _assistant_side(items[end]):
                 end += 1
-        entries.extend(_group(items[at:end], at))
+        entries.extend(_group(items[at:end], start + at))
         at = end
     return entries
 
@@ -382,10 +408,13 @@ def _group(items: Sequence[Any], start: int) -> list[Entry]:
     items it was made from (a reasoning item goes with the message after it)."""
     try:
         messages = Converter.items_to_messages(list(items))
-        owner = [
-            max(0, len(Converter.items_to_messages(list(items[: k + 1]))) - 1)
-            for k in range(len(items))
-        ]
+        owner = (
+            [  # the last item's prefix is all of them: its messages are known
+                max(0, len(Converter.items_to_messages(list(items[: k + 1]))) - 1)
+                for k in range(len(items) - 1)
+            ]
+            + [max(0, len(messages) - 1)]
+        )
     except (UserError, KeyError, TypeError):
         return [_placeholder(item, start + k) for k, item in enumerate(items)]
     if not messages:

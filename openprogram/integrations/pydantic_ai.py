@@ -79,6 +79,7 @@ class OpenProgramCapability(AbstractCapability[Any]):
     mirror: Mirror = field(init=False, repr=False)
     """The mirror of the first conversation (the given session's)."""
     conversations: Conversations = field(init=False, repr=False)
+    _toolset: AbstractToolset[Any] | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
         self.conversations = Conversations(self.session, NAME)
@@ -96,7 +97,9 @@ class OpenProgramCapability(AbstractCapability[Any]):
     def get_toolset(self) -> AbstractToolset[Any] | None:
         if not self.history_tools:
             return None
-        return FunctionToolset(history_functions(self.session))
+        if self._toolset is None:  # built once: its schemas cost ~10 ms a run
+            self._toolset = FunctionToolset(history_functions(self.session))
+        return self._toolset
 
     async def wrap_model_request(
         self,

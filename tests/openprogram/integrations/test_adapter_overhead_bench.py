@@ -1,0 +1,77 @@
+"""Benchmarks: what each adapter adds to its framework's request (issue 35, item 4).
+
+Each framework's own fake model answers; the history holds 1,000 messages (500 rounds).
+"alone" is the framework with that history and no adapter, "adapter" the same agent with
+the adapter over a session already holding the history. ``test_bench_adapter_request``
+times one request after the first; ``test_bench_adapter_first_request`` times a fresh
+process whose first request is counted from the framework's first model call after the
+agent is built (``extra_info["first_request_ms"]``; the process's wall time is the
+benchmark's own figure). Normal runs pass ``--benchmark-disable`` (each runs once, as a
+smoke test); ``pytest tests/openprogram/integrations/test_adapter_overhead_bench.py
+--benchmark-enable`` measures them.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _overhead import ANSWER, FRAMEWORKS, MESSAGES, open_session, request
+
+MODULES = {"pydantic_ai": "pydantic_ai", "langchain": "langchain", "openai_agents": "agents"}
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:asynchronous generator:ResourceWarning"
+)  # Pydantic AI's run iterators, collected after run_sync closed their loop
+SCRIPT = Path(__file__).with_name("_overhead.py")
+ROOT = Path(__file__).parents[3]
+"""The checkout under test (the fresh process imports it, not an installed copy)."""
+
+
+def _stored(db: Path) -> int:
+    session = open_session(db)
+    try:
+        return len(session.graph)
+    finally:
+        session.close()
+
+
+@pytest.mark.parametrize("mode", ["alone", "adapter"])
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_bench_adapter_request(benchmark: Any, tmp_path: Path, framework: str, mode: str) -> None:
+    pytest.importorskip(MODULES[framework])
+    db = tmp_path / "op.db"
+    run = request(framework, mode == "adapter", db)
+    assert run() == ANSWER  # the first request (the adapter stores the history) is not timed
+    answer = benchmark.pedantic(run, rounds=30, iterations=1, warmup_rounds=2)
+    assert answer == ANSWER
+    if mode == "adapter":
+        assert _stored(db) >= MESSAGES
+    del run
+    gc.collect()  # here, where the warning above is ignored
+
+
+@pytest.mark.parametrize("mode", ["alone", "adapter"])
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_bench_adapter_first_request(
+    benchmark: Any, tmp_path: Path, framework: str, mode: str
+) -> None:
+    pytest.importorskip(MODULES[framework])
+    db = tmp_path / "op.db"
+    assert request(framework, True, db)() == ANSWER  # the session holds the history
+    firsts: list[float] = []
+
+    def fresh_process() -> None:
+        argv = [sys.executable, str(SCRIPT), framework, mode, str(db)]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        done = subprocess.run(argv, capture_output=True, text=True, check=True, env=env)
+        firsts.append(float(done.stdout.split()[-1]) * 1000)
+
+    benchmark.pedantic(fresh_process, rounds=3, iterations=1)
+    firsts.sort()
+    benchmark.extra_info["first_request_ms"] = firsts[len(firsts) // 2]
+    assert firsts[0] > 0
