@@ -39,7 +39,6 @@ from typing import Any, TypeVar
 
 from agents import (
     Agent,
-    AgentHookContext,
     FunctionTool,
     Model,
     ModelResponse,
@@ -135,7 +134,7 @@ class OpenProgramSession(SessionABC):
         ``hooks=`` and every other argument of ``Runner.run`` pass through). With tracing
         on, the run is one trace (see ``_agents_trace``)."""
         config = self.run_config(kwargs.pop("run_config", None))
-        hooks = self.hooks(TracedHooks(kwargs.pop("hooks", None)))
+        hooks = self.hooks(kwargs.pop("hooks", None))
         with traced_run(agent, self.session.id, self.session_id):
             return await Runner.run(
                 self.agent(agent), input, session=self, run_config=config, hooks=hooks, **kwargs
@@ -146,7 +145,7 @@ class OpenProgramSession(SessionABC):
     ) -> RunResult:
         """``Runner.run_sync`` with this session, its filter and its tools."""
         config = self.run_config(kwargs.pop("run_config", None))
-        hooks = self.hooks(TracedHooks(kwargs.pop("hooks", None)))
+        hooks = self.hooks(kwargs.pop("hooks", None))
         with traced_run(agent, self.session.id, self.session_id):
             return Runner.run_sync(
                 self.agent(agent), input, session=self, run_config=config, hooks=hooks, **kwargs
@@ -290,49 +289,19 @@ class OpenProgramSession(SessionABC):
             self.mirror.sync(entries)
 
 
-class _Anchoring(RunHooks[Any]):
-    """A run's hooks, passed on, plus the session's anchor on each model call's usage."""
+class _Anchoring(TracedHooks):
+    """A run's hooks, passed on (and traced, inside a traced run), plus the session's anchor
+    on each model call's usage."""
 
     def __init__(self, memory: OpenProgramSession, inner: RunHooks[Any] | None) -> None:
-        self.memory, self.inner = memory, inner or RunHooks()
+        super().__init__(inner)
+        self.memory = memory
 
     async def on_llm_end(
         self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse
     ) -> None:
         await asyncio.to_thread(self.memory._anchor, response.usage.input_tokens)
-        await self.inner.on_llm_end(context, agent, response)
-
-    async def on_llm_start(
-        self,
-        context: RunContextWrapper[Any],
-        agent: Agent[Any],
-        system_prompt: str | None,
-        input_items: list[TResponseInputItem],
-    ) -> None:
-        await self.inner.on_llm_start(context, agent, system_prompt, input_items)
-
-    async def on_agent_start(self, context: AgentHookContext[Any], agent: Agent[Any]) -> None:
-        await self.inner.on_agent_start(context, agent)
-
-    async def on_agent_end(
-        self, context: AgentHookContext[Any], agent: Agent[Any], output: Any
-    ) -> None:
-        await self.inner.on_agent_end(context, agent, output)
-
-    async def on_handoff(
-        self, context: RunContextWrapper[Any], from_agent: Agent[Any], to_agent: Agent[Any]
-    ) -> None:
-        await self.inner.on_handoff(context, from_agent, to_agent)
-
-    async def on_tool_start(
-        self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool
-    ) -> None:
-        await self.inner.on_tool_start(context, agent, tool)
-
-    async def on_tool_end(
-        self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: object
-    ) -> None:
-        await self.inner.on_tool_end(context, agent, tool, result)
+        await super().on_llm_end(context, agent, response)
 
 
 def _answers(items: Sequence[Any]) -> bool:
