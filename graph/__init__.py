@@ -73,6 +73,7 @@ from ._side_migrations import SideImport, SideMigration
 from ._sql import SQLStore
 from ._state import GraphState
 from ._store import MemoryStore, Store
+from ._url import StoreURL
 from ._walk import Step, inside, visible, visible_since
 
 if TYPE_CHECKING:
@@ -154,6 +155,7 @@ __all__ = [
     "Step",
     "Store",
     "StoreError",
+    "StoreURL",
     "Tool",
     "ToolCallError",
     "ToolResult",

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import os
 import threading
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect
 from sqlalchemy.exc import SQLAlchemyError
 
-from ._errors import NoDatabase, StoreError
+from ._errors import StoreError
 from ._migrations import forget_engine, migrate
 from ._store import DEFAULT_PATH
+from ._url import StoreURL
 
 
 def normalize_url(url_or_path: str | os.PathLike[str] | None, *, create: bool = True) -> str:
@@ -27,20 +27,7 @@ def normalize_url(url_or_path: str | os.PathLike[str] | None, *, create: bool = 
     """
     if url_or_path is None:
         url_or_path = os.environ.get("OPENPROGRAM_DB") or DEFAULT_PATH
-    text = os.fspath(url_or_path)
-    if text.startswith(("postgres://", "postgresql://")):
-        return "postgresql+psycopg://" + text.split("://", 1)[1]
-    if "://" in text:
-        if not create and text.startswith("sqlite:///") and not Path(text[10:]).exists():
-            raise NoDatabase(text[10:])
-        return text
-    path = Path(text).expanduser().resolve()
-    if not create:
-        if not path.is_file():
-            raise NoDatabase(str(path))
-    else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{path}"
+    return StoreURL.parse(url_or_path).connection(create=create)
 
 
 _ENGINES: dict[str, Engine] = {}
@@ -72,12 +59,8 @@ def _sqlite_begin_reading(connection: Connection) -> None:
 
 
 def read_only_url(url: str) -> str:
-    """The URL SQLAlchemy opens for reading only: a SQLite file through SQLite's own
-    ``mode=ro`` (no write can happen, whatever the file's permissions or the user); other
-    databases as they are (their transactions are made read-only per connection)."""
-    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
-        return f"sqlite:///file:{url[len('sqlite:///') :]}?mode=ro&uri=true"
-    return url
+    """The URL SQLAlchemy opens for reading only (see :meth:`StoreURL.read_only`)."""
+    return StoreURL.parse(url).read_only()
 
 
 def engine_for(url: str, *, read_only: bool = False) -> Engine:
@@ -89,7 +72,7 @@ def engine_for(url: str, *, read_only: bool = False) -> Engine:
         if engine is not None:
             return engine
         try:
-            if url.startswith("sqlite"):
+            if StoreURL.parse(url).family == "sqlite":
                 engine = create_engine(
                     read_only_url(url) if read_only else url,
                     connect_args={"check_same_thread": False},

@@ -19,6 +19,7 @@ from typing import Any
 from ._errors import StoreError
 from ._sql import SQLStore
 from ._store import MemoryStore, Store
+from ._url import StoreURL
 
 StoreFactory = Callable[..., Store]
 """Called with the URL (or path) and ``create``/``read_only`` keywords; returns a store."""
@@ -47,11 +48,7 @@ def store_schemes() -> list[str]:
 def scheme_of(target: str) -> str:
     """The scheme a URL or path names: ``memory`` for ``":memory:"`` and ``memory:``, the
     part before ``://`` of a URL, ``sqlite`` for a file path."""
-    if target in (MEMORY, "memory:"):
-        return "memory"
-    if "://" in target:
-        return target.split("://", 1)[0].lower()
-    return "sqlite"
+    return StoreURL.parse(target).scheme
 
 
 def open_store(

@@ -37,7 +37,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from graph import SideData
+from graph import SideData, StoreURL
 
 from .._errors import ForeignStateFolder, StateDirError
 from ._owner import SUFFIX, Owner, checked_id, decode, encode, judge, owner_of, record, sqlite_file
@@ -214,10 +214,11 @@ def state_home() -> Path:
 
 def default_path(url: str, database: str | None) -> Path | None:
     """Where a database's state folder is by default (None: an in-memory store's)."""
-    if url.startswith("sqlite:///"):
-        file = Path(url.removeprefix("sqlite:///"))
+    address = StoreURL.parse(url)
+    file = address.file
+    if file is not None:
         return file.with_name(file.name + SUFFIX)
-    if url.startswith("memory") or database is None:
+    if address.in_memory or database is None:
         return None
     return state_home() / str(checked_id(database, url))
 

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from graph import GraphError, SQLStore
+from graph import GraphError, SQLStore, StoreURL
 
 from .._errors import CopiedDatabase, StateDirError
 from ._files import refuse_odd
@@ -56,10 +56,7 @@ def checked_id(database: str | None, where: str) -> str | None:
 
 def sqlite_file(url: str) -> Path | None:
     """The database file a SQLite URL names (None: not a SQLite file)."""
-    if not url.startswith("sqlite:///"):
-        return None
-    path = url.removeprefix("sqlite:///").split("?", 1)[0]
-    return None if path in ("", ":memory:") else Path(path)
+    return StoreURL.parse(url).file
 
 
 @dataclass(frozen=True)

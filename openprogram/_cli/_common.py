@@ -20,7 +20,7 @@ from typing import Any
 from rich.console import Console
 
 from context import ContextEngine, Policy, StateFolder, state_folder
-from graph import ConversationGraph, InvalidText, Store, check_text, is_safe_id
+from graph import ConversationGraph, InvalidText, Store, StoreURL, check_text, is_safe_id
 from graph import open_store as graph_open_store
 from openprogram._errors import OpenProgramError, SessionError
 from openprogram._tables import console_width
@@ -110,11 +110,7 @@ def open_store(args: argparse.Namespace, *, create: bool, read_only: bool = Fals
 
 def _sqlite_path(url: str) -> Path | None:
     """The file a SQLite ``--db`` names (a plain path or ``sqlite:///``); None otherwise."""
-    if url == ":memory:" or url.startswith("sqlite://:memory:"):
-        return None
-    if url.startswith("sqlite:///"):
-        return Path(url.removeprefix("sqlite:///"))
-    return None if "://" in url else Path(url)
+    return StoreURL.parse(url).file
 
 
 def encoding(name: str) -> str:

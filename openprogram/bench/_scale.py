@@ -119,12 +119,14 @@ def measure(
     wanted = [sizes] if isinstance(sizes, int) else list(dict.fromkeys(sizes))
     if not wanted or min(wanted) < MIN_NODES:
         raise BenchError(f"every scale size must be at least {MIN_NODES} nodes")
+    from graph import StoreURL
+
     chosen = chosen_steps(steps)
     runs = sorted({*wanted, BASELINE_NODES} if "render" in chosen else set(wanted))
     with tempfile.TemporaryDirectory(prefix="op-scale-") as folder:
         target = _normalized(url) if url else f"sqlite:///{Path(folder) / 'scale.db'}"
         figures: dict[str, Any] = {
-            "db": "sqlite" if target.startswith("sqlite") else "postgresql",
+            "db": StoreURL.parse(target).family,
             "sizes": wanted,
             "steps": list(chosen),
             "timeout": timeout,

@@ -59,6 +59,7 @@ EXPECTED = [
     "Step",
     "Store",
     "StoreError",
+    "StoreURL",
     "TOP",
     "Tool",
     "ToolCallError",
