@@ -75,6 +75,9 @@ class RenderReceipt(msgspec.Struct, frozen=True, kw_only=True):
     """The ids of the compaction records its render made."""
     usage: ProviderUsage | None = None
     """What the provider reported for the call, when a proxy saw its answer."""
+    summary: str = ""
+    """How its render got the summaries it needed (``Rendered.summary``): ``adopted``,
+    ``waited``, ``went without``, or "" when it needed none."""
 
 
 def canonical_message(message: dict[str, Any]) -> str:

@@ -9,6 +9,12 @@ so unlike Claude Code's it can be rolled back. The system prompt and the first t
 pinned and never summarized.
 
 ``summarize_half`` is progressive's soft step: the same, over the oldest half only.
+
+With a prefetcher (a slow summarizer), from ``proactive_share`` of the threshold the span a
+compaction would cover then is summarized ahead (``CompactState.prepared``); the budget's
+compaction covers that span when it is still where the span starts, waiting for it if
+need be, so the summary is usually done. Under ``summary_wait = "never"`` it never waits:
+the render goes without and the next render adopts the summary once it is done.
 """
 
 from __future__ import annotations
@@ -25,8 +31,9 @@ from .._budget._names import as_layer_kind
 from .._budget._policy import Policy
 from .._errors import ContextError
 from .._summaries._identifiers import find_identifiers, message_text
-from .._summaries._summary import SummaryResult
+from .._summaries._summary import SummaryRequest, SummaryResult
 from .._view import Unit, UnitKind, View
+from ._awaiting import NOT_READY
 from ._collapse import first_node, follows, grown, inspectable, pays
 from ._summarizing import (
     make_layer,
@@ -52,6 +59,14 @@ class CompactState(TierState):
 
     failed: set[str] = msgspec.field(default_factory=set)
     declined: dict[str, int] = msgspec.field(default_factory=dict)
+    prepared: list[str] = msgspec.field(default_factory=list)
+    """The nodes a summary computed ahead covers (empty: none is), under ``AHEAD`` and
+    the span's key in the prefetcher..."""
+    owed: bool = False
+    """...and whether a render went without it (the next render it is done by adopts it)."""
+
+
+AHEAD = "compact:"
 
 
 def kept_by_messages(sizes: Iterable[int], limit: int) -> int:
@@ -185,36 +200,59 @@ def _shown(view: View, covered: list[Unit]) -> frozenset[str]:
     return frozenset(ident for message in kept for ident in find_identifiers(message_text(message)))
 
 
+def _previous(ctx: TierContext, covered: list[Unit]) -> SummaryResult | None:
+    """The summary of the previous compaction ``covered`` merges, if any."""
+    previous_layers = [u for u in covered if _is_compaction(u, ctx)]
+    if not previous_layers or ctx.layers is None:
+        return None
+    assert previous_layers[-1].layer is not None
+    return result_of(ctx.layers.get(previous_layers[-1].layer))
+
+
+def _request(
+    view: View, ctx: TierContext, covered: list[Unit], focus: str | None
+) -> SummaryRequest:
+    fresh = [u for u in covered if not _is_compaction(u, ctx)]
+    policy = ctx.policy
+    request = request_for(
+        ctx,
+        "compact",
+        fresh,
+        max_tokens=policy.compact_summary_bound(sum(u.tokens for u in fresh), ctx.target),
+        previous=_previous(ctx, covered),
+        focus=focus,
+    )
+    if policy.identifier_tokens > 0:
+        request = msgspec.structs.replace(request, shown=_shown(view, covered))
+    return request
+
+
 def compact_span(
-    view: View, ctx: TierContext, covered: list[Unit], *, focus: str | None, reason: str
+    view: View,
+    ctx: TierContext,
+    covered: list[Unit],
+    *,
+    focus: str | None,
+    reason: str,
+    key: str | None = None,
 ) -> tuple[View, LayerInfo | None, str | None]:
     """Replace ``covered`` by one compaction layer; returns the view, the layer, and why
-    not when there is none."""
+    not when there is none (``NOT_READY``: its summary, under ``key``, is being prepared)."""
     started = time.perf_counter()
     policy = ctx.policy
     tier = ctx.tier or "compact"  # summarize_half records as itself
-    previous_layers = [u for u in covered if _is_compaction(u, ctx)]
-    previous = None
-    if previous_layers and ctx.layers is not None:
-        assert previous_layers[-1].layer is not None
-        previous = result_of(ctx.layers.get(previous_layers[-1].layer))
+    previous = _previous(ctx, covered)
     fresh = [u for u in covered if not _is_compaction(u, ctx)]
     covers = tuple(n for unit in covered for n in unit.node_ids)
     result = reusable(ctx, "compact", covers, focus or "")
     error, ms = None, 0.0
     if result is None:
-        request = request_for(
-            ctx,
-            "compact",
-            fresh,
-            max_tokens=policy.compact_summary_bound(sum(u.tokens for u in fresh), ctx.target),
-            previous=previous,
-            focus=focus,
-        )
-        if policy.identifier_tokens > 0:
-            request = msgspec.structs.replace(request, shown=_shown(view, covered))
-        result, error, ms = summarize(ctx, request)
+        request = _request(view, ctx, covered, focus)
+        result, error, ms = summarize(ctx, request, key, wait=reason != "budget")
     if result is None:
+        if error == NOT_READY:
+            ctx.act(tier, "went without its summary (being prepared)", view, view)
+            return view, None, error
         if reason == "budget":
             ctx.state(CompactState).failed.add(segment_key(covered))
         ctx.act(tier, f"could not summarize: {error}", view, view, error=error)
@@ -276,14 +314,106 @@ def _declined(ctx: TierContext, covered: list[Unit], fresh: list[Unit], tokens: 
 
 
 def _auto(view: View, ctx: TierContext, share: float) -> View:
-    covered = span_to_compact(view, ctx, share=share)
+    """Compact the prepared span if it starts the span, and then, while the prompt is
+    still over the low-water mark, the rest (merging that summary); else the whole span."""
     state = ctx.state(CompactState)
+    part = _prepared_part(span_to_compact(view, ctx, share=share), state.prepared)
+    if part is None:
+        return _auto_span(view, ctx, share, None)
+    after = _auto_span(view, ctx, share, part)
+    if after is view or after.tokens <= ctx.target:
+        return after
+    return _auto_span(after, ctx, share, None)
+
+
+def _auto_span(view: View, ctx: TierContext, share: float, part: list[Unit] | None) -> View:
+    state = ctx.state(CompactState)
+    covered = part if part is not None else span_to_compact(view, ctx, share=share)
     if not covered or segment_key(covered) in state.failed:
         return view
     fresh = [u for u in covered if not _is_compaction(u, ctx)]
     if not grown(ctx, state.declined, first_node(fresh), sum(u.tokens for u in fresh)):
         return view
-    return compact_span(view, ctx, covered, focus=None, reason="budget")[0]
+    key = AHEAD + segment_key(covered) if ctx.prefetch is not None else None
+    after, _, error = compact_span(view, ctx, covered, focus=None, reason="budget", key=key)
+    owed = error == NOT_READY
+    state.prepared = [n for unit in covered for n in unit.node_ids] if owed else []
+    state.owed = owed
+    return after
+
+
+def _prepared_part(units: list[Unit], prepared: list[str]) -> list[Unit] | None:
+    """The first of ``units`` that cover exactly the ``prepared`` nodes (None: they do not
+    start ``units``, or end inside a unit)."""
+    if not prepared:
+        return None
+    part: list[Unit] = []
+    covered = 0
+    for unit in units:
+        if covered == len(prepared):
+            break
+        ids = unit.node_ids
+        if list(ids) != prepared[covered : covered + len(ids)]:
+            return None
+        part.append(unit)
+        covered += len(ids)
+    return part if covered == len(prepared) else None
+
+
+def _still_shown(units: list[Unit], prepared: list[str]) -> list[Unit]:
+    """The first of ``units`` that are the end of the ``prepared`` span: what the cheaper
+    tiers (snip) left of it while its summary was prepared."""
+    wanted = set(prepared)
+    part: list[Unit] = []
+    for unit in units:
+        if not unit.node_ids or not wanted.issuperset(unit.node_ids):
+            break
+        part.append(unit)
+    return part if part and part[-1].node_ids[-1] == prepared[-1] else []
+
+
+def ahead(view: View, ctx: TierContext) -> View:
+    """Every render: under ``summary_wait = "never"``, adopt the compaction whose summary
+    a render went without once it is done; from ``proactive_share`` of the threshold,
+    start the summary of the span a compaction would cover now."""
+    prefetch, state = ctx.prefetch, ctx.state(CompactState)
+    if prefetch is None:
+        return view
+    if state.prepared:
+        return _adopt(view, ctx, state) if state.owed else view
+    share = ctx.policy.proactive_share
+    threshold = ctx.threshold("compact")
+    if share is None or not share * threshold < view.tokens <= threshold:
+        return view  # over the threshold, the compaction itself asks
+    covered = span_to_compact(view, ctx)
+    if not covered or segment_key(covered) in state.failed:
+        return view
+    fresh = [u for u in covered if not _is_compaction(u, ctx)]
+    if not grown(ctx, state.declined, first_node(fresh), sum(u.tokens for u in fresh)):
+        return view
+    covers = tuple(n for unit in covered for n in unit.node_ids)
+    if reusable(ctx, "compact", covers, "") is None:
+        prefetch.ahead(AHEAD + segment_key(covers), _request(view, ctx, covered, None))
+    state.prepared = list(covers)
+    return view
+
+
+def _adopt(view: View, ctx: TierContext, state: CompactState) -> View:
+    """The compaction a render went without, made once its summary is done (dropped when
+    its span is no longer the start of what a compaction would cover)."""
+    assert ctx.prefetch is not None
+    key = AHEAD + segment_key(tuple(state.prepared))
+    if not ctx.prefetch.started(key):
+        state.prepared, state.owed = [], False  # another process started it: asked again
+        return view
+    if not ctx.prefetch.ready(key):
+        return view
+    covered = _still_shown(span_to_compact(view, ctx, manual=True), state.prepared)
+    state.prepared, state.owed = [], False
+    if not covered:
+        ctx.prefetch.take(key)
+        return view
+    return compact_span(view, ctx, covered, focus=None, reason="budget", key=key)[0]
 
 
 def compact(view: View, ctx: TierContext) -> View:
@@ -308,5 +438,5 @@ def compact_now(view: View, ctx: TierContext, focus: str | None) -> tuple[View, 
     return after, info
 
 
-TIER = Tier("compact", compact=compact, state=CompactState)
+TIER = Tier("compact", apply=ahead, compact=compact, state=CompactState)
 HALF_TIER = Tier("summarize_half", compact=summarize_half, state=CompactState)
