@@ -385,7 +385,7 @@ def ahead(view: View, ctx: TierContext) -> View:
     threshold = ctx.threshold("compact")
     if share is None or not share * threshold < view.tokens <= threshold:
         return view  # over the threshold, the compaction itself asks
-    covered = span_to_compact(view, ctx)
+    covered = _ahead_span(view, ctx, int(threshold - view.tokens))
     if not covered or segment_key(covered) in state.failed:
         return view
     fresh = [u for u in covered if not _is_compaction(u, ctx)]
@@ -396,6 +396,27 @@ def ahead(view: View, ctx: TierContext) -> View:
         prefetch.ahead(AHEAD + segment_key(covers), _request(view, ctx, covered, None))
     state.prepared = list(covers)
     return view
+
+
+def _ahead_span(view: View, ctx: TierContext, growth: int) -> list[Unit]:
+    """The span a compaction would cover once the prompt has grown by ``growth`` tokens:
+    what it would cover now, and as many of the next units as those rounds will push out
+    of the newest ones it keeps (so that the prepared span is, then, the whole span)."""
+    covered = span_to_compact(view, ctx)
+    if not covered or ctx.policy.compact_keep_messages is not None:
+        return covered
+    units = list(view.units)
+    end = next(i for i, unit in enumerate(units) if unit is covered[-1]) + 1
+    room = int(ctx.target * ctx.policy.compact_keep_share) - growth
+    kept = sum(unit.tokens for unit in units[end:])
+    while kept > room and len(units) - end > max(1, ctx.policy.compact_keep_rounds):
+        unit = units[end]
+        if unit.pinned or unit.running or unit.kind in _ADDED or not follows(covered[-1], unit):
+            break
+        covered.append(unit)
+        kept -= unit.tokens
+        end += 1
+    return covered
 
 
 def _adopt(view: View, ctx: TierContext, state: CompactState) -> View:
