@@ -110,9 +110,13 @@ class Proxy:
         self._settled = threading.Condition()
 
     # -- sessions -------------------------------------------------------------------------
-    def policy(self, model: str | None) -> Policy:
-        options: dict[str, Any] = {"cache_edits": "off", "summary_wait": self.config.summary_wait}
-        if self.config.summarizer_model:
+    def policy(self, model: str | None, *, scratch: bool = False) -> Policy:
+        """New sessions' policy; ``scratch``: a counting render's (offline summaries, none
+        left running on a worker after it)."""
+        options: dict[str, Any] = {"cache_edits": "off"}
+        if not scratch:
+            options["summary_wait"] = self.config.summary_wait
+        if self.config.summarizer_model and not scratch:
             options["summarizer_model"] = self.config.summarizer_model
         try:
             return Policy.named(self.config.policy, model, **options)
@@ -193,13 +197,15 @@ class Proxy:
 
     def count(self, headers: Mapping[str, str], raw: bytes) -> Prepared:
         """A ``count_tokens`` request as it would be sent: rendered in a scratch session
-        with the same policy and budget (nothing is stored); fail-open as :meth:`prepare`."""
+        with the same policy and budget, its summaries written offline (nothing is stored,
+        no summarizer is paid for a count); fail-open as :meth:`prepare`."""
         prepared = Prepared(raw, "anthropic", "passed")
         try:
             body = json.loads(raw)
             converted = _anthropic.from_request(body)
             model = str(body.get("model") or "") or None
-            with Session(":memory:", policy=self.policy(model), budget=self.config.budget) as s:
+            policy = self.policy(model, scratch=True)
+            with Session(":memory:", policy=policy, budget=self.config.budget) as s:
                 mirror = Mirror(s, NAME)
                 paired = mirror.render(converted.entries, converted.tools, converted.system)
             prepared.body = json.dumps(_anthropic.to_request(body, paired)).encode()
