@@ -10,11 +10,8 @@ pinned and never summarized.
 
 ``summarize_half`` is progressive's soft step: the same, over the oldest half only.
 
-With a prefetcher (a slow summarizer), from ``proactive_share`` of the threshold the span a
-compaction would cover then is summarized ahead (``CompactState.prepared``); the budget's
-compaction covers that span when it is still where the span starts, waiting for it if
-need be, so the summary is usually done. Under ``summary_wait = "never"`` it never waits:
-the render goes without and the next render adopts the summary once it is done.
+The budget's compaction covers the span prepared ahead (``_compact_ahead``) when it starts
+the span, then the rest; the tier itself (``TIER``) is in ``_compact_ahead``.
 """
 
 from __future__ import annotations
@@ -49,7 +46,7 @@ from ._summarizing import (
 from ._tier import Tier, TierContext, TierState
 
 _INSPECT = 8
-_ADDED: tuple[UnitKind, ...] = ("note", "stub")
+ADDED_KINDS: tuple[UnitKind, ...] = ("note", "stub")
 
 
 class CompactState(TierState):
@@ -117,11 +114,11 @@ def span_to_compact(
         declined = frozenset(n for i in rolled_back for n in i.covers)
     run: list[Unit] = []
     for unit in body:
-        if unit.pinned and not _is_compaction(unit, ctx):
+        if unit.pinned and not is_compaction(unit, ctx):
             if run:
                 break
             continue
-        if unit.running or unit.kind in _ADDED or not declined.isdisjoint(unit.node_ids):
+        if unit.running or unit.kind in ADDED_KINDS or not declined.isdisjoint(unit.node_ids):
             if run:
                 break
             continue
@@ -130,12 +127,12 @@ def span_to_compact(
         run.append(unit)
     if share < 1.0:
         run = run[: max(1, int(len(run) * share))] if len(run) > 1 else []
-    if len(run) == 1 and _is_compaction(run[0], ctx):
+    if len(run) == 1 and is_compaction(run[0], ctx):
         return []  # only the previous compaction: nothing new to merge
     return run
 
 
-def _is_compaction(unit: Unit, ctx: TierContext) -> bool:
+def is_compaction(unit: Unit, ctx: TierContext) -> bool:
     if unit.kind != "layer" or unit.layer is None or ctx.layers is None:
         return False
     return as_layer_kind(ctx.layers.get(unit.layer).kind) == "compact"
@@ -202,17 +199,17 @@ def _shown(view: View, covered: list[Unit]) -> frozenset[str]:
 
 def _previous(ctx: TierContext, covered: list[Unit]) -> SummaryResult | None:
     """The summary of the previous compaction ``covered`` merges, if any."""
-    previous_layers = [u for u in covered if _is_compaction(u, ctx)]
+    previous_layers = [u for u in covered if is_compaction(u, ctx)]
     if not previous_layers or ctx.layers is None:
         return None
     assert previous_layers[-1].layer is not None
     return result_of(ctx.layers.get(previous_layers[-1].layer))
 
 
-def _request(
+def compaction_request(
     view: View, ctx: TierContext, covered: list[Unit], focus: str | None
 ) -> SummaryRequest:
-    fresh = [u for u in covered if not _is_compaction(u, ctx)]
+    fresh = [u for u in covered if not is_compaction(u, ctx)]
     policy = ctx.policy
     request = request_for(
         ctx,
@@ -242,12 +239,12 @@ def compact_span(
     policy = ctx.policy
     tier = ctx.tier or "compact"  # summarize_half records as itself
     previous = _previous(ctx, covered)
-    fresh = [u for u in covered if not _is_compaction(u, ctx)]
+    fresh = [u for u in covered if not is_compaction(u, ctx)]
     covers = tuple(n for unit in covered for n in unit.node_ids)
     result = reusable(ctx, "compact", covers, focus or "")
     error, ms = None, 0.0
     if result is None:
-        request = _request(view, ctx, covered, focus)
+        request = compaction_request(view, ctx, covered, focus)
         result, error, ms = summarize(ctx, request, key, wait=reason != "budget")
     if result is None:
         if error == NOT_READY:
@@ -331,7 +328,7 @@ def _auto_span(view: View, ctx: TierContext, share: float, part: list[Unit] | No
     covered = part if part is not None else span_to_compact(view, ctx, share=share)
     if not covered or segment_key(covered) in state.failed:
         return view
-    fresh = [u for u in covered if not _is_compaction(u, ctx)]
+    fresh = [u for u in covered if not is_compaction(u, ctx)]
     if not grown(ctx, state.declined, first_node(fresh), sum(u.tokens for u in fresh)):
         return view
     key = AHEAD + segment_key(covered) if ctx.prefetch is not None else None
@@ -360,83 +357,6 @@ def _prepared_part(units: list[Unit], prepared: list[str]) -> list[Unit] | None:
     return part if covered == len(prepared) else None
 
 
-def _still_shown(units: list[Unit], prepared: list[str]) -> list[Unit]:
-    """The first of ``units`` that are the end of the ``prepared`` span: what the cheaper
-    tiers (snip) left of it while its summary was prepared."""
-    wanted = set(prepared)
-    part: list[Unit] = []
-    for unit in units:
-        if not unit.node_ids or not wanted.issuperset(unit.node_ids):
-            break
-        part.append(unit)
-    return part if part and part[-1].node_ids[-1] == prepared[-1] else []
-
-
-def ahead(view: View, ctx: TierContext) -> View:
-    """Every render: under ``summary_wait = "never"``, adopt the compaction whose summary
-    a render went without once it is done; from ``proactive_share`` of the threshold,
-    start the summary of the span a compaction would cover now."""
-    prefetch, state = ctx.prefetch, ctx.state(CompactState)
-    if prefetch is None:
-        return view
-    if state.prepared:
-        return _adopt(view, ctx, state) if state.owed else view
-    share = ctx.policy.proactive_share
-    threshold = ctx.threshold("compact")
-    if share is None or not share * threshold < view.tokens <= threshold:
-        return view  # over the threshold, the compaction itself asks
-    covered = _ahead_span(view, ctx, int(threshold - view.tokens))
-    if not covered or segment_key(covered) in state.failed:
-        return view
-    fresh = [u for u in covered if not _is_compaction(u, ctx)]
-    if not grown(ctx, state.declined, first_node(fresh), sum(u.tokens for u in fresh)):
-        return view
-    covers = tuple(n for unit in covered for n in unit.node_ids)
-    if reusable(ctx, "compact", covers, "") is None:
-        prefetch.ahead(AHEAD + segment_key(covers), _request(view, ctx, covered, None))
-    state.prepared = list(covers)
-    return view
-
-
-def _ahead_span(view: View, ctx: TierContext, growth: int) -> list[Unit]:
-    """The span a compaction would cover once the prompt has grown by ``growth`` tokens:
-    what it would cover now, and as many of the next units as those rounds will push out
-    of the newest ones it keeps (so that the prepared span is, then, the whole span)."""
-    covered = span_to_compact(view, ctx)
-    if not covered or ctx.policy.compact_keep_messages is not None:
-        return covered
-    units = list(view.units)
-    end = next(i for i, unit in enumerate(units) if unit is covered[-1]) + 1
-    room = int(ctx.target * ctx.policy.compact_keep_share) - growth
-    kept = sum(unit.tokens for unit in units[end:])
-    while kept > room and len(units) - end > max(1, ctx.policy.compact_keep_rounds):
-        unit = units[end]
-        if unit.pinned or unit.running or unit.kind in _ADDED or not follows(covered[-1], unit):
-            break
-        covered.append(unit)
-        kept -= unit.tokens
-        end += 1
-    return covered
-
-
-def _adopt(view: View, ctx: TierContext, state: CompactState) -> View:
-    """The compaction a render went without, made once its summary is done (dropped when
-    its span is no longer the start of what a compaction would cover)."""
-    assert ctx.prefetch is not None
-    key = AHEAD + segment_key(tuple(state.prepared))
-    if not ctx.prefetch.started(key):
-        state.prepared, state.owed = [], False  # another process started it: asked again
-        return view
-    if not ctx.prefetch.ready(key):
-        return view
-    covered = _still_shown(span_to_compact(view, ctx, manual=True), state.prepared)
-    state.prepared, state.owed = [], False
-    if not covered:
-        ctx.prefetch.take(key)
-        return view
-    return compact_span(view, ctx, covered, focus=None, reason="budget", key=key)[0]
-
-
 def compact(view: View, ctx: TierContext) -> View:
     """Summarize all but the newest rounds into one compaction."""
     return _auto(view, ctx, 1.0)
@@ -459,5 +379,4 @@ def compact_now(view: View, ctx: TierContext, focus: str | None) -> tuple[View, 
     return after, info
 
 
-TIER = Tier("compact", apply=ahead, compact=compact, state=CompactState)
 HALF_TIER = Tier("summarize_half", compact=summarize_half, state=CompactState)
