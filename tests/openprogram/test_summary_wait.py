@@ -1,7 +1,8 @@
 """``Policy.summary_wait`` through ``Session``: by default a render waits for the summary it
 needs, so the prompts never depend on how long a summary takes (replayed with a summarizer
 that is done ahead and with one that is not, they are the same prompts); with ``never``
-no render waits, and each receipt says what happened."""
+no render waits, and each receipt says what happened. A session's receipts also carry what
+the provider reported for each call."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 from context import Anchors, Policy, SummaryRequest, SummaryResult
 from graph import seeded_ids
-from openprogram import Session
+from openprogram import ModelResponse, Session, Usage
 from openprogram.testing import TestModel
 
 
@@ -91,3 +92,14 @@ def test_with_never_no_render_waits_and_the_next_adopts_the_summary() -> None:
     assert "adopted" in said[went:]
     assert "waited" not in said
     assert any("[Context Compaction]" in str(m["content"]) for m in prompts[-1])
+
+
+def test_a_sessions_receipt_carries_the_providers_usage() -> None:
+    usage = Usage(input_tokens=500, output_tokens=9, cached_tokens=300, cache_written=50)
+    reply = ModelResponse(message={"role": "assistant", "content": "Paris."}, usage=usage)
+    with Session(":memory:", model=TestModel([reply])) as session:
+        session.llm("Capital of France?")
+        receipt = session.receipt()
+    assert receipt is not None and receipt.usage is not None
+    assert receipt.usage.cached_input_tokens == 300 and receipt.usage.cache_write_tokens == 50
+    assert receipt.usage.uncached_input_tokens == 200 and receipt.usage.output_tokens == 9
