@@ -80,11 +80,8 @@ class ContextEngine:
     ) -> None:
         self.graph = graph
         self.policy = policy = policy or Policy()
-        summarizer = summarizer if summarizer is not None else default_summarizer()
-        proactive = getattr(summarizer, "proactive", False)
-        self.prefetch = (
-            Prefetcher(summarizer) if proactive and policy.proactive_share is not None else None
-        )
+        summarizer = summarizer if summarizer is not None else default_summarizer(policy)
+        self.prefetch = Prefetcher.wanted(summarizer, policy)
         """Summaries computed ahead of need, for an LLM summarizer that wants them."""
         self.budget = _check_budget(budget if budget is not None else policy.budget)
         self.tools = list(tools)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from context import Rendered, is_context_overflow, provider_request_options
+from context import ProviderUsage, Rendered, is_context_overflow, provider_request_options
 from graph import Frame, Node
 from openprogram._current import FRAME, MODEL, SESSION, TOOL_NODE
 from openprogram._errors import ModelError, OutputValidationError, StepLimitExceeded
@@ -183,6 +183,19 @@ class Call:
         )
         return rendered
 
+    def _keep_usage(self, rendered: Rendered, response: ModelResponse) -> None:
+        """The provider's usage on the receipt of the prompt it answered."""
+        usage, storage = response.usage, self.session.engine.storage
+        if not rendered.id or storage is None or usage.input_tokens <= 0:
+            return
+        reported = ProviderUsage(
+            input_tokens=usage.input_tokens,
+            cached_input_tokens=usage.cached_tokens,
+            cache_write_tokens=usage.cache_written,
+            output_tokens=usage.output_tokens,
+        )
+        storage.put_usage(rendered.id, reported)
+
     def _record(self, response: ModelResponse) -> tuple[Node, list[tuple[str, str, Node]]]:
         engine = self.session.engine
         usage = response.usage
@@ -292,6 +305,7 @@ class Call:
                 except Exception as error:
                     rendered = self._recover(error)
             _, calls = self._record(response)
+            self._keep_usage(rendered, response)
             if not calls:
                 done, value = self._final(response.message)
                 if done:

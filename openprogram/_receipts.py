@@ -64,6 +64,7 @@ class Receipts:
             render=rendered.id or None,
             sources=tuple(msgspec.structs.replace(s, render="") for s in rendered.sources),
             records=tuple(record.id for record in rendered.records),
+            summary=rendered.summary,
         )
         tools = list(request.tools)
         engine.storage.save_receipt(receipt, tools, dict(zip(digests, sent, strict=True)))

@@ -191,7 +191,16 @@ class Policy(BaseModel):
     (bench). None: bare placeholders."""
     proactive_share: float | None = Field(default=0.7, gt=0, le=1)
     """With an LLM summarizer, compute collapse summaries ahead of need from this share of
-    the budget, off the hot path (None: only when needed)."""
+    the budget, off the hot path (None: only when needed); compaction summaries from this
+    share of the compact tier's threshold."""
+    summary_wait: Literal["always", "never"] = "always"
+    """``always``: a render the budget needs a summary for waits for it, so what a render
+    shows never depends on timing. ``never`` (opt-in): a summary not ready yet is prepared
+    on the worker and the render goes out with the cheaper tiers, still within the budget;
+    the next render adopts it. Each receipt says which happened (``RenderReceipt.summary``)."""
+    summarizer_model: str | None = None
+    """A litellm model for summaries (a cheaper one than the agent's), used when no
+    summarizer is given; None: the offline heuristic summarizer."""
 
     snip_low_water: float = Field(default=0.6, gt=0, lt=1)
     """Snip drops rounds until the prompt is under this share of the budget (hysteresis)."""

@@ -55,4 +55,5 @@ class Decision:
             floor=view.extra_tokens + system,
             id=ctx.decisions.render,
             sources=self.sources,
+            summary=ctx.decisions.summary,
         )

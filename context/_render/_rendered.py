@@ -30,6 +30,9 @@ class Rendered(msgspec.Struct, frozen=True):
     sources: list[MessageSource] = msgspec.field(default_factory=list)
     """Where each message came from (node, variant, layer, tier), in order; empty for a
     prompt read back from a receipt written before sources were kept."""
+    summary: str = ""
+    """How it got the summaries it needed: ``adopted`` (computed ahead, done), ``waited``,
+    ``went without`` (``Policy.summary_wait = "never"``), "" (it needed none)."""
 
     @property
     def fits(self) -> bool:

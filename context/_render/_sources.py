@@ -100,7 +100,7 @@ def merged(sources: Sequence[MessageSource], group: Sequence[int], render: str) 
         nodes=nodes,
         variant=first.variant,
         unit=first.unit,
-        layer=first.layer,
+        layer=first.layer or next((part.layer for part in parts if part.layer), None),
         tier=first.tier,
         current=any(part.current for part in parts),
         render=first.render,

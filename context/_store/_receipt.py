@@ -21,7 +21,8 @@ from ._source import MessageSource
 
 
 class ProviderUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """What the provider reported for the call a receipt sent (the proxy fills it)."""
+    """What the provider reported for the call a receipt sent (the proxy and ``Session``'s
+    loop keep it, ``ContextStorage.put_usage``)."""
 
     input_tokens: int
     """Input tokens in all, cached or not."""
@@ -74,7 +75,11 @@ class RenderReceipt(msgspec.Struct, frozen=True, kw_only=True):
     records: tuple[str, ...] = ()
     """The ids of the compaction records its render made."""
     usage: ProviderUsage | None = None
-    """What the provider reported for the call, when a proxy saw its answer."""
+    """What the provider reported for the call (kept beside the receipt once the answer
+    came, and read back with it)."""
+    summary: str = ""
+    """How its render got the summaries it needed (``Rendered.summary``): ``adopted``,
+    ``waited``, ``went without``, or "" when it needed none."""
 
 
 def canonical_message(message: dict[str, Any]) -> str:

@@ -20,11 +20,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from graph import GraphError, SideData, SideImport, SideMigration
 
 from .._errors import ContextError, PartialAppend, RecordError
 from ._folder import StateFolder, state_folder
-from ._receipt import RenderReceipt, decode_receipt, encode_receipt
+from ._receipt import ProviderUsage, RenderReceipt, decode_receipt, encode_receipt
 from ._records import (
     CompactionRecord,
     append_jsonl,
@@ -43,10 +45,16 @@ TOOLS = "context.tools"
 MESSAGES = "context.messages"
 """Sent messages (canonical JSON) by digest, once per session: receipts name them in
 order, so the prompt as sent is read back exactly."""
+USAGE = "context.usage"
+"""The provider's usage of each receipt's call, by receipt id (it comes after the receipt:
+the answer reports it)."""
 CONFIG = "context.config"
 """The log of configuration events; each one starts a new epoch of tier state."""
 EPOCH = "~epoch"
 LAST = "~last"
+
+
+_usage = msgspec.json.Decoder(ProviderUsage)
 
 
 def _tokens(encoding: str) -> str:
@@ -190,11 +198,32 @@ class ContextStorage:
         """The last receipt of the session (``frame=True``) or of one frame."""
         key = LAST if frame is True else (frame or "-")
         found = self.store.get_values(self.session, RECEIPTS, [str(key)]).get(str(key))
-        return None if found is None else decode_receipt(found)
+        if found is None:
+            return None
+        receipt = decode_receipt(found)
+        return self._with_usage([receipt], [receipt.id])[0]
 
     def receipts(self) -> list[RenderReceipt]:
-        """Every receipt, oldest first."""
-        return [decode_receipt(e.body) for e in self.store.read_log(self.session, RECEIPTS)]
+        """Every receipt, oldest first (with the provider's usage once it was reported)."""
+        found = [decode_receipt(e.body) for e in self.store.read_log(self.session, RECEIPTS)]
+        return self._with_usage(found)
+
+    def put_usage(self, receipt: str, usage: ProviderUsage) -> None:
+        """What the provider reported for the call ``receipt`` sent (its answer came after
+        the receipt was written): receipts are read back with it."""
+        text = msgspec.json.encode(usage).decode()
+        self.store.put_values(self.session, USAGE, {receipt: text})
+
+    def _with_usage(
+        self, receipts: list[RenderReceipt], ids: list[str] | None = None
+    ) -> list[RenderReceipt]:
+        stored = self.store.get_values(self.session, USAGE, ids)
+        if not stored:
+            return receipts
+        return [
+            msgspec.structs.replace(r, usage=_usage.decode(stored[r.id])) if r.id in stored else r
+            for r in receipts
+        ]
 
     def last_tools(self) -> list[dict[str, Any]]:
         """The tool schemas of the last prompt sent (none: no receipt yet)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ._fit import (
     CONCLUDED_CHARS,
@@ -32,6 +33,9 @@ from ._fit import (
 from ._identifiers import find_identifiers, ranked_unit_identifiers
 from ._summary import Anchors, Summarizer, SummaryRequest, SummaryResult, concluded_in
 from ._transcript import Entry, key_argument, read_units
+
+if TYPE_CHECKING:
+    from .._budget._policy import Policy
 
 _INTENT_CHARS = 200
 _ITEM_CHARS = 160
@@ -379,7 +383,12 @@ def _prose(rounds: int, entries: Sequence[Entry], covered: Sequence[Entry]) -> s
     return " ".join([account, *list(dict.fromkeys(findings))[-2:]])
 
 
-def default_summarizer() -> Summarizer:
-    """The summarizer used when none is configured: the offline heuristic one."""
+def default_summarizer(policy: Policy | None = None) -> Summarizer:
+    """The summarizer used when none is given: one on ``policy.summarizer_model`` when it
+    names one, else the offline heuristic one."""
+    if policy is not None and policy.summarizer_model:
+        from ._litellm_summarizer import LiteLLMSummarizer
+
+        return LiteLLMSummarizer(policy.summarizer_model)
     summarizer: Summarizer = HeuristicSummarizer()
     return summarizer

@@ -7,14 +7,21 @@ usually ready. A summary is used only when the budget requires the collapse — 
 because it happens to be ready — and a collapse whose summary is still being computed
 waits for that one call instead of making another, so what a render shows never depends
 on timing, only how long it takes.
+
+Under ``Policy.summary_wait = "never"`` a render does not wait: a summary that is not
+done is left running (or started) and the render goes without it (``ready``).
 """
 
 from __future__ import annotations
 
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from ._summary import Summarizer, SummaryRequest, SummaryResult
+
+if TYPE_CHECKING:
+    from .._budget._policy import Policy
 
 
 class Prefetcher:
@@ -36,6 +43,26 @@ class Prefetcher:
                 self._pool = ThreadPoolExecutor(1, thread_name_prefix="openprogram-summary")
             self._futures[key] = self._pool.submit(self.summarizer.summarize, request)
             self.scheduled += 1
+
+    @classmethod
+    def wanted(cls, summarizer: Summarizer, policy: Policy) -> Prefetcher | None:
+        """A prefetcher for a slow (``proactive``) summarizer when the policy computes
+        summaries ahead or never waits for one; None otherwise."""
+        if not getattr(summarizer, "proactive", False):
+            return None
+        if policy.proactive_share is None and policy.summary_wait == "always":
+            return None
+        return cls(summarizer)
+
+    def started(self, key: str) -> bool:
+        with self._lock:
+            return key in self._futures
+
+    def ready(self, key: str) -> bool:
+        """Whether the summary started for ``key`` is done (a render may take it now)."""
+        with self._lock:
+            future = self._futures.get(key)
+        return future is not None and future.done()
 
     def take(self, key: str) -> Future[SummaryResult] | None:
         """The summary started for ``key`` (done or running), removed from the queue."""

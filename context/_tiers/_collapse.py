@@ -25,6 +25,7 @@ import msgspec
 from .._budget._names import as_layer_kind, as_tier
 from .._summaries._summary import SummaryResult
 from .._view import TURN_KINDS, Unit, View
+from ._awaiting import NOT_READY
 from ._summarizing import (
     make_layer,
     new_layer_id,
@@ -146,9 +147,10 @@ def collapse_segment(
     ms = 0.0
     if result is None:
         request = request_for(ctx, "collapse", covered, max_tokens=summary_cap(ctx, covered))
-        result, error, ms = summarize(ctx, request, key)
+        result, error, ms = summarize(ctx, request, key, wait=reason != "budget")
         if result is None:
-            ctx.state(CollapseState).failed.add(key)
+            if error != NOT_READY:
+                ctx.state(CollapseState).failed.add(key)
             ctx.act("collapse", f"could not summarize a segment: {error}", view, view, error=error)
             ctx.record(
                 "collapse", view, view, started=started, error=error, details={"segment": key}

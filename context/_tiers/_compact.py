@@ -9,6 +9,9 @@ so unlike Claude Code's it can be rolled back. The system prompt and the first t
 pinned and never summarized.
 
 ``summarize_half`` is progressive's soft step: the same, over the oldest half only.
+
+The budget's compaction covers the span prepared ahead (``_compact_ahead``) when it starts
+the span, then the rest; the tier itself (``TIER``) is in ``_compact_ahead``.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ from .._budget._names import as_layer_kind
 from .._budget._policy import Policy
 from .._errors import ContextError
 from .._summaries._identifiers import find_identifiers, message_text
-from .._summaries._summary import SummaryResult
+from .._summaries._summary import SummaryRequest, SummaryResult
 from .._view import Unit, UnitKind, View
+from ._awaiting import NOT_READY
 from ._collapse import first_node, follows, grown, inspectable, pays
 from ._summarizing import (
     make_layer,
@@ -42,7 +46,7 @@ from ._summarizing import (
 from ._tier import Tier, TierContext, TierState
 
 _INSPECT = 8
-_ADDED: tuple[UnitKind, ...] = ("note", "stub")
+ADDED_KINDS: tuple[UnitKind, ...] = ("note", "stub")
 
 
 class CompactState(TierState):
@@ -52,6 +56,14 @@ class CompactState(TierState):
 
     failed: set[str] = msgspec.field(default_factory=set)
     declined: dict[str, int] = msgspec.field(default_factory=dict)
+    prepared: list[str] = msgspec.field(default_factory=list)
+    """The nodes a summary computed ahead covers (empty: none is), under ``AHEAD`` and
+    the span's key in the prefetcher..."""
+    owed: bool = False
+    """...and whether a render went without it (the next render it is done by adopts it)."""
+
+
+AHEAD = "compact:"
 
 
 def kept_by_messages(sizes: Iterable[int], limit: int) -> int:
@@ -102,11 +114,11 @@ def span_to_compact(
         declined = frozenset(n for i in rolled_back for n in i.covers)
     run: list[Unit] = []
     for unit in body:
-        if unit.pinned and not _is_compaction(unit, ctx):
+        if unit.pinned and not is_compaction(unit, ctx):
             if run:
                 break
             continue
-        if unit.running or unit.kind in _ADDED or not declined.isdisjoint(unit.node_ids):
+        if unit.running or unit.kind in ADDED_KINDS or not declined.isdisjoint(unit.node_ids):
             if run:
                 break
             continue
@@ -115,12 +127,12 @@ def span_to_compact(
         run.append(unit)
     if share < 1.0:
         run = run[: max(1, int(len(run) * share))] if len(run) > 1 else []
-    if len(run) == 1 and _is_compaction(run[0], ctx):
+    if len(run) == 1 and is_compaction(run[0], ctx):
         return []  # only the previous compaction: nothing new to merge
     return run
 
 
-def _is_compaction(unit: Unit, ctx: TierContext) -> bool:
+def is_compaction(unit: Unit, ctx: TierContext) -> bool:
     if unit.kind != "layer" or unit.layer is None or ctx.layers is None:
         return False
     return as_layer_kind(ctx.layers.get(unit.layer).kind) == "compact"
@@ -185,36 +197,59 @@ def _shown(view: View, covered: list[Unit]) -> frozenset[str]:
     return frozenset(ident for message in kept for ident in find_identifiers(message_text(message)))
 
 
+def _previous(ctx: TierContext, covered: list[Unit]) -> SummaryResult | None:
+    """The summary of the previous compaction ``covered`` merges, if any."""
+    previous_layers = [u for u in covered if is_compaction(u, ctx)]
+    if not previous_layers or ctx.layers is None:
+        return None
+    assert previous_layers[-1].layer is not None
+    return result_of(ctx.layers.get(previous_layers[-1].layer))
+
+
+def compaction_request(
+    view: View, ctx: TierContext, covered: list[Unit], focus: str | None
+) -> SummaryRequest:
+    fresh = [u for u in covered if not is_compaction(u, ctx)]
+    policy = ctx.policy
+    request = request_for(
+        ctx,
+        "compact",
+        fresh,
+        max_tokens=policy.compact_summary_bound(sum(u.tokens for u in fresh), ctx.target),
+        previous=_previous(ctx, covered),
+        focus=focus,
+    )
+    if policy.identifier_tokens > 0:
+        request = msgspec.structs.replace(request, shown=_shown(view, covered))
+    return request
+
+
 def compact_span(
-    view: View, ctx: TierContext, covered: list[Unit], *, focus: str | None, reason: str
+    view: View,
+    ctx: TierContext,
+    covered: list[Unit],
+    *,
+    focus: str | None,
+    reason: str,
+    key: str | None = None,
 ) -> tuple[View, LayerInfo | None, str | None]:
     """Replace ``covered`` by one compaction layer; returns the view, the layer, and why
-    not when there is none."""
+    not when there is none (``NOT_READY``: its summary, under ``key``, is being prepared)."""
     started = time.perf_counter()
     policy = ctx.policy
     tier = ctx.tier or "compact"  # summarize_half records as itself
-    previous_layers = [u for u in covered if _is_compaction(u, ctx)]
-    previous = None
-    if previous_layers and ctx.layers is not None:
-        assert previous_layers[-1].layer is not None
-        previous = result_of(ctx.layers.get(previous_layers[-1].layer))
-    fresh = [u for u in covered if not _is_compaction(u, ctx)]
+    previous = _previous(ctx, covered)
+    fresh = [u for u in covered if not is_compaction(u, ctx)]
     covers = tuple(n for unit in covered for n in unit.node_ids)
     result = reusable(ctx, "compact", covers, focus or "")
     error, ms = None, 0.0
     if result is None:
-        request = request_for(
-            ctx,
-            "compact",
-            fresh,
-            max_tokens=policy.compact_summary_bound(sum(u.tokens for u in fresh), ctx.target),
-            previous=previous,
-            focus=focus,
-        )
-        if policy.identifier_tokens > 0:
-            request = msgspec.structs.replace(request, shown=_shown(view, covered))
-        result, error, ms = summarize(ctx, request)
+        request = compaction_request(view, ctx, covered, focus)
+        result, error, ms = summarize(ctx, request, key, wait=reason != "budget")
     if result is None:
+        if error == NOT_READY:
+            ctx.act(tier, "went without its summary (being prepared)", view, view)
+            return view, None, error
         if reason == "budget":
             ctx.state(CompactState).failed.add(segment_key(covered))
         ctx.act(tier, f"could not summarize: {error}", view, view, error=error)
@@ -276,14 +311,50 @@ def _declined(ctx: TierContext, covered: list[Unit], fresh: list[Unit], tokens: 
 
 
 def _auto(view: View, ctx: TierContext, share: float) -> View:
-    covered = span_to_compact(view, ctx, share=share)
+    """Compact the prepared span if it starts the span, and then, while the prompt is
+    still over the low-water mark, the rest (merging that summary); else the whole span."""
     state = ctx.state(CompactState)
+    part = _prepared_part(span_to_compact(view, ctx, share=share), state.prepared)
+    if part is None:
+        return _auto_span(view, ctx, share, None)
+    after = _auto_span(view, ctx, share, part)
+    if after is view or after.tokens <= ctx.target:
+        return after
+    return _auto_span(after, ctx, share, None)
+
+
+def _auto_span(view: View, ctx: TierContext, share: float, part: list[Unit] | None) -> View:
+    state = ctx.state(CompactState)
+    covered = part if part is not None else span_to_compact(view, ctx, share=share)
     if not covered or segment_key(covered) in state.failed:
         return view
-    fresh = [u for u in covered if not _is_compaction(u, ctx)]
+    fresh = [u for u in covered if not is_compaction(u, ctx)]
     if not grown(ctx, state.declined, first_node(fresh), sum(u.tokens for u in fresh)):
         return view
-    return compact_span(view, ctx, covered, focus=None, reason="budget")[0]
+    key = AHEAD + segment_key(covered) if ctx.prefetch is not None else None
+    after, _, error = compact_span(view, ctx, covered, focus=None, reason="budget", key=key)
+    owed = error == NOT_READY
+    state.prepared = [n for unit in covered for n in unit.node_ids] if owed else []
+    state.owed = owed
+    return after
+
+
+def _prepared_part(units: list[Unit], prepared: list[str]) -> list[Unit] | None:
+    """The first of ``units`` that cover exactly the ``prepared`` nodes (None: they do not
+    start ``units``, or end inside a unit)."""
+    if not prepared:
+        return None
+    part: list[Unit] = []
+    covered = 0
+    for unit in units:
+        if covered == len(prepared):
+            break
+        ids = unit.node_ids
+        if list(ids) != prepared[covered : covered + len(ids)]:
+            return None
+        part.append(unit)
+        covered += len(ids)
+    return part if covered == len(prepared) else None
 
 
 def compact(view: View, ctx: TierContext) -> View:
@@ -308,5 +379,4 @@ def compact_now(view: View, ctx: TierContext, focus: str | None) -> tuple[View, 
     return after, info
 
 
-TIER = Tier("compact", compact=compact, state=CompactState)
 HALF_TIER = Tier("summarize_half", compact=summarize_half, state=CompactState)

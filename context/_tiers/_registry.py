@@ -10,7 +10,17 @@ from collections.abc import Sequence
 
 from .._budget._names import TIER_NAMES
 from .._errors import PolicyError
-from . import _collapse, _compact, _emergency, _microcompact, _offload, _reduce, _rereads, _snip
+from . import (
+    _collapse,
+    _compact,
+    _compact_ahead,
+    _emergency,
+    _microcompact,
+    _offload,
+    _reduce,
+    _rereads,
+    _snip,
+)
 from ._tier import Tier
 
 TIERS: dict[str, Tier] = {
@@ -22,7 +32,7 @@ TIERS: dict[str, Tier] = {
         _microcompact.TIER,
         _collapse.TIER,
         _snip.TIER,
-        _compact.TIER,
+        _compact_ahead.TIER,
         _compact.HALF_TIER,
         _emergency.TIER,
     )

@@ -23,6 +23,7 @@ from .._budget._names import LayerKind
 from .._budget._redaction import summary_redactor
 from .._summaries._summary import SummaryRequest, SummaryResult, anchors_from_dict
 from .._view import Item, Unit, Variant, View
+from ._awaiting import NOT_READY, summary_call
 from ._layers import show_layer
 from ._reduce import reduced_call
 from ._tier import TierContext
@@ -226,10 +227,11 @@ def reusable(
 
 
 def summarize(
-    ctx: TierContext, request: SummaryRequest, key: str | None = None
+    ctx: TierContext, request: SummaryRequest, key: str | None = None, *, wait: bool = True
 ) -> tuple[SummaryResult | None, str | None, float]:
     """Ask the summarizer (or take the summary computed ahead under ``key``); a failure or
-    an unusable reply gives (None, why, ms)."""
+    an unusable reply gives (None, why, ms), a summary not ready under ``summary_wait =
+    "never"`` (unless ``wait``) (None, ``NOT_READY``, 0)."""
     started = time.perf_counter()
     summarizer = ctx.summarizer
     if summarizer is None:
@@ -238,9 +240,11 @@ def summarize(
     known = ctx.summaries.get(asked)
     if known is not None:
         return known, None, 0.0
-    ahead = ctx.prefetch.take(key) if ctx.prefetch is not None and key is not None else None
+    call = summary_call(ctx, request, key, wait=wait)
+    if call is None:
+        return None, NOT_READY, 0.0
     try:
-        result = ahead.result() if ahead is not None else summarizer.summarize(request)
+        result = call()
     except Exception as error:  # fail-open: the tier falls back and records why
         return None, f"summarizer failed: {error!r}", (time.perf_counter() - started) * 1000
     ms = (time.perf_counter() - started) * 1000

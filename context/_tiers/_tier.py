@@ -137,6 +137,8 @@ class TierDecisions:
     """The render's id: its records, sources and receipt carry it."""
     at: str = field(default_factory=wall_clock)
     """When it was decided (wall clock): its records' timestamp."""
+    summary: str = ""
+    """How the render got its summaries (``_awaiting``: the most telling)."""
 
 
 def render_id() -> str:
@@ -176,6 +178,9 @@ class TierContext:
     kept_tools: list[str] = field(default_factory=list)
     """Names of the walk's non-compactable tools (a context edit excludes them)."""
     started: float = field(default_factory=time.perf_counter)
+    without_summary: bool = False
+    """A summary this render needed is not ready (``summary_wait = "never"``): the tiers
+    after it act only to fit the budget, not down to the low-water mark."""
     _plan: tuple[list[Unit], tuple[int, int], Plan] | None = field(default=None, repr=False)
 
     # -- the parts' fields, as tiers read them ------------------------------------------
@@ -254,7 +259,9 @@ class TierContext:
     @property
     def target(self) -> int:
         """Where a triggered cascade shrinks to (the policy's low-water mark, or the cache
-        schedule's target)."""
+        schedule's target); the budget once the render went without a summary."""
+        if self.without_summary:
+            return self.budget
         if self.policy.schedule == "cache":
             return self.plan().target
         return self.policy.target(self.budget)

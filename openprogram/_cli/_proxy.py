@@ -35,6 +35,8 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         upstream_anthropic=args.upstream_anthropic,
         upstream_openai=args.upstream_openai,
         redact=args.redact,
+        summary_wait=args.summary_wait,
+        summarizer_model=args.summarizer_model,
     )
     try:
         sock = bind(args.host, args.port)
@@ -82,5 +84,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     proxy.add_argument(
         "--redact", action="store_true",
         help="redact secrets in everything stored (summaries are always redacted)",
+    )  # fmt: skip
+    proxy.add_argument(
+        "--summary-wait", default="always", choices=["always", "never"],
+        help="never: no request waits for a summary (it goes out with the cheaper tiers, "
+        "still within the budget, and the next one adopts the summary)",
+    )  # fmt: skip
+    proxy.add_argument(
+        "--summarizer-model", metavar="MODEL",
+        help="a litellm model for summaries, cheaper than the agent's (its key from the "
+        "proxy's environment; default: offline summaries)",
     )  # fmt: skip
     proxy.set_defaults(run=cmd_proxy)

@@ -11,7 +11,7 @@ from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from context import CompactionRecord, as_record_tier
+from context import CompactionRecord, ProviderUsage, as_record_tier
 from graph import LayerInfo, Node, text_of
 from openprogram._view._data import FREED, KINDS, Call, Prompt, SessionRow
 from openprogram._view._provenance import message_text
@@ -170,6 +170,23 @@ def replay_hint(session: str, url: str, links: Links) -> str:
     )
 
 
+INPUT_HEADS = (
+    "<th title='input tokens the provider read from its prompt cache'>cached input</th>"
+    "<th title='input tokens the provider did not read from its cache (cache writes "
+    "included)'>uncached input</th>"
+)
+
+
+def input_cells(usage: ProviderUsage | None) -> str:
+    """A call's input as the provider reported it (a proxy saw its answer), else dashes."""
+    if usage is None:
+        return '<td class="n dim">–</td><td class="n dim">–</td>'
+    return (
+        f'<td class="n cached">{figure(usage.cached_input_tokens)}</td>'
+        f'<td class="n uncached">{figure(usage.uncached_input_tokens)}</td>'
+    )
+
+
 def calls_table(session: str, calls: Sequence[Call], links: Links) -> str:
     rows = []
     for call in calls:
@@ -186,13 +203,13 @@ def calls_table(session: str, calls: Sequence[Call], links: Links) -> str:
             f"<td>{e(r.at[:19].replace('T', ' '))}</td><td>{frame}</td>"
             f'<td class="n">{figure(r.tokens)}{over_mark(r.tokens, r.budget)}</td>'
             f'<td class="n">{figure(r.budget)}</td>'
-            f'<td class="n">{figure(r.messages)}</td>'
+            f'<td class="n">{figure(r.messages)}</td>{input_cells(r.usage)}'
             f"<td>{e(tiers)}{f' (freed {figure(freed)})' if freed else ''}</td></tr>"
         )
     return (
         "<table><thead><tr><th>call</th><th>at (UTC)</th><th>frame</th><th>tokens</th>"
-        f"<th>budget</th><th>messages</th><th title='freed: {e(FREED)}'>compactions (freed)"
-        "</th></tr></thead>"
+        f"<th>budget</th><th>messages</th>{INPUT_HEADS}"
+        f"<th title='freed: {e(FREED)}'>compactions (freed)</th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
 

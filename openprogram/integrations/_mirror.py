@@ -91,6 +91,8 @@ class Paired:
 
     message: dict[str, Any]
     entry: Entry | None
+    layer: str | None = None
+    """The layer whose summary it shows (a compaction's or a collapse's), if any."""
 
 
 @dataclass
@@ -490,5 +492,5 @@ class Mirror:
             mapped = ids.map(message)
             if shows is not None and call_ids(mapped) != call_ids(shows.message):
                 shows = None  # its framework ids would repeat one: sent as a new message
-            paired.append(Paired(mapped, shows))
+            paired.append(Paired(mapped, shows, source.layer))
         return paired

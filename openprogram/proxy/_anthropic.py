@@ -18,12 +18,10 @@ from typing import Any
 
 from openprogram._errors import MalformedMessage
 from openprogram.integrations._mirror import Entry, Paired
+from openprogram.proxy._breakpoint import MAX_BREAKPOINTS, mark_after
 from openprogram.proxy._convert import Converted, convert, first_user
 
 __all__ = ["MAX_BREAKPOINTS", "Blocks", "from_request", "peek", "to_request"]
-
-MAX_BREAKPOINTS = 4
-"""Anthropic refuses a request with more ``cache_control`` breakpoints than this."""
 
 
 @dataclass(frozen=True)
@@ -217,6 +215,7 @@ def to_request(body: dict[str, Any], paired: Sequence[Paired]) -> dict[str, Any]
     out: list[dict[str, Any]] = []
     sources: list[int | None] = []
     instructions: list[str] = []
+    last_layer: dict[str, Any] | None = None
     for item in paired:
         role = item.message.get("role")
         if role == "system" and item.entry is None:
@@ -224,6 +223,8 @@ def to_request(body: dict[str, Any], paired: Sequence[Paired]) -> dict[str, Any]
             continue
         original = item.entry.original if item.entry is not None else None
         blocks = original if isinstance(original, Blocks) else _made(item.message)
+        if item.layer is not None and original is None and isinstance(blocks.content, list):
+            last_layer = blocks.content[-1] if blocks.content else last_layer
         # Parts of one client message go back together; what compaction made joins its
         # neighbour of the same role (the API would join them anyway).
         if out and out[-1]["role"] == blocks.role and None in (sources[-1], blocks.source):
@@ -248,6 +249,7 @@ def to_request(body: dict[str, Any], paired: Sequence[Paired]) -> dict[str, Any]
         if not request["system"]:
             del request["system"]
     limit_breakpoints(request)
+    mark_after(request, last_layer)
     return request
 
 

@@ -8,8 +8,12 @@ upstream unchanged and writes a record of why (fail-open): the user's agent neve
 because of us. A record never holds a header, so a provider key is never stored or logged.
 
 Records go to ``proxy.jsonl`` in the state folder (one line per request: sent, side call,
-fail-open, with the provider's usage when it reported one) and, for a session, to its
-store values (``proxy.usage``: the usage of each render receipt, by receipt id).
+fail-open, with the provider's usage when it reported one, and how its render got its
+summaries) and, for a session, to the receipt of the render it sent
+(``RenderReceipt.usage``: input, cached read and write, output).
+
+Summaries are written by the policy's ``summarizer_model`` (``--summarizer-model``), else
+offline; under ``--summary-wait never`` no request waits for one (``Policy.summary_wait``).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any
 
 import msgspec
 
-from context import Policy, state_folder
+from context import Policy, ProviderUsage, Summarizer, state_folder
 from graph import Store, open_store
 from openprogram._session import Session
 from openprogram.integrations._mirror import Mirror
@@ -36,8 +40,6 @@ from openprogram.proxy._sessions import recognise, side_call
 __all__ = ["Prepared", "Proxy", "ProxyConfig"]
 
 NAME = "proxy"
-USAGE = "proxy.usage"
-"""Store side-data namespace: the provider's usage of each receipt's request, by its id."""
 LOG = "proxy.jsonl"
 WIRES = {"anthropic": _anthropic, "openai": _openai_chat}
 KEPT_CONVERSIONS = 64
@@ -55,6 +57,10 @@ class ProxyConfig:
     upstream_anthropic: str = "https://api.anthropic.com"
     upstream_openai: str = "https://api.openai.com"
     redact: bool = False
+    summary_wait: str = "always"
+    """``never``: no request waits for a summary (``Policy.summary_wait``)."""
+    summarizer_model: str | None = None
+    """A litellm model for summaries, cheaper than the agent's (``Policy.summarizer_model``)."""
 
 
 @dataclass
@@ -73,13 +79,23 @@ class Prepared:
     budget: int | None = None
     started: float = field(default_factory=time.perf_counter)
     prepare_ms: float = 0.0
+    summary: str = ""
+    """How its render got its summaries (``Rendered.summary``)."""
 
 
 class Proxy:
     """Sessions and records of one proxy (one database)."""
 
-    def __init__(self, config: ProxyConfig, *, store: Store | None = None) -> None:
+    def __init__(
+        self,
+        config: ProxyConfig,
+        *,
+        store: Store | None = None,
+        summarizer: Summarizer | None = None,
+    ) -> None:
         self.config = config
+        self.summarizer = summarizer
+        """What writes new sessions' summaries (None: the policy's ``summarizer_model``)."""
         self.store = store if store is not None else open_store(config.db)
         folder = state_folder(self.store, config.state_dir)
         folder.claim()
@@ -94,17 +110,29 @@ class Proxy:
         self._settled = threading.Condition()
 
     # -- sessions -------------------------------------------------------------------------
-    def policy(self, model: str | None) -> Policy:
+    def policy(self, model: str | None, *, scratch: bool = False) -> Policy:
+        """New sessions' policy; ``scratch``: a counting render's (offline summaries, none
+        left running on a worker after it)."""
+        options: dict[str, Any] = {"cache_edits": "off"}
+        if not scratch:
+            options["summary_wait"] = self.config.summary_wait
+        if self.config.summarizer_model and not scratch:
+            options["summarizer_model"] = self.config.summarizer_model
         try:
-            return Policy.named(self.config.policy, model, cache_edits="off")
+            return Policy.named(self.config.policy, model, **options)
         except Exception:  # a model litellm's map does not know: the preset's defaults
-            return Policy.named(self.config.policy, None, cache_edits="off")
+            return Policy.named(self.config.policy, None, **options)
 
     def session(self, session_id: str, model: str | None) -> tuple[Session, Mirror]:
         found = self._sessions.get(session_id)
         if found is None:
             if self.store.has_session(session_id):
-                session = Session(self.store, session_id, state_dir=self.config.state_dir)
+                session = Session(
+                    self.store,
+                    session_id,
+                    state_dir=self.config.state_dir,
+                    summarizer=self.summarizer,
+                )
             else:
                 session = Session(
                     self.store,
@@ -113,6 +141,7 @@ class Proxy:
                     budget=self.config.budget,
                     state_dir=self.config.state_dir,
                     redact=self.config.redact or None,
+                    summarizer=self.summarizer,
                 )
             found = self._sessions[session_id] = (session, Mirror(session, NAME))
         return found
@@ -157,6 +186,7 @@ class Proxy:
             prepared.event = "sent"
             if rendered is not None:
                 prepared.tokens, prepared.budget = rendered.tokens, rendered.budget
+                prepared.summary = rendered.summary
         except Exception as error:  # fail open: the client's request goes as it came
             prepared.body = raw
             prepared.event = "fail-open"
@@ -167,13 +197,15 @@ class Proxy:
 
     def count(self, headers: Mapping[str, str], raw: bytes) -> Prepared:
         """A ``count_tokens`` request as it would be sent: rendered in a scratch session
-        with the same policy and budget (nothing is stored); fail-open as :meth:`prepare`."""
+        with the same policy and budget, its summaries written offline (nothing is stored,
+        no summarizer is paid for a count); fail-open as :meth:`prepare`."""
         prepared = Prepared(raw, "anthropic", "passed")
         try:
             body = json.loads(raw)
             converted = _anthropic.from_request(body)
             model = str(body.get("model") or "") or None
-            with Session(":memory:", policy=self.policy(model), budget=self.config.budget) as s:
+            policy = self.policy(model, scratch=True)
+            with Session(":memory:", policy=policy, budget=self.config.budget) as s:
                 mirror = Mirror(s, NAME)
                 paired = mirror.render(converted.entries, converted.tools, converted.system)
             prepared.body = json.dumps(_anthropic.to_request(body, paired)).encode()
@@ -205,7 +237,10 @@ class Proxy:
 
     def _finish(self, prepared: Prepared, status: int, usage: dict[str, int] | None) -> None:
         if usage is not None and prepared.receipt is not None and prepared.session is not None:
-            self.store.put_values(prepared.session, USAGE, {prepared.receipt: json.dumps(usage)})
+            found = self._sessions.get(prepared.session)
+            storage = found[0].engine.storage if found is not None else None
+            if storage is not None:
+                storage.put_usage(prepared.receipt, provider_usage(usage))
         self.record(
             {
                 "event": prepared.event,
@@ -219,6 +254,7 @@ class Proxy:
                 "status": status,
                 "usage": usage,
                 "prepare_ms": round(prepared.prepare_ms, 3),
+                "summary": prepared.summary or None,
             }
         )
 
@@ -236,10 +272,14 @@ class Proxy:
         return [json.loads(line) for line in lines if line.strip()]
 
     def usage(self, session: str) -> dict[str, dict[str, int]]:
-        """The provider's usage of each of ``session``'s requests, by receipt id."""
+        """The provider's usage of each of ``session``'s requests, by receipt id (as the
+        records say it: ``input`` uncached, ``cache_read``, ``cache_creation``, ``output``)."""
         self.settle()
-        stored = self.store.get_values(session, USAGE)
-        return {key: json.loads(value) for key, value in stored.items()}
+        with self._lock:
+            found = self._sessions.get(session)
+            storage = found[0].engine.storage if found is not None else None
+            receipts = storage.receipts() if storage is not None else []
+        return {r.id: usage_fields(r.usage) for r in receipts if r.usage is not None}
 
     def close(self) -> None:
         self.settle()
@@ -248,3 +288,25 @@ class Proxy:
                 session.close()
             self._sessions.clear()
         self.store.close()
+
+
+def provider_usage(usage: dict[str, int]) -> ProviderUsage:
+    """A record's usage (``_upstream.usage_of``) in the receipt's terms."""
+    read, written = usage.get("cache_read", 0), usage.get("cache_creation", 0)
+    return ProviderUsage(
+        input_tokens=usage.get("input", 0) + read + written,
+        cached_input_tokens=read,
+        cache_write_tokens=written,
+        output_tokens=usage.get("output", 0),
+    )
+
+
+def usage_fields(usage: ProviderUsage) -> dict[str, int]:
+    """A receipt's usage as a record says it (the inverse of :func:`provider_usage`)."""
+    read, written = usage.cached_input_tokens, usage.cache_write_tokens
+    return {
+        "input": usage.input_tokens - read - written,
+        "cache_read": read,
+        "cache_creation": written,
+        "output": usage.output_tokens,
+    }

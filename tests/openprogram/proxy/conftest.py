@@ -41,9 +41,10 @@ def upstream() -> Iterator[ScriptedUpstream]:
 def start_proxy(upstream: ScriptedUpstream, db: Path, **options: object) -> tuple[Running, object]:
     from openprogram._view import hosts_for
 
+    summarizer = options.pop("summarizer", None)
     config = ProxyConfig(db=str(db), upstream_anthropic=upstream.url,
                          upstream_openai=upstream.url, **options)  # type: ignore[arg-type]  # fmt: skip
-    proxy = Proxy(config)
+    proxy = Proxy(config, summarizer=summarizer)  # type: ignore[arg-type]
     token = secrets.token_urlsafe(16)
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -14,14 +15,16 @@ import httpx
 import openai
 import pytest
 
+from openprogram import Session
 
-@pytest.fixture
-def started(upstream: Any, tmp_path: Path) -> Iterator[list[str]]:
+
+@contextlib.contextmanager
+def _proxy(upstream: Any, tmp_path: Path, *options: str) -> Iterator[list[str]]:
     env = {**os.environ, "PYTHONPATH": str(Path.cwd())}
     process = subprocess.Popen(
         [sys.executable, "-c", "from openprogram.cli import run; run()", "proxy", "--port", "0",
          "--db", str(tmp_path / "p.db"), "--budget", "8000",
-         "--upstream-anthropic", upstream.url, "--upstream-openai", upstream.url],
+         "--upstream-anthropic", upstream.url, "--upstream-openai", upstream.url, *options],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     assert process.stdout is not None
@@ -31,6 +34,30 @@ def started(upstream: Any, tmp_path: Path) -> Iterator[list[str]]:
     finally:
         process.terminate()
         process.communicate(timeout=20)
+
+
+@pytest.fixture
+def started(upstream: Any, tmp_path: Path) -> Iterator[list[str]]:
+    with _proxy(upstream, tmp_path) as lines:
+        yield lines
+
+
+def test_the_summary_wait_and_the_summarizer_model_are_the_sessions_policy(
+    upstream: Any, tmp_path: Path
+) -> None:
+    options = ("--summary-wait", "never", "--summarizer-model", "anthropic/claude-haiku-4-5")
+    with _proxy(upstream, tmp_path, *options) as (anthropic_line, _):
+        base = anthropic_line.split("=", 1)[1]
+        with anthropic.Anthropic(base_url=base, api_key="k", max_retries=0) as claude:
+            claude.messages.create(
+                model="claude-sonnet-4-5", max_tokens=8,
+                messages=[{"role": "user", "content": "hi"}],
+                extra_headers={"x-openprogram-session": "cli-nowait"},
+            )  # fmt: skip
+    with Session(str(tmp_path / "p.db"), "cli-nowait") as session:
+        assert session.policy.summary_wait == "never"
+        assert session.policy.summarizer_model == "anthropic/claude-haiku-4-5"
+        assert session.engine.summarizer.name == "litellm:anthropic/claude-haiku-4-5"  # type: ignore[attr-defined]
 
 
 def test_it_prints_one_line_per_sdk_with_the_real_port(started: list[str], upstream: Any) -> None:

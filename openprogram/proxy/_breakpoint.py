@@ -1,0 +1,54 @@
+"""A prompt-cache breakpoint after the summary layers (Anthropic's ``cache_control``).
+
+A summary layer stays as it is until the next compaction or a rollback, so the prompt up
+to the last one is a prefix the provider can read from its cache, turn after turn, even
+when the client's own breakpoints sit elsewhere. One mark goes on the last block of the
+last message that shows a layer, only while the request holds fewer than
+:data:`MAX_BREAKPOINTS` marks after the client's own (which are never taken off for it),
+and never on a block of the client's: a layer's blocks are built by the proxy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["EPHEMERAL", "MAX_BREAKPOINTS", "count_breakpoints", "mark_after"]
+
+MAX_BREAKPOINTS = 4
+"""Anthropic refuses a request with more ``cache_control`` breakpoints than this."""
+EPHEMERAL = {"type": "ephemeral"}
+
+
+def count_breakpoints(request: dict[str, Any]) -> int:
+    """The ``cache_control`` marks of ``request``: system, tools and message blocks."""
+    count = 0
+    system = request.get("system")
+    blocks: list[Any] = list(system) if isinstance(system, list) else []
+    blocks += list(request.get("tools") or ())
+    for message in request.get("messages") or ():
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            blocks += content
+    for block in blocks:
+        if isinstance(block, dict) and "cache_control" in block:
+            count += 1
+    return count
+
+
+def mark_after(request: dict[str, Any], block: dict[str, Any] | None) -> bool:
+    """Mark ``block`` (the last block of the last layer's message, found by identity in
+    ``request``'s messages) as a breakpoint when there is room; whether it was marked."""
+    if block is None or "cache_control" in block:
+        return False
+    if count_breakpoints(request) >= MAX_BREAKPOINTS:
+        return False
+    for message in reversed(request["messages"]):
+        content = message["content"]
+        if not isinstance(content, list):
+            continue
+        for n, candidate in enumerate(content):
+            if candidate is block:
+                marked = {**block, "cache_control": dict(EPHEMERAL)}
+                message["content"] = [*content[:n], marked, *content[n + 1 :]]
+                return True
+    return False
