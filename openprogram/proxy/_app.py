@@ -5,7 +5,8 @@ the path instead of a cookie, since an SDK's base URL is all a client can be giv
 ``http://127.0.0.1:P/<token>`` for Anthropic's SDK, ``…/<token>/v1`` for OpenAI's. A
 request without the token is refused before anything is read.
 
-``/v1/messages`` and ``/v1/chat/completions`` go upstream as the render (``Proxy.prepare``);
+``/v1/messages``, ``/v1/chat/completions`` and ``/v1/responses`` go upstream as the render
+(``Proxy.prepare``);
 ``/v1/messages/count_tokens`` counts the request as it would be sent; any other path
 (``/v1/models``…) passes through to the provider the client's headers name (Anthropic's
 ``anthropic-version`` or ``x-api-key``, else OpenAI's). The answer streams back unchanged.
@@ -133,6 +134,12 @@ def create_app(proxy: Proxy, *, token: str, hosts: set[str]) -> Gate:
         prepared = await run_in_threadpool(proxy.prepare, "openai", headers, raw)
         return await forward(request, proxy.config.upstream_openai, prepared)
 
+    async def responses(request: Request) -> Response:
+        raw = await request.body()
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        prepared = await run_in_threadpool(proxy.prepare, "responses", headers, raw)
+        return await forward(request, proxy.config.upstream_openai, prepared)
+
     async def other(request: Request) -> Response:
         anthropic = "anthropic-version" in request.headers or "x-api-key" in request.headers
         base = proxy.config.upstream_anthropic if anthropic else proxy.config.upstream_openai
@@ -151,6 +158,7 @@ def create_app(proxy: Proxy, *, token: str, hosts: set[str]) -> Gate:
         Route("/v1/messages", messages, methods=["POST"]),
         Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
         Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/v1/responses", responses, methods=["POST"]),
         Route("/{path:path}", other, methods=methods),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)

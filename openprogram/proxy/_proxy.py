@@ -29,7 +29,7 @@ from context import Policy, state_folder
 from graph import Store, open_store
 from openprogram._session import Session
 from openprogram.integrations._mirror import Mirror
-from openprogram.proxy import _anthropic, _openai_chat
+from openprogram.proxy import _anthropic, _openai_chat, _responses
 from openprogram.proxy._convert import Converted
 from openprogram.proxy._sessions import recognise, side_call
 
@@ -39,7 +39,7 @@ NAME = "proxy"
 USAGE = "proxy.usage"
 """Store side-data namespace: the provider's usage of each receipt's request, by its id."""
 LOG = "proxy.jsonl"
-WIRES = {"anthropic": _anthropic, "openai": _openai_chat}
+WIRES = {"anthropic": _anthropic, "openai": _openai_chat, "responses": _responses}
 KEPT_CONVERSIONS = 64
 """Conversations whose last request is kept converted (the least recently used go)."""
 
@@ -130,6 +130,9 @@ class Proxy:
             why = side_call(headers, body) if protocol == "anthropic" else None
             if why is not None:
                 prepared.event, prepared.reason = "side-call", why
+                return prepared
+            if protocol == "responses" and (why := _responses.server_state(body)) is not None:
+                prepared.reason = why  # passed as it came: we hold only part of it
                 return prepared
             wire = WIRES[protocol]
             conversation = recognise(headers, body, *wire.peek(body))
