@@ -69,12 +69,6 @@ def _role(item: dict[str, Any]) -> str | None:
     return role if isinstance(role, str) else None
 
 
-def _model_item(item: Any) -> bool:
-    return isinstance(item, dict) and (
-        item.get("type") in MODEL_ITEMS or _role(item) == "assistant"
-    )
-
-
 def _groups(body: dict[str, Any]) -> list[Any]:
     """The input as the mirror's units: each run of model items one list, anything else
     itself (a string ``input`` is one user message)."""
@@ -84,13 +78,17 @@ def _groups(body: dict[str, Any]) -> list[Any]:
     if not isinstance(items, list):
         raise MalformedMessage("responses request: input is neither a string nor a list of items")
     groups: list[Any] = []
+    run: list[dict[str, Any]] | None = None
     for item in items:
-        if _model_item(item):
-            if groups and isinstance(groups[-1], list):
-                groups[-1] = [*groups[-1], item]
-            else:
-                groups.append([item])
+        if isinstance(item, dict) and (
+            item.get("type") in MODEL_ITEMS or item.get("role") == "assistant"
+        ):
+            if run is None:
+                run = []
+                groups.append(run)
+            run.append(item)
         else:
+            run = None
             groups.append(item)
     return groups
 
@@ -155,10 +153,14 @@ def _instructions(body: dict[str, Any]) -> str | None:
 
 def peek(body: dict[str, Any]) -> tuple[str, str]:
     """What recognises the conversation: the instructions and the first user message."""
-    for index, unit in enumerate(_groups(body)):
-        said = first_user(_entries(index, unit))
-        if said:
-            return _instructions(body) or "", said
+    items = body.get("input")
+    if isinstance(items, str):
+        return _instructions(body) or "", items
+    for item in items if isinstance(items, list) else ():
+        if isinstance(item, dict) and _role(item) == "user":
+            said = _text(item.get("content"))
+            if said:
+                return _instructions(body) or "", said
     return _instructions(body) or "", ""
 
 
@@ -239,9 +241,9 @@ def to_request(body: dict[str, Any], paired: Sequence[Paired]) -> dict[str, Any]
             original = item.entry.original
             out.extend(original if isinstance(original, list) else [original])
             continue
-        if originals is None:
+        if originals is None and message.get("tool_calls"):
             originals = _with_calls(body)
-        out.extend(_made(message, originals))
+        out.extend(_made(message, originals or {}))
     request = {**body, "input": out}
     if instructions != ([kept] if kept is not None else []):
         request["instructions"] = "\n\n".join(t for t in instructions if t)
