@@ -246,6 +246,8 @@ class ScriptedUpstream:
     def __init__(self, script: Script | None = None) -> None:
         self.script: Script = script or (lambda protocol, body: text("ok, done"))
         self.seen: list[Seen] = []
+        self.streamed: list[bytes] = []
+        """Each streamed answer's bytes, as sent."""
         self._lock = threading.Lock()
         self.url = ""
         self._server: Any = None
@@ -267,6 +269,9 @@ class ScriptedUpstream:
             return body
 
         def stream(parts: list[bytes]) -> StreamingResponse:
+            with self._lock:
+                self.streamed.append(b"".join(parts))
+
             async def gen() -> AsyncIterator[bytes]:
                 for part in parts:
                     yield part

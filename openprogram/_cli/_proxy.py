@@ -35,6 +35,7 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         upstream_anthropic=args.upstream_anthropic,
         upstream_openai=args.upstream_openai,
         redact=args.redact,
+        history_tools=args.history_tools,
     )
     try:
         sock = bind(args.host, args.port)
@@ -82,5 +83,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     proxy.add_argument(
         "--redact", action="store_true",
         help="redact secrets in everything stored (summaries are always redacted)",
+    )  # fmt: skip
+    proxy.add_argument(
+        "--no-history-tools", dest="history_tools", action="store_false",
+        help="do not offer the history tools upstream (the proxy answers them otherwise)",
     )  # fmt: skip
     proxy.set_defaults(run=cmd_proxy)

@@ -9,7 +9,8 @@ request without the token is refused before anything is read.
 (``Proxy.prepare``);
 ``/v1/messages/count_tokens`` counts the request as it would be sent; any other path
 (``/v1/models``…) passes through to the provider the client's headers name (Anthropic's
-``anthropic-version`` or ``x-api-key``, else OpenAI's). The answer streams back unchanged.
+``anthropic-version`` or ``x-api-key``, else OpenAI's). The answer streams back unchanged,
+unless the model calls a history tool the proxy offered (``_rounds``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from starlette.routing import Route
 
 from openprogram._view._app import host_allowed
 from openprogram.proxy._proxy import Prepared, Proxy
+from openprogram.proxy._rounds import Rounds
 from openprogram.proxy._upstream import UsageReader, request_headers, response_headers
 
 __all__ = ["create_app"]
@@ -85,8 +87,9 @@ def create_app(proxy: Proxy, *, token: str, hosts: set[str]) -> Gate:
         if request.url.query:
             url += "?" + request.url.query
         proxy.begin()
+        headers = request_headers(request.headers)
         upstream = client().build_request(
-            request.method, url, headers=request_headers(request.headers), content=prepared.body
+            request.method, url, headers=headers, content=prepared.body
         )
         try:
             answer = await client().send(upstream, stream=True)
@@ -101,9 +104,14 @@ def create_app(proxy: Proxy, *, token: str, hosts: set[str]) -> Gate:
             usage = reader.result() if answer.status_code < 400 else None
             await run_in_threadpool(proxy.finish, prepared, answer.status_code, usage)
 
+        source: AsyncIterator[bytes] = answer.aiter_raw()
+        if prepared.history and answer.status_code < 400:  # the model may look back first
+            rounds = Rounds(proxy, prepared, client(), url, headers)
+            source = rounds.stream(answer) if streamed else rounds.whole(answer)
+
         async def body() -> AsyncIterator[bytes]:
             try:
-                async for chunk in answer.aiter_raw():
+                async for chunk in source:
                     reader.feed(chunk)
                     yield chunk
             finally:

@@ -29,7 +29,7 @@ from context import Policy, state_folder
 from graph import Store, open_store
 from openprogram._session import Session
 from openprogram.integrations._mirror import Mirror
-from openprogram.proxy import _anthropic, _openai_chat, _responses
+from openprogram.proxy import _anthropic, _history_tools, _openai_chat, _responses
 from openprogram.proxy._convert import Converted
 from openprogram.proxy._sessions import recognise, side_call
 
@@ -55,6 +55,8 @@ class ProxyConfig:
     upstream_anthropic: str = "https://api.anthropic.com"
     upstream_openai: str = "https://api.openai.com"
     redact: bool = False
+    history_tools: bool = True
+    """Offer the session's history tools upstream and answer them here (``_rounds``)."""
 
 
 @dataclass
@@ -73,6 +75,10 @@ class Prepared:
     budget: int | None = None
     started: float = field(default_factory=time.perf_counter)
     prepare_ms: float = 0.0
+    history: tuple[str, ...] = ()
+    """The history tools offered upstream beside the client's (answered by the proxy)."""
+    request: dict[str, Any] | None = None
+    """The request sent, as an object (kept when history tools were offered)."""
 
 
 class Proxy:
@@ -88,6 +94,7 @@ class Proxy:
         self._sessions: dict[str, tuple[Session, Mirror]] = {}
         self._converted: dict[str, Converted] = {}
         """Each conversation's last request, converted (the next converts only what is new)."""
+        self._schemas: list[dict[str, Any]] | None = None
         self._lock = threading.Lock()
         self._log_lock = threading.Lock()
         self._in_flight = 0
@@ -143,9 +150,10 @@ class Proxy:
                 while len(self._converted) > KEPT_CONVERSIONS:
                     del self._converted[next(iter(self._converted))]
                 session, mirror = self.session(conversation.session, prepared.model)
+                ours = self._offered(protocol, body, session)
                 paired = mirror.render(
                     converted.entries,
-                    converted.tools,
+                    [*converted.tools, *ours],
                     converted.system,
                     conversation=conversation.client_id,
                 )
@@ -156,6 +164,9 @@ class Proxy:
                     receipt = session.receipt()
                     prepared.receipt = receipt.id if receipt is not None else None
             request = wire.to_request(body, paired)
+            if ours:
+                prepared.history = _history_tools.offer(protocol, request, ours)
+                prepared.request = request
             prepared.body = msgspec.json.encode(request)
             prepared.event = "sent"
             if rendered is not None:
@@ -167,6 +178,36 @@ class Proxy:
         finally:
             prepared.prepare_ms = (time.perf_counter() - started) * 1000
         return prepared
+
+    def _offered(
+        self, protocol: str, body: dict[str, Any], session: Session
+    ) -> list[dict[str, Any]]:
+        """The history tools this request gets (chat schemas; none when they are off)."""
+        if not self.config.history_tools or protocol not in _history_tools.PROTOCOLS:
+            return []
+        if self._schemas is None:
+            self._schemas = _history_tools.schemas(session, set())
+        taken = _history_tools.client_names(protocol, body)
+        return [s for s in self._schemas if s["function"]["name"] not in taken]
+
+    def answer_history(
+        self, prepared: Prepared, calls: list[_history_tools.HistoryCall]
+    ) -> list[tuple[_history_tools.HistoryCall, str]]:
+        """Each history call answered from the request's session (each recorded)."""
+        if prepared.session is None:
+            return [(call, "Error: no session") for call in calls]
+        out = []
+        with self._lock:
+            session, _ = self.session(prepared.session, prepared.model)
+            for call in calls:
+                out.append((call, _history_tools.answer(session, call)))
+        for call, text in out:
+            self.record(
+                {"event": "history-tool", "protocol": prepared.protocol,
+                 "session": prepared.session, "receipt": prepared.receipt, "tool": call.name,
+                 "arguments": call.arguments, "chars": len(text)}
+            )  # fmt: skip
+        return out
 
     def count(self, headers: Mapping[str, str], raw: bytes) -> Prepared:
         """A ``count_tokens`` request as it would be sent: rendered in a scratch session

@@ -216,8 +216,14 @@ def _made(message: dict[str, Any], originals: dict[str, list[dict[str, Any]]]) -
         kept = originals.get(str(call["id"]))
         if kept is None:
             function = call["function"]
-            out.append({"type": "function_call", "call_id": call["id"], "name": function["name"],
-                        "arguments": function.get("arguments") or "{}"})  # fmt: skip
+            out.append(
+                {
+                    "type": "function_call",
+                    "call_id": call["id"],
+                    "name": function["name"],
+                    "arguments": function.get("arguments") or "{}",
+                }
+            )
             continue
         for item in kept:  # the call with the reasoning it came with, once each
             if id(item) not in sent:

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from context import TokenCounter
+from openprogram import HISTORY_TOOLS
 from openprogram.proxy import Proxy, ProxyConfig
 
 KEY = "sk-proj-proxy-test-key-abcdefghijklmnop0123"
@@ -81,7 +82,8 @@ def test_a_call_and_its_reasoning_come_back_and_go_up_again(
     first, sent = running.upstream.bodies("/v1/responses")
     assert first["input"] == [{"role": "user", "content": "read a.py"}]
     assert sent["input"] == json.loads(json.dumps(given_input))  # within budget: as it came
-    assert sent["instructions"] == "Be brief." and sent["tools"] == TOOLS
+    assert sent["instructions"] == "Be brief." and sent["tools"][: len(TOOLS)] == TOOLS
+    assert {t["name"] for t in sent["tools"][len(TOOLS) :]} == set(HISTORY_TOOLS)  # ours
     records = running.proxy.records()
     assert [r["event"] for r in records] == ["sent", "sent"]
     assert records[0]["protocol"] == "responses" and records[0]["session"] == records[1]["session"]

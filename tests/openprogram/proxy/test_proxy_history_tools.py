@@ -1,0 +1,249 @@
+"""History tools answered inside the proxy: the model calls ``search_history``, the proxy
+answers it from the session and continues upstream, and the client reads one answer with
+only its own tools in it (Anthropic Messages and OpenAI Responses, streamed and not).
+Checked from the bytes the client gets, and through the official SDKs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+from _scripted_upstream import ScriptedUpstream, calls, stop_server, text
+from conftest import Running, start_proxy
+
+KEY = "sk-ant-api03-proxy-test-key-0123456789abcdef"
+READ = {"name": "Read", "description": "Read a file",
+        "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}  # fmt: skip
+READ_FN = {"type": "function", "name": "Read", "description": "Read a file",
+           "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}  # fmt: skip
+HISTORY = [
+    {"role": "user", "content": "Where did we put the zebra config?"},
+    {"role": "assistant", "content": "It is in conf/zebra.toml, next to the llama notes."},
+    {"role": "user", "content": "Open it, please."},
+]
+FIRST = [
+    {"type": "thinking", "thinking": "I should look back", "signature": "sig-one=="},
+    *text("Let me check."),
+]
+SECOND = [
+    {"type": "thinking", "thinking": "found the path", "signature": "sig-two=="},
+    *text("It is conf/zebra.toml."),
+    *calls(("Read", {"path": "conf/zebra.toml"})),
+]
+
+
+def looks_back(protocol: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Search first; once the search's result is in the request, answer with the client's tool."""
+    if "zebra" in json.dumps(body.get("messages", body.get("input")))[-2000:] and _answered(body):
+        return SECOND
+    return [*FIRST, *calls(("search_history", {"query": "zebra"}))]
+
+
+def _answered(body: dict[str, Any]) -> bool:
+    said = json.dumps(body.get("messages") or body.get("input"))
+    return "tool_result" in said or "function_call_output" in said
+
+
+@pytest.fixture
+def history(upstream: ScriptedUpstream, tmp_path: Path) -> Iterator[Running]:
+    upstream.script = looks_back
+    run, handle = start_proxy(upstream, tmp_path / "p.db", budget=8_000)
+    yield run
+    stop_server(*handle)  # type: ignore[misc]
+    run.proxy.close()
+
+
+def events_of(raw: bytes) -> list[dict[str, Any]]:
+    return [json.loads(line[5:]) for line in raw.split(b"\n") if line.startswith(b"data:")]
+
+
+def post(url: str, body: dict[str, Any], headers: dict[str, str]) -> bytes:
+    with httpx.stream("POST", url, json=body, headers=headers, timeout=30) as answer:
+        assert answer.status_code == 200
+        return b"".join(answer.iter_raw())
+
+
+ANTHROPIC = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}
+ASK = {"model": "claude-sonnet-4-5", "max_tokens": 64, "tools": [READ], "messages": HISTORY}
+
+
+def test_anthropic_stream_is_one_message_without_the_proxys_tool(history: Running) -> None:
+    raw = post(history.anthropic_base + "/v1/messages", {**ASK, "stream": True}, ANTHROPIC)
+    events = events_of(raw)
+    kinds = [e["type"] for e in events]
+    assert kinds.count("message_start") == 1 and kinds[-1] == "message_stop"
+    assert kinds.count("message_delta") == 1 and b"search_history" not in raw
+    starts = [e for e in events if e["type"] == "content_block_start"]
+    assert [e["index"] for e in starts] == list(range(5))
+    assert [e["content_block"]["type"] for e in starts] == [
+        "thinking",
+        "text",
+        "thinking",
+        "text",
+        "tool_use",
+    ]
+    for e in events:
+        if "index" in e:
+            assert 0 <= e["index"] < 5
+    signatures = [
+        e["delta"]["signature"]
+        for e in events
+        if e.get("delta", {}).get("type") == "signature_delta"
+    ]
+    assert signatures == ["sig-one==", "sig-two=="]
+    first, second = history.upstream.bodies()
+    start = next(e for e in events if e["type"] == "message_start")["message"]["usage"]
+    (delta,) = [e for e in events if e["type"] == "message_delta"]
+    inputs = [max(1, len(json.dumps(b)) // 4) for b in (first, second)]
+    assert delta["usage"]["input_tokens"] == sum(inputs) and start["input_tokens"] == inputs[0]
+    assert delta["usage"]["output_tokens"] == 10 and delta["usage"]["cache_read_input_tokens"] == 14
+    assert delta["delta"]["stop_reason"] == "tool_use"
+    # the continuation: the first round's blocks (its thinking signed) and the search's result
+    assistant, results = second["messages"][-2:]
+    assert assistant["content"][0] == {
+        "type": "thinking",
+        "thinking": "I should look back",
+        "signature": "sig-one==",
+    }
+    assert assistant["content"][-1]["name"] == "search_history"
+    (result,) = results["content"]
+    assert (
+        result["tool_use_id"] == assistant["content"][-1]["id"]
+        and "zebra.toml" in result["content"]
+    )
+    (record,) = [r for r in history.proxy.records() if r["event"] == "history-tool"]
+    assert record["tool"] == "search_history" and json.loads(record["arguments"]) == {
+        "query": "zebra"
+    }
+    sent = [r for r in history.proxy.records() if r["event"] == "sent"]
+    assert sent[0]["usage"]["input"] == sum(inputs) and sent[0]["usage"]["output"] == 10
+
+
+def test_anthropic_sdk_reads_the_spliced_stream_and_the_whole_answer(history: Running) -> None:
+    with anthropic.Anthropic(base_url=history.anthropic_base, api_key=KEY, max_retries=0) as claude:
+        with claude.messages.stream(**ASK) as stream:  # type: ignore[arg-type]
+            final = stream.get_final_message()
+        whole = claude.messages.create(**ASK)  # type: ignore[arg-type]
+    for message in (final, whole):
+        assert [b.type for b in message.content] == [
+            "thinking",
+            "text",
+            "thinking",
+            "text",
+            "tool_use",
+        ]
+        assert [b.signature for b in message.content if b.type == "thinking"] == [
+            "sig-one==",
+            "sig-two==",
+        ]
+        assert message.content[-1].name == "Read" and message.stop_reason == "tool_use"  # type: ignore[union-attr]
+        assert message.usage.output_tokens == 10 and message.usage.cache_read_input_tokens == 14
+    assert len(history.upstream.bodies()) == 4
+
+
+def test_without_a_history_call_the_stream_is_the_upstreams_byte_for_byte(history: Running) -> None:
+    history.upstream.script = lambda protocol, body: [*FIRST, *calls(("Read", {"path": "a"}))]
+    raw = post(history.anthropic_base + "/v1/messages", {**ASK, "stream": True}, ANTHROPIC)
+    assert raw == history.upstream.streamed[-1]
+    history.upstream.script = lambda protocol, body: text("plain")
+    raw = post(
+        history.openai_base + "/responses", {"model": "gpt-5", "input": "hi", "stream": True}, {}
+    )
+    assert raw == history.upstream.streamed[-1]
+
+
+def test_a_history_call_beside_a_client_call_is_left_out(history: Running) -> None:
+    history.upstream.script = lambda protocol, body: [
+        *calls(("search_history", {"query": "zebra"})),
+        *text("and"),
+        *calls(("Read", {"path": "a"})),
+    ]
+    raw = post(history.anthropic_base + "/v1/messages", {**ASK, "stream": True}, ANTHROPIC)
+    events = events_of(raw)
+    starts = [e for e in events if e["type"] == "content_block_start"]
+    assert [(e["index"], e["content_block"]["type"]) for e in starts] == [
+        (0, "text"),
+        (1, "tool_use"),
+    ]
+    assert b"search_history" not in raw and len(history.upstream.bodies()) == 1
+
+
+RESPONSES = {"model": "gpt-5", "tools": [READ_FN], "input": HISTORY, "store": False,
+             "include": ["reasoning.encrypted_content"]}  # fmt: skip
+
+
+def test_responses_stream_is_one_response_renumbered(history: Running) -> None:
+    raw = post(history.openai_base + "/responses", {**RESPONSES, "stream": True}, {})
+    events = events_of(raw)
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    kinds = [e["type"] for e in events]
+    assert kinds.count("response.created") == 1 and kinds.count("response.completed") == 1
+    assert kinds[-1] == "response.completed"
+    shown = [e["item"] for e in events if "item" in e] + events[-1]["response"]["output"]
+    assert "search_history" not in json.dumps(shown)  # (the response's tools echo the request's)
+    added = [e for e in events if e["type"] == "response.output_item.added"]
+    assert [e["output_index"] for e in added] == list(range(5))
+    assert [e["item"]["type"] for e in added] == [
+        "reasoning",
+        "message",
+        "reasoning",
+        "message",
+        "function_call",
+    ]
+    done = events[-1]["response"]
+    assert done["id"] == events[0]["response"]["id"]
+    assert [i["type"] for i in done["output"]] == [e["item"]["type"] for e in added]
+    assert [i["encrypted_content"] for i in done["output"] if i["type"] == "reasoning"] == [
+        "sig-one==",
+        "sig-two==",
+    ]
+    first, second = history.upstream.bodies("/v1/responses")
+    inputs = [max(1, len(json.dumps(b)) // 4) for b in (first, second)]
+    assert done["usage"]["input_tokens"] == sum(inputs) and done["usage"]["output_tokens"] == 10
+    assert done["usage"]["input_tokens_details"]["cached_tokens"] == 14
+    call, output = second["input"][-2:]
+    assert call["type"] == "function_call" and call["name"] == "search_history"
+    assert second["input"][-4]["type"] == "reasoning"  # the call went back with its reasoning
+    assert output == {
+        "type": "function_call_output",
+        "call_id": call["call_id"],
+        "output": output["output"],
+    }
+    assert "zebra.toml" in output["output"]
+
+
+def test_openai_sdk_reads_the_spliced_response_streamed_and_whole(history: Running) -> None:
+    with openai.OpenAI(base_url=history.openai_base, api_key=KEY, max_retries=0) as gpt:
+        with gpt.responses.stream(**RESPONSES) as stream:  # type: ignore[arg-type]
+            said = "".join(e.delta for e in stream if e.type == "response.output_text.delta")
+            final = stream.get_final_response()
+        whole = gpt.responses.create(**RESPONSES)  # type: ignore[arg-type]
+    assert said == "Let me check.It is conf/zebra.toml."
+    for response in (final, whole):
+        assert [i.type for i in response.output] == [
+            "reasoning",
+            "message",
+            "reasoning",
+            "message",
+            "function_call",
+        ]
+        assert response.output[-1].name == "Read"  # type: ignore[union-attr]
+        assert response.usage is not None and response.usage.output_tokens == 10
+
+
+def test_no_history_tools_offers_none(upstream: ScriptedUpstream, tmp_path: Path) -> None:
+    run, handle = start_proxy(upstream, tmp_path / "p.db", budget=8_000, history_tools=False)
+    try:
+        post(run.anthropic_base + "/v1/messages", ASK, ANTHROPIC)
+        post(run.openai_base + "/responses", RESPONSES, {})
+        assert [t["name"] for t in upstream.bodies()[0]["tools"]] == ["Read"]
+        assert [t["name"] for t in upstream.bodies("/v1/responses")[0]["tools"]] == ["Read"]
+    finally:
+        stop_server(*handle)  # type: ignore[misc]
+        run.proxy.close()
