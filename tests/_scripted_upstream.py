@@ -305,7 +305,12 @@ class ScriptedUpstream:
         async def compact(request: Request) -> Response:
             body = await record(request)
             items = body.get("input") if isinstance(body.get("input"), list) else []
-            users = [i for i in items if isinstance(i, dict) and i.get("role") == "user"]
+            users = [
+                {"id": f"msg_{uuid.uuid4().hex[:20]}", "type": "message", "role": "user",
+                 "status": "completed", "content": [{"type": "input_text", "text": i["content"]}]}
+                if isinstance(i.get("content"), str) else i
+                for i in items if isinstance(i, dict) and i.get("role") == "user"
+            ]  # fmt: skip
             output = [*users, {"id": f"cmp_{uuid.uuid4().hex[:20]}", "type": "compaction",
                                "encrypted_content": f"opaque-{len(items)}-items"}]  # fmt: skip
             return JSONResponse({"id": f"resp_{uuid.uuid4().hex[:20]}", "object": "response.compaction",

@@ -11,6 +11,7 @@ request without the token is refused before anything is read.
 (``/v1/models``…) passes through to the provider the client's headers name (Anthropic's
 ``anthropic-version`` or ``x-api-key``, else OpenAI's). The answer streams back unchanged,
 unless the model calls a history tool the proxy offered (``_rounds``).
+``/v1/responses/compact`` passes through, and its answer is kept as a layer (``_compact``).
 """
 
 from __future__ import annotations
@@ -148,6 +149,28 @@ def create_app(proxy: Proxy, *, token: str, hosts: set[str]) -> Gate:
         prepared = await run_in_threadpool(proxy.prepare, "responses", headers, raw)
         return await forward(request, proxy.config.upstream_openai, prepared)
 
+    async def compact(request: Request) -> Response:
+        raw = await request.body()
+        prepared = Prepared(raw, "responses", "passed")
+        headers = request_headers(request.headers)
+        proxy.begin()
+        url = proxy.config.upstream_openai.rstrip("/") + request.url.path
+        try:
+            answer = await client().post(url, content=raw, headers=headers)
+        except httpx.HTTPError as error:
+            prepared.reason = f"upstream unreachable: {type(error).__name__}"
+            await run_in_threadpool(proxy.finish, prepared, 502, None)
+            return _error(502, "api_error", f"openprogram proxy: {prepared.reason}")
+        usage = None
+        if answer.status_code < 400:
+            own = {k.lower(): v for k, v in request.headers.items()}
+            await run_in_threadpool(proxy.adopt_compaction, prepared, own, raw, answer.content)
+            reader = UsageReader(False)
+            reader.feed(answer.content)
+            usage = reader.result()
+        await run_in_threadpool(proxy.finish, prepared, answer.status_code, usage)
+        return Response(answer.content, answer.status_code, response_headers(answer.headers))
+
     async def other(request: Request) -> Response:
         anthropic = "anthropic-version" in request.headers or "x-api-key" in request.headers
         base = proxy.config.upstream_anthropic if anthropic else proxy.config.upstream_openai
@@ -167,6 +190,7 @@ def create_app(proxy: Proxy, *, token: str, hosts: set[str]) -> Gate:
         Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/v1/responses", responses, methods=["POST"]),
+        Route("/v1/responses/compact", compact, methods=["POST"]),
         Route("/{path:path}", other, methods=methods),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)

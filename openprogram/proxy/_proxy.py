@@ -29,7 +29,7 @@ from context import Policy, state_folder
 from graph import Store, open_store
 from openprogram._session import Session
 from openprogram.integrations._mirror import Mirror
-from openprogram.proxy import _anthropic, _history_tools, _openai_chat, _responses
+from openprogram.proxy import _anthropic, _compact, _history_tools, _openai_chat, _responses
 from openprogram.proxy._convert import Converted
 from openprogram.proxy._sessions import recognise, side_call
 
@@ -95,6 +95,7 @@ class Proxy:
         self._converted: dict[str, Converted] = {}
         """Each conversation's last request, converted (the next converts only what is new)."""
         self._schemas: list[dict[str, Any]] | None = None
+        self._windows: dict[str, _compact.Window | None] = {}
         self._lock = threading.Lock()
         self._log_lock = threading.Lock()
         self._in_flight = 0
@@ -145,11 +146,13 @@ class Proxy:
             conversation = recognise(headers, body, *wire.peek(body))
             prepared.session = conversation.session
             with self._lock:
+                session, mirror = self.session(conversation.session, prepared.model)
+                if protocol == "responses":  # a window OpenAI compacted: the history it replaced
+                    body = _compact.expand(body, self._window(session))
                 converted = wire.from_request(body, self._converted.pop(conversation.session, None))
                 self._converted[conversation.session] = converted
                 while len(self._converted) > KEPT_CONVERSIONS:
                     del self._converted[next(iter(self._converted))]
-                session, mirror = self.session(conversation.session, prepared.model)
                 ours = self._offered(protocol, body, session)
                 paired = mirror.render(
                     converted.entries,
@@ -189,6 +192,39 @@ class Proxy:
             self._schemas = _history_tools.schemas(session, set())
         taken = _history_tools.client_names(protocol, body)
         return [s for s in self._schemas if s["function"]["name"] not in taken]
+
+    def _window(self, session: Session) -> _compact.Window | None:
+        if session.id not in self._windows:
+            self._windows[session.id] = _compact.window(session)
+        return self._windows[session.id]
+
+    def adopt_compaction(
+        self, prepared: Prepared, headers: Mapping[str, str], raw: bytes, answer: bytes
+    ) -> None:
+        """Keep what ``/v1/responses/compact`` returned as a provider layer of the request's
+        session (``_compact``); the request's record says which layer, or why none."""
+        try:
+            body = msgspec.json.decode(raw)
+            output = msgspec.json.decode(answer).get("output")
+            conversation = recognise(headers, body, *_responses.peek(body))
+            prepared.session = conversation.session
+            if not self.store.has_session(conversation.session):
+                prepared.reason = "responses/compact: a conversation the proxy has not seen"
+                return
+            with self._lock:
+                session, mirror = self.session(conversation.session, prepared.model)
+                body = _compact.expand(body, self._window(session))
+                converted = _responses.from_request(body)
+                layer, kept = _compact.adopt(session, mirror, converted, output, body["input"])
+                if kept is not None:
+                    self._windows[session.id] = kept
+            prepared.reason = (
+                f"responses/compact: kept as provider layer {layer.id}"
+                if layer is not None
+                else "responses/compact: no compaction item, or nothing it could cover"
+            )
+        except Exception as error:  # the client's answer goes back whatever happens here
+            prepared.reason = f"responses/compact: not kept ({type(error).__name__}: {error})"
 
     def answer_history(
         self, prepared: Prepared, calls: list[_history_tools.HistoryCall]
