@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 
 __all__ = ["PROTOCOLS", "HistoryCall", "answer", "offer", "schemas"]
 
-PROTOCOLS = ("anthropic", "responses")
-"""The wires whose answers the proxy can continue (Chat Completions: offered nowhere yet)."""
+PROTOCOLS = ("anthropic", "openai", "responses")
+"""The wires whose answers the proxy can continue."""
 MAX_ROUNDS = 4
 """Upstream calls one client request may take (the last one's history calls end the turn)."""
 
@@ -60,7 +60,9 @@ def offer(protocol: str, request: dict[str, Any], chat: list[dict[str, Any]]) ->
     added = []
     for schema in chat:
         function = schema["function"]
-        if protocol == "anthropic":
+        if protocol == "openai":
+            tool = schema
+        elif protocol == "anthropic":
             tool = {
                 "name": function["name"],
                 "description": function["description"],
@@ -76,7 +78,7 @@ def offer(protocol: str, request: dict[str, Any], chat: list[dict[str, Any]]) ->
         added.append(tool)
     if added:
         request["tools"] = [*(request.get("tools") or ()), *added]
-    return tuple(t["name"] for t in added)
+    return tuple(str(schema["function"]["name"]) for schema in chat)
 
 
 def answer(session: Session, call: HistoryCall) -> str:

@@ -1,8 +1,8 @@
 """The upstream rounds of one client request when the model calls a history tool.
 
 The first answer streams to the client as it arrives (spliced: ``_splice_anthropic``,
-``_splice_responses``). If the round ends with calls to history tools only, the proxy
-answers them from the session and sends the next round itself, at most
+``_splice_chat``, ``_splice_responses``). If the round ends with calls to history tools
+only, the proxy answers them from the session and sends the next round itself, at most
 ``MAX_ROUNDS`` in all; the client reads one answer. If the model also called the
 client's tools, the history calls are left out and the client answers its own. A round
 that fails upstream ends the answer as it stands (recorded).
@@ -20,13 +20,16 @@ from starlette.concurrency import run_in_threadpool
 from openprogram.proxy._history_tools import MAX_ROUNDS
 from openprogram.proxy._proxy import Prepared, Proxy
 from openprogram.proxy._splice_anthropic import AnthropicSplice
+from openprogram.proxy._splice_chat import ChatSplice
 from openprogram.proxy._splice_responses import ResponsesSplice
 from openprogram.proxy._sse import Events
 
 __all__ = ["Rounds"]
 
-SPLICES: dict[str, Callable[[tuple[str, ...]], AnthropicSplice | ResponsesSplice]] = {
+Splice = AnthropicSplice | ChatSplice | ResponsesSplice
+SPLICES: dict[str, Callable[[tuple[str, ...]], Splice]] = {
     "anthropic": AnthropicSplice,
+    "openai": ChatSplice,
     "responses": ResponsesSplice,
 }
 

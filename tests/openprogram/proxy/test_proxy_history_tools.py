@@ -47,7 +47,7 @@ def looks_back(protocol: str, body: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _answered(body: dict[str, Any]) -> bool:
     said = json.dumps(body.get("messages") or body.get("input"))
-    return "tool_result" in said or "function_call_output" in said
+    return any(mark in said for mark in ("tool_result", "function_call_output", '"role": "tool"'))
 
 
 @pytest.fixture
@@ -235,6 +235,47 @@ def test_openai_sdk_reads_the_spliced_response_streamed_and_whole(history: Runni
         ]
         assert response.output[-1].name == "Read"  # type: ignore[union-attr]
         assert response.usage is not None and response.usage.output_tokens == 10
+
+
+CHAT = {"model": "gpt-4o", "messages": HISTORY, "stream_options": {"include_usage": True},
+        "tools": [{"type": "function", "function": {"name": "Read", "parameters": READ["input_schema"]}}]}  # fmt: skip
+
+
+def test_chat_stream_is_one_completion_without_the_proxys_call(history: Running) -> None:
+    raw = post(history.openai_base + "/chat/completions", {**CHAT, "stream": True}, {})
+    chunks = [json.loads(line[5:]) for line in raw.split(b"\n") if line.startswith(b"data: {")]
+    assert raw.endswith(b"data: [DONE]\n\n") and raw.count(b"[DONE]") == 1
+    assert b"search_history" not in raw and len({c["id"] for c in chunks}) == 1
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    said = "".join(d.get("content") or "" for d in deltas)
+    assert said == "Let me check.It is conf/zebra.toml."
+    called = [t for d in deltas for t in d.get("tool_calls") or ()]
+    assert {t["index"] for t in called} == {0} and called[0]["function"]["name"] == "Read"
+    finish = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]]
+    assert [f for f in finish if f] == ["tool_calls"]
+    first, second = history.upstream.bodies("/v1/chat/completions")
+    assert chunks[-1]["usage"]["completion_tokens"] == 10
+    assert chunks[-1]["usage"]["prompt_tokens"] == sum(
+        max(1, len(json.dumps(b)) // 4) for b in (first, second)
+    )
+    assert (
+        second["messages"][-1]["role"] == "tool"
+        and "zebra.toml" in second["messages"][-1]["content"]
+    )
+    assert second["messages"][-2]["tool_calls"][0]["function"]["name"] == "search_history"
+
+
+def test_openai_sdk_reads_the_spliced_chat_completion_streamed_and_whole(history: Running) -> None:
+    with openai.OpenAI(base_url=history.openai_base, api_key=KEY, max_retries=0) as gpt:
+        whole = gpt.chat.completions.create(**CHAT)  # type: ignore[call-overload]
+        streamed = list(gpt.chat.completions.create(**CHAT, stream=True))  # type: ignore[call-overload]
+    message = whole.choices[0].message
+    assert message.content == "Let me check.It is conf/zebra.toml."
+    assert [c.function.name for c in message.tool_calls] == [
+        "Read"
+    ] and whole.usage.completion_tokens == 10
+    said = "".join(c.choices[0].delta.content or "" for c in streamed if c.choices)
+    assert said == message.content and streamed[-1].usage.completion_tokens == 10
 
 
 def test_no_history_tools_offers_none(upstream: ScriptedUpstream, tmp_path: Path) -> None:
