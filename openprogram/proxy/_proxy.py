@@ -31,7 +31,7 @@ from openprogram._session import Session
 from openprogram.integrations._mirror import Mirror
 from openprogram.proxy import _anthropic, _compact, _history_tools, _openai_chat, _responses
 from openprogram.proxy._convert import Converted
-from openprogram.proxy._sessions import recognise, side_call
+from openprogram.proxy._sessions import NAMED, recognise, side_call
 
 __all__ = ["Prepared", "Proxy", "ProxyConfig"]
 
@@ -141,6 +141,8 @@ class Proxy:
                 return prepared
             if protocol == "responses" and (why := _responses.server_state(body)) is not None:
                 prepared.reason = why  # passed as it came: we hold only part of it
+                if headers.get(NAMED):  # the client's session: the record says which
+                    prepared.session = recognise(headers, body, "", "").session
                 return prepared
             wire = WIRES[protocol]
             conversation = recognise(headers, body, *wire.peek(body))

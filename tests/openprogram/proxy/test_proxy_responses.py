@@ -129,6 +129,13 @@ def test_previous_response_id_passes_through_with_the_reason(
     (record,) = running.proxy.records()
     assert record["event"] == "passed" and record["session"] is None
     assert "previous_response_id" in record["reason"] and record["usage"]["output"] == 5
+    named = {"x-openprogram-session": "codex-1"}
+    gpt.responses.create(
+        model="gpt-5", input="two", previous_response_id="resp_b", extra_headers=named
+    )
+    record = running.proxy.records()[-1]
+    assert record["event"] == "passed" and record["session"] == "codex-1"
+    assert not running.proxy.store.has_session("codex-1")  # nothing of it was stored
 
 
 def _history(rounds: int, size: int) -> list[dict[str, Any]]:
