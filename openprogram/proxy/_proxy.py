@@ -92,7 +92,7 @@ class Proxy:
         self.folder = folder.path
         self.log = Path(self.folder) / LOG
         self._sessions: dict[str, tuple[Session, Mirror]] = {}
-        self._converted: dict[str, Converted] = {}
+        self._converted: dict[tuple[str, str], Converted] = {}
         """Each conversation's last request, converted (the next converts only what is new)."""
         self._schemas: list[dict[str, Any]] | None = None
         self._windows: dict[str, _compact.Window | None] = {}
@@ -151,8 +151,10 @@ class Proxy:
                 session, mirror = self.session(conversation.session, prepared.model)
                 if protocol == "responses":  # a window OpenAI compacted: the history it replaced
                     body = _compact.expand(body, self._window(session))
-                converted = wire.from_request(body, self._converted.pop(conversation.session, None))
-                self._converted[conversation.session] = converted
+                # by protocol too: one conversation's messages may look alike on two wires
+                key = (protocol, conversation.session)
+                converted = wire.from_request(body, self._converted.pop(key, None))
+                self._converted[key] = converted
                 while len(self._converted) > KEPT_CONVERSIONS:
                     del self._converted[next(iter(self._converted))]
                 ours = self._offered(protocol, body, session)

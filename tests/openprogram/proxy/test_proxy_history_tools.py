@@ -16,6 +16,8 @@ import openai
 import pytest
 from _scripted_upstream import ScriptedUpstream, calls, stop_server, text
 from conftest import Running, start_proxy
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 KEY = "sk-ant-api03-proxy-test-key-0123456789abcdef"
 READ = {"name": "Read", "description": "Read a file",
@@ -288,3 +290,81 @@ def test_no_history_tools_offers_none(upstream: ScriptedUpstream, tmp_path: Path
     finally:
         stop_server(*handle)  # type: ignore[misc]
         run.proxy.close()
+
+
+_BLOCK = st.sampled_from(["text", "thinking", "search"])
+_LAST = st.lists(st.sampled_from(["text", "thinking", "read"]), min_size=1, max_size=4)
+
+
+def _blocks(kinds: list[str], round_: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for n, kind in enumerate(kinds):
+        if kind == "text":
+            out += text(f"said {round_}.{n}")
+        elif kind == "thinking":
+            out.append(
+                {"type": "thinking", "thinking": f"t{round_}.{n}", "signature": f"s{round_}.{n}"}
+            )
+        elif kind == "search":
+            out += calls(("search_history", {"query": "zebra"}))
+        else:
+            out += calls(("Read", {"path": f"f{round_}.{n}"}))
+    return out
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    looking=st.lists(st.lists(_BLOCK, max_size=3).map(lambda k: [*k, "search"]), max_size=3),
+    last=_LAST,
+    protocol=st.sampled_from(["anthropic", "responses"]),
+)
+def test_any_rounds_read_as_one_answer(
+    history: Running, looking: list[list[str]], last: list[str], protocol: str
+) -> None:
+    rounds = [_blocks(kinds, n) for n, kinds in enumerate([*looking, last])]
+    history.upstream.script = lambda wire, body: rounds[
+        min(
+            len(rounds) - 1,
+            sum(
+                '"search_history"' in json.dumps(m)
+                for m in body.get("messages", body.get("input")) or ()
+            ),
+        )
+    ]
+    shown = [b for r in rounds for b in r if b.get("name") != "search_history"]
+    if protocol == "anthropic":
+        raw = post(history.anthropic_base + "/v1/messages", {**ASK, "stream": True}, ANTHROPIC)
+        events = events_of(raw)
+        kinds = [e["type"] for e in events]
+        assert [kinds.count(k) for k in ("message_start", "message_delta", "message_stop")] == [
+            1,
+            1,
+            1,
+        ]
+        starts = [e for e in events if e["type"] == "content_block_start"]
+        assert [e["index"] for e in starts] == list(range(len(shown)))
+        assert [e["content_block"]["type"] for e in starts] == [b["type"] for b in shown]
+        signatures = [
+            e["delta"]["signature"]
+            for e in events
+            if e.get("delta", {}).get("type") == "signature_delta"
+        ]
+        assert signatures == [b["signature"] for b in shown if b["type"] == "thinking"]
+        assert events[-2]["usage"]["output_tokens"] == 5 * len(rounds)
+    else:
+        raw = post(history.openai_base + "/responses", {**RESPONSES, "stream": True}, {})
+        events = events_of(raw)
+        assert [e["sequence_number"] for e in events] == list(range(len(events)))
+        added = [e for e in events if e["type"] == "response.output_item.added"]
+        assert [e["output_index"] for e in added] == list(range(len(shown)))
+        kinds = {"text": "message", "thinking": "reasoning", "tool_use": "function_call"}
+        assert [e["item"]["type"] for e in added] == [kinds[b["type"]] for b in shown]
+        assert len(events[-1]["response"]["output"]) == len(shown)
+        assert events[-1]["response"]["usage"]["output_tokens"] == 5 * len(rounds)
+        assert [i["type"] for i in events[-1]["response"]["output"]] == [
+            e["item"]["type"] for e in added
+        ]
+    if protocol == "anthropic":  # (a Responses object's tools echo the request's)
+        assert b"search_history" not in raw

@@ -190,3 +190,20 @@ def test_compaction_never_parts_a_call_from_its_reasoning(
         assert sent[-1] == body["input"][-1]
     finally:
         proxy.close()
+
+
+def test_one_conversation_on_three_wires_goes_up_in_each_ones_shape(running: Any) -> None:
+    """Regression: a conversation's last conversion was reused across wires (the same
+    messages look alike on all three), and a Responses request went out with Anthropic's
+    blocks in it."""
+    import anthropic
+
+    said = [{"role": "user", "content": "hello there"}]
+    with anthropic.Anthropic(base_url=running.anthropic_base, api_key=KEY, max_retries=0) as c:
+        c.messages.create(model="claude-sonnet-4-5", max_tokens=8, messages=said)  # type: ignore[arg-type]
+    with openai.OpenAI(base_url=running.openai_base, api_key=KEY, max_retries=0) as gpt:
+        gpt.responses.create(model="gpt-5", input=said)  # type: ignore[arg-type]
+        gpt.chat.completions.create(model="gpt-4o", messages=said)  # type: ignore[arg-type]
+    assert {r["event"] for r in running.proxy.records()} == {"sent"}
+    assert running.upstream.bodies("/v1/responses")[0]["input"] == said
+    assert running.upstream.bodies("/v1/chat/completions")[0]["messages"] == said
