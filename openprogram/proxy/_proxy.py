@@ -139,7 +139,7 @@ class Proxy:
             if why is not None:
                 prepared.event, prepared.reason = "side-call", why
                 return prepared
-            if protocol == "responses" and (why := _responses.server_state(body)) is not None:
+            if protocol == "responses" and (why := _responses.server_state(body, raw)) is not None:
                 prepared.reason = why  # passed as it came: we hold only part of it
                 if headers.get(NAMED):  # the client's session: the record says which
                     prepared.session = recognise(headers, body, "", "").session

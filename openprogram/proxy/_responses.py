@@ -31,13 +31,16 @@ OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
 INSTRUCTION_ROLES = ("system", "developer")
 
 
-def server_state(body: dict[str, Any]) -> str | None:
-    """Why a request cannot be rendered here (None: its ``input`` is the whole conversation)."""
+def server_state(body: dict[str, Any], raw: bytes | None = None) -> str | None:
+    """Why a request cannot be rendered here (None: its ``input`` is the whole conversation);
+    ``raw``, the body's bytes, spares the walk of the items when none can be a reference."""
     if body.get("previous_response_id"):
         return "server-side state: previous_response_id (the provider holds the history)"
     if body.get("conversation"):
         return "server-side state: conversation (the provider holds the history)"
     items = body.get("input")
+    if raw is not None and b"item_reference" not in raw:
+        return None
     if isinstance(items, list) and any(
         isinstance(item, dict) and item.get("type") == "item_reference" for item in items
     ):

@@ -136,6 +136,11 @@ def test_previous_response_id_passes_through_with_the_reason(
     record = running.proxy.records()[-1]
     assert record["event"] == "passed" and record["session"] == "codex-1"
     assert not running.proxy.store.has_session("codex-1")  # nothing of it was stored
+    referring = [{"role": "user", "content": "three"}, {"type": "item_reference", "id": "msg_1"}]
+    gpt.responses.create(model="gpt-5", input=referring)  # type: ignore[arg-type]
+    record = running.proxy.records()[-1]
+    assert record["event"] == "passed" and "item_reference" in record["reason"]
+    assert running.upstream.bodies("/v1/responses")[-1]["input"] == referring
 
 
 def _history(rounds: int, size: int) -> list[dict[str, Any]]:
