@@ -47,10 +47,12 @@ class Events:
         self._pending += chunk
         out = []
         while True:
-            cut = self._pending.find(b"\n\n")
-            if cut < 0:
+            ends = [(at, len(mark)) for mark in (b"\n\n", b"\r\n\r\n")
+                    if (at := self._pending.find(mark)) >= 0]  # fmt: skip
+            if not ends:
                 break
-            raw, self._pending = self._pending[: cut + 2], self._pending[cut + 2 :]
+            cut, size = min(ends)
+            raw, self._pending = self._pending[: cut + size], self._pending[cut + size :]
             if raw.strip():
                 out.append(_parse(raw))
         return out

@@ -6,6 +6,7 @@ Checked from the bytes the client gets, and through the official SDKs."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -306,7 +307,7 @@ def _blocks(kinds: list[str], round_: int) -> list[dict[str, Any]]:
                 {"type": "thinking", "thinking": f"t{round_}.{n}", "signature": f"s{round_}.{n}"}
             )
         elif kind == "search":
-            out += calls(("search_history", {"query": "zebra"}))
+            out += calls(("search_history", {"query": f"zebra {round_}"}))
         else:
             out += calls(("Read", {"path": f"f{round_}.{n}"}))
     return out
@@ -324,15 +325,12 @@ def test_any_rounds_read_as_one_answer(
     history: Running, looking: list[list[str]], last: list[str], protocol: str
 ) -> None:
     rounds = [_blocks(kinds, n) for n, kinds in enumerate([*looking, last])]
-    history.upstream.script = lambda wire, body: rounds[
-        min(
-            len(rounds) - 1,
-            sum(
-                '"search_history"' in json.dumps(m)
-                for m in body.get("messages", body.get("input")) or ()
-            ),
-        )
-    ]
+
+    def script(wire: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+        asked = [int(n) for n in re.findall(r"zebra (\d+)", json.dumps(body))]
+        return rounds[max(asked) + 1 if asked else 0]  # the round after the last one asked
+
+    history.upstream.script = script
     shown = [b for r in rounds for b in r if b.get("name") != "search_history"]
     if protocol == "anthropic":
         raw = post(history.anthropic_base + "/v1/messages", {**ASK, "stream": True}, ANTHROPIC)
