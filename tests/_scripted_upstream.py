@@ -1,8 +1,9 @@
-"""A scripted provider on 127.0.0.1 speaking Anthropic Messages and OpenAI Chat Completions,
-streamed (SSE) and not, with tool calls and thinking blocks: the proxy's upstream in tests.
+"""A scripted provider on 127.0.0.1 speaking Anthropic Messages, OpenAI Chat Completions and
+Responses (with ``/v1/responses/compact``), streamed (SSE) and not, with tool calls and
+thinking blocks (reasoning items): the proxy's upstream in tests.
 
 ``script(protocol, body)`` returns the reply's Anthropic content blocks (``text``,
-``tool_use``, ``thinking``); the OpenAI path turns them into a message with ``tool_calls``.
+``tool_use``, ``thinking``); the OpenAI path turns them into a message with ``tool_calls``, Responses into output items.
 Every request is recorded (path, headers, body). Usage is reported as a provider would:
 input from the body's size, a few cached tokens, so a proxy's record of it can be checked.
 """
@@ -171,12 +172,82 @@ def _openai_chunks(blocks: Blocks, body: dict[str, Any]) -> list[bytes]:
     return out
 
 
+def _responses_items(blocks: Blocks) -> list[dict[str, Any]]:
+    """The reply as Responses output items: thinking a ``reasoning`` item (its signature the
+    encrypted content), text a message, a tool use a ``function_call``."""
+    items: list[dict[str, Any]] = []
+    for block in blocks:
+        if block["type"] == "thinking":
+            items.append({"id": f"rs_{uuid.uuid4().hex[:20]}", "type": "reasoning",
+                          "summary": [{"type": "summary_text", "text": block["thinking"]}],
+                          "encrypted_content": block["signature"]})  # fmt: skip
+        elif block["type"] == "text":
+            items.append({"id": f"msg_{uuid.uuid4().hex[:20]}", "type": "message",
+                          "role": "assistant", "status": "completed",
+                          "content": [{"type": "output_text", "text": block["text"], "annotations": []}]})  # fmt: skip
+        else:
+            items.append({"id": f"fc_{uuid.uuid4().hex[:20]}", "type": "function_call",
+                          "call_id": block["id"].replace("toolu_", "call_"), "name": block["name"],
+                          "arguments": json.dumps(block["input"]), "status": "completed"})  # fmt: skip
+    return items
+
+
+def _responses_response(blocks: Blocks, body: dict[str, Any]) -> dict[str, Any]:
+    prompt = _input_tokens(body)
+    return {
+        "id": f"resp_{uuid.uuid4().hex[:20]}", "object": "response", "created_at": 1_700_000_000,
+        "status": "completed", "model": body.get("model", "gpt-fake"), "error": None,
+        "incomplete_details": None, "instructions": body.get("instructions"), "metadata": {},
+        "output": _responses_items(blocks), "parallel_tool_calls": True, "temperature": 1.0,
+        "tool_choice": "auto", "tools": body.get("tools") or [], "top_p": 1.0,
+        "usage": {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": CACHED},
+                  "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0},
+                  "total_tokens": prompt + 5},
+    }  # fmt: skip
+
+
+def _responses_events(blocks: Blocks, body: dict[str, Any]) -> list[bytes]:
+    done = _responses_response(blocks, body)
+    events: list[dict[str, Any]] = []
+    start = {**done, "status": "in_progress", "output": [], "usage": None}
+    events += [{"type": "response.created", "response": start},
+               {"type": "response.in_progress", "response": start}]  # fmt: skip
+    for n, item in enumerate(done["output"]):
+        at = {"output_index": n, "item_id": item["id"]}
+        if item["type"] == "message":
+            said = item["content"][0]["text"]
+            part = {"type": "output_text", "text": "", "annotations": []}
+            events += [
+                {"type": "response.output_item.added", "output_index": n, "item": {**item, "content": [], "status": "in_progress"}},
+                {"type": "response.content_part.added", **at, "content_index": 0, "part": part},
+                {"type": "response.output_text.delta", **at, "content_index": 0, "delta": said[:3], "logprobs": []},
+                {"type": "response.output_text.delta", **at, "content_index": 0, "delta": said[3:], "logprobs": []},
+                {"type": "response.output_text.done", **at, "content_index": 0, "text": said, "logprobs": []},
+                {"type": "response.content_part.done", **at, "content_index": 0, "part": {**part, "text": said}},
+            ]  # fmt: skip
+        elif item["type"] == "function_call":
+            raw = item["arguments"]
+            events += [
+                {"type": "response.output_item.added", "output_index": n, "item": {**item, "arguments": "", "status": "in_progress"}},
+                {"type": "response.function_call_arguments.delta", **at, "delta": raw[:2]},
+                {"type": "response.function_call_arguments.delta", **at, "delta": raw[2:]},
+                {"type": "response.function_call_arguments.done", **at, "arguments": raw},
+            ]  # fmt: skip
+        else:
+            events.append({"type": "response.output_item.added", "output_index": n, "item": item})
+        events.append({"type": "response.output_item.done", "output_index": n, "item": item})
+    events.append({"type": "response.completed", "response": done})
+    return [_sse(e["type"], {**e, "sequence_number": n}) for n, e in enumerate(events)]
+
+
 class ScriptedUpstream:
     """The server (uvicorn in a thread on a free port); ``url`` is its base."""
 
     def __init__(self, script: Script | None = None) -> None:
         self.script: Script = script or (lambda protocol, body: text("ok, done"))
         self.seen: list[Seen] = []
+        self.streamed: list[bytes] = []
+        """Each streamed answer's bytes, as sent."""
         self._lock = threading.Lock()
         self.url = ""
         self._server: Any = None
@@ -198,6 +269,9 @@ class ScriptedUpstream:
             return body
 
         def stream(parts: list[bytes]) -> StreamingResponse:
+            with self._lock:
+                self.streamed.append(b"".join(parts))
+
             async def gen() -> AsyncIterator[bytes]:
                 for part in parts:
                     yield part
@@ -221,6 +295,28 @@ class ScriptedUpstream:
                 return stream(_openai_chunks(blocks, body))
             return JSONResponse(_openai_completion(blocks, body))
 
+        async def responses(request: Request) -> Response:
+            body = await record(request)
+            blocks = self.script("responses", body)
+            if body.get("stream"):
+                return stream(_responses_events(blocks, body))
+            return JSONResponse(_responses_response(blocks, body))
+
+        async def compact(request: Request) -> Response:
+            body = await record(request)
+            items = body.get("input") if isinstance(body.get("input"), list) else []
+            users = [
+                {"id": f"msg_{uuid.uuid4().hex[:20]}", "type": "message", "role": "user",
+                 "status": "completed", "content": [{"type": "input_text", "text": i["content"]}]}
+                if isinstance(i.get("content"), str) else i
+                for i in items if isinstance(i, dict) and i.get("role") == "user"
+            ]  # fmt: skip
+            output = [*users, {"id": f"cmp_{uuid.uuid4().hex[:20]}", "type": "compaction",
+                               "encrypted_content": f"opaque-{len(items)}-items"}]  # fmt: skip
+            return JSONResponse({"id": f"resp_{uuid.uuid4().hex[:20]}", "object": "response.compaction",
+                                 "created_at": 1_700_000_000, "output": output,
+                                 "usage": _responses_response([], body)["usage"]})  # fmt: skip
+
         async def models(request: Request) -> Response:
             await record(request)
             model = {"id": "claude-fake-1", "type": "model", "display_name": "Fake",
@@ -233,6 +329,8 @@ class ScriptedUpstream:
             Route("/v1/messages", messages, methods=["POST"]),
             Route("/v1/messages/count_tokens", count, methods=["POST"]),
             Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/responses", responses, methods=["POST"]),
+            Route("/v1/responses/compact", compact, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
         ])  # fmt: skip
 

@@ -37,6 +37,7 @@ def cmd_proxy(args: argparse.Namespace) -> int:
         redact=args.redact,
         summary_wait=args.summary_wait,
         summarizer_model=args.summarizer_model,
+        history_tools=args.history_tools,
     )
     try:
         sock = bind(args.host, args.port)
@@ -94,5 +95,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--summarizer-model", metavar="MODEL",
         help="a litellm model for summaries, cheaper than the agent's (its key from the "
         "proxy's environment; default: offline summaries)",
+    )  # fmt: skip
+    proxy.add_argument(
+        "--no-history-tools", dest="history_tools", action="store_false",
+        help="do not offer the history tools upstream (the proxy answers them otherwise)",
     )  # fmt: skip
     proxy.set_defaults(run=cmd_proxy)

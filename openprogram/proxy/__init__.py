@@ -1,9 +1,11 @@
-"""``openprogram proxy``: any Anthropic or OpenAI client behind a local base URL gets the
-context engine with no code change (``pip install 'openprogram[proxy]'``).
+"""``openprogram proxy``: any Anthropic or OpenAI client (Messages, Chat Completions,
+Responses) behind a local base URL gets the context engine with no code change
+(``pip install 'openprogram[proxy]'``).
 
 Each conversation is a session; each request goes upstream as the session's render under
 its budget (the client's own blocks where compaction left them alone), and the answer
-comes back unchanged. Anything that fails in the engine sends the request as it came, with
+comes back unchanged (one answer when the proxy answered a history tool the model called
+on the way). Anything that fails in the engine sends the request as it came, with
 a record. Provider keys are forwarded, never stored.
 
     proxy = Proxy(ProxyConfig(db="proxy.db", budget=32_000))

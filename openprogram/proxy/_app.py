@@ -5,10 +5,13 @@ the path instead of a cookie, since an SDK's base URL is all a client can be giv
 ``http://127.0.0.1:P/<token>`` for Anthropic's SDK, ``…/<token>/v1`` for OpenAI's. A
 request without the token is refused before anything is read.
 
-``/v1/messages`` and ``/v1/chat/completions`` go upstream as the render (``Proxy.prepare``);
+``/v1/messages``, ``/v1/chat/completions`` and ``/v1/responses`` go upstream as the render
+(``Proxy.prepare``);
 ``/v1/messages/count_tokens`` counts the request as it would be sent; any other path
 (``/v1/models``…) passes through to the provider the client's headers name (Anthropic's
-``anthropic-version`` or ``x-api-key``, else OpenAI's). The answer streams back unchanged.
+``anthropic-version`` or ``x-api-key``, else OpenAI's). The answer streams back unchanged,
+unless the model calls a history tool the proxy offered (``_rounds``).
+``/v1/responses/compact`` passes through, and its answer is kept as a layer (``_compact``).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from starlette.routing import Route
 
 from openprogram._view._app import host_allowed
 from openprogram.proxy._proxy import Prepared, Proxy
+from openprogram.proxy._rounds import Rounds
 from openprogram.proxy._upstream import UsageReader, request_headers, response_headers
 
 __all__ = ["create_app"]
@@ -84,8 +88,9 @@ def create_app(proxy: Proxy, *, token: str, hosts: set[str]) -> Gate:
         if request.url.query:
             url += "?" + request.url.query
         proxy.begin()
+        headers = request_headers(request.headers)
         upstream = client().build_request(
-            request.method, url, headers=request_headers(request.headers), content=prepared.body
+            request.method, url, headers=headers, content=prepared.body
         )
         try:
             answer = await client().send(upstream, stream=True)
@@ -100,9 +105,14 @@ def create_app(proxy: Proxy, *, token: str, hosts: set[str]) -> Gate:
             usage = reader.result() if answer.status_code < 400 else None
             await run_in_threadpool(proxy.finish, prepared, answer.status_code, usage)
 
+        source: AsyncIterator[bytes] = answer.aiter_raw()
+        if prepared.history and answer.status_code < 400:  # the model may look back first
+            rounds = Rounds(proxy, prepared, client(), url, headers)
+            source = rounds.stream(answer) if streamed else rounds.whole(answer)
+
         async def body() -> AsyncIterator[bytes]:
             try:
-                async for chunk in answer.aiter_raw():
+                async for chunk in source:
                     reader.feed(chunk)
                     yield chunk
             finally:
@@ -133,6 +143,34 @@ def create_app(proxy: Proxy, *, token: str, hosts: set[str]) -> Gate:
         prepared = await run_in_threadpool(proxy.prepare, "openai", headers, raw)
         return await forward(request, proxy.config.upstream_openai, prepared)
 
+    async def responses(request: Request) -> Response:
+        raw = await request.body()
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        prepared = await run_in_threadpool(proxy.prepare, "responses", headers, raw)
+        return await forward(request, proxy.config.upstream_openai, prepared)
+
+    async def compact(request: Request) -> Response:
+        raw = await request.body()
+        prepared = Prepared(raw, "responses", "passed")
+        headers = request_headers(request.headers)
+        proxy.begin()
+        url = proxy.config.upstream_openai.rstrip("/") + request.url.path
+        try:
+            answer = await client().post(url, content=raw, headers=headers)
+        except httpx.HTTPError as error:
+            prepared.reason = f"upstream unreachable: {type(error).__name__}"
+            await run_in_threadpool(proxy.finish, prepared, 502, None)
+            return _error(502, "api_error", f"openprogram proxy: {prepared.reason}")
+        usage = None
+        if answer.status_code < 400:
+            own = {k.lower(): v for k, v in request.headers.items()}
+            await run_in_threadpool(proxy.adopt_compaction, prepared, own, raw, answer.content)
+            reader = UsageReader(False)
+            reader.feed(answer.content)
+            usage = reader.result()
+        await run_in_threadpool(proxy.finish, prepared, answer.status_code, usage)
+        return Response(answer.content, answer.status_code, response_headers(answer.headers))
+
     async def other(request: Request) -> Response:
         anthropic = "anthropic-version" in request.headers or "x-api-key" in request.headers
         base = proxy.config.upstream_anthropic if anthropic else proxy.config.upstream_openai
@@ -151,6 +189,8 @@ def create_app(proxy: Proxy, *, token: str, hosts: set[str]) -> Gate:
         Route("/v1/messages", messages, methods=["POST"]),
         Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
         Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/v1/responses", responses, methods=["POST"]),
+        Route("/v1/responses/compact", compact, methods=["POST"]),
         Route("/{path:path}", other, methods=methods),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)

@@ -33,15 +33,15 @@ from context import Policy, ProviderUsage, Summarizer, state_folder
 from graph import Store, open_store
 from openprogram._session import Session
 from openprogram.integrations._mirror import Mirror
-from openprogram.proxy import _anthropic, _openai_chat
+from openprogram.proxy import _anthropic, _compact, _history_tools, _openai_chat, _responses
 from openprogram.proxy._convert import Converted
-from openprogram.proxy._sessions import recognise, side_call
+from openprogram.proxy._sessions import NAMED, recognise, side_call
 
 __all__ = ["Prepared", "Proxy", "ProxyConfig"]
 
 NAME = "proxy"
 LOG = "proxy.jsonl"
-WIRES = {"anthropic": _anthropic, "openai": _openai_chat}
+WIRES = {"anthropic": _anthropic, "openai": _openai_chat, "responses": _responses}
 KEPT_CONVERSIONS = 64
 """Conversations whose last request is kept converted (the least recently used go)."""
 
@@ -61,6 +61,8 @@ class ProxyConfig:
     """``never``: no request waits for a summary (``Policy.summary_wait``)."""
     summarizer_model: str | None = None
     """A litellm model for summaries, cheaper than the agent's (``Policy.summarizer_model``)."""
+    history_tools: bool = True
+    """Offer the session's history tools upstream and answer them here (``_rounds``)."""
 
 
 @dataclass
@@ -81,6 +83,10 @@ class Prepared:
     prepare_ms: float = 0.0
     summary: str = ""
     """How its render got its summaries (``Rendered.summary``)."""
+    history: tuple[str, ...] = ()
+    """The history tools offered upstream beside the client's (answered by the proxy)."""
+    request: dict[str, Any] | None = None
+    """The request sent, as an object (kept when history tools were offered)."""
 
 
 class Proxy:
@@ -102,8 +108,10 @@ class Proxy:
         self.folder = folder.path
         self.log = Path(self.folder) / LOG
         self._sessions: dict[str, tuple[Session, Mirror]] = {}
-        self._converted: dict[str, Converted] = {}
+        self._converted: dict[tuple[str, str], Converted] = {}
         """Each conversation's last request, converted (the next converts only what is new)."""
+        self._schemas: list[dict[str, Any]] | None = None
+        self._windows: dict[str, _compact.Window | None] = {}
         self._lock = threading.Lock()
         self._log_lock = threading.Lock()
         self._in_flight = 0
@@ -160,18 +168,28 @@ class Proxy:
             if why is not None:
                 prepared.event, prepared.reason = "side-call", why
                 return prepared
+            if protocol == "responses" and (why := _responses.server_state(body, raw)) is not None:
+                prepared.reason = why  # passed as it came: we hold only part of it
+                if headers.get(NAMED):  # the client's session: the record says which
+                    prepared.session = recognise(headers, body, "", "").session
+                return prepared
             wire = WIRES[protocol]
             conversation = recognise(headers, body, *wire.peek(body))
             prepared.session = conversation.session
             with self._lock:
-                converted = wire.from_request(body, self._converted.pop(conversation.session, None))
-                self._converted[conversation.session] = converted
+                session, mirror = self.session(conversation.session, prepared.model)
+                if protocol == "responses":  # a window OpenAI compacted: the history it replaced
+                    body = _compact.expand(body, self._window(session))
+                # by protocol too: one conversation's messages may look alike on two wires
+                key = (protocol, conversation.session)
+                converted = wire.from_request(body, self._converted.pop(key, None))
+                self._converted[key] = converted
                 while len(self._converted) > KEPT_CONVERSIONS:
                     del self._converted[next(iter(self._converted))]
-                session, mirror = self.session(conversation.session, prepared.model)
+                ours = self._offered(protocol, body, session)
                 paired = mirror.render(
                     converted.entries,
-                    converted.tools,
+                    [*converted.tools, *ours],
                     converted.system,
                     conversation=conversation.client_id,
                 )
@@ -182,6 +200,9 @@ class Proxy:
                     receipt = session.receipt()
                     prepared.receipt = receipt.id if receipt is not None else None
             request = wire.to_request(body, paired)
+            if ours:
+                prepared.history = _history_tools.offer(protocol, request, ours)
+                prepared.request = request
             prepared.body = msgspec.json.encode(request)
             prepared.event = "sent"
             if rendered is not None:
@@ -194,6 +215,69 @@ class Proxy:
         finally:
             prepared.prepare_ms = (time.perf_counter() - started) * 1000
         return prepared
+
+    def _offered(
+        self, protocol: str, body: dict[str, Any], session: Session
+    ) -> list[dict[str, Any]]:
+        """The history tools this request gets (chat schemas; none when they are off)."""
+        if not self.config.history_tools or protocol not in _history_tools.PROTOCOLS:
+            return []
+        if self._schemas is None:
+            self._schemas = _history_tools.schemas(session, set())
+        taken = _history_tools.client_names(protocol, body)
+        return [s for s in self._schemas if s["function"]["name"] not in taken]
+
+    def _window(self, session: Session) -> _compact.Window | None:
+        if session.id not in self._windows:
+            self._windows[session.id] = _compact.window(session)
+        return self._windows[session.id]
+
+    def adopt_compaction(
+        self, prepared: Prepared, headers: Mapping[str, str], raw: bytes, answer: bytes
+    ) -> None:
+        """Keep what ``/v1/responses/compact`` returned as a provider layer of the request's
+        session (``_compact``); the request's record says which layer, or why none."""
+        try:
+            body = msgspec.json.decode(raw)
+            output = msgspec.json.decode(answer).get("output")
+            conversation = recognise(headers, body, *_responses.peek(body))
+            prepared.session = conversation.session
+            if not self.store.has_session(conversation.session):
+                prepared.reason = "responses/compact: a conversation the proxy has not seen"
+                return
+            with self._lock:
+                session, mirror = self.session(conversation.session, prepared.model)
+                body = _compact.expand(body, self._window(session))
+                converted = _responses.from_request(body)
+                layer, kept = _compact.adopt(session, mirror, converted, output, body["input"])
+                if kept is not None:
+                    self._windows[session.id] = kept
+            prepared.reason = (
+                f"responses/compact: kept as provider layer {layer.id}"
+                if layer is not None
+                else "responses/compact: no compaction item, or nothing it could cover"
+            )
+        except Exception as error:  # the client's answer goes back whatever happens here
+            prepared.reason = f"responses/compact: not kept ({type(error).__name__}: {error})"
+
+    def answer_history(
+        self, prepared: Prepared, calls: list[_history_tools.HistoryCall]
+    ) -> list[tuple[_history_tools.HistoryCall, str]]:
+        """Each history call answered from the request's session (each recorded)."""
+        if prepared.session is None:
+            return [(call, "Error: no session") for call in calls]
+        out = []
+        with self._lock:
+            session, _ = self.session(prepared.session, prepared.model)
+            for call in calls:
+                out.append((call, _history_tools.answer(session, call)))
+        for call, text in out:
+            self.record(
+                {"event": "history-tool", "protocol": prepared.protocol,
+                 "session": prepared.session, "receipt": prepared.receipt, "tool": call.name,
+                 "arguments": call.arguments, "chars": len(text)}
+            )  # fmt: skip
+        return out
 
     def count(self, headers: Mapping[str, str], raw: bytes) -> Prepared:
         """A ``count_tokens`` request as it would be sent: rendered in a scratch session

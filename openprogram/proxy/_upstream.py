@@ -50,6 +50,15 @@ def usage_of(report: dict[str, Any]) -> dict[str, int]:
             "cache_creation": 0,
             "output": int(report.get("completion_tokens") or 0),
         }
+    if "input_tokens_details" in report:  # OpenAI Responses: input counts the cached too
+        details = report.get("input_tokens_details") or {}
+        cached = int(details.get("cached_tokens") or 0)
+        return {
+            "input": max(0, int(report.get("input_tokens") or 0) - cached),
+            "cache_read": cached,
+            "cache_creation": 0,
+            "output": int(report.get("output_tokens") or 0),
+        }
     return {
         "input": int(report.get("input_tokens") or 0),
         "cache_read": int(report.get("cache_read_input_tokens") or 0),
@@ -61,7 +70,7 @@ def usage_of(report: dict[str, Any]) -> dict[str, int]:
 class UsageReader:
     """Reads the usage a provider reports in an answer's bytes as they pass: a JSON
     body's ``usage``, or the ``data:`` lines of a stream (Anthropic's ``message_start``
-    and ``message_delta``, OpenAI's last chunk)."""
+    and ``message_delta``, OpenAI's last chunk, the Responses API's ``response.completed``)."""
 
     def __init__(self, streamed: bool) -> None:
         self.streamed = streamed
@@ -89,9 +98,10 @@ class UsageReader:
             return
         if not isinstance(event, dict):
             return
-        message = event.get("message")
-        if isinstance(message, dict) and isinstance(message.get("usage"), dict):
-            self.usage.update(message["usage"])  # message_start
+        for key in ("message", "response"):  # Anthropic's message_start, response.completed
+            inner = event.get(key)
+            if isinstance(inner, dict) and isinstance(inner.get("usage"), dict):
+                self.usage.update(inner["usage"])
         if isinstance(event.get("usage"), dict):
             self.usage.update({k: v for k, v in event["usage"].items() if v is not None})
 

@@ -14,6 +14,8 @@ import pytest
 from _proxy_checks import anthropic_pair_problems, anthropic_tokens, holds, last_user_text
 from _scripted_upstream import calls, text
 
+from openprogram import HISTORY_TOOLS
+
 TOOLS = [
     {
         "name": "Read",
@@ -48,7 +50,8 @@ def test_a_message_goes_upstream_and_the_answer_comes_back(
     assert reply.usage.cache_read_input_tokens == 7
     (sent,) = running.upstream.bodies()
     assert sent["messages"] == [{"role": "user", "content": "read a.py"}]
-    assert sent["system"] == "Be brief." and sent["tools"] == TOOLS
+    assert sent["system"] == "Be brief." and sent["tools"][: len(TOOLS)] == TOOLS
+    assert {t["name"] for t in sent["tools"][len(TOOLS) :]} == set(HISTORY_TOOLS)  # ours
     assert any(KEY in value for value in running.upstream.seen[0].headers.values())  # forwarded
 
 

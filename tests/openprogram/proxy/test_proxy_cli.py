@@ -89,3 +89,10 @@ def test_a_bad_upstream_url_is_one_line(tmp_path: Path) -> None:
         ["proxy", "--port", "0", "--db", str(tmp_path / "p.db"), "--upstream-openai", "ftp://x"]
     )
     assert code == 2
+
+
+def test_no_history_tools_is_a_flag() -> None:
+    from openprogram.cli import parser
+
+    assert parser().parse_args(["proxy"]).history_tools is True
+    assert parser().parse_args(["proxy", "--no-history-tools"]).history_tools is False

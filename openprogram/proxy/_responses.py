@@ -1,0 +1,270 @@
+"""OpenAI Responses requests (stateless ``input`` arrays) as the graph's messages, and back.
+
+A run of the model's items (its ``reasoning``, assistant ``message`` and ``function_call``
+items, as the client sends them back) is one assistant entry that keeps the items whole: a
+``function_call`` and the ``reasoning`` item that led to it, encrypted content included,
+are one message to compaction, which keeps or drops them together. A ``function_call_output``
+is a tool entry; a user message a user entry. What compaction left alone goes upstream as
+the client sent it; what it changed is built anew, and a call it kept in a changed message
+goes with its own ``reasoning`` and ``function_call`` items from the client's input.
+
+A request that leans on state kept by the provider (``previous_response_id``, a
+``conversation``, an ``item_reference``) holds only part of its conversation: it cannot be
+rendered here, and goes as it came, with the reason (:func:`server_state`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from openprogram._errors import MalformedMessage
+from openprogram.integrations._mirror import Entry, Paired
+from openprogram.proxy._convert import Converted, convert, first_user
+
+__all__ = ["from_request", "peek", "server_state", "to_request"]
+
+MODEL_ITEMS = frozenset({"reasoning", "function_call", "custom_tool_call", "compaction"})
+"""Item types the model wrote (with an assistant message): they join one assistant entry."""
+OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
+INSTRUCTION_ROLES = ("system", "developer")
+
+
+def server_state(body: dict[str, Any], raw: bytes | None = None) -> str | None:
+    """Why a request cannot be rendered here (None: its ``input`` is the whole conversation);
+    ``raw``, the body's bytes, spares the walk of the items when none can be a reference."""
+    if body.get("previous_response_id"):
+        return "server-side state: previous_response_id (the provider holds the history)"
+    if body.get("conversation"):
+        return "server-side state: conversation (the provider holds the history)"
+    items = body.get("input")
+    if raw is not None and b"item_reference" not in raw:
+        return None
+    if isinstance(items, list) and any(
+        isinstance(item, dict) and item.get("type") == "item_reference" for item in items
+    ):
+        return "server-side state: item_reference (an item only the provider holds)"
+    return None
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            elif isinstance(part, dict):
+                parts.append(f"[{part.get('type')}]")
+        return "\n".join(parts)
+    return str(content)
+
+
+def _role(item: dict[str, Any]) -> str | None:
+    """The role of a message item (None: not a message)."""
+    if item.get("type", "message") != "message":
+        return None
+    role = item.get("role")
+    return role if isinstance(role, str) else None
+
+
+def _groups(body: dict[str, Any]) -> list[Any]:
+    """The input as the mirror's units: each run of model items one list, anything else
+    itself (a string ``input`` is one user message)."""
+    items = body.get("input")
+    if isinstance(items, str):
+        return [{"role": "user", "content": items}]
+    if not isinstance(items, list):
+        raise MalformedMessage("responses request: input is neither a string nor a list of items")
+    groups: list[Any] = []
+    run: list[dict[str, Any]] | None = None
+    for item in items:
+        if isinstance(item, dict) and (
+            item.get("type") in MODEL_ITEMS or item.get("role") == "assistant"
+        ):
+            if run is None:
+                run = []
+                groups.append(run)
+            run.append(item)
+        else:
+            run = None
+            groups.append(item)
+    return groups
+
+
+def _call(index: int, item: dict[str, Any]) -> dict[str, Any]:
+    call_id = item.get("call_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise MalformedMessage(f"responses item {index}: a {item.get('type')} without call_id")
+    arguments = item.get("arguments") if item.get("type") == "function_call" else item.get("input")
+    function = {"name": str(item.get("name")), "arguments": str(arguments or "{}")}
+    return {"id": call_id, "type": "function", "function": function}
+
+
+def _assistant(index: int, group: list[dict[str, Any]]) -> Entry:
+    texts, calls = [], []
+    for item in group:
+        kind = item.get("type", "message")
+        if kind in ("function_call", "custom_tool_call"):
+            calls.append(_call(index, item))
+        elif kind == "message":
+            texts.append(_text(item.get("content")))
+        elif kind == "compaction":
+            texts.append("[compaction]")
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": "\n".join(t for t in texts if t) or None,
+    }
+    if calls:
+        message["tool_calls"] = calls
+    return Entry(message, group, {}, f"{index}")
+
+
+def _entries(index: int, unit: Any) -> list[Entry]:
+    if isinstance(unit, list):
+        return [_assistant(index, unit)]
+    if not isinstance(unit, dict):
+        raise MalformedMessage(f"responses item {index}: not an object")
+    kind = unit.get("type", "message")
+    if kind in OUTPUTS:
+        call_id = unit.get("call_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise MalformedMessage(f"responses item {index}: {kind} without call_id")
+        said = {"role": "tool", "tool_call_id": call_id, "content": _text(unit.get("output"))}
+        return [Entry(said, unit, {}, f"{index} {kind}")]
+    role = _role(unit)
+    if role in INSTRUCTION_ROLES:
+        return [
+            Entry({"role": "system", "content": _text(unit.get("content"))}, unit, {}, f"{index}")
+        ]
+    if role == "user":
+        return [
+            Entry({"role": "user", "content": _text(unit.get("content"))}, unit, {}, f"{index}")
+        ]
+    # an item of a kind we do not read (a built-in tool's call…): kept, shown by its type
+    return [Entry({"role": "user", "content": f"[{kind}]"}, unit, {}, f"{index} {kind}")]
+
+
+def _instructions(body: dict[str, Any]) -> str | None:
+    given = body.get("instructions")
+    return _text(given) if given is not None else None
+
+
+def peek(body: dict[str, Any]) -> tuple[str, str]:
+    """What recognises the conversation: the instructions and the first user message."""
+    items = body.get("input")
+    if isinstance(items, str):
+        return _instructions(body) or "", items
+    for item in items if isinstance(items, list) else ():
+        if isinstance(item, dict) and _role(item) == "user":
+            said = _text(item.get("content"))
+            if said:
+                return _instructions(body) or "", said
+    return _instructions(body) or "", ""
+
+
+def _schema(tool: dict[str, Any]) -> dict[str, Any]:
+    """A Responses tool as the chat schema the budget counts (a built-in tool by its type)."""
+    function = {
+        "name": str(tool.get("name") or tool.get("type")),
+        "description": str(tool.get("description") or ""),
+        "parameters": tool.get("parameters") or {"type": "object"},
+    }
+    return {"type": "function", "function": function}
+
+
+def from_request(body: dict[str, Any], previous: Converted | None = None) -> Converted:
+    """The request's input as entries (reusing ``previous``'s for the units it shares)."""
+    groups = _groups(body)
+    entries, parts = convert(groups, _entries, previous)
+    tools = [_schema(t) for t in body.get("tools") or () if isinstance(t, dict)]
+    return Converted(entries, tools, _instructions(body), first_user(entries), groups, parts)
+
+
+def _with_calls(body: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Each call id of the client's input: its run's ``reasoning`` items and the call item."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    items = body.get("input")
+    for group in _groups(body) if isinstance(items, list) else ():
+        if not isinstance(group, list):
+            continue
+        reasoning = [i for i in group if i.get("type") == "reasoning"]
+        for item in group:
+            if item.get("type") in ("function_call", "custom_tool_call"):
+                found[str(item.get("call_id"))] = [*reasoning, item]
+    return found
+
+
+def _made(message: dict[str, Any], originals: dict[str, list[dict[str, Any]]]) -> list[Any]:
+    """Items for a message compaction changed or made."""
+    role = message.get("role")
+    content = message.get("content")
+    text = content if isinstance(content, str) else _text(content)
+    fields = message.get("provider_specific_fields") or {}
+    if role == "assistant" and fields.get("compaction_blocks"):
+        return list(fields["compaction_blocks"])  # the provider's own compaction, as it came
+    if role == "tool":
+        return [
+            {"type": "function_call_output", "call_id": message.get("tool_call_id"), "output": text}
+        ]
+    if role != "assistant":
+        return [{"role": "user", "content": text or "(no content)"}]
+    out: list[Any] = [{"role": "assistant", "content": text}] if text else []
+    sent: set[int] = set()
+    for call in message.get("tool_calls") or ():
+        kept = originals.get(str(call["id"]))
+        if kept is None:
+            function = call["function"]
+            out.append(
+                {
+                    "type": "function_call",
+                    "call_id": call["id"],
+                    "name": function["name"],
+                    "arguments": function.get("arguments") or "{}",
+                }
+            )
+            continue
+        for item in kept:  # the call with the reasoning it came with, once each
+            if id(item) not in sent:
+                sent.add(id(item))
+                out.append(item)
+    return out or [{"role": "assistant", "content": "(no content)"}]
+
+
+def to_request(body: dict[str, Any], paired: Sequence[Paired]) -> dict[str, Any]:
+    """The client's body with the rendered input (its own items where left alone)."""
+    kept = _instructions(body)
+    instructions: list[str] = []
+    originals: dict[str, list[dict[str, Any]]] | None = None
+    out: list[Any] = []
+    for item in paired:
+        message = item.message
+        if message.get("role") == "system" and item.entry is None:
+            instructions.append(_text(message.get("content")))
+            continue
+        if item.entry is not None:
+            original = item.entry.original
+            out.extend(original if isinstance(original, list) else [original])
+            continue
+        if originals is None and message.get("tool_calls"):
+            originals = _with_calls(body)
+        out.extend(_made(message, originals or {}))
+    request = {**body, "input": out}
+    if instructions != ([kept] if kept is not None else []):
+        request["instructions"] = "\n\n".join(t for t in instructions if t)
+        if not request["instructions"]:
+            del request["instructions"]
+    return request
+
+
+def arguments_of(item: dict[str, Any]) -> dict[str, Any]:
+    """A ``function_call`` item's arguments as an object (``{}`` when they do not parse)."""
+    try:
+        parsed = json.loads(item.get("arguments") or "{}")
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}

@@ -1,0 +1,197 @@
+"""Several upstream OpenAI Chat Completions rounds as the one completion the client sees.
+
+The chunks of a round pass as they came, except the deltas of a history tool's call (left
+out; the client's calls keep their order, numbered from 0) and the closing chunks (the one
+with ``finish_reason``, the usage chunk, ``[DONE]``), held until it is known whether the
+proxy continues. A continuation's chunks carry the first round's id and leave out its
+opening role delta; the closing chunks carry the usage of every round, summed. While no
+history tool is called, every chunk passes byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from openprogram.proxy._history_tools import HistoryCall
+from openprogram.proxy._sse import Event
+
+__all__ = ["ChatSplice"]
+
+
+def _add(totals: dict[str, Any], usage: dict[str, Any]) -> None:
+    for key, value in usage.items():
+        if isinstance(value, int):
+            totals[key] = totals.get(key, 0) + value
+        elif isinstance(value, dict):
+            _add(totals.setdefault(key, {}), value)
+
+
+def _chunk(data: Any) -> bytes:
+    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+class ChatSplice:
+    """One client request's completion over its rounds (see the module docstring)."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = frozenset(names)
+        self.rounds = 0
+        self.changed = False
+        self.first: dict[str, Any] | None = None
+        self.totals: dict[str, Any] = {}
+        self._new_round()
+
+    def _new_round(self) -> None:
+        self.mapping: dict[int, int | None] = {}
+        self.calls_seen: dict[int, dict[str, str]] = {}
+        self.text = ""
+        self.held: list[Event] = []
+        self.client_calls = 0
+
+    # -- streamed --------------------------------------------------------------------------
+    def feed(self, event: Event) -> list[bytes]:
+        data = event.data
+        if not isinstance(data, dict):
+            self.held.append(event)  # [DONE]
+            return []
+        if self.first is None:
+            self.first = data
+        choices = data.get("choices") or []
+        if not choices or choices[0].get("finish_reason"):
+            self.held.append(event)
+            return []
+        delta = dict(choices[0].get("delta") or {})
+        self.text += str(delta.get("content") or "")
+        calls = delta.get("tool_calls")
+        if calls:
+            kept = [self._call(call) for call in calls]
+            delta["tool_calls"] = [c for c in kept if c is not None]
+            if not delta["tool_calls"]:
+                del delta["tool_calls"]
+        if self.rounds:
+            delta.pop("role", None)
+            if delta == {"content": ""}:
+                delta = {}
+            if not delta:
+                return []
+        if delta == choices[0].get("delta") and not self.rounds:
+            return [event.raw]
+        if not delta:
+            return []
+        self.changed = True
+        base = self.first if self.rounds else data
+        out = {**data, "id": base.get("id"), "choices": [{**choices[0], "delta": delta}]}
+        return [_chunk(out)]
+
+    def _call(self, call: dict[str, Any]) -> dict[str, Any] | None:
+        index = int(call.get("index") or 0)
+        function = call.get("function") or {}
+        if index not in self.mapping:
+            ours = function.get("name") in self.names
+            self.mapping[index] = None if ours else self.client_calls
+            self.client_calls += 0 if ours else 1
+            self.calls_seen[index] = {"id": str(call.get("id")), "name": str(function.get("name")),
+                                      "arguments": ""}  # fmt: skip
+        self.calls_seen[index]["arguments"] += str(function.get("arguments") or "")
+        shown = self.mapping[index]
+        if shown is None:
+            self.changed = True
+            return None
+        return call if shown == index else {**call, "index": shown}
+
+    def calls(self) -> list[HistoryCall]:
+        ours = [c for i, c in sorted(self.calls_seen.items()) if self.mapping.get(i) is None]
+        if not ours or self.client_calls:
+            return []
+        return [HistoryCall(c["id"], c["name"], c["arguments"] or "{}") for c in ours]
+
+    def continuation(
+        self, request: dict[str, Any], results: list[tuple[HistoryCall, str]]
+    ) -> dict[str, Any]:
+        calls = [{"id": c["id"], "type": "function",
+                  "function": {"name": c["name"], "arguments": c["arguments"] or "{}"}}
+                 for _, c in sorted(self.calls_seen.items())]  # fmt: skip
+        said = [
+            {"role": "tool", "tool_call_id": call.id, "content": text} for call, text in results
+        ]
+        assistant = {"role": "assistant", "content": self.text or None, "tool_calls": calls}
+        for event in self.held:
+            if isinstance(event.data, dict) and isinstance(event.data.get("usage"), dict):
+                _add(self.totals, event.data["usage"])
+        self.rounds += 1
+        self.changed = True
+        self._new_round()
+        return {**request, "messages": [*request["messages"], assistant, *said]}
+
+    def finish(self, *, cut: bool = False) -> list[bytes]:
+        if not self.changed:
+            return [event.raw for event in self.held]
+        first = self.first or {}
+        out = []
+        for event in self.held:
+            data = event.data
+            if not isinstance(data, dict):
+                out.append(event.raw)
+                continue
+            data = {**data, "id": first.get("id", data.get("id"))}
+            choices = data.get("choices") or []
+            if (
+                choices
+                and (cut or not self.client_calls)
+                and choices[0].get("finish_reason") == "tool_calls"
+            ):
+                data["choices"] = [{**choices[0], "finish_reason": "stop"}]
+            if isinstance(data.get("usage"), dict):
+                totals = dict(self.totals)
+                _add(totals, data["usage"])
+                data["usage"] = totals
+            out.append(_chunk(data))
+        return out
+
+    # -- a whole JSON answer ----------------------------------------------------------------
+    def _message(self, answer: dict[str, Any]) -> dict[str, Any]:
+        choices = answer.get("choices") or [{}]
+        return dict(choices[0].get("message") or {})
+
+    def json_ours(self, answer: dict[str, Any]) -> bool:
+        calls = self._message(answer).get("tool_calls") or ()
+        return any((c.get("function") or {}).get("name") in self.names for c in calls)
+
+    def json_calls(self, answer: dict[str, Any]) -> list[HistoryCall]:
+        calls = self._message(answer).get("tool_calls") or []
+        ours = [c for c in calls if (c.get("function") or {}).get("name") in self.names]
+        if not ours or len(ours) < len(calls):
+            return []
+        return [HistoryCall(str(c["id"]), str(c["function"]["name"]),
+                            str(c["function"].get("arguments") or "{}")) for c in ours]  # fmt: skip
+
+    def json_continuation(
+        self,
+        request: dict[str, Any],
+        answer: dict[str, Any],
+        results: list[tuple[HistoryCall, str]],
+    ) -> dict[str, Any]:
+        said = [
+            {"role": "tool", "tool_call_id": call.id, "content": text} for call, text in results
+        ]
+        message = self._message(answer)
+        return {**request, "messages": [*request["messages"], message, *said]}
+
+    def merge(self, answers: list[dict[str, Any]]) -> dict[str, Any]:
+        messages = [self._message(a) for a in answers]
+        text = "".join(str(m.get("content") or "") for m in messages)
+        calls = [c for m in messages for c in m.get("tool_calls") or ()
+                 if (c.get("function") or {}).get("name") not in self.names]  # fmt: skip
+        message = {**messages[-1], "content": text or None}
+        message.pop("tool_calls", None)
+        if calls:
+            message["tool_calls"] = calls
+        last = answers[-1]
+        choice = {**(last.get("choices") or [{}])[0], "message": message}
+        if not calls and choice.get("finish_reason") == "tool_calls":
+            choice["finish_reason"] = "stop"
+        totals: dict[str, Any] = {}
+        for one in answers:
+            _add(totals, one.get("usage") or {})
+        return {**last, "id": answers[0].get("id"), "choices": [choice], "usage": totals}

@@ -1,0 +1,216 @@
+"""Several upstream OpenAI Responses rounds as the one response the client sees.
+
+The events of a round pass as they came, except those of a history tool's
+``function_call`` item (left out) and the closing ``response.completed`` (or
+``response.incomplete``), held until it is known whether the proxy continues. A
+continuation's ``response.created``/``response.in_progress`` are left out; every event
+passed gets the client's next ``sequence_number`` and its item the client's next
+``output_index``; the closing event is the first response's, with every item the client
+was shown and the usage of every round summed. While no history tool is called, every
+event passes byte for byte.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openprogram.proxy._history_tools import HistoryCall
+from openprogram.proxy._sse import Event, encode
+
+__all__ = ["ResponsesSplice"]
+
+CLOSING = ("response.completed", "response.incomplete")
+OPENING = ("response.created", "response.in_progress", "response.queued")
+
+
+def _add(totals: dict[str, Any], usage: dict[str, Any]) -> None:
+    for key, value in usage.items():
+        if isinstance(value, int):
+            totals[key] = totals.get(key, 0) + value
+        elif isinstance(value, dict):
+            _add(totals.setdefault(key, {}), value)
+
+
+def input_items(request: dict[str, Any]) -> list[Any]:
+    given = request.get("input")
+    return [{"role": "user", "content": given}] if isinstance(given, str) else list(given or ())
+
+
+def _sendable(items: list[dict[str, Any]], request: dict[str, Any]) -> list[dict[str, Any]]:
+    """A round's items as input again: a reasoning item without its encrypted content can
+    only be read back from the provider's store, so without ``store`` it stays out."""
+    if request.get("store") is not False:
+        return items
+    return [i for i in items if i.get("type") != "reasoning" or i.get("encrypted_content")]
+
+
+class ResponsesSplice:
+    """One client request's response over its rounds (see the module docstring)."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = frozenset(names)
+        self.rounds = 0
+        self.sequence = 0
+        self.next_output = 0
+        self.changed = False
+        self.first: dict[str, Any] | None = None
+        self.shown: list[dict[str, Any]] = []
+        self.totals: dict[str, Any] = {}
+        self._new_round()
+
+    def _new_round(self) -> None:
+        self.mapping: dict[int, int | None] = {}
+        self.items: dict[int, dict[str, Any]] = {}
+        self.held: list[Event] = []
+        self.client_calls = 0
+
+    def _ours(self, item: Any) -> bool:
+        return (
+            isinstance(item, dict)
+            and item.get("type") == "function_call"
+            and item.get("name") in self.names
+        )
+
+    # -- streamed --------------------------------------------------------------------------
+    def feed(self, event: Event) -> list[bytes]:
+        """What the client gets now of one upstream event."""
+        data = event.data
+        if not isinstance(data, dict):
+            return [event.raw]
+        kind = str(data.get("type") or event.name)
+        number = data.get("sequence_number")
+        if not self.rounds and not self.changed and isinstance(number, int):
+            self.sequence = number  # the provider's numbering, as long as nothing changed
+        if kind in CLOSING:
+            self.held.append(event)
+            return []
+        if kind in OPENING:
+            if self.first is None:
+                self.first = data.get("response")
+            if self.rounds:
+                return []
+        index = data.get("output_index")
+        if isinstance(index, int):
+            if kind == "response.output_item.added":
+                item = data.get("item")
+                ours = self._ours(item)
+                if (
+                    isinstance(item, dict)
+                    and item.get("type") in ("function_call", "custom_tool_call")
+                    and not ours
+                ):
+                    self.client_calls += 1
+                self.mapping[index] = None if ours else self.next_output
+                self.next_output += 0 if ours else 1
+            if kind == "response.output_item.done" and isinstance(data.get("item"), dict):
+                self.items[index] = data["item"]
+                if self.mapping.get(index, index) is not None:
+                    self.shown.append(data["item"])
+            shown = self.mapping.get(index, index)
+            if shown is None:
+                self.changed = True
+                return []
+            if shown != index:
+                data = {**data, "output_index": shown}
+        return [self._numbered(event, data)]
+
+    def _numbered(self, event: Event, data: dict[str, Any]) -> bytes:
+        number = self.sequence
+        self.sequence += 1
+        if data is event.data and data.get("sequence_number") == number:
+            return event.raw
+        self.changed = True
+        return encode(event.name or str(data.get("type")), {**data, "sequence_number": number})
+
+    def calls(self) -> list[HistoryCall]:
+        """The round's history calls, when the proxy can answer them and go on."""
+        ours = [self.items[i] for i in sorted(self.items) if self._ours(self.items[i])]
+        if not ours or self.client_calls:
+            return []
+        return [
+            HistoryCall(str(i["call_id"]), str(i["name"]), str(i.get("arguments") or "{}"))
+            for i in ours
+        ]
+
+    def continuation(
+        self, request: dict[str, Any], results: list[tuple[HistoryCall, str]]
+    ) -> dict[str, Any]:
+        items = _sendable([self.items[i] for i in sorted(self.items)], request)
+        outputs = [
+            {"type": "function_call_output", "call_id": c.id, "output": text} for c, text in results
+        ]
+        for event in self.held:
+            if isinstance(event.data, dict):
+                _add(self.totals, (event.data.get("response") or {}).get("usage") or {})
+        self.rounds += 1
+        self.changed = True
+        self._new_round()
+        return {**request, "input": [*input_items(request), *items, *outputs]}
+
+    def finish(self, *, cut: bool = False) -> list[bytes]:
+        """The closing event (the first response's id, every item shown, usage summed)."""
+        if not self.changed:
+            return [event.raw for event in self.held]
+        out = []
+        for event in self.held:
+            data = event.data
+            if not isinstance(data, dict):
+                out.append(event.raw)
+                continue
+            response = dict(data.get("response") or {})
+            totals = dict(self.totals)
+            _add(totals, response.get("usage") or {})
+            first = self.first or {}
+            response.update(output=list(self.shown), usage=totals)
+            for key in ("id", "created_at"):
+                if key in first:
+                    response[key] = first[key]
+            out.append(self._numbered(event, {**data, "response": response}))
+        return out
+
+    # -- a whole JSON answer ----------------------------------------------------------------
+    def json_ours(self, answer: dict[str, Any]) -> bool:
+        """Whether a JSON round calls a history tool at all."""
+        return any(self._ours(i) for i in answer.get("output") or ())
+
+    def json_calls(self, answer: dict[str, Any]) -> list[HistoryCall]:
+        calls = [
+            i
+            for i in answer.get("output") or ()
+            if isinstance(i, dict) and i.get("type") in ("function_call", "custom_tool_call")
+        ]
+        ours = [i for i in calls if self._ours(i)]
+        if not ours or len(ours) < len(calls):
+            return []
+        return [
+            HistoryCall(str(i["call_id"]), str(i["name"]), str(i.get("arguments") or "{}"))
+            for i in ours
+        ]
+
+    def json_continuation(
+        self,
+        request: dict[str, Any],
+        answer: dict[str, Any],
+        results: list[tuple[HistoryCall, str]],
+    ) -> dict[str, Any]:
+        items = _sendable([i for i in answer.get("output") or () if isinstance(i, dict)], request)
+        outputs = [
+            {"type": "function_call_output", "call_id": c.id, "output": text} for c, text in results
+        ]
+        return {**request, "input": [*input_items(request), *items, *outputs]}
+
+    def merge(self, answers: list[dict[str, Any]]) -> dict[str, Any]:
+        """The first response's id, the last's status, every item but the history calls,
+        usage summed."""
+        output = [i for a in answers for i in a.get("output") or () if not self._ours(i)]
+        totals: dict[str, Any] = {}
+        for one in answers:
+            _add(totals, one.get("usage") or {})
+        last = answers[-1]
+        return {
+            **last,
+            "id": answers[0].get("id"),
+            "created_at": answers[0].get("created_at"),
+            "output": output,
+            "usage": totals,
+        }
