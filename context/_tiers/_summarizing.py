@@ -327,9 +327,10 @@ def _clean(text: str | None, redactor: Redactor | None) -> str | None:
     return text if text is None or redactor is None else redactor.redact(text)
 
 
-def span(units: list[Unit]) -> str:
+def span(units: list[Unit], ctx: TierContext) -> str:
+    """The first and last node ``units`` hold, by handles."""
     ids = [n for unit in units for n in unit.node_ids]
-    return f"nodes {ids[0]} … {ids[-1]}" if ids else "no nodes"
+    return f"nodes {ctx.handle(ids[0])} … {ctx.handle(ids[-1])}" if ids else "no nodes"
 
 
 def make_layer(
