@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from context import Policy
-from graph import MemoryStore, seeded_ids
+from graph import MemoryStore, node_handle, seeded_ids
 from openprogram import HISTORY_TOOLS, Session
 from openprogram.importers import import_trace
 
@@ -161,5 +161,5 @@ def test_read_output_states_its_cap_and_never_points_at_its_own_result() -> None
     reread = session.history.read_output(read_id, offset=8_000)
     assert "line 00728" in reread  # 11 characters a line: the source, from offset 8,000
     assert read_id not in reread.split("\n", 1)[1]  # its notes name the source, not itself
-    assert f'read_output("{source.id}", offset=16000)' in reread
+    assert f'read_output("{node_handle(source)}", offset=16000)' in reread
     session.close()
