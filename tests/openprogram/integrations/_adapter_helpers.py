@@ -13,7 +13,7 @@ from openprogram import Session, node_text
 ROUNDS = 10
 BUDGET = 3_400
 """Counted as sent (the adapters count each message's JSON): 3,000 before, scaled with it."""
-EXPAND = re.compile(r'expand_layer\("([0-9A-Z]{26})"\)')
+EXPAND = re.compile(r'expand_layer\("(L[0-9]+)"\)')  # a layer's handle
 SYSTEM = "You look things up."
 TASK = "Look up k_1 to k_10."
 
