@@ -88,15 +88,23 @@ def test_one_program_into_two_databases_sends_identical_requests(tmp_path: Path)
     assert not ULID.search(text)  # no stored id reaches the model
 
 
-def test_an_exported_and_imported_session_continues_with_the_same_bytes(tmp_path: Path) -> None:
+def test_an_exported_imported_or_copied_session_continues_with_the_same_bytes(
+    tmp_path: Path,
+) -> None:
     original = _session(tmp_path / "a.db", tmp_path)
     _run(original, range(3))
     export = str(tmp_path / "s.json")
     assert main(["export", original.id, export, "--db", str(tmp_path / "a.db")]) == 0
     assert main(["import", export, "--db", str(tmp_path / "c.db")]) == 0
-    again = [_session(db, tmp_path, original.id) for db in (tmp_path / "a.db", tmp_path / "c.db")]
+    copied = original.copy(tmp_path / "d.db")  # new node ids, the same seqs and handles
+    copied.close()
+    again = [
+        _session(tmp_path / "a.db", tmp_path, original.id),
+        _session(tmp_path / "c.db", tmp_path, original.id),
+        _session(tmp_path / "d.db", tmp_path, copied.id),
+    ]
     sent = [_wire(_run(s, range(3, 5))) for s in again]
-    assert sent[0] == sent[1] and sent[0]
+    assert sent[0] and sent[0] == sent[1] == sent[2]
 
 
 def test_a_handle_once_shown_names_the_same_thing_in_every_later_render(tmp_path: Path) -> None:
