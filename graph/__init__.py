@@ -28,6 +28,17 @@ from ._errors import (
 )
 from ._functions import TOP, Frame, FunctionHandle
 from ._graph import ConversationGraph
+from ._handles import (
+    FUNCTION_HANDLE,
+    HANDLE_KEY,
+    LAYER_HANDLE,
+    NODE_HANDLE,
+    is_handle,
+    layer_handle,
+    next_layer_handle,
+    node_handle,
+    resolve_ref,
+)
 from ._html import html_table
 from ._ids import check_text, is_safe_id, new_id, seeded_ids
 from ._messages import call_id_text
@@ -107,7 +118,11 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "AUDIT",
     "DEFAULT_PATTERNS",
+    "FUNCTION_HANDLE",
     "GRAPH_MIGRATIONS",
+    "HANDLE_KEY",
+    "LAYER_HANDLE",
+    "NODE_HANDLE",
     "TOP",
     "ConversationGraph",
     "CrossSessionError",
@@ -176,17 +191,22 @@ __all__ = [
     "html_table",
     "inside",
     "is_export",
+    "is_handle",
     "is_safe_id",
+    "layer_handle",
     "load_export",
     "migrate",
     "migration",
     "new_id",
+    "next_layer_handle",
+    "node_handle",
     "open_store",
     "redaction_setting",
     "redactor_from",
     "register_migration",
     "register_store",
     "registered_migrations",
+    "resolve_ref",
     "scrub",
     "scrubber",
     "seeded_ids",

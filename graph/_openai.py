@@ -37,8 +37,9 @@ def as_text(value: Any) -> str:
 
 
 def function_call_id(node: Node) -> str:
-    """The tool-call id a function unit renders with; it names the node."""
-    return f"fn_{node.id}"
+    """The tool-call id a function unit renders with; it names the node by its seq (a
+    short handle, the same in every database holding the session; see ``_handles``)."""
+    return f"fn_{node.seq}"
 
 
 def function_tool_name(node: Node) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._errors import LayerNotFound
+from ._handles import resolve_ref
 from ._nodes import Event, LayerInfo, Node
 from ._openai import steps_to_messages
 from ._state import GraphState
@@ -78,10 +79,13 @@ class GraphReader:
         return found if active is None else [i for i in found if i.active == active]
 
     def layer(self, layer_id: str) -> LayerInfo:
-        """One layer by id, as of this reader."""
+        """One layer by id or by its handle (``L3``), as of this reader."""
         try:
             return self._state.layers[layer_id]
         except KeyError:
+            found = resolve_ref(self._state, layer_id)
+            if found is not None and found in self._state.layers:
+                return self._state.layers[found]
             raise LayerNotFound(layer_id, self.session) from None
 
     def events(self) -> list[Event]:

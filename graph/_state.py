@@ -215,9 +215,15 @@ class GraphState:
 
     # -- queries ----------------------------------------------------------------------
     def get(self, node_id: str) -> Node:
+        """A node by id, or by the handle a prompt shows it under (``n42``, ``fn_42``)."""
         try:
             return self.nodes[node_id]
         except KeyError:
+            from ._handles import resolve_ref  # it reads this index
+
+            found = resolve_ref(self, node_id)
+            if found is not None and found in self.nodes:
+                return self.nodes[found]
             raise NodeNotFound(node_id, self.session) from None
 
     def chain(self, head: str | None, stop: str | None = None) -> list[str]:

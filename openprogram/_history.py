@@ -15,7 +15,18 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from context import HISTORY_TOOLS, output_redactor
-from graph import Dialogue, Function, Node, Tool, as_text, steps_to_messages, text_of
+from graph import (
+    Dialogue,
+    Function,
+    Node,
+    Tool,
+    as_text,
+    layer_handle,
+    node_handle,
+    resolve_ref,
+    steps_to_messages,
+    text_of,
+)
 from openprogram._tools import ToolSpec
 
 __all__ = ["HISTORY_TOOLS", "READ_LIMIT", "HistoryTools", "messages_text", "node_text"]
@@ -81,20 +92,20 @@ class HistoryTools:
         return text if redactor is None else redactor.redact(text)
 
     def _resolve(self, ref: str) -> str:
-        """The node id a reference names: a bare id, a finished function's tool-call id
-        (``fn_<id>``, as the prompt shows the call), or an offload file's path. Anything
-        else comes back as it was (a layer id, or an id this session does not hold)."""
+        """The stored id a reference names: a node or layer id, a handle as prompts show
+        them (``n42``, a finished function's call ``fn_42``, a layer ``L3``), an older
+        prompt's ``fn_<id>``, or an offload file's path. Anything else comes back as it
+        was (an id this session does not hold)."""
         ref = ref.strip().strip("\"'")
         candidates = [ref]
-        if ref.startswith("fn_"):
-            candidates.append(ref.removeprefix("fn_"))
         if "/" in ref or "\\" in ref or ref.endswith(".txt"):
             candidates.append(PurePath(ref.replace("\\", "/")).stem)
         graph = self.session.graph
         for attempt in range(2):
             for candidate in candidates:
-                if candidate in graph:
-                    return candidate
+                found = resolve_ref(graph.state, candidate)
+                if found is not None:
+                    return found
             if attempt == 0:
                 graph.refresh()
         return ref
@@ -114,7 +125,7 @@ class HistoryTools:
         """
         node = self._node(id)
         graph = self.session.graph
-        info: dict[str, Any] = {"id": node.id, "kind": node.kind, "seq": node.seq}
+        info: dict[str, Any] = {"node": node_handle(node), "kind": node.kind}
         payload = node.payload
         if isinstance(payload, Dialogue):
             info["role"] = payload.role
@@ -124,14 +135,14 @@ class HistoryTools:
             info.update(function=payload.name, input=payload.input, status=node.status)
         caller = graph.caller(node.id)
         if caller is not None:
-            info["caller"] = caller.id
-        layers = [i.id for i in graph.layers(active=True) if node.id in i.covers]
+            info["caller"] = node_handle(caller)
+        layers = [layer_handle(i) for i in graph.layers(active=True) if node.id in i.covers]
         if layers:
             info["layers"] = layers
         text = self._clean(node_text(node))
         info["chars"] = len(text)
         head = self._clean(json.dumps(info, ensure_ascii=False, default=str))
-        how = 'read_output("' + node.id + '", offset={offset})'
+        how = 'read_output("' + node_handle(node) + '", offset={offset})'
         return f"{head}\n{_page(text, 0, 4_000, how)}"
 
     def read_output(self, id: str, offset: int = 0, limit: int = READ_LIMIT) -> str:
@@ -147,7 +158,7 @@ class HistoryTools:
         again = self._history_call(node)
         if again is not None:
             return again(offset)
-        how = f'read_output("{node.id}", offset={{offset}})'
+        how = f'read_output("{node_handle(node)}", offset={{offset}})'
         page = _page(self._clean(node_text(node)), offset, limit, how)
         if limit > READ_LIMIT:
             return f"[one read returns at most {READ_LIMIT:,} characters]\n{page}"
@@ -171,7 +182,8 @@ class HistoryTools:
 
         def read(offset: int) -> str:
             call = {**args, "offset": offset}
-            note = f"[node {node.id} is what {payload.name} returned; read again from the source]"
+            what = f"node {node_handle(node)} is what {payload.name} returned"
+            note = f"[{what}; read again from the source]"
             return f"{note}\n{tool(**call)}"
 
         return read
@@ -184,16 +196,15 @@ class HistoryTools:
             last: the last node id the removal note names
             offset: the first character to return (a long range is read in pieces)
         """
-        for node_id in (first, last):
-            self._node(node_id)
+        start, end = self._node(first), self._node(last)
         graph = self.session.graph
-        head = last if graph.get(last).kind != "tool" else graph.state.requested_by[last]
+        head = end.id if end.kind != "tool" else graph.state.requested_by[end.id]
         steps = graph.visible(head=head, expose="io")
         ids = [step.node.id for step in steps]
-        if first not in ids:
+        if start.id not in ids:
             raise ValueError(f"node {first} does not come before {last} in the conversation")
-        chosen = steps[ids.index(first) :]
-        how = f'read_history("{first}", "{last}", offset={{offset}})'
+        chosen = steps[ids.index(start.id) :]
+        how = f'read_history("{node_handle(start)}", "{node_handle(end)}", offset={{offset}})'
         return _page(self._clean(messages_text(steps_to_messages(chosen))), offset, READ_LIMIT, how)
 
     def expand_function(self, id: str, depth: int = 1, offset: int = 0) -> str:
@@ -208,7 +219,7 @@ class HistoryTools:
         if node.kind != "function":
             raise ValueError(f"node {id} is a {node.kind} node, not a function")
         messages = self.session.engine.expand(node.id, depth=depth)
-        how = f'expand_function("{id}", depth={depth}, offset={{offset}})'
+        how = f'expand_function("{node_handle(node)}", depth={depth}, offset={{offset}})'
         return _page(self._clean(messages_text(messages)), offset, READ_LIMIT, how)
 
     def expand_layer(self, id: str, offset: int = 0) -> str:
@@ -218,8 +229,10 @@ class HistoryTools:
             id: the layer id its summary names
             offset: the first character to return (a long segment is read in pieces)
         """
-        messages = self.session.engine.expand(self._resolve(id))
-        how = f'expand_layer("{id}", offset={{offset}})'
+        engine = self.session.engine
+        layer = engine.layer(self._resolve(id))
+        messages = engine.expand(layer.id)
+        how = f'expand_layer("{layer_handle(layer)}", offset={{offset}})'
         return _page(self._clean(messages_text(messages)), offset, READ_LIMIT, how)
 
     def search_history(self, query: str, limit: int = 20) -> str:
@@ -243,7 +256,8 @@ class HistoryTools:
                 label = node.role or (
                     node.payload.name if not isinstance(node.payload, Dialogue) else ""
                 )
-                hits.append(self._clean(f"- {node.id} ({node.kind} {label}): …{snippet}…"))
+                hit = f"- {node_handle(node)} ({node.kind} {label}): …{snippet}…"
+                hits.append(self._clean(hit))
                 if len(hits) >= max(1, limit):
                     break
         return "\n".join(hits) if hits else f"no node holds all of: {', '.join(words)}"

@@ -20,7 +20,7 @@ from context import (
     TokenCounter,
     as_record_tier,
 )
-from graph import GraphReader, LayerInfo, Node, text_of
+from graph import GraphReader, LayerInfo, Node, layer_handle, text_of
 from openprogram._tables import Grid
 from openprogram._words import counted
 
@@ -205,10 +205,12 @@ def layers_table(
     title: str,
     reasons: Mapping[str, str] | None = None,
 ) -> Grid:
-    """One row per layer: kind, state, what it covers, tokens saved, why it was made, what
-    it builds on (one id a line, so every id can be copied whole)."""
+    """One row per layer: its id and the handle prompts show it by, kind, state, what it
+    covers, tokens saved, why it was made, what it builds on (one id a line, so every id
+    can be copied whole)."""
     table = Grid(title)
     table.column("layer", "id", key=True)
+    table.column("handle", "id")
     table.column("kind", "id")
     table.column("state")
     table.column("covers", "number")
@@ -219,6 +221,7 @@ def layers_table(
         state = "active" if layer.active else f"rolled back (seq {layer.rolled_back})"
         table.row(
             layer.id,
+            layer_handle(layer),
             layer.kind,
             state,
             counted(len(layer.covers), "node"),

@@ -8,6 +8,8 @@ reading the page of a page (a model looped 25 turns on one).
 
 from __future__ import annotations
 
+from graph import GraphReader, node_handle
+
 HISTORY_TOOLS = (
     "inspect_node",
     "read_history",
@@ -32,3 +34,10 @@ def read_from(node_id: str, offset: int) -> str:
     'page by page: read_output("N1", offset=2400)'
     """
     return f'page by page: read_output("{node_id}", offset={offset})'
+
+
+def node_ref(graph: GraphReader, node_id: str) -> str:
+    """How a prompt names a stored node: its short handle (``n<seq>``, the same in every
+    database holding the session, see ``graph._handles``); an id ``graph`` does not hold
+    stays as it is."""
+    return node_handle(graph.get(node_id)) if node_id in graph else node_id

@@ -22,6 +22,7 @@ from graph import (
     Step,
     inside,
     new_id,
+    resolve_ref,
     steps_to_messages,
 )
 
@@ -166,6 +167,7 @@ class LayerOps:
         exactly as before the layer was made. The record says what it cost the next
         prompt (``preview`` rendered before, and after inside the rollback's transaction)."""
         info = self.book.get(layer_id)
+        layer_id = info.id  # a handle (``L3``) names it too
         started = time.perf_counter()
         before = self.renderer.decide(preview).tokens
         if layer_id in self.book.overlay:
@@ -222,9 +224,10 @@ class LayerOps:
     def expand(self, layer_or_node: str, *, depth: int = 1) -> list[dict[str, Any]]:
         """The original messages under a layer, or a finished function's own messages as
         they were shown inside it while it ran (``depth`` > 1 opens nested functions)."""
-        if layer_or_node in self.graph and self.graph.get(layer_or_node).kind == "function":
+        node = resolve_ref(self.graph.state, layer_or_node)
+        if node is not None and node in self.graph and self.graph.get(node).kind == "function":
             try:
-                return steps_to_messages(inside(self.graph.state, layer_or_node, depth))
+                return steps_to_messages(inside(self.graph.state, node, depth))
             except GraphError as error:
                 raise ContextError(str(error)) from error
         info = self.book.get(layer_or_node)

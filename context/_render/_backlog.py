@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from graph import LayerInfo, Node, text_of
+from graph import HANDLE_KEY, LayerInfo, Node, node_handle, text_of
 
 from .._budget._cut import middle_truncate
 from .._summaries._summary import SummaryResult
@@ -99,10 +99,11 @@ def backlog_layer(ctx: TierContext, span: Span, started: float) -> LayerInfo | N
         return None
     rounds, covers = len(span.sizes), span.covers
     layer_id = new_layer_id(ctx, covers, "compact")
+    handle = ctx.layers.next_handle()
     text = compaction_text(
-        layer_id,
+        handle,
         rounds,
-        f"nodes {covers[0]} … {covers[-1]}",
+        f"nodes {ctx.handle(covers[0])} … {ctx.handle(covers[-1])}",
         result,
         policy,
         offloaded=[],
@@ -120,6 +121,7 @@ def backlog_layer(ctx: TierContext, span: Span, started: float) -> LayerInfo | N
         "summary_key": "",
         "summary": summary_meta(result),
         "requests": len(asked),
+        HANDLE_KEY: handle,
     }
     info = ctx.layers.add("compact", list(covers), messages, meta, layer_id=layer_id)
     before, after = View((), estimated), View((), tokens)
@@ -201,7 +203,7 @@ def _clip(unit: RawUnit) -> RawUnit:
     entries = []
     for message, node in unit.entries:
         content = message.get("content")
-        node_id = node.id if node is not None else None
+        node_id = node_handle(node) if node is not None else None
         if isinstance(content, str):
             head, tail = (
                 (_OUTPUT_HEAD, _OUTPUT_TAIL)

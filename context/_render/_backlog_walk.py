@@ -67,7 +67,7 @@ def compact_backlog(
             if unit.kind == "round"
             for entry in reversed(unit.entries)
         ),
-        _inspectable(units),
+        _inspectable(units, ctx),
     )
     info = backlog_layer(ctx, span, started)
     if info is None:
@@ -162,11 +162,11 @@ def _checkpoint(
     return sealed(state, layer, (first, end), (begin, stop), around, sizes)
 
 
-def _inspectable(span: Iterable[RawUnit]) -> list[str]:
+def _inspectable(span: Iterable[RawUnit], ctx: TierContext) -> list[str]:
     calls = [unit for unit in span if unit.kind == "call" and unit.entries]
     lines = []
     for unit in calls[-_INSPECT:]:
         message = unit.entries[0][0]
         name = message["tool_calls"][0]["function"]["name"]
-        lines.append(f'- function {name}: expand_function("{unit_ids(unit)[0]}")')
+        lines.append(f'- function {name}: expand_function("{ctx.handle(unit_ids(unit)[0])}")')
     return lines

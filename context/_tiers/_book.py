@@ -8,7 +8,16 @@ from typing import Any
 
 import msgspec
 
-from graph import GraphReader, Layer, LayerInfo, new_id
+from graph import (
+    LAYER_HANDLE,
+    GraphReader,
+    Layer,
+    LayerInfo,
+    layer_handle,
+    new_id,
+    next_layer_handle,
+    resolve_ref,
+)
 
 from .._budget._names import LayerKind
 from .._errors import UnknownLayer
@@ -42,13 +51,30 @@ class LayerBook:
         found = [i for i in self.graph.layers() if i.active and i.id not in self.overlay]
         return [*found, *(i for i in self.overlay.values() if i.active)]
 
+    def next_handle(self) -> str:
+        """The handle the next layer of this session gets (``L<k>``, see ``graph``)."""
+        stored = self.graph.layers()
+        known = {info.id for info in stored}
+        pending = [i for i in self.overlay.values() if i.id not in known]
+        return next_layer_handle([*stored, *pending])
+
+    def _by_handle(self, handle: str) -> str:
+        """The id of the layer ``handle`` names (``handle`` itself when none does)."""
+        pending = (i.id for i in self.overlay.values() if layer_handle(i) == handle)
+        return next(pending, None) or resolve_ref(self.graph.state, handle) or handle
+
     def get(self, layer_id: str) -> LayerInfo:
+        """A layer by its id or its handle (``L3``)."""
         info = self.overlay.get(layer_id)
         if info is not None:
             return info
         for attempt in range(2):
+            found = self._by_handle(layer_id) if LAYER_HANDLE.fullmatch(layer_id) else layer_id
+            info = self.overlay.get(found)
+            if info is not None:
+                return info
             try:
-                return self.graph.layer(layer_id)
+                return self.graph.layer(found)
             except KeyError:
                 if attempt or self.refresh is None:
                     break

@@ -22,6 +22,8 @@ from typing import NamedTuple
 
 import msgspec
 
+from graph import HANDLE_KEY
+
 from .._budget._names import as_layer_kind, as_tier
 from .._summaries._summary import SummaryResult
 from .._view import TURN_KINDS, Unit, View
@@ -103,21 +105,22 @@ def summary_cap(ctx: TierContext, covered: list[Unit]) -> int:
     return min(ctx.policy.collapse_summary_tokens, max(60, sum(u.tokens for u in covered) // 2))
 
 
-def inspectable(covered: list[Unit], limit: int = 8) -> list[str]:
+def inspectable(covered: list[Unit], ctx: TierContext, limit: int = 8) -> list[str]:
     """Finished functions among ``covered``, each with the tool call that reads it back."""
     lines = []
     for unit in covered:
         if unit.kind == "call" and unit.node_ids:
             call = unit.items[0].message["tool_calls"][0]["function"]["name"]
-            lines.append(f'- function {call}: expand_function("{unit.node_ids[0]}")')
+            lines.append(f'- function {call}: expand_function("{ctx.handle(unit.node_ids[0])}")')
     return lines[-limit:]
 
 
-def banner(layer_id: str, covered: list[Unit]) -> str:
+def banner(handle: str, covered: list[Unit], ctx: TierContext) -> str:
+    """A collapse layer's first line: what it covers and how to read it back, by handles."""
     count = sum(unit.count for unit in covered)
     return (
-        f"[Collapsed: {count} earlier round(s) ({span(covered)}) are summarized here; "
-        f'expand_layer("{layer_id}") returns the original messages]'
+        f"[Collapsed: {count} earlier round(s) ({span(covered, ctx)}) are summarized here; "
+        f'expand_layer("{handle}") returns the original messages]'
     )
 
 
@@ -157,8 +160,10 @@ def collapse_segment(
             )
             return view, Refused(str(error), summarizer=ctx.summarizer is not None)
     layer_id = new_layer_id(ctx, [n for unit in covered for n in unit.node_ids], "collapse")
-    text = f"{banner(layer_id, covered)}\n{result.text(identifiers=policy.identifier_tokens > 0)}"
-    functions = inspectable(covered)
+    handle = ctx.layers.next_handle() if ctx.layers is not None else layer_id
+    summary = result.text(identifiers=policy.identifier_tokens > 0)
+    text = f"{banner(handle, covered, ctx)}\n{summary}"
+    functions = inspectable(covered, ctx)
     if functions:
         text += "\n## Nodes to inspect\n" + "\n".join(functions)
     message = {"role": "user", "content": text}
@@ -168,7 +173,12 @@ def collapse_segment(
         state.failed.add(key)  # the same rounds give the same summary
         state.declined[first_node(covered)] = before  # and a few more rounds a similar one
         return view, Refused(f"the summary would save less than {ctx.policy.payoff_share:.0%}")
-    meta = {"segment": key, "reason": reason, "rounds": sum(u.count for u in covered)}
+    meta = {
+        "segment": key,
+        "reason": reason,
+        "rounds": sum(u.count for u in covered),
+        HANDLE_KEY: handle,
+    }
     after, info = make_layer(view, ctx, "collapse", covered, [message], result, meta, layer_id)
     ctx.act(
         "collapse", f"collapsed {len(covered)} round(s) into layer {info.id}", view, after, covers

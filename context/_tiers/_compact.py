@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from graph import LayerInfo, text_of
+from graph import HANDLE_KEY, LayerInfo, text_of
 
 from .._budget._names import as_layer_kind
 from .._budget._policy import Policy
@@ -138,13 +138,13 @@ def is_compaction(unit: Unit, ctx: TierContext) -> bool:
     return as_layer_kind(ctx.layers.get(unit.layer).kind) == "compact"
 
 
-def _offloaded(covered: list[Unit]) -> list[str]:
+def _offloaded(covered: list[Unit], ctx: TierContext) -> list[str]:
     lines = []
     for unit in covered:
         for item in unit.items:
             if item.variant == "offloaded" and item.node_id:
                 first = text_of(item.message.get("content")).split("\n", 1)[0]
-                lines.append(f"- node {item.node_id}: {first.strip('[]')[:160]}")
+                lines.append(f"- node {ctx.handle(item.node_id)}: {first.strip('[]')[:160]}")
     return lines[:_INSPECT]
 
 
@@ -166,7 +166,7 @@ def _recent_users(covered: list[Unit], ctx: TierContext) -> list[dict[str, Any]]
 
 
 def compaction_text(
-    layer_id: str,
+    handle: str,
     rounds: int,
     where: str,
     result: SummaryResult,
@@ -179,7 +179,7 @@ def compaction_text(
     the offloaded outputs it covers and the functions worth inspecting."""
     parts = [
         f"[Context Compaction] {rounds} earlier round(s) ({where}) are summarized "
-        f'below to fit the context window. expand_layer("{layer_id}") returns the original '
+        f'below to fit the context window. expand_layer("{handle}") returns the original '
         "messages; inspect_node with a node id reads any one of them.",
         result.text(identifiers=policy.identifier_tokens > 0),
     ]
@@ -256,15 +256,16 @@ def compact_span(
         ctx.record(tier, view, view, started=started, error=error)
         return view, None, error
     layer_id = new_layer_id(ctx, [n for unit in covered for n in unit.node_ids], "compact")
+    handle = ctx.layers.next_handle() if ctx.layers is not None else layer_id
     rounds = sum(unit.count for unit in covered)
     text = compaction_text(
-        layer_id,
+        handle,
         rounds,
-        span(covered),
+        span(covered, ctx),
         result,
         policy,
-        offloaded=_offloaded(covered),
-        inspect=inspectable(covered),
+        offloaded=_offloaded(covered, ctx),
+        inspect=inspectable(covered, ctx),
     )
     messages = [*_recent_users(fresh, ctx), {"role": "user", "content": text}]
     tokens = ctx.counter.count_messages(messages)
@@ -280,6 +281,7 @@ def compact_span(
         "focus": focus,
         "pinned": True,
         "summary_key": focus or "",
+        HANDLE_KEY: handle,
     }
     after, info = make_layer(view, ctx, "compact", covered, messages, result, meta, layer_id)
     ctx.act(tier, f"compacted {rounds} round(s) into layer {info.id}", view, after)

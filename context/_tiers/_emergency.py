@@ -40,7 +40,8 @@ def stub_text(back: str, tools: str) -> str:
 def _stub(unit: Unit, ctx: TierContext) -> Unit:
     names = [item.tool_name for item in unit.items if item.tool_name]
     ids = unit.node_ids
-    back = f'; read_history("{ids[0]}", "{ids[-1]}") returns it' if ids else ""
+    first, last = (ctx.handle(ids[0]), ctx.handle(ids[-1])) if ids else ("", "")
+    back = f'; read_history("{first}", "{last}") returns it' if ids else ""
     tools = f"; it called {', '.join(dict.fromkeys(names))}" if names else ""
     text = stub_text(back, tools)[: ctx.policy.emergency_stub_chars]
     item = ctx.item({"role": "assistant", "content": text}, None, "stub")
@@ -65,7 +66,9 @@ def _sizes(item: Item) -> list[tuple[int, int]]:
 
 def _cut(item: Item, keeps: dict[int, int], ctx: TierContext) -> Item:
     """``item`` with each part in ``keeps`` cut to that many characters, from its uncut text."""
-    node = item.node_id if item.node_id is not None and item.node_id in ctx.graph else None
+    node = (
+        ctx.handle(item.node_id) if item.node_id is not None and item.node_id in ctx.graph else None
+    )
     message = dict(item.message)
     if -1 in keeps:
         keep = keeps[-1]

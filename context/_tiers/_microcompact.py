@@ -93,13 +93,13 @@ def apply_cleared(
             return item
         assert item.node_id is not None
         if keep_messages:  # the server leaves its own placeholder: count a bare one
-            text = cleared_text(item.node_id, item.tool_name)
+            text = cleared_text(ctx.handle(item.node_id), item.tool_name)
             bare = ctx.item({**item.message, "content": text}, item.node_id, "edit-placeholder")
             return Item(item.message, bare.tokens, item.node_id, item.tool_name, "edit-cleared")
         new = ctx.memoized(item.node_id, "cleared")
         if new is None:
             mentions = mentioned(original_output(item, ctx), ctx)
-            text = cleared_text(item.node_id, item.tool_name, mentions)
+            text = cleared_text(ctx.handle(item.node_id), item.tool_name, mentions)
             message = {**item.message, "content": text}
             new = ctx.item(message, item.node_id, "cleared", item.tool_name)
         if new.tokens >= item.tokens:

@@ -75,22 +75,20 @@ def mark_failed(states: dict[str, TierState], node_id: str) -> None:
     state.failed.add(node_id)
 
 
-def placeholder(
-    text: str,
-    node_id: str,
-    path: Path | str,
-    head: int,
-    tail: int,
-    mentions: Sequence[str] = (),
-) -> str:
-    """The size, where the whole output is (relative to the state folder), its head and
+def placeholder(text: str, handle: str, head: int, tail: int, mentions: Sequence[str] = ()) -> str:
+    """The size, how to read the whole output (by the node's ``handle``), its head and
     tail (as budget reduction keeps them, so offloading never shows less than reducing
-    would), and the identifiers the part between them mentions."""
+    would), and the identifiers the part between them mentions. It names neither the file
+    nor the session: both differ from database to database, and the prompt must not.
+
+    >>> placeholder("a" * 30 + "\\n" + "b" * 30, "n7", 4, 3).splitlines()[0]
+    '[output offloaded: 61 characters, 2 lines; page by page: read_output("n7", offset=4)]'
+    """
     total_lines = text.count("\n") + (0 if text.endswith("\n") else 1)
-    shown = middle_truncate(text, head, tail, node_id, mentions)
+    shown = middle_truncate(text, head, tail, handle, mentions)
     return (
-        f"[output offloaded: {len(text)} characters, {total_lines} lines; node {node_id}; "
-        f"file {path}; {read_from(node_id, head)}]\n{shown}"
+        f"[output offloaded: {len(text)} characters, {total_lines} lines; "
+        f"{read_from(handle, head)}]\n{shown}"
     )
 
 
@@ -163,7 +161,7 @@ def _offload(
             return done
         head, tail = preview_size(text, policy.offload_preview, budget, ctx.counter.count_text)
         mentions = mentioned(elided_part(text, head, tail), ctx)
-        content = placeholder(text, node_id, path, head, tail, mentions)
+        content = placeholder(text, ctx.handle(node_id), head, tail, mentions)
         return ctx.item({**item.message, "content": content}, node_id, "offloaded", item.tool_name)
 
     after, changed = map_items(view, change)

@@ -72,7 +72,8 @@ def reduce_item(item: Item, ctx: TierContext) -> Item:
         return item
     head, tail = policy.reduction_head_chars, policy.reduction_tail_chars
     mentions = mentioned(elided_part(text, head, tail), ctx)
-    reduced = middle_truncate(text, head, tail, item.node_id, mentions)
+    ref = None if item.node_id is None else ctx.handle(item.node_id)
+    reduced = middle_truncate(text, head, tail, ref, mentions)
     message = {**item.message, "content": reduced}
     return ctx.item(message, item.node_id, "reduced", item.tool_name)
 

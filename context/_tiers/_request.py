@@ -74,7 +74,7 @@ def _shown_as(known: str, ctx: TierContext) -> Item:
     limit = request_chars(ctx, text)
     if len(text) > limit:  # head and tail; the marker says where to read the rest
         head = limit * 3 // 5
-        cut = middle_truncate(text, head, limit - head, node.id)
+        cut = middle_truncate(text, head, limit - head, ctx.handle(node.id))
         return ctx.item({**message, "content": cut}, node.id, "cut")
     return ctx.item(message, node.id, "full")
 

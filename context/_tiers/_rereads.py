@@ -218,13 +218,13 @@ def superseded_reads(view: View) -> dict[str, ReadTarget]:
     return found
 
 
-def note(node_id: str, target: ReadTarget) -> str:
+def note(handle: str, target: ReadTarget) -> str:
     """The byte-stable note a superseded read leaves."""
     path, first, last = target
     lines = "" if (first, last) == (1, None) else f" lines {first}-{last if last else 'end'}"
     return (
         f"[superseded read of {path}{lines}: the file was read again or rewritten later; "
-        f'read_output("{node_id}") returns this output]'
+        f'read_output("{handle}") returns this output]'
     )
 
 
@@ -234,7 +234,7 @@ def _apply(view: View, ctx: TierContext, targets: Mapping[str, ReadTarget]) -> V
         if target is None or item.message.get("role") != "tool" or item.variant == "superseded":
             return item
         assert item.node_id is not None
-        message = {**item.message, "content": note(item.node_id, target)}
+        message = {**item.message, "content": note(ctx.handle(item.node_id), target)}
         new = ctx.item(message, item.node_id, "superseded", item.tool_name)
         return new if new.tokens < item.tokens else item
 

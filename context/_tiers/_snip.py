@@ -40,7 +40,7 @@ def note_unit(ctx: TierContext, dropped: list[Unit]) -> Unit:
     """One note standing for ``dropped`` (earlier notes included, merged)."""
     ids = [node for unit in dropped for node in unit.node_ids]
     count = sum(unit.count for unit in dropped)
-    first, last = (ids[0], ids[-1]) if ids else ("?", "?")
+    first, last = (ctx.handle(ids[0]), ctx.handle(ids[-1])) if ids else ("?", "?")
     item = ctx.item({"role": "user", "content": note_text(count, first, last)}, None, "note")
     position = dropped[0].position if dropped else 0
     return Unit((item,), "note", position, pinned=True, node_ids=tuple(ids), count=count)

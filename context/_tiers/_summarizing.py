@@ -52,19 +52,20 @@ def originals(units: list[Unit], ctx: TierContext) -> tuple[Unit, ...]:
         for item in unit.items:
             if item.variant in _SHOWN_AS:
                 original = ctx.memoized(item.node_id, "full")
-                items.append(_clipped(original if original is not None else item))
+                items.append(_clipped(original if original is not None else item, ctx))
             else:
-                items.append(_clipped(item))
+                items.append(_clipped(item, ctx))
         restored.append(msgspec.structs.replace(unit, items=tuple(items)))
     return tuple(restored)
 
 
-def _clipped(item: Item) -> Item:
+def _clipped(item: Item, ctx: TierContext) -> Item:
     content = item.message.get("content")
     if not isinstance(content, str) or len(content) <= SUMMARY_TEXT_CHARS:
         return item
     half = SUMMARY_TEXT_CHARS // 2
-    clipped = middle_truncate(content, half, half, item.node_id)
+    ref = None if item.node_id is None else ctx.handle(item.node_id)  # as the prompt names it
+    clipped = middle_truncate(content, half, half, ref)
     return msgspec.structs.replace(item, message={**item.message, "content": clipped})
 
 
@@ -331,9 +332,10 @@ def _clean(text: str | None, redactor: Redactor | None) -> str | None:
     return text if text is None or redactor is None else redactor.redact(text)
 
 
-def span(units: list[Unit]) -> str:
+def span(units: list[Unit], ctx: TierContext) -> str:
+    """The first and last node ``units`` hold, by handles."""
     ids = [n for unit in units for n in unit.node_ids]
-    return f"nodes {ids[0]} … {ids[-1]}" if ids else "no nodes"
+    return f"nodes {ctx.handle(ids[0])} … {ctx.handle(ids[-1])}" if ids else "no nodes"
 
 
 def make_layer(

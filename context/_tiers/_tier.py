@@ -28,6 +28,7 @@ import msgspec
 from graph import GraphReader, new_id
 
 from .._budget._policy import Policy
+from .._budget._readback import node_ref
 from .._budget._schedule import Plan, plan_for
 from .._budget._tokens import TokenCache, TokenCounter
 from .._store._folder import StateFolder
@@ -191,6 +192,10 @@ class TierContext:
     @property
     def policy(self) -> Policy:
         return self.inputs.policy
+
+    def handle(self, node_id: str) -> str:
+        """How the prompt names a node (``n<seq>``; see ``node_ref``)."""
+        return node_ref(self.graph, node_id)
 
     @property
     def now(self) -> datetime:

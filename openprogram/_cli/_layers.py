@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 
 from context import RollbackFacts, UnknownLayer
-from graph import ConversationGraph
+from graph import ConversationGraph, is_handle, resolve_ref
 from openprogram._cli._common import (
+    UsageError,
     common_options,
     console,
     engine_for,
@@ -72,12 +73,13 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     graph = existing_session(args, args.session)
     engine = engine_for(args, graph)
     known = {layer.id for layer in engine.layers()}
-    if args.layer not in known and graph.store.session_of(args.layer) is None:
+    layer = resolve_ref(graph.state, args.layer) or args.layer  # an id or a handle (L3)
+    if layer not in known and graph.store.session_of(layer) is None:
         raise UnknownLayer(
             f"no layer {args.layer!r} in session {graph.session}; "
             f"`openprogram collapses {graph.session}` lists them"
         )
-    done = engine.rollback(args.layer, reason=args.reason)
+    done = engine.rollback(layer, reason=args.reason)
     record = engine.operation  # the rollback's record measured the next prompt
     assert record is not None
     ids = ", ".join(layer.id for layer in done)
@@ -96,9 +98,15 @@ def cmd_rollback(args: argparse.Namespace) -> int:
 
 
 def cmd_expand(args: argparse.Namespace) -> int:
-    """What a layer or a finished function hides, found by id in whichever session."""
+    """What a layer or a finished function hides, found by id in whichever session, or by
+    the handle a prompt showed (``L3``, ``n42``) in ``--session``."""
     store = open_store(args, create=False, read_only=True)
-    session = store.session_of(args.id)
+    session = args.session or store.session_of(args.id)
+    if session is None and is_handle(args.id):
+        raise UsageError(
+            f"{args.id!r} is a handle (as a prompt shows it): give --session SESSION to say "
+            "whose; ids need none"
+        )
     if session is None:
         raise UnknownLayer(
             f"no layer or node {args.id!r} in {store.url}; `openprogram collapses SESSION` "
@@ -141,7 +149,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     expand = sub.add_parser(
         "expand", parents=[common], help="what a layer or a finished function hides"
     )
-    expand.add_argument("id", help="a layer id or a function node id")
+    expand.add_argument("id", help="a layer or function node: its id, or its handle (L3, n42)")
+    expand.add_argument("--session", help="the session a handle belongs to")
     expand.add_argument("--depth", type=int, default=1)
     expand.add_argument("--json", action="store_true")
     expand.set_defaults(run=cmd_expand)

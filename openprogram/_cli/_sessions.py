@@ -24,6 +24,8 @@ from graph import (
     Redactor,
     Store,
     StoreError,
+    node_handle,
+    resolve_ref,
     scrub,
 )
 from openprogram._cli._common import (
@@ -100,9 +102,10 @@ def _branches(graph: ConversationGraph) -> dict[str, str | None]:
 def cmd_show(args: argparse.Namespace) -> int:
     graph = existing_session(args, args.session, read_only=True)
     if args.node:
-        node = graph.get(args.node)
+        node = graph.get(args.node)  # an id or a handle (n42, fn_42)
         data = {
             "id": node.id,
+            "handle": node_handle(node),
             "kind": node.kind,
             "seq": node.seq,
             "status": node.status,
@@ -307,6 +310,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
 def cmd_fork(args: argparse.Namespace) -> int:
     """A new named branch at a node; the session's main head stays where it is."""
     graph = existing_session(args, args.session)
+    args.node = resolve_ref(graph.state, args.node) or args.node  # an id or a handle (n42)
     if args.node not in graph:
         raise SessionError(
             f"no node {args.node!r} in session {graph.session}; `openprogram show "
@@ -367,7 +371,8 @@ def cmd_copy(args: argparse.Namespace) -> int:
         raise SessionError(f"session {name!r} already exists in {target.url}; pick --as NAME")
     if target.url == graph.store.url and name == graph.session:
         raise UsageError("copying a session onto itself; give --to another database or --as")
-    copied = graph.copy_to(target, name, head=args.head)
+    head = None if args.head is None else resolve_ref(graph.state, args.head) or args.head
+    copied = graph.copy_to(target, name, head=head)
     console.print(
         f"copied {counted(len(copied), 'node')} of {graph.session} to session {name} in "
         f"{target.url}"

@@ -217,7 +217,7 @@ def create_app(
         return layer_pages.layers_page(session, viewer.layers(session), links)
 
     def layer(request: Request, session: str) -> str:
-        layer_id = str(request.path_params["layer"])
+        layer_id = viewer.stored_id(session, str(request.path_params["layer"]))
         if layer_id not in {x.id for x in viewer.layers(session)}:
             raise KeyError(f"no layer {layer_id} in session {session}")
         confirm = None
@@ -243,7 +243,7 @@ def create_app(
         if not hmac.compare_digest(csrf, request.scope["state"]["csrf"]):
             return PlainTextResponse("missing or wrong CSRF token", 403)
         session = str(request.path_params["session"])
-        layer_id = str(request.path_params["layer"])
+        layer_id = str(request.path_params["layer"])  # an id or a handle (L3)
         try:
             await run_in_threadpool(viewer.rollback, session, layer_id)
         except (AlreadyRolledBack, CommitConflict) as error:
@@ -259,7 +259,7 @@ def create_app(
 
     def rolled_back(request: Request, session: str) -> str:
         """What a rollback did, read back from its record (a reload re-posts nothing)."""
-        layer_id = str(request.path_params["layer"])
+        layer_id = viewer.stored_id(session, str(request.path_params["layer"]))
         done = viewer.rolled_back(session, layer_id)
         if done is None:
             raise KeyError(f"layer {layer_id} of session {session} has not been rolled back")
@@ -271,7 +271,7 @@ def create_app(
 
     def function(request: Request, session: str) -> str:
         graph, _ = viewer.loaded(session)
-        node_id = str(request.path_params["node"])
+        node_id = viewer.stored_id(session, str(request.path_params["node"]))
         if node_id not in graph or graph.get(node_id).kind != "function":
             raise KeyError(f"no function {node_id} in session {session}")
         return pages.function_page(
@@ -296,7 +296,7 @@ def create_app(
 
     def node(request: Request, session: str) -> str:
         graph, _ = viewer.loaded(session)
-        node_id = str(request.path_params["node"])
+        node_id = viewer.stored_id(session, str(request.path_params["node"]))
         if node_id not in graph:
             raise KeyError(f"no node {node_id} in session {session}")
         return pages.node_page(session, graph.get(node_id), graph.layers(), links)

@@ -31,7 +31,16 @@ from context import (
     render_receipt,
     sent_prompt,
 )
-from graph import AUDIT, ConversationGraph, LayerInfo, Node, Store, StoreError, text_of
+from graph import (
+    AUDIT,
+    ConversationGraph,
+    LayerInfo,
+    Node,
+    Store,
+    StoreError,
+    resolve_ref,
+    text_of,
+)
 from openprogram._cli._common import engine_for, folder_of, open_store
 from openprogram._prompts import PARTS, sources_of
 from openprogram._view._provenance import PromptRow, provenance
@@ -422,14 +431,27 @@ class Viewer:
             _, engine = self.loaded(session)
             return engine.expand(node_id, depth=1)
 
+    def stored_id(self, session: str, ref: str) -> str:
+        """The id a URL's node or layer part names: an id, or the handle a prompt shows
+        (``n42``, ``fn_42``, ``L3``); anything else as it is (the page says not found)."""
+        graph, _ = self.loaded(session)
+        return resolve_ref(graph.state, ref) or ref
+
     def search(self, session: str, query: str, limit: int) -> tuple[list[tuple[Node, str]], int]:
         """Nodes whose text contains ``query`` (case-insensitive), every node searched —
-        those under layers too — and at most ``limit`` returned, with a snippet each."""
+        those under layers too — and at most ``limit`` returned, with a snippet each; a
+        query that is a node's id or handle (as a prompt shows it) finds that node first."""
         graph, _ = self.loaded(session)
         needle = query.lower()
         hits: list[tuple[Node, str]] = []
         total = 0
+        named = resolve_ref(graph.state, query.strip())
+        if named is not None and named in graph:
+            hits.append((graph.get(named), node_text(graph.get(named))[:160]))
+            total += 1
         for node in graph.nodes():
+            if node.id == named:
+                continue
             text = node_text(node)
             at = text.lower().find(needle)
             if at < 0:

@@ -8,10 +8,11 @@ import json
 import re
 from collections.abc import Sequence
 from html import escape
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from context import CompactionRecord, ProviderUsage, as_record_tier
+from context import CompactionRecord, ProviderUsage, as_record_tier, offload_path
 from graph import LayerInfo, Node, text_of
 from openprogram._view._data import FREED, KINDS, Call, Prompt, SessionRow
 from openprogram._view._provenance import message_text
@@ -240,7 +241,10 @@ def prompt_page(session: str, prompt: Prompt, number: int, links: Links) -> str:
             source = f'<a href="{e(links.layer(session, row.layer))}">{source}</a>'
         elif row.node:
             source = f'<a href="{e(links.node(session, row.node))}">{source}</a>'
-        for path in dict.fromkeys(_OFFLOADED.findall(row.text)):
+        files = _OFFLOADED.findall(row.text)  # prompts from before placeholders named no file
+        if row.variant == "offloaded" and row.node:
+            files.insert(0, offload_path(Path(), session, row.node).as_posix())
+        for path in dict.fromkeys(files):
             href = links.file(path)
             if href is not None:
                 source += f'<br><a class="file" href="{e(href)}">offloaded file</a>'

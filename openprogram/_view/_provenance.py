@@ -25,6 +25,8 @@ class PromptRow:
     node: str | None
     layer: str | None
     text: str
+    variant: str | None = None
+    """How the node is shown (``offloaded``: its output is in a file), from the source."""
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -69,6 +71,7 @@ def provenance(
             node if node is not None and node in graph else None,
             None if source is None else source.layer,
             message_text(message),
+            None if source is None else source.variant,
         )
 
 

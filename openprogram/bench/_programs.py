@@ -222,7 +222,9 @@ async def work(key: str) -> str:
     return f"{key} done: " + "; ".join(note[:60] for note in notes)
 
 
-_READ_BACK = re.compile(r'(read_output|expand_function|expand_layer)\("([0-9A-Z]{26})"')
+_READ_BACK = re.compile(
+    r'(read_output|expand_function|expand_layer)\("([0-9A-Z]{26}|n[0-9]+|fn_[0-9]+|L[0-9]+)"'
+)
 
 
 def _reply(turns: dict[str, int], request: ModelRequest) -> Any:

@@ -94,7 +94,9 @@ async def review(topic: str) -> str:
 # -- the offline model ------------------------------------------------------------------------
 
 _TASK = re.compile(r"^(Plan|Investigate|Synthesize|Review):")
-_EXPAND = re.compile(r'function (?:research|investigate): expand_function\("([0-9A-Z]{26})"\)')
+_EXPAND = re.compile(
+    r'function (?:research|investigate): expand_function\("([0-9A-Z]{26}|n[0-9]+)"\)'
+)
 
 
 def _task(request: ModelRequest) -> tuple[int, str, str]:

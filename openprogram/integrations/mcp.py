@@ -29,7 +29,15 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from pydantic import Field
 
 from context import ContextError, Policy
-from graph import ConversationGraph, GraphError, InvalidText, Store, check_text, open_store
+from graph import (
+    ConversationGraph,
+    GraphError,
+    InvalidText,
+    Store,
+    check_text,
+    layer_handle,
+    open_store,
+)
 from openprogram._history import READ_LIMIT, HistoryTools
 from openprogram._prompts import context_report, prompts
 
@@ -153,6 +161,7 @@ class HistoryServer:
             json.dumps(
                 {
                     "id": info.id,
+                    "handle": layer_handle(info),
                     "kind": info.kind,
                     "active": info.active,
                     "covers": len(info.covers),

@@ -23,7 +23,15 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from context import ContextEngine, Policy, tool_pair_problems
-from graph import ConversationGraph, GraphError, LayerConflict, LayerInfo, MemoryStore, SQLStore
+from graph import (
+    ConversationGraph,
+    GraphError,
+    LayerConflict,
+    LayerInfo,
+    MemoryStore,
+    SQLStore,
+    layer_handle,
+)
 
 
 def engine(g: ConversationGraph, folder: Path, **overrides: Any) -> ContextEngine:
@@ -108,7 +116,7 @@ def test_a_layer_on_main_never_blocks_collapse_or_compact_on_a_fork(tmp_path: Pa
     mine = e.collapse(fork[2][0], fork[7][0], head=fork_head)
     assert set(mine.covers) & set(on_main.covers)
     shown = text(e.render(head=fork_head))
-    assert f'expand_layer(\\"{mine.id}\\")' in shown and "main 3-8" not in shown
+    assert f'expand_layer(\\"{layer_handle(mine)}\\")' in shown and "main 3-8" not in shown
     compacted = e.compact(head=fork_head)
     assert compacted.active
     # main still shows its own layer, and can still collapse around it

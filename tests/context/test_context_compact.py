@@ -11,7 +11,7 @@ from _context_helpers import policy, start, tool_round
 from _layer_helpers import AUTO_COMPACT, NOW, Counting, clock, encode
 
 from context import ContextEngine, TokenCounter, tool_pair_problems
-from graph import ConversationGraph
+from graph import ConversationGraph, layer_handle, node_handle
 
 SYSTEM = "You are a careful coding agent."
 TASK = "Fix the failing parser test in tests/test_parse.py."
@@ -77,8 +77,9 @@ def test_auto_compact_marks_the_summary_and_carries_anchors_references_and_ids(
     index, text = compaction(rendered.messages)
     assert rendered.messages[index]["role"] == "user"
     assert text == record.summary
-    assert f'expand_layer("{layer.id}")' in text
-    assert f"nodes {layer.covers[0]} … {layer.covers[-1]}" in text
+    assert f'expand_layer("{layer_handle(layer)}")' in text
+    first, last = (node_handle(g.get(layer.covers[i])) for i in (0, -1))
+    assert f"nodes {first} … {last}" in text
     for title in ("User Intent", "Execution Progress", "Key Decisions", "Tried Solutions"):
         assert f"### {title}" in text
     assert "I decided to use approach_0 instead of the old one." in text
@@ -93,13 +94,13 @@ def test_auto_compact_marks_the_summary_and_carries_anchors_references_and_ids(
         for o in r.offloaded  # type: ignore[misc]
     }
     references = text.split("## Offloaded References\n", 1)[1].split("\n## ", 1)[0]
-    listed = re.findall(r"^- node (\S+): output offloaded", references, re.M)
+    listed = [g.get(handle).id for handle in re.findall(r"^- node (\S+): output", references, re.M)]
     assert listed and set(listed) <= offloaded and set(listed) <= set(layer.covers)
     # ...and the finished functions it covers, with the id to expand.
     inspect = text.split("## Nodes to inspect\n", 1)[1]
     functions = re.findall(r'^- function research: expand_function\("(\S+)"\)', inspect, re.M)
-    assert functions and set(functions) <= set(layer.covers)
-    for node_id in functions:
+    assert functions and {g.get(handle).id for handle in functions} <= set(layer.covers)
+    for node_id in functions:  # by handle (n42), as prompts name nodes
         step = g.get(node_id).payload.input["step"]  # type: ignore[union-attr]
         assert e.expand(node_id) == [{"role": "assistant", "content": f"looked into step {step}"}]
 

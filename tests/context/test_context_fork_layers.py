@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from context import CommitConflict, ContextEngine, ContextError, Policy, tool_pair_problems
-from graph import ConversationGraph, LayerConflict, LayerInfo, MemoryStore
+from graph import ConversationGraph, LayerConflict, LayerInfo, MemoryStore, layer_handle
 
 
 def engine(g: ConversationGraph, folder: Path, **kwargs: Any) -> ContextEngine:
@@ -33,7 +33,7 @@ def engine(g: ConversationGraph, folder: Path, **kwargs: Any) -> ContextEngine:
 
 
 def shown(rendered: Any, info: LayerInfo) -> bool:
-    return f'expand_layer(\\"{info.id}\\")' in json.dumps(rendered.messages)
+    return f'expand_layer(\\"{layer_handle(info)}\\")' in json.dumps(rendered.messages)
 
 
 def test_a_fork_collapses_rounds_its_parents_layer_covers_in_part(tmp_path: Path) -> None:

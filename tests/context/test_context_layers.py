@@ -17,7 +17,7 @@ from context import (
     UnknownLayer,
     tool_pair_problems,
 )
-from graph import ConversationGraph, MemoryStore
+from graph import ConversationGraph, MemoryStore, layer_handle
 
 AMPLE = 1_000_000
 
@@ -46,7 +46,7 @@ def test_collapse_then_rollback_renders_exactly_what_was_rendered_before(
         assert collapsed.tokens < before.tokens
         assert len(collapsed.messages) == len(before.messages) - 15 + 1
         [summary] = [m for m in collapsed.messages if "[Collapsed:" in str(m["content"])]
-        assert f'expand_layer("{info.id}")' in summary["content"]
+        assert f'expand_layer("{layer_handle(info)}")' in summary["content"]
         assert "### User Intent" in summary["content"]
 
         done = e.rollback(info.id, reason="look again")
@@ -84,7 +84,9 @@ def test_a_collapse_over_an_earlier_collapse_builds_on_it(tmp_path: Path) -> Non
     assert len(outer.covers) == 7 * 3
     nested = e.render()
     assert nested.tokens < middle.tokens < before.tokens
-    assert not any(f'expand_layer("{inner.id}")' in str(m["content"]) for m in nested.messages)
+    assert not any(
+        f'expand_layer("{layer_handle(inner)}")' in str(m["content"]) for m in nested.messages
+    )
 
     # Rolling back the inner layer rolls back the outer one too (it was built on it).
     done = e.rollback(inner.id)
@@ -267,7 +269,7 @@ def test_manual_collapse_refuses_a_running_function(tmp_path: Path) -> None:
         assert info.active
         shown = [str(m["content"]) for m in e.render(frame=fn.id).messages]
         assert "work on it" in shown
-        assert any(f'expand_layer("{info.id}")' in text for text in shown)
+        assert any(f'expand_layer("{layer_handle(info)}")' in text for text in shown)
 
 
 # -- reading as of a seq ----------------------------------------------------------------
@@ -375,7 +377,9 @@ def test_a_rolled_back_segment_collapsed_again_by_hand_reuses_its_summary(tmp_pa
     assert again.id != info.id and again.covers == info.covers
     assert again.layer.meta["summary"] == info.layer.meta["summary"]
     rendered = e.render()
-    assert json.dumps(rendered.messages).replace(again.id, info.id) == json.dumps(
+    again_handle, first_handle = layer_handle(again), layer_handle(info)
+    assert again_handle != first_handle  # a layer made again gets a handle of its own
+    assert json.dumps(rendered.messages).replace(again_handle, first_handle) == json.dumps(
         collapsed.messages
     )
 

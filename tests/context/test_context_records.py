@@ -24,7 +24,7 @@ from context import (
 
 # internal: a disk-full fault is injected into the committer's writer
 from context._commit import _committer
-from graph import ConversationGraph
+from graph import ConversationGraph, node_handle
 
 BIG = "".join(f"row {i:05d} " + "v" * 50 + "\n" for i in range(250))  # 15,000 chars
 
@@ -138,7 +138,10 @@ def test_offload_failure_keeps_the_output_inline(
     content = rendered.messages[3]["content"]
     assert content.startswith(BIG[:2_400])
     assert content.endswith(BIG[-1_600:])
-    assert f'elided; page by page: read_output("{tool_id}", offset=2400)' in content
+    assert (
+        f'elided; page by page: read_output("{node_handle(g.get(tool_id))}", offset=2400)'
+        in content
+    )
     [failed] = [a for a in rendered.actions if a.tier == "offload"]
     assert failed.error == f"node {tool_id}: disk full"
     assert [a.tier for a in rendered.actions] == ["offload", "budget_reduction"]

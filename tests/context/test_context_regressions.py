@@ -9,7 +9,7 @@ from _context_helpers import policy
 from _layer_helpers import clock, session
 
 from context import ContextEngine, HeuristicSummarizer, SummaryRequest, SummaryResult
-from graph import ConversationGraph
+from graph import ConversationGraph, layer_handle, node_handle
 
 
 class _Spy(HeuristicSummarizer):
@@ -65,8 +65,9 @@ def test_a_layer_kept_in_memory_has_the_id_its_banner_names(tmp_path: Path) -> N
     rendered = e.render()
     text = "\n".join(str(m["content"]) for m in rendered.messages)
     named = re.findall(r'expand_layer\("([^"]+)"\)', text)
-    assert named and named == [i.id for i in e.layers()]
-    assert [r.details["layer"] for r in rendered.records if r.tier == "collapse"] == named
+    assert named and named == [layer_handle(i) for i in e.layers()]  # by handle (L1, L2)
+    ids = [e.layer(handle).id for handle in named]
+    assert [r.details["layer"] for r in rendered.records if r.tier == "collapse"] == ids
     for layer_id in named:
         assert e.expand(layer_id)
     live = ContextEngine(g, policy(tmp_path / "live"), budget=4_000, clock=clock)
@@ -74,7 +75,8 @@ def test_a_layer_kept_in_memory_has_the_id_its_banner_names(tmp_path: Path) -> N
     shown = re.findall(
         r'expand_layer\("([^"]+)"\)', json.dumps(preview.messages).replace('\\"', '"')
     )
-    assert shown == [r.details["layer"] for r in preview.records if r.tier == "collapse"]
+    made = [r.details["layer"] for r in preview.records if r.tier == "collapse"]
+    assert made and shown == [f"L{k}" for k in range(1, len(made) + 1)]
 
 
 def test_summarize_half_records_and_acts_under_its_own_name(tmp_path: Path) -> None:
@@ -335,7 +337,7 @@ def test_emergency_never_offers_read_output_for_a_layer_s_text() -> None:
     layer_text = Item({"role": "user", "content": "y" * 5_000}, 1_250, "00000000FF667VXMWZHY7RBY6P")
     assert "read_output" not in str(_cut(layer_text, {-1: 400}, ctx).message["content"])
     own = Item({"role": "user", "content": "x" * 5_000}, 1_250, node.id)
-    assert f'read_output("{node.id}", offset=240)' in str(
+    assert f'read_output("{node_handle(node)}", offset=240)' in str(
         _cut(own, {-1: 400}, ctx).message["content"]
     )
 

@@ -9,7 +9,7 @@ from _context_helpers import Stable, policy, start, tool_round
 from inline_snapshot import snapshot
 
 from context import ContextEngine, Rendered, render_context, tool_pair_problems
-from graph import ConversationGraph
+from graph import ConversationGraph, node_handle
 
 
 def tiers(rendered: object) -> list[str]:
@@ -26,9 +26,9 @@ def test_budget_reduction_keeps_head_and_tail(tmp_path: Path) -> None:
     node = tool_round(g, [("Bash", output)], prefix="c")
     g.append({"role": "assistant", "content": "done"})
     rendered = render_context(g, budget=100_000, policy=policy(tmp_path))
-    tool_id = g.tools(node.id)[0].id
+    handle = node_handle(g.tools(node.id)[0])  # as prompts name nodes
     marker = (
-        f'\n[... 1000 characters elided; page by page: read_output("{tool_id}", offset=2400) ...]\n'
+        f'\n[... 1000 characters elided; page by page: read_output("{handle}", offset=2400) ...]\n'
     )
     assert rendered.messages[3]["content"] == output[:2_400] + marker + output[-1_600:]
     assert Stable()(rendered.messages) == snapshot(
@@ -51,7 +51,7 @@ def test_budget_reduction_keeps_head_and_tail(tmp_path: Path) -> None:
                 "tool_call_id": "c_0",
                 "content": """\
 <a×2400>
-[... 1000 characters elided; page by page: read_output("N1", offset=2400) ...]
+[... 1000 characters elided; page by page: read_output("n4", offset=2400) ...]
 <b×1600>\
 """,
             },
@@ -111,7 +111,7 @@ def test_offload_writes_the_file_and_keeps_a_preview(tmp_path: Path) -> None:
                 "role": "tool",
                 "tool_call_id": "c_0",
                 "content": """\
-[output offloaded: 12000 characters, 200 lines; node N1; file tool_results/s1/N1.txt; page by page: read_output("N1", offset=2400)]
+[output offloaded: 12000 characters, 200 lines; page by page: read_output("n4", offset=2400)]
 line 0000 <.×49>
 line 0001 <.×49>
 line 0002 <.×49>
@@ -153,7 +153,7 @@ line 0037 <.×49>
 line 0038 <.×49>
 line 0039 <.×49>
 
-[... 8000 characters elided; page by page: read_output("N1", offset=2400) ...]
+[... 8000 characters elided; page by page: read_output("n4", offset=2400) ...]
 <.×39>
 line 0174 <.×49>
 line 0175 <.×49>
@@ -240,7 +240,7 @@ def test_microcompact_clears_old_outputs(tmp_path: Path) -> None:
             {
                 "role": "tool",
                 "tool_call_id": "c0_0",
-                "content": '[old Bash output cleared; read_output("N1") returns it]',
+                "content": '[old Bash output cleared; read_output("n4") returns it]',
             },
             {
                 "role": "assistant",
@@ -318,8 +318,10 @@ def test_snip_drops_oldest_rounds_with_a_note(tmp_path: Path) -> None:
             {"role": "user", "content": "Summarise the logs."},
             {
                 "role": "user",
-                "content": '[7 earlier round(s) were removed to fit the context window (nodes N1 … N2); read_history("N1", "N2") returns them.]',
+                "content": '[6 earlier round(s) were removed to fit the context window (nodes n3 … n14); read_history("n3", "n14") returns them.]',
             },
+            {"role": "user", "content": "next step 6"},
+            {"role": "assistant", "content": "step 6:< word×60> "},
             {"role": "user", "content": "next step 7"},
             {"role": "assistant", "content": "step 7:< word×60> "},
         ]
@@ -360,27 +362,27 @@ def test_emergency_stubs_running_rounds(tmp_path: Path) -> None:
             {"role": "user", "content": "Research the logs."},
             {
                 "role": "assistant",
-                "content": '[earlier step elided to fit the context; read_history("N1", "N2") returns it; it called deploy]',
+                "content": '[earlier step elided to fit the context; read_history("n5", "n6") returns it; it called deploy]',
             },
             {
                 "role": "assistant",
-                "content": '[earlier step elided to fit the context; read_history("N3", "N4") returns it; it called deploy]',
+                "content": '[earlier step elided to fit the context; read_history("n8", "n9") returns it; it called deploy]',
             },
             {
                 "role": "assistant",
-                "content": '[earlier step elided to fit the context; read_history("N5", "N6") returns it; it called deploy]',
+                "content": '[earlier step elided to fit the context; read_history("n11", "n12") returns it; it called deploy]',
             },
             {
                 "role": "assistant",
-                "content": '[earlier step elided to fit the context; read_history("N7", "N8") returns it; it called deploy]',
+                "content": '[earlier step elided to fit the context; read_history("n14", "n15") returns it; it called deploy]',
             },
             {
                 "role": "assistant",
-                "content": '[earlier step elided to fit the context; read_history("N9", "N10") returns it; it called deploy]',
+                "content": '[earlier step elided to fit the context; read_history("n17", "n18") returns it; it called deploy]',
             },
             {
                 "role": "assistant",
-                "content": '[earlier step elided to fit the context; read_history("N11", "N12") returns it; it called deploy]',
+                "content": '[earlier step elided to fit the context; read_history("n20", "n21") returns it; it called deploy]',
             },
             {"role": "assistant", "content": "still going"},
         ]
@@ -388,7 +390,7 @@ def test_emergency_stubs_running_rounds(tmp_path: Path) -> None:
 
 
 def test_emergency_drops_stubs_that_do_not_fit(tmp_path: Path) -> None:
-    rendered = running_rounds(tmp_path, budget=300)
+    rendered = running_rounds(tmp_path, budget=200)
     assert tiers(rendered) == ["emergency"]
     assert rendered.records[0].details == snapshot(
         {"steps": ["stubbed running rounds", "dropped 6 unit(s)"]}
@@ -400,7 +402,7 @@ def test_emergency_drops_stubs_that_do_not_fit(tmp_path: Path) -> None:
             {"role": "user", "content": "Research the logs."},
             {
                 "role": "user",
-                "content": '[6 earlier round(s) were removed to fit the context window (nodes N1 … N2); read_history("N1", "N2") returns them.]',
+                "content": '[6 earlier round(s) were removed to fit the context window (nodes n5 … n21); read_history("n5", "n21") returns them.]',
             },
             {"role": "assistant", "content": "still going"},
         ]
@@ -421,7 +423,7 @@ def test_emergency_cuts_an_oversized_task(tmp_path: Path) -> None:
                 "role": "user",
                 "content": """\
 please <q×53>
-[... 5914 characters elided; page by page: read_output("N1", offset=60) ...]
+[... 5914 characters elided; page by page: read_output("n2", offset=60) ...]
 <q×33> thanks\
 """,
             },
@@ -492,7 +494,7 @@ def test_finished_function_renders_as_io_unit(tmp_path: Path) -> None:
                 "content": None,
                 "tool_calls": [
                     {
-                        "id": "fn_N1",
+                        "id": "fn_3",
                         "type": "function",
                         "function": {"name": "research", "arguments": '{"input": {"q": "parse"}}'},
                     }
@@ -500,7 +502,7 @@ def test_finished_function_renders_as_io_unit(tmp_path: Path) -> None:
             },
             {
                 "role": "tool",
-                "tool_call_id": "fn_N1",
+                "tool_call_id": "fn_3",
                 "content": '{"file": "parse.py", "line": 12}',
             },
             {
@@ -508,7 +510,7 @@ def test_finished_function_renders_as_io_unit(tmp_path: Path) -> None:
                 "content": None,
                 "tool_calls": [
                     {
-                        "id": "fn_N2",
+                        "id": "fn_7",
                         "type": "function",
                         "function": {"name": "lint", "arguments": '{"input": "src/"}'},
                     }
@@ -516,7 +518,7 @@ def test_finished_function_renders_as_io_unit(tmp_path: Path) -> None:
             },
             {
                 "role": "tool",
-                "tool_call_id": "fn_N2",
+                "tool_call_id": "fn_7",
                 "content": "[function lint failed: ValueError: no config]",
             },
             {"role": "assistant", "content": "Found it in parse.py."},
@@ -547,7 +549,8 @@ def test_emergency_moves_on_when_the_longest_text_cannot_shrink(tmp_path: Path) 
     g = ConversationGraph.memory("s1")
     start(g, system="s " * 150, task="t " * 150)
     g.append({"role": "assistant", "content": "a " * 150})
-    rendered = render_context(g, budget=300, policy=policy(tmp_path))
+    # 260: the cut markers name nodes by handle, shorter than ids were (300 before)
+    rendered = render_context(g, budget=260, policy=policy(tmp_path))
     assert rendered.fits
     assert all("elided" in m["content"] for m in rendered.messages)
 

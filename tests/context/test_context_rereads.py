@@ -13,7 +13,7 @@ from context import ContextEngine, read_target, tool_pair_problems, write_target
 
 # internal: the reread tier's range rules
 from context._tiers._rereads import covers, superseded_reads
-from graph import ConversationGraph
+from graph import ConversationGraph, node_handle
 
 CASCADE = ("rereads", "emergency")
 
@@ -134,7 +134,7 @@ def test_over_budget_the_superseded_reads_become_notes_and_stay(tmp_path: Path) 
         if m["role"] == "tool" and "superseded read" in str(m["content"])
     }
     assert set(notes) == {"c1", "c4"}
-    assert f'read_output("{ids["whole"]}")' in notes["c1"]
+    assert f'read_output("{node_handle(g.get(ids["whole"]))}")' in notes["c1"]
     assert "a.py" in notes["c1"] and "c.py" in notes["c4"]
     g.append({"role": "user", "content": "thanks"})
     later = e.render()

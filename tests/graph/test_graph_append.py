@@ -137,13 +137,13 @@ def test_to_openai_snapshot_of_a_small_graph() -> None:
                 "content": None,
                 "tool_calls": [
                     {
-                        "id": "fn_<id1>",
+                        "id": "fn_8",
                         "type": "function",
                         "function": {"name": "review", "arguments": '{"input": {"file": "a.py"}}'},
                     }
                 ],
             },
-            {"role": "tool", "tool_call_id": "fn_<id1>", "content": "off-by-one in parse()"},
+            {"role": "tool", "tool_call_id": "fn_8", "content": "off-by-one in parse()"},
             {"role": "assistant", "content": "Fixed."},
         ]
     )

@@ -217,7 +217,7 @@ def test_to_openai_is_the_full_history_whatever_the_mode(mode: str) -> None:
         ("tool", "out"),
         ("assistant", "after"),
     ]
-    assert messages[6]["tool_calls"][0]["id"] == f"fn_{ids['fn']}"
+    assert messages[6]["tool_calls"][0]["id"] == f"fn_{g.get(ids['fn']).seq}"  # its handle
 
 
 def test_io_unit_renders_input_and_output() -> None:

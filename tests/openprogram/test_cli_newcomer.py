@@ -343,7 +343,7 @@ def test_the_demo_is_a_deterministic_story_in_120_columns(tmp_path: Path) -> Non
     parts = ["1. what the agent did", "2. what each tier did", "3. what the model read back",
              "4. what the rollback restored"]  # fmt: skip
     assert [out.index(part) for part in parts] == sorted(out.index(part) for part in parts)
-    call = re.search(r'expand_function\(\{"id": "([0-9A-Z]{26})"\}\)', out)
+    call = re.search(r'expand_function\(\{"id": "(n[0-9]+|[0-9A-Z]{26})"\}\)', out)  # a handle
     assert call is not None and "It returned what happened inside that call" in out
     went = re.search(r"The (\d+) (compactions?) built on it went with it: [0-9A-Z]{26}", out)
     assert went is not None and (went[1] == "1") == (went[2] == "compaction")  # issue 35

@@ -19,7 +19,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from graph import text_of
+from graph import layer_handle, node_handle, text_of
 from openprogram import Session, function, llm
 from openprogram.testing import TestModel
 from tests.openprogram._runtime_helpers import long_session, placeholders
@@ -95,6 +95,13 @@ def test_every_tool_over_stdio(stored: tuple[Path, Session]) -> None:
             client, "read_output", id=offloaded["node"], session=session.id, limit=500
         )
         out["layer"] = await _text(client, "expand_layer", id=compaction.id, session=session.id)
+        out["by_handle"] = [  # as prompts name them (issue 34): n<seq>, fn_<seq>, L<k>
+            await _text(client, "inspect_node", id=node_handle(function_node), session=session.id),
+            await _text(
+                client, "expand_function", id=f"fn_{function_node.seq}", session=session.id
+            ),
+            await _text(client, "expand_layer", id=layer_handle(compaction), session=session.id),
+        ]
         out["function"] = await _text(
             client, "expand_function", id=function_node.id, session=session.id
         )
@@ -138,7 +145,10 @@ def test_every_tool_over_stdio(stored: tuple[Path, Session]) -> None:
     assert json.loads(out["inspect"].splitlines()[0])["function"] == "summarize"
     original = text_of(session.graph.get(offloaded["node"]).result.content)  # type: ignore[union-attr]
     assert out["output"].startswith(original[:500])
-    assert out["layer"] == session.history.expand_layer(compaction.id)
+    assert out["layer"] == session.history.expand_layer(compaction.id) == out["by_handle"][2]
+    assert out["by_handle"][0] == out["inspect"]
+    assert out["by_handle"][1] == session.history.expand_function(function_node.id)
+    assert {line["handle"] for line in layer_lines} >= {layer_handle(compaction)}
     assert "looking up k_" in out["layer"]
     assert out["function"] == session.history.expand_function(function_node.id)
     assert "Summarize the keys." in out["function"]
@@ -173,6 +183,7 @@ def test_tool_errors_are_results_the_model_reads(stored: tuple[Path, Session]) -
         ("expand_function", {"id": "x", "depth": 0}),
         ("search_history", {"query": "k_3", "limit": 0}),
         ("expand_layer", {"id": "nolayer"}),
+        ("read_output", {"id": "n99999", "session": session.id}),
     ]
 
     async def body(client: Client) -> list[tuple[bool, str]]:
@@ -191,6 +202,7 @@ def test_tool_errors_are_results_the_model_reads(stored: tuple[Path, Session]) -
     assert "depth" in texts[5] and "greater than or equal to 1" in texts[5]
     assert "limit" in texts[6]
     assert "nolayer" in texts[7]
+    assert texts[8] == "no node 'n99999' in this session; search_history finds ids"
     assert out[-1][0] is False and len(json.loads(texts[-1])) == 1
 
 

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from context import Policy
-from graph import MemoryStore, seeded_ids
+from graph import MemoryStore, node_handle, resolve_ref, seeded_ids
 from openprogram import HISTORY_TOOLS, Session
 from openprogram.importers import import_trace
 
@@ -33,7 +33,9 @@ SHARED = sorted(
     if p.suffix in (".jsonl", ".json", ".traj")
 )
 ULID = r"[0-9A-HJKMNP-TV-Z]{26}"
-ID = re.compile(rf"(?<![\w/])(?:fn_)?{ULID}(?![\w])")
+ID = re.compile(rf"(?<![\w/])(?:(?:fn_)?{ULID}|(?:fn_|n|L)[1-9][0-9]*)(?![\w])")
+"""An id, or a handle as prompts name nodes (``n42``), functions' calls (``fn_42``) and
+layers (``L3``) since issue 34."""
 PATH = re.compile(rf"[\w./-]*tool_results/[\w.-]+/{ULID}\.txt")
 KEYWORD = re.compile(r"\b\w+=")
 CALL = re.compile(rf"\b({'|'.join(HISTORY_TOOLS)})\(([^()]*)\)")
@@ -59,7 +61,7 @@ def offered(session: Session, text: str) -> Iterator[tuple[str, tuple[Any, ...]]
     graph = session.graph
     layers = {info.id for info in graph.layers()}
     for found in set(ID.findall(text)):
-        bare = found.removeprefix("fn_")
+        bare = resolve_ref(graph.state, found) or found.removeprefix("fn_")
         if bare in layers:
             yield "expand_layer", (found,)
         elif bare in graph:
@@ -111,7 +113,8 @@ def test_the_research_agent_s_prompts(tmp_path: Path) -> None:
     assert len(made) > 100
     forms = {(name, str(args[0])[:3]) for name, args in made}
     assert ("expand_function", "fn_") in forms  # a finished function's tool-call id
-    assert any("tool_results" in str(args[0]) for _, args in made)  # an offload's path
+    by_handle = {(name, str(args[0])[0]) for name, args in made}  # handles (issue 34)
+    assert {("expand_layer", "L"), ("read_output", "n")} <= by_handle
     assert {name for name, _ in made} >= {"expand_layer", "read_output", "inspect_node"}
 
 
@@ -161,5 +164,5 @@ def test_read_output_states_its_cap_and_never_points_at_its_own_result() -> None
     reread = session.history.read_output(read_id, offset=8_000)
     assert "line 00728" in reread  # 11 characters a line: the source, from offset 8,000
     assert read_id not in reread.split("\n", 1)[1]  # its notes name the source, not itself
-    assert f'read_output("{source.id}", offset=16000)' in reread
+    assert f'read_output("{node_handle(source)}", offset=16000)' in reread
     session.close()

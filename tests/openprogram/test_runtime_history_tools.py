@@ -15,7 +15,7 @@ from _runtime_helpers import long_session, lookup, placeholders, small_policy, t
 
 import openprogram
 from context import Policy
-from graph import text_of
+from graph import Node, node_handle, resolve_ref, text_of
 from openprogram import ModelResponse, Session, node_text
 
 # internal: the page size read_output cuts at
@@ -31,7 +31,7 @@ ARGUMENTS = {
     "search_history": ["query"],
 }
 BUDGET = 2_400
-FOUND = re.compile(r"^- ([0-9A-Z]{26}) \(function look\)", re.M)
+FOUND = re.compile(r"^- (n[0-9]+) \(function look\)", re.M)
 
 
 def _call(tool: str, args: list[str], n: int) -> dict[str, Any]:
@@ -120,17 +120,24 @@ def test_the_model_reads_back_what_was_put_away(long: Session) -> None:
         "search_history",
     }
     graph = long.graph
+
+    def node(ref: str) -> Node:  # placeholders name nodes by handle (n42), tests by id too
+        found = resolve_ref(graph.state, ref)
+        assert found is not None, ref
+        return graph.get(found)
+
     for name, args, text, error in results:
         assert not error, (name, args, text)
         if name == "read_output":
-            full = node_text(graph.get(args["id"]))
+            full = node_text(node(args["id"]))
             if len(full) <= READ_LIMIT:
                 assert text == full
             else:
                 assert text.startswith(full[:READ_LIMIT])
-                assert text.endswith(f'read_output("{args["id"]}", offset={READ_LIMIT})]')
+                handle = node_handle(node(args["id"]))
+                assert text.endswith(f'read_output("{handle}", offset={READ_LIMIT})]')
         elif name == "read_history":
-            first = graph.get(args["first"])
+            first = node(args["first"])
             assert text.startswith(f"[{first.role}] {node_text(first)}"[:200])
             assert "[assistant calls lookup]" in text
         elif name == "expand_layer":
@@ -138,11 +145,11 @@ def test_the_model_reads_back_what_was_put_away(long: Session) -> None:
             assert text.startswith(f"[assistant] {node_text(covered[0])}")
         elif name == "inspect_node":
             header = json.loads(text.split("\n", 1)[0])
-            assert header["id"] == args["id"] and header["kind"] == "tool"
+            assert header["node"] == node_handle(node(args["id"])) and header["kind"] == "tool"
             assert header["tool"] == "lookup" and header["status"] == "done"
         else:
             k5 = next(n for n in graph.nodes() if node_text(n).endswith("end of k_5"))
-            assert text.startswith(f"- {k5.id} (tool lookup): …value of k_5: w0 w1")
+            assert text.startswith(f"- {node_handle(k5)} (tool lookup): …value of k_5: w0 w1")
             assert len(text.splitlines()) == 1
     # what the model read is in its next prompt (tool results after its calls)
     sent = state["answered"]
@@ -201,12 +208,12 @@ def test_long_reads_come_in_pieces(long: Session) -> None:
     big = next(n for n in long.graph.nodes() if len(node_text(n)) > READ_LIMIT)
     full = node_text(big)
     first = long.history.read_output(big.id)
-    marker = f'\n[... {len(full) - READ_LIMIT} more characters; read_output("{big.id}", '
+    marker = f'\n[... {len(full) - READ_LIMIT} more characters; read_output("{node_handle(big)}", '
     assert first == full[:READ_LIMIT] + marker + f"offset={READ_LIMIT})]"
     second = long.history.read_output(big.id, offset=READ_LIMIT)
     assert second.startswith(full[READ_LIMIT : 2 * READ_LIMIT])
     assert long.history.read_output(big.id, offset=5, limit=10) == full[5:15] + (
-        f'\n[... {len(full) - 15} more characters; read_output("{big.id}", offset=15)]'
+        f'\n[... {len(full) - 15} more characters; read_output("{node_handle(big)}", offset=15)]'
     )
     assert _read_all(long.history.read_output, big.id) == full
     # a range of rounds longer than one read continues where it stopped
@@ -405,7 +412,7 @@ def test_rounds_emergency_elides_can_be_read_back(tmp_path: Path) -> None:
 
 
 # -- a page read back is shown as read, and the placeholder says how to read on ------------------
-PAGE_BY_PAGE = re.compile(r'page by page: read_output\("([0-9A-Z]{26})", offset=(\d+)\)')
+PAGE_BY_PAGE = re.compile(r'page by page: read_output\("(n[0-9]+)", offset=(\d+)\)')
 
 
 def dump() -> str:

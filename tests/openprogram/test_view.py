@@ -118,7 +118,7 @@ def test_the_session_list_shows_every_session_and_searches_them(
     demo = page.locator(f"tr[data-id='{db['session']}'] td").all_inner_texts()
     listed = {s["id"]: s for s in _cli("sessions", "--db", db["path"])}
     assert demo[1] == f"{listed[db['session']]['nodes']:,}"
-    assert demo[4].endswith("active of 6")  # five demo layers and one compact
+    assert demo[4].endswith("active of 7")  # six demo layers (handles left room) and one compact
     shot(page, "sessions")
     page.fill("input[name=q]", "HOSTILE")
     page.click("text=search")

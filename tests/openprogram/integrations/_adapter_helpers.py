@@ -7,13 +7,13 @@ import re
 from pathlib import Path
 
 from context import COLLAPSE_FIRST_CASCADE, Policy
-from graph import LayerInfo
+from graph import LayerInfo, layer_handle
 from openprogram import Session, node_text
 
 ROUNDS = 10
 BUDGET = 3_400
 """Counted as sent (the adapters count each message's JSON): 3,000 before, scaled with it."""
-EXPAND = re.compile(r'expand_layer\("([0-9A-Z]{26})"\)')
+EXPAND = re.compile(r'expand_layer\("(L[0-9]+)"\)')  # a layer's handle
 SYSTEM = "You look things up."
 TASK = "Look up k_1 to k_10."
 
@@ -60,7 +60,8 @@ def restored_texts(session: Session, layer: LayerInfo) -> list[str]:
         if info.id in layer.layer.builds_on
         for node in info.layer.covers
     }
-    texts = [f'expand_layer("{b}")' for b in layer.layer.builds_on]
+    built = [session.graph.layer(b) for b in layer.layer.builds_on]
+    texts = [f'expand_layer("{layer_handle(info)}")' for info in built]
     for node in layer.covers:
         text = node_text(session.graph.get(node))
         if node not in under and text:

@@ -28,7 +28,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from pydantic import Field
 
-from graph import Tool, text_of
+from graph import Tool, layer_handle, text_of
 from openprogram import HISTORY_TOOLS, Session
 from openprogram.integrations.langchain import OpenProgramMiddleware
 
@@ -112,7 +112,7 @@ def test_compaction_read_back_and_rollback(tmp_path: Path) -> None:
     agent.invoke({"messages": [*history, {"role": "user", "content": "Anything else?"}]})
     sent = _text(received[-1])
     assert all(text in sent for text in originals)
-    assert f'expand_layer("{layer.id}")' not in sent and "Anything else?" in sent
+    assert f'expand_layer("{layer_handle(layer)}")' not in sent and "Anything else?" in sent
 
 
 def test_the_async_path_stores_and_renders_alike(tmp_path: Path) -> None:

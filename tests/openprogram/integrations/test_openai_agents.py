@@ -40,7 +40,7 @@ from agents.run_config import CallModelData, ModelInputData
 from openai import AsyncOpenAI
 
 from context import HeuristicSummarizer
-from graph import Tool, text_of
+from graph import Tool, layer_handle, text_of
 from openprogram import HISTORY_TOOLS, Session
 from openprogram.integrations.openai_agents import OpenProgramSession
 
@@ -119,7 +119,7 @@ def test_compaction_read_back_and_rollback(tmp_path: Path, fake_provider: FakePr
         await run("Anything else?")
         sent = _text(_sent(fake_provider))
         assert all(text in sent for text in originals)
-        assert f'expand_layer("{layer.id}")' not in sent and "Anything else?" in sent
+        assert f'expand_layer("{layer_handle(layer)}")' not in sent and "Anything else?" in sent
         await client.close()
 
     asyncio.run(scenario())

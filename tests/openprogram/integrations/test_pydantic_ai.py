@@ -37,7 +37,7 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RequestUsage
 
 from context import Policy
-from graph import Tool, text_of
+from graph import Tool, layer_handle, text_of
 from openprogram import HISTORY_TOOLS, Session
 from openprogram.cli import main as cli
 from openprogram.integrations.pydantic_ai import OpenProgramCapability
@@ -126,7 +126,7 @@ def test_compaction_read_back_and_rollback(
     sent = _text(script.requests[-1])
     assert again.output.startswith("done")
     assert all(text in sent for text in originals)
-    assert f'expand_layer("{layer.id}")' not in sent
+    assert f'expand_layer("{layer_handle(layer)}")' not in sent
     assert "Anything else?" in sent
 
     # The CLI reads the adapter's session like any other.
