@@ -56,7 +56,6 @@ def layer_page(
     not: the first page, and how many there are)."""
     info: LayerInfo = data["info"]
     pager = _originals_pager(session, data, links, paged=paged)
-    before = data["before"]
     after = sum(t for _, t in data["replacement"])
     built = ", ".join(
         f'<a href="{e(links.layer(session, x.id))}">{e(x.id)}</a>' for x in data["built_on_it"]
@@ -88,17 +87,31 @@ def layer_page(
             )
     return (
         f"{tabs(session, links)}<h3>Layer {e(info.id)} ({e(info.kind)}, {e(state)})</h3>"
-        f"<p>covers {figure(len(info.covers))} nodes: "
-        f"<b id='saved'>{figure(data['saved'])}</b> tokens saved "
-        f"<span class='dim'>({e(SAVED)}; what a prompt sheds is less when other tiers had "
-        "already cut the covered messages)</span> "
-        f"({figure(before)} in the originals, {figure(after)} in the replacement). Builds on: "
+        f"<p>covers {figure(len(info.covers))} nodes: {_totals(data, after)} Builds on: "
         f"{under or '—'}. Built on it: {built or '—'}.</p>{action}"
         + (f"<div class='box'><b>Anchors</b><ul>{anchors}</ul></div>" if anchors else "")
         + "<div class='cols'><div id='before'><h4>Before: the originals</h4>"
         f"{pager}{_messages(data['originals'])}</div>"
         "<div id='after'><h4>After: the replacement</h4>"
         f"{_messages(data['replacement'])}</div></div>"
+    )
+
+
+def _totals(data: dict[str, Any], after: int) -> str:
+    """Tokens saved, and the originals' and replacement's tokens; while the originals are
+    being counted (a layer made before its maker kept them), a line that says so."""
+    if data["before"] is None:
+        return (
+            "<b id='saved'>counting</b> the originals' tokens <span class='dim'>(a layer "
+            "made before its totals were kept: counted once, in the background; reload in "
+            f"a moment)</span>; {figure(after)} in the replacement."
+        )
+    return (
+        f"<b id='saved'>{figure(data['saved'])}</b> tokens saved "
+        f"<span class='dim'>({e(SAVED)}; what a prompt sheds is less when other tiers had "
+        "already cut the covered messages)</span> "
+        f"({figure(data['before'])} in the {figure(data['messages'])} original messages, "
+        f"{figure(after)} in the replacement)."
     )
 
 
@@ -122,7 +135,12 @@ def _originals_pager(session: str, data: dict[str, Any], links: Links, *, paged:
     if pages == 1:
         return ""
     first, shown = data["first"], len(data["originals"])
-    said = f"messages {figure(first + 1)}–{figure(first + shown)} of {figure(count)}"
+    last = min(first + data["size"], count)
+    said = (
+        f"originals {figure(first + 1)}–{figure(last)} of {figure(count)} "
+        f"<span class='dim'>(each a message or call, with its tool results: {figure(shown)} "
+        "messages here)</span>"
+    )
     if not paged:
         return f"<p class='pager dim'>{said}; `openprogram view` pages the rest</p>"
     at = links.layer(session, data["info"].id)

@@ -14,6 +14,7 @@ from urllib.parse import quote, urlencode
 from context import CompactionRecord, as_record_tier
 from graph import LayerInfo, Node, text_of
 from openprogram._view._data import FREED, KINDS, Call, Prompt, SessionRow
+from openprogram._view._facts import node_text
 from openprogram._view._provenance import message_text
 from openprogram._view._svg import COLORS, figure, kind_bar, legend, over_mark, timeline_svg
 
@@ -381,7 +382,7 @@ def nodes_page(session: str, nodes: Sequence[Node], total: int, page: int, links
         f'<tr><td><a href="{e(links.node(session, n.id))}">{e(n.id)}</a></td>'
         f"<td class='n'>{n.seq:,}</td><td>{e(n.kind)}</td>"
         f"<td>{e(n.role or getattr(n.payload, 'name', ''))}</td><td>{e(n.status)}</td>"
-        f"<td><pre>{e(_short(_node_text(n), 200))}</pre></td></tr>"
+        f"<td><pre>{e(_short(node_text(n), 200))}</pre></td></tr>"
         for n in nodes
     )
     return (
@@ -392,12 +393,6 @@ def nodes_page(session: str, nodes: Sequence[Node], total: int, page: int, links
     )
 
 
-def _node_text(node: Node) -> str:
-    from openprogram._view._data import node_text
-
-    return node_text(node)
-
-
 def node_page(session: str, node: Node, layers: Sequence[LayerInfo], links: Links) -> str:
     under = ", ".join(
         f'<a href="{e(links.layer(session, x.id))}">{e(x.id)}</a> ({e(x.kind)}, '
@@ -406,7 +401,7 @@ def node_page(session: str, node: Node, layers: Sequence[LayerInfo], links: Link
         if node.id in x.covers
     )
     payload: Any = node.payload
-    text = text_of(payload.content) if node.kind == "dialogue" else _node_text(node)
+    text = text_of(payload.content) if node.kind == "dialogue" else node_text(node)
     return (
         f"{tabs(session, links)}<h3>Node {e(node.id)}</h3><p>{e(node.kind)} "
         f"{e(node.role or payload.name)}, seq {node.seq:,}, {e(node.status)}; under layers: "

@@ -4,11 +4,11 @@ its call id, nothing else)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from context import ContextEngine, MessageSource, Rendered
+from context import ContextEngine, MessageSource, Rendered, TokenCounter
 from graph import ConversationGraph, text_of
 from openprogram._prompts import part_of, sources_of
 
@@ -37,13 +37,19 @@ def message_text(message: dict[str, Any]) -> str:
 
 
 def provenance(
-    graph: ConversationGraph, rendered: Rendered, engine: ContextEngine
+    graph: ConversationGraph,
+    rendered: Rendered,
+    engine: ContextEngine,
+    *,
+    count: Callable[[dict[str, Any], TokenCounter], int] | None = None,
 ) -> Iterator[PromptRow]:
     """Each message with where its render said it came from: a node (whole, or a
     placeholder for it), a layer, or a note the cascade wrote; a receipt written before
-    sources were kept names a tool output's node by its call id, nothing else."""
+    sources were kept names a tool output's node by its call id, nothing else.
+    ``count``: how a message's tokens are counted (default: the engine's counter)."""
     from graph import function_call_id
 
+    counter = engine.counter
     by_call: dict[str, str] = {}
     sources = sources_of(rendered)
     if not any(sources):
@@ -64,7 +70,7 @@ def provenance(
             index,
             str(message.get("role")),
             part_of(message, source),
-            engine.counter.count_message(message),
+            counter.count_message(message) if count is None else count(message, counter),
             said,
             node if node is not None and node in graph else None,
             None if source is None else source.layer,

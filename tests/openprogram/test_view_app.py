@@ -250,10 +250,10 @@ def test_a_layers_originals_are_paged(
     at = f"/s/wide/layer/{db['wide']}"
     first = client.get(at).text
     assert first.count("<tr><td>") < 60  # one page of originals (and the replacement)
-    assert "page 1 of 201: messages 1–50 of 10,022" in first
+    assert "page 1 of 201: originals 1–50 of 10,022" in first
     assert f'href="{at}?page=1"' in first
     last = client.get(f"{at}?page=200")
-    assert last.status_code == 200 and "messages 10,001–10,022 of 10,022" in last.text
+    assert last.status_code == 200 and "originals 10,001–10,022 of 10,022" in last.text
     assert client.get(f"{at}?page=201").status_code == 404
     assert client.get(f"{at}?page=x").status_code == 404
     assert main(["collapses", "wide", "--db", db["path"], "--json"]) == 0

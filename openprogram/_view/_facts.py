@@ -1,0 +1,55 @@
+"""The viewer's reading of stored facts that need no graph loaded: the compaction records
+each call made, and the text a node holds (what search looks in)."""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Sequence
+from typing import Any
+
+from context import CompactionRecord, RenderReceipt, TierName
+from graph import Node, text_of
+
+DRAWN: tuple[TierName, ...] = ("collapse", "compact", "snip", "microcompact", "emergency")
+"""The tiers whose records the timeline marks (a decision that rewrote the prompt)."""
+
+
+def node_text(node: Node) -> str:
+    """All the text a node holds: its message, a function's input and output, a tool's
+    arguments and result."""
+    payload: Any = node.payload
+    if node.kind == "dialogue":
+        return text_of(payload.content)
+    if node.kind == "tool":
+        result = text_of(node.result.content) if node.result is not None else ""
+        return f"{payload.name}({payload.arguments})\n{result}"
+    finish = node.finish
+    out = "" if finish is None else str(finish.output if finish.error is None else finish.error)
+    return f"{payload.name}({payload.input})\n{out}"
+
+
+def records_by_call(
+    receipts: Sequence[RenderReceipt], records: Sequence[CompactionRecord]
+) -> dict[int, list[CompactionRecord]]:
+    """The compactions each call's render made: a record names its render, whose receipt
+    is the call's. One whose render sent nothing (``compact`` by hand) goes with the next
+    call, the first to send what it decided (none yet: not drawn), as does a record
+    written before records named their render (by time: the clock it was stamped with)."""
+    found: dict[int, list[CompactionRecord]] = collections.defaultdict(list)
+    number = {r.render or r.id: i for i, r in enumerate(receipts)}
+    marks = [r.at for r in receipts]
+    call = 0
+    for record in sorted(records, key=lambda r: r.timestamp):
+        if record.tier not in DRAWN:
+            continue
+        if record.render in number:
+            found[number[record.render]].append(record)
+            continue
+        stamp = record.timestamp[:23]
+        while call < len(marks) and marks[call][:23] < stamp:
+            call += 1
+        if record.render is None:  # written before: as it always was placed
+            found[min(call, max(0, len(marks) - 1))].append(record)
+        elif call < len(marks):
+            found[call].append(record)
+    return found

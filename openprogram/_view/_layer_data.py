@@ -1,0 +1,132 @@
+"""A layer as the viewer shows it: its originals a page at a time and their totals, without
+expanding and counting every covered message on a request.
+
+A page of originals is built from that page's covered nodes alone. The totals (tokens and
+messages in full) are the ones the layer's maker kept in its meta (``context.LAYER_TOTALS``,
+written when the layer is made); a layer made before they were kept, or by a tier that only
+estimates (the backlog of a long imported session), is counted once on a thread of its own
+while its page says so, and kept for the viewer's life: a layer never changes, so neither do
+its totals.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from context import LAYER_TOTALS, ContextEngine, TokenCounter
+from graph import GraphReader, LayerInfo, Step, steps_to_messages
+
+
+@dataclass(frozen=True)
+class Totals:
+    """A layer's originals in full: their messages and their tokens."""
+
+    tokens: int
+    messages: int
+
+
+def stored_totals(info: LayerInfo, counter: TokenCounter) -> Totals | None:
+    """The totals the layer's maker kept, if counted the way ``counter`` counts."""
+    kept = info.layer.meta.get(LAYER_TOTALS)
+    if not isinstance(kept, dict):
+        return None
+    if kept.get("encoding") != counter.encoding_name or kept.get("as_sent") != counter.as_sent:
+        return None
+    tokens, messages = kept.get("tokens"), kept.get("messages")
+    if not isinstance(tokens, int) or not isinstance(messages, int):
+        return None
+    return Totals(tokens, messages)
+
+
+class Originals:
+    """One layer's covered nodes as pages: each entry a covered message or function call
+    (an assistant's covered tool results with it), in the order they were stored."""
+
+    def __init__(self, graph: GraphReader, info: LayerInfo) -> None:
+        self.graph = graph
+        self.covered = frozenset(info.covers)
+        self.starts = [
+            node_id
+            for node_id in info.covers
+            if node_id in graph and graph.get(node_id).kind in ("dialogue", "function")
+        ]
+
+    def messages(self, first: int, size: int) -> list[dict[str, Any]]:
+        """The messages of entries ``first`` to ``first + size``."""
+        steps: list[Step] = []
+        for node_id in self.starts[first : first + size]:
+            node = self.graph.get(node_id)
+            if node.kind == "function":
+                steps.append(Step(node, "call", 0, False))
+                continue
+            steps.append(Step(node, "message", 0, False))
+            tools = self.graph.tools(node_id)
+            steps.extend(Step(t, "tool", 0, False) for t in tools if t.id in self.covered)
+        return steps_to_messages(steps)
+
+
+class LayerTotals:
+    """Totals of layers whose maker kept none, each counted once in the background."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._found: dict[tuple[str, str], Totals] = {}
+        self._counting: dict[tuple[str, str], threading.Thread] = {}
+
+    def get(
+        self, session: str, info: LayerInfo, engine: ContextEngine, *, wait: bool = False
+    ) -> Totals | None:
+        """The layer's totals; None while they are being counted (started here, once).
+        ``wait``: count them now if they are not known (the static export)."""
+        stored = stored_totals(info, engine.counter)
+        if stored is not None:
+            return stored
+        key = (session, info.id)
+        with self._lock:
+            if key in self._found:
+                return self._found[key]
+            thread = self._counting.get(key)
+            if thread is None:
+                thread = threading.Thread(
+                    target=self._count,
+                    args=(key, lambda: engine.expand(info.id), engine.counter),
+                    name=f"count layer {info.id}",
+                    daemon=True,
+                )
+                self._counting[key] = thread
+                thread.start()
+        if wait:
+            thread.join()
+            return self._found.get(key)
+        return None
+
+    def _count(
+        self,
+        key: tuple[str, str],
+        expand: Callable[[], list[dict[str, Any]]],
+        counter: TokenCounter,
+    ) -> None:
+        try:
+            messages = expand()
+            totals = Totals(counter.count_messages(messages), len(messages))
+        except Exception:  # a layer rolled back or scrubbed meanwhile: counted next time
+            with self._lock:
+                self._counting.pop(key, None)
+            return
+        with self._lock:
+            self._found[key] = totals
+            self._counting.pop(key, None)
+
+    def counting(self, session: str, layer: str) -> bool:
+        with self._lock:
+            return (session, layer) in self._counting
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the counts running now (tests, and a viewer shutting down)."""
+        with self._lock:
+            threads = list(self._counting.values())
+        for thread in threads:
+            thread.join(timeout)
