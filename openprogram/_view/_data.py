@@ -33,10 +33,10 @@ from context import (
 )
 from graph import AUDIT, ConversationGraph, LayerInfo, Node, Store, StoreError
 from openprogram._cli._common import engine_for, folder_of, open_store
-from openprogram._prompts import PARTS, sources_of
-from openprogram._view._facts import node_text, records_by_call
+from openprogram._prompts import PARTS
+from openprogram._view._facts import SentParts, node_text, records_by_call
 from openprogram._view._layer_data import LayerTotals, Originals
-from openprogram._view._provenance import PromptRow, provenance
+from openprogram._view._provenance import PromptRow, provenance, shown_in
 
 FREED = "the prompt before the call's compactions, less what was sent"
 """What "freed" on the timeline means (a layer's "tokens saved" is ``_views.SAVED``)."""
@@ -112,10 +112,11 @@ class Viewer:
         self._kinds: dict[tuple[str, int], dict[str, int]] = {}
         self._storages: dict[str, ContextStorage] = {}
         self._layer_memo: dict[tuple[str, str], Originals] = {}
-        self.totals = LayerTotals()
+        self.totals = LayerTotals(self.lock)
         self._receipts: dict[str, tuple[str, list[RenderReceipt]]] = {}
         self._tokens: dict[bytes, int] = {}
         self._shown: dict[str, tuple[tuple[str, int], dict[str, str]]] = {}
+        self._parts = SentParts()
         self.wait_for_totals = False
         """Count a layer's totals before its page is made (the static export) rather than
         in the background while the page says so."""
@@ -234,11 +235,14 @@ class Viewer:
         return self._kinds.get(key)
 
     def by_kind(self, session: str, receipt: RenderReceipt) -> dict[str, int]:
+        """A call's prompt by kind: from its receipt's messages and sources when it kept
+        them, else from the prompt rendered again."""
         with self.lock:
-            graph, _ = self.loaded(session)
+            graph, engine = self.loaded(session)
             key = (receipt.id, 0 if receipt.message_digests else len(graph.events()))
             if key not in self._kinds:
-                self._kinds[key] = self.prompt(session, receipt.id).by_kind
+                sent = self._parts.by_kind(self.storage(session), receipt, engine.counter)
+                self._kinds[key] = sent or self.prompt(session, receipt.id).by_kind
             return self._kinds[key]
 
     def receipt(self, session: str, receipt_id: str | None) -> RenderReceipt:
@@ -312,26 +316,7 @@ class Viewer:
             if kept is not None and kept[0] == version:
                 return kept[1]
             _, rendered, _ = self._rendered(session, None)
-            covers = {x.id: x.covers for x in graph.layers()}
-            found: dict[str, str] = {}
-            under: dict[str, None] = {}
-            for source in sources_of(rendered):
-                if source is None:
-                    continue
-                if source.layer is not None:
-                    under.setdefault(source.layer)
-                    continue
-                for node in source.nodes:
-                    if source.variant == "offloaded":
-                        found[node] = "offloaded"
-                    elif source.placeholder:
-                        found.setdefault(node, f"shown {source.variant}")
-                    else:
-                        found.setdefault(node, "shown")
-            for layer in under:  # each layer once, not once per message it shows
-                said = f"under layer {layer}"
-                for node in covers.get(layer, ()):
-                    found.setdefault(node, said)
+            found = shown_in(rendered, graph.layers())
             self._shown[session] = (version, found)
             return found
 
@@ -364,7 +349,7 @@ class Viewer:
                 if isinstance(replacement, list)
                 else []
             )
-            totals = self.totals.get(session, info, engine, wait=self.wait_for_totals)
+            totals = self.totals.get(session, info, originals, counter, wait=self.wait_for_totals)
             before = None if totals is None else totals.tokens
             record = next((r for r in self.records(session) if _made(r, layer_id)), None)
             return {

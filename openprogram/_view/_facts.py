@@ -1,17 +1,22 @@
 """The viewer's reading of stored facts that need no graph loaded: the compaction records
-each call made, and the text a node holds (what search looks in)."""
+each call made, a sent prompt's tokens by part, and the text a node holds (what search
+looks in)."""
 
 from __future__ import annotations
 
 import collections
+import json
 from collections.abc import Sequence
 from typing import Any
 
-from context import CompactionRecord, RenderReceipt, TierName
+from context import CompactionRecord, ContextStorage, RenderReceipt, TierName, TokenCounter
 from graph import Node, text_of
+from openprogram._prompts import PARTS, part_of
 
 DRAWN: tuple[TierName, ...] = ("collapse", "compact", "snip", "microcompact", "emergency")
 """The tiers whose records the timeline marks (a decision that rewrote the prompt)."""
+KEPT = 200_000
+"""Sent messages whose part and tokens a viewer keeps."""
 
 
 def node_text(node: Node) -> str:
@@ -53,3 +58,39 @@ def records_by_call(
         elif call < len(marks):
             found[call].append(record)
     return found
+
+
+class SentParts:
+    """A sent prompt's tokens by part, from its receipt: each message read and counted
+    once by its digest (a session's prompts share most of their messages), so stacking a
+    page of calls by kind renders none of them again."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, str], tuple[dict[str, Any], int]] = {}
+
+    def by_kind(
+        self, storage: ContextStorage, receipt: RenderReceipt, counter: TokenCounter
+    ) -> dict[str, int] | None:
+        """The prompt's tokens by part (``KINDS``), or None for a receipt that kept no
+        messages or sources (then only the prompt rendered again can say)."""
+        digests = receipt.message_digests
+        if not digests or len(receipt.sources) != len(digests):
+            return None
+        session = receipt.session
+        unknown = [d for d in dict.fromkeys(digests) if (session, d) not in self._known]
+        if unknown:
+            found = storage.messages(unknown)
+            if len(found) != len(unknown):
+                return None
+            if len(self._known) > KEPT:
+                self._known.clear()
+            for digest, text in found.items():
+                message = json.loads(text)
+                shape = {"role": message.get("role"), "tool_calls": bool(message.get("tool_calls"))}
+                self._known[(session, digest)] = (shape, counter.count_message(message))
+        by_kind: dict[str, int] = dict.fromkeys(PARTS, 0)
+        for digest, source in zip(digests, receipt.sources, strict=True):
+            shape, tokens = self._known[(session, digest)]
+            by_kind[part_of(shape, source)] += tokens
+        by_kind["tool schemas"] = max(0, receipt.tokens - sum(by_kind.values()))
+        return by_kind

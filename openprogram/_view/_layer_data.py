@@ -12,12 +12,15 @@ its totals.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+import time
 from dataclasses import dataclass
 from typing import Any
 
-from context import LAYER_TOTALS, ContextEngine, TokenCounter
+from context import LAYER_TOTALS, TokenCounter
 from graph import GraphReader, LayerInfo, Step, steps_to_messages
+
+CHUNK = 200
+"""Entries counted at a time in the background (a few milliseconds of work)."""
 
 
 @dataclass(frozen=True)
@@ -69,19 +72,28 @@ class Originals:
 
 
 class LayerTotals:
-    """Totals of layers whose maker kept none, each counted once in the background."""
+    """Totals of layers whose maker kept none, each counted once in the background: a
+    chunk of entries at a time under the viewer's lock, so a request waits for one chunk
+    at most and the count waits while a request runs."""
 
-    def __init__(self) -> None:
+    def __init__(self, lock: threading.RLock) -> None:
+        self._viewer_lock = lock
         self._lock = threading.Lock()
         self._found: dict[tuple[str, str], Totals] = {}
         self._counting: dict[tuple[str, str], threading.Thread] = {}
 
     def get(
-        self, session: str, info: LayerInfo, engine: ContextEngine, *, wait: bool = False
+        self,
+        session: str,
+        info: LayerInfo,
+        originals: Originals,
+        counter: TokenCounter,
+        *,
+        wait: bool = False,
     ) -> Totals | None:
         """The layer's totals; None while they are being counted (started here, once).
         ``wait``: count them now if they are not known (the static export)."""
-        stored = stored_totals(info, engine.counter)
+        stored = stored_totals(info, counter)
         if stored is not None:
             return stored
         key = (session, info.id)
@@ -92,7 +104,7 @@ class LayerTotals:
             if thread is None:
                 thread = threading.Thread(
                     target=self._count,
-                    args=(key, lambda: engine.expand(info.id), engine.counter),
+                    args=(key, originals, counter),
                     name=f"count layer {info.id}",
                     daemon=True,
                 )
@@ -103,26 +115,22 @@ class LayerTotals:
             return self._found.get(key)
         return None
 
-    def _count(
-        self,
-        key: tuple[str, str],
-        expand: Callable[[], list[dict[str, Any]]],
-        counter: TokenCounter,
-    ) -> None:
+    def _count(self, key: tuple[str, str], originals: Originals, counter: TokenCounter) -> None:
+        tokens = messages = 0
         try:
-            messages = expand()
-            totals = Totals(counter.count_messages(messages), len(messages))
-        except Exception:  # a layer rolled back or scrubbed meanwhile: counted next time
+            for first in range(0, len(originals.starts), CHUNK):
+                with self._viewer_lock:
+                    chunk = originals.messages(first, CHUNK)
+                    tokens += counter.count_messages(chunk)
+                    messages += len(chunk)
+                time.sleep(0)  # a request waiting for the lock takes it now
+        except Exception:  # a node scrubbed meanwhile: counted again on the next view
             with self._lock:
                 self._counting.pop(key, None)
             return
         with self._lock:
-            self._found[key] = totals
+            self._found[key] = Totals(tokens, messages)
             self._counting.pop(key, None)
-
-    def counting(self, session: str, layer: str) -> bool:
-        with self._lock:
-            return (session, layer) in self._counting
 
     def join(self, timeout: float | None = None) -> None:
         """Wait for the counts running now (tests, and a viewer shutting down)."""

@@ -4,12 +4,12 @@ its call id, nothing else)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from context import ContextEngine, MessageSource, Rendered, TokenCounter
-from graph import ConversationGraph, text_of
+from graph import ConversationGraph, LayerInfo, text_of
 from openprogram._prompts import part_of, sources_of
 
 
@@ -91,3 +91,30 @@ def _said(source: MessageSource, node: str | None) -> str:
     if source.tier is not None:
         return f"node {node}, {source.variant} ({source.tier})"
     return f"node {node}"
+
+
+def shown_in(rendered: Rendered, layers: Sequence[LayerInfo]) -> dict[str, str]:
+    """How a prompt shows each node it holds, from its sources: ``shown``, ``offloaded``,
+    another placeholder's variant, or the layer over it (each layer walked once, not once
+    per message it shows)."""
+    covers = {x.id: x.covers for x in layers}
+    found: dict[str, str] = {}
+    under: dict[str, None] = {}
+    for source in sources_of(rendered):
+        if source is None:
+            continue
+        if source.layer is not None:
+            under.setdefault(source.layer)
+            continue
+        for node in source.nodes:
+            if source.variant == "offloaded":
+                found[node] = "offloaded"
+            elif source.placeholder:
+                found.setdefault(node, f"shown {source.variant}")
+            else:
+                found.setdefault(node, "shown")
+    for layer in under:
+        said = f"under layer {layer}"
+        for node in covers.get(layer, ()):
+            found.setdefault(node, said)
+    return found
