@@ -113,13 +113,13 @@ class Viewer:
         self._storages: dict[str, ContextStorage] = {}
         self._layer_memo: dict[tuple[str, str], Originals] = {}
         self.totals = LayerTotals(self.lock)
+        self.count_totals = True
+        """Count the totals of a layer whose maker kept none when its page is asked for (a
+        static export, done before they would be, does not)."""
         self._receipts: dict[str, tuple[str, list[RenderReceipt]]] = {}
         self._tokens: dict[bytes, int] = {}
         self._shown: dict[str, tuple[tuple[str, int], dict[str, str]]] = {}
         self._parts = SentParts()
-        self.wait_for_totals = False
-        """Count a layer's totals before its page is made (the static export) rather than
-        in the background while the page says so."""
 
     @property
     def state_path(self) -> Path:
@@ -200,6 +200,14 @@ class Viewer:
             graph, engine = self._loaded[session]
             graph.refresh()
             return graph, engine
+
+    def forget(self, session: str) -> None:
+        """Let go of a session's graph and what was kept of it (the export, done with it)."""
+        with self.lock:
+            self._loaded.pop(session, None)
+            self._shown.pop(session, None)
+            for key in [k for k in self._layer_memo if k[0] == session]:
+                del self._layer_memo[key]
 
     def version(self, session: str) -> str:
         """What changes when anything is stored for the session (the live view polls it)."""
@@ -349,7 +357,7 @@ class Viewer:
                 if isinstance(replacement, list)
                 else []
             )
-            totals = self.totals.get(session, info, originals, counter, wait=self.wait_for_totals)
+            totals = self.totals.get(session, info, originals, counter, start=self.count_totals)
             before = None if totals is None else totals.tokens
             record = next((r for r in self.records(session) if _made(r, layer_id)), None)
             return {

@@ -89,10 +89,10 @@ class LayerTotals:
         originals: Originals,
         counter: TokenCounter,
         *,
-        wait: bool = False,
+        start: bool = True,
     ) -> Totals | None:
-        """The layer's totals; None while they are being counted (started here, once).
-        ``wait``: count them now if they are not known (the static export)."""
+        """The layer's totals; None while they are being counted (started here, once;
+        ``start`` False: not started, as a static export that shows none wants)."""
         stored = stored_totals(info, counter)
         if stored is not None:
             return stored
@@ -101,7 +101,7 @@ class LayerTotals:
             if key in self._found:
                 return self._found[key]
             thread = self._counting.get(key)
-            if thread is None:
+            if thread is None and start:
                 thread = threading.Thread(
                     target=self._count,
                     args=(key, originals, counter),
@@ -110,9 +110,6 @@ class LayerTotals:
                 )
                 self._counting[key] = thread
                 thread.start()
-        if wait:
-            thread.join()
-            return self._found.get(key)
         return None
 
     def _count(self, key: tuple[str, str], originals: Originals, counter: TokenCounter) -> None:

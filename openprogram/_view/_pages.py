@@ -62,6 +62,10 @@ class Links:
     def layer(self, session: str, layer: str) -> str:
         return self.session(session, f"layer/{quote(layer, safe='')}")
 
+    def layer_page(self, session: str, layer: str, page: int) -> str:
+        """A page of a layer's originals."""
+        return self.layer(session, layer) + (f"?page={page}" if page else "")
+
     def node(self, session: str, node: str) -> str:
         return self.session(session, f"node/{quote(node, safe='')}")
 
