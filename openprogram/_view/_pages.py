@@ -136,7 +136,7 @@ def pager(links: Links, session: str, view: str, page: int, total: int, **query:
     if page > 0:
         back = links.session(session, view, page=page - 1, **query)
         parts.append(f'<a href="{e(back)}">← previous</a>')
-    parts.append(f"page {page + 1} of {pages}")
+    parts.append(f"page {figure(page + 1)} of {figure(pages)}")
     if page + 1 < pages:
         ahead = links.session(session, view, page=page + 1, **query)
         parts.append(f'<a href="{e(ahead)}">next →</a>')
