@@ -204,6 +204,7 @@ def create_app(
             f"{figure(len(records))} compaction records"
         )
         hint = "" if total else pages.replay_hint(session, viewer.store.url, links)
+        viewer.prefetch(session)
         return pages.timeline_page(session, calls, total, page, links, summary=summary + hint)
 
     def prompt(request: Request, session: str) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,69 +32,23 @@ from context import (
 )
 from graph import AUDIT, ConversationGraph, LayerInfo, Node, Store, StoreError
 from openprogram._cli._common import engine_for, folder_of, open_store
-from openprogram._prompts import PARTS
-from openprogram._view._facts import SentParts, node_text, records_by_call
+from openprogram._view._facts import (
+    KINDS,
+    Call,
+    Prompt,
+    SentParts,
+    SessionRow,
+    node_text,
+    records_by_call,
+)
 from openprogram._view._layer_data import LayerTotals, Originals
-from openprogram._view._provenance import PromptRow, provenance, shown_in
+from openprogram._view._provenance import provenance, shown_in
 
-FREED = "the prompt before the call's compactions, less what was sent"
-"""What "freed" on the timeline means (a layer's "tokens saved" is ``_views.SAVED``)."""
-KINDS = PARTS
-"""The parts a prompt's tokens are stacked by, in the chart's order (bottom first): those
-``openprogram context --json`` reports."""
 BRANCHES = "graph.branches"
 TOKENS_KEPT = 200_000
 """Messages whose tokens the viewer keeps (the counter is the session's; one viewer)."""
 LAYERS_KEPT = 4
 """Layers whose originals the viewer keeps indexed, so paging through one is a slice."""
-
-
-@dataclass(frozen=True)
-class SessionRow:
-    """One line of the session list."""
-
-    id: str
-    nodes: int
-    created: str
-    last_activity: str
-    branches: int
-    layers_active: int
-    layers_made: int
-    calls: int
-
-
-@dataclass(frozen=True)
-class Prompt:
-    """A call's prompt exactly as sent, read back from its receipt (``exact``; a receipt
-    written before messages were kept is rendered again from it); ``receipt`` None: the
-    session has sent none yet, and this is its next prompt."""
-
-    receipt: RenderReceipt | None
-    rows: list[PromptRow]
-    by_kind: dict[str, int]
-    tokens: int
-    budget: int
-    tiers: list[str]
-    exact: bool = False
-
-
-@dataclass(frozen=True)
-class Call:
-    """One LLM call on the timeline: its receipt, and its prompt by kind when known."""
-
-    number: int
-    receipt: RenderReceipt
-    by_kind: dict[str, int] | None
-    compactions: list[CompactionRecord] = field(default_factory=list)
-
-    @property
-    def freed(self) -> int:
-        """What the prompt shed in this call's render: the prompt as it stood before its
-        first compaction, less what was sent (one figure, not each tier's saving summed:
-        an offload's 'before' holds outputs the prompt never sent)."""
-        if not self.compactions:
-            return 0
-        return max(0, max(r.tokens_before for r in self.compactions) - self.receipt.tokens)
 
 
 class Viewer:
@@ -113,6 +66,8 @@ class Viewer:
         self._storages: dict[str, ContextStorage] = {}
         self._layer_memo: dict[tuple[str, str], Originals] = {}
         self.totals = LayerTotals(self.lock)
+        self._prefetching: dict[str, threading.Thread] = {}
+        self._prefetching_lock = threading.Lock()
         self.count_totals = True
         """Count the totals of a layer whose maker kept none when its page is asked for (a
         static export, done before they would be, does not)."""
@@ -208,6 +163,26 @@ class Viewer:
             self._shown.pop(session, None)
             for key in [k for k in self._layer_memo if k[0] == session]:
                 del self._layer_memo[key]
+
+    def prefetch(self, session: str) -> None:
+        """Load the session's graph on a thread of its own: its timeline needs none, the
+        pages a reader opens from it (prompt, layers, search) do, and 100,000 nodes take
+        seconds to load."""
+        with self._prefetching_lock:
+            if session in self._loaded or session in self._prefetching:
+                return
+            thread = threading.Thread(target=self._prefetch, args=(session,), daemon=True)
+            self._prefetching[session] = thread
+            thread.start()
+
+    def _prefetch(self, session: str) -> None:
+        try:
+            self.loaded(session)
+        except (KeyError, StoreError):  # deleted meanwhile: the next page says so
+            pass
+        finally:
+            with self._prefetching_lock:
+                self._prefetching.pop(session, None)
 
     def version(self, session: str) -> str:
         """What changes when anything is stored for the session (the live view polls it)."""

@@ -1,20 +1,27 @@
-"""The viewer's reading of stored facts that need no graph loaded: the compaction records
-each call made, a sent prompt's tokens by part, and the text a node holds (what search
-looks in)."""
+"""What the viewer reads without a graph loaded, and the shapes its pages take: a session
+row, a call, a prompt; the compaction records each call made, a sent prompt's tokens by
+part, and the text a node holds (what search looks in)."""
 
 from __future__ import annotations
 
 import collections
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from context import CompactionRecord, ContextStorage, RenderReceipt, TierName, TokenCounter
 from graph import Node, text_of
 from openprogram._prompts import PARTS, part_of
+from openprogram._view._provenance import PromptRow
 
 DRAWN: tuple[TierName, ...] = ("collapse", "compact", "snip", "microcompact", "emergency")
 """The tiers whose records the timeline marks (a decision that rewrote the prompt)."""
+FREED = "the prompt before the call's compactions, less what was sent"
+"""What "freed" on the timeline means (a layer's "tokens saved" is ``_views.SAVED``)."""
+KINDS = PARTS
+"""The parts a prompt's tokens are stacked by, in the chart's order (bottom first): those
+``openprogram context --json`` reports."""
 KEPT = 200_000
 """Sent messages whose part and tokens a viewer keeps."""
 
@@ -58,6 +65,54 @@ def records_by_call(
         elif call < len(marks):
             found[call].append(record)
     return found
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    """One line of the session list."""
+
+    id: str
+    nodes: int
+    created: str
+    last_activity: str
+    branches: int
+    layers_active: int
+    layers_made: int
+    calls: int
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A call's prompt exactly as sent, read back from its receipt (``exact``; a receipt
+    written before messages were kept is rendered again from it); ``receipt`` None: the
+    session has sent none yet, and this is its next prompt."""
+
+    receipt: RenderReceipt | None
+    rows: list[PromptRow]
+    by_kind: dict[str, int]
+    tokens: int
+    budget: int
+    tiers: list[str]
+    exact: bool = False
+
+
+@dataclass(frozen=True)
+class Call:
+    """One LLM call on the timeline: its receipt, and its prompt by kind when known."""
+
+    number: int
+    receipt: RenderReceipt
+    by_kind: dict[str, int] | None
+    compactions: list[CompactionRecord] = field(default_factory=list)
+
+    @property
+    def freed(self) -> int:
+        """What the prompt shed in this call's render: the prompt as it stood before its
+        first compaction, less what was sent (one figure, not each tier's saving summed:
+        an offload's 'before' holds outputs the prompt never sent)."""
+        if not self.compactions:
+            return 0
+        return max(0, max(r.tokens_before for r in self.compactions) - self.receipt.tokens)
 
 
 class SentParts:

@@ -13,8 +13,7 @@ from urllib.parse import quote, urlencode
 
 from context import CompactionRecord, as_record_tier
 from graph import LayerInfo, Node, text_of
-from openprogram._view._data import FREED, KINDS, Call, Prompt, SessionRow
-from openprogram._view._facts import node_text
+from openprogram._view._facts import FREED, KINDS, Call, Prompt, SessionRow, node_text
 from openprogram._view._provenance import message_text
 from openprogram._view._svg import COLORS, figure, kind_bar, legend, over_mark, timeline_svg
 

@@ -314,3 +314,18 @@ def test_a_layer_made_without_totals_is_counted_once_in_the_background(
     assert f"<b id='saved'>{saved:,}</b>" in later and "in the 800 original messages" in later
     dispose_engines()
     assert path.read_bytes() == before
+
+
+def test_a_sessions_timeline_loads_its_graph_in_the_background(db: dict[str, Any]) -> None:
+    """The timeline needs no graph, the pages opened from it do: serving it starts the
+    load, so a long session's prompt or layer does not wait for it when clicked."""
+    viewer = Viewer(db["path"], None)
+    with TestClient(create_app(viewer, token="t", hosts={HOST}), base_url=f"http://{HOST}") as c:
+        c.cookies.set(COOKIE, "t")
+        assert "wide" not in viewer._loaded  # internal: what the viewer holds
+        assert c.get("/s/wide").status_code == 200
+        for thread in list(viewer._prefetching.values()):  # internal: the load's thread
+            thread.join()
+        assert "wide" in viewer._loaded
+        assert c.get(f"/s/wide/layer/{db['wide']}").status_code == 200
+    dispose_engines()
