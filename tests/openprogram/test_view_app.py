@@ -329,3 +329,18 @@ def test_a_sessions_timeline_loads_its_graph_in_the_background(db: dict[str, Any
         assert "wide" in viewer._loaded
         assert c.get(f"/s/wide/layer/{db['wide']}").status_code == 200
     dispose_engines()
+
+
+def test_search_finds_what_was_appended_after_the_last_search(tmp_path: Path) -> None:
+    """Search reads each node's text once, and again once anything is stored."""
+    path = tmp_path / "live.db"
+    g = ConversationGraph.open(path, session="live")
+    g.append({"role": "user", "content": "the first Needle"})
+    viewer = Viewer(str(path), None)
+    with TestClient(create_app(viewer, token="t", hosts={HOST}), base_url=f"http://{HOST}") as c:
+        c.cookies.set(COOKIE, "t")
+        assert "1 node(s) contain" in c.get("/s/live/search", params={"q": "needle"}).text
+        g.append({"role": "assistant", "content": "a second NEEDLE"})
+        assert "2 node(s) contain" in c.get("/s/live/search", params={"q": "needle"}).text
+    g.close()
+    dispose_engines()
