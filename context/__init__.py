@@ -82,6 +82,7 @@ from ._summaries._summary import (
     anchors_from_dict,
     parse_summary,
 )
+from ._tiers._book import LAYER_TOTALS
 from ._tiers._offload import offload_path
 from ._tiers._provider import request_options as provider_request_options
 from ._tiers._registry import TIERS, resolve_tiers
@@ -106,6 +107,7 @@ __all__ = [
     "DEFAULT_COMPACTABLE",
     "HISTORY_TOOLS",
     "LAYER_KINDS",
+    "LAYER_TOTALS",
     "MAX_TOKENS",
     "POLICY_SCHEMA",
     "RESULT_VARIANTS",

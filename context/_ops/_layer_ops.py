@@ -19,7 +19,6 @@ from graph import (
     LayerInfo,
     LayerNotFound,
     LayerRolledBack,
-    Step,
     inside,
     new_id,
     resolve_ref,
@@ -37,7 +36,7 @@ from .._render._renderer import Renderer
 from .._render._request import RenderRequest
 from .._store._facts import CompactFacts
 from .._store._records import CompactionRecord, wall_clock
-from .._tiers._book import LayerBook
+from .._tiers._book import LayerBook, covered_steps
 from .._tiers._collapse import collapse_segment
 from .._tiers._compact import compact_now
 from .._tiers._layers import project
@@ -231,7 +230,7 @@ class LayerOps:
             except GraphError as error:
                 raise ContextError(str(error)) from error
         info = self.book.get(layer_or_node)
-        return steps_to_messages(_covered_steps(self, info))
+        return steps_to_messages(covered_steps(self.graph, info.covers))
 
 
 def _as_printed(
@@ -305,22 +304,6 @@ def _index_of(units: list[Unit], node_id: str) -> int:
         if node_id in unit.node_ids:
             return index
     raise UnknownLayer(f"node {node_id!r} is not in the rendered conversation")
-
-
-def _covered_steps(ops: LayerOps, info: LayerInfo) -> list[Step]:
-    graph = ops.graph
-    steps: list[Step] = []
-    covered = set(info.covers)
-    for node_id in info.covers:
-        if node_id not in graph:
-            continue
-        node = graph.get(node_id)
-        if node.kind == "dialogue":
-            steps.append(Step(node, "message", 0, False))
-            steps.extend(Step(t, "tool", 0, False) for t in graph.tools(node_id) if t.id in covered)
-        elif node.kind == "function":
-            steps.append(Step(node, "call", 0, False))
-    return steps
 
 
 def _collapsible(covered: list[Unit]) -> None:

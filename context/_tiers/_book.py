@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,14 +13,53 @@ from graph import (
     GraphReader,
     Layer,
     LayerInfo,
+    Step,
     layer_handle,
     new_id,
     next_layer_handle,
     resolve_ref,
+    steps_to_messages,
 )
 
 from .._budget._names import LayerKind
+from .._budget._tokens import TokenCounter
 from .._errors import UnknownLayer
+
+LAYER_TOTALS = "covered"
+"""The layer meta key of its originals' totals, kept when the layer is made (a reader
+shows them without expanding and counting every covered message):
+``{"tokens": int, "messages": int, "encoding": str, "as_sent": bool}``, the tokens as
+``counter`` counted them (its encoding, and whether as sent)."""
+
+
+def covered_steps(graph: GraphReader, covers: Sequence[str]) -> list[Step]:
+    """The steps of a layer's originals: each covered message or function call, an
+    assistant's covered tool results after it."""
+    steps: list[Step] = []
+    covered = set(covers)
+    for node_id in covers:
+        if node_id not in graph:
+            continue
+        node = graph.get(node_id)
+        if node.kind == "dialogue":
+            steps.append(Step(node, "message", 0, False))
+            steps.extend(Step(t, "tool", 0, False) for t in graph.tools(node_id) if t.id in covered)
+        elif node.kind == "function":
+            steps.append(Step(node, "call", 0, False))
+    return steps
+
+
+def covered_totals(
+    graph: GraphReader, covers: Sequence[str], counter: TokenCounter
+) -> dict[str, Any]:
+    """A layer's :data:`LAYER_TOTALS` meta: its originals' messages and tokens in full."""
+    messages = steps_to_messages(covered_steps(graph, covers))
+    return {
+        "tokens": counter.count_messages(messages),
+        "messages": len(messages),
+        "encoding": counter.encoding_name,
+        "as_sent": counter.as_sent,
+    }
 
 
 class LayerBook:

@@ -24,6 +24,7 @@ from .._budget._redaction import summary_redactor
 from .._summaries._summary import SummaryRequest, SummaryResult, anchors_from_dict
 from .._view import Item, Unit, Variant, View
 from ._awaiting import NOT_READY, summary_call
+from ._book import LAYER_TOTALS, covered_totals
 from ._layers import show_layer
 from ._reduce import reduced_call
 from ._tier import TierContext
@@ -354,6 +355,7 @@ def make_layer(
     assert ctx.layers is not None
     covers = [n for unit in covered for n in unit.node_ids]
     full_meta = meta if result is None else {**meta, "summary": summary_meta(result)}
+    full_meta = {**full_meta, LAYER_TOTALS: covered_totals(ctx.graph, covers, ctx.counter)}
     info = ctx.layers.add(kind, covers, messages, full_meta, layer_id=layer_id)
     return show_layer(view, ctx, info, covered), info
 

@@ -31,7 +31,7 @@ def cmd_view(args: argparse.Namespace) -> int:
         raise UsageError(
             f"the viewer needs {error.name}: pip install 'openprogram[view]'"
         ) from error
-    from openprogram._view import Viewer, bind, export_html, serve, url_of
+    from openprogram._view import Viewer, bind, export_html, folder_for, serve, url_of
 
     viewer = Viewer(getattr(args, "db", None), getattr(args, "state_dir", None),
                     allow_write=args.allow_write)  # fmt: skip
@@ -46,8 +46,12 @@ def cmd_view(args: argparse.Namespace) -> int:
                 f"--html {out}: there is no folder {out.parent}; create it first"
             )
         sessions = None if args.session is None else [args.session]
-        sections = export_html(viewer, out, sessions)
-        console.print(f"wrote {out} ({counted(sections, 'view')}, {out.stat().st_size:,} bytes)")
+        written = export_html(viewer, out, sessions)
+        folder = folder_for(out)
+        size = out.stat().st_size + sum(p.stat().st_size for p in folder.iterdir())
+        console.print(
+            f"wrote {out} and {folder}{os.sep} ({counted(written, 'page')}, {size:,} bytes)"
+        )
         return 0
     try:
         sock = bind(args.host, args.port)
@@ -85,5 +89,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     view.add_argument(
         "--allow-write", action="store_true", help="allow rolling layers back from the page"
     )
-    view.add_argument("--html", metavar="OUT", help="write the views to one static HTML file")
+    view.add_argument(
+        "--html",
+        metavar="OUT",
+        help="write the pages as static files: OUT the session list, the rest in OUT_files/",
+    )
     view.set_defaults(run=cmd_view)

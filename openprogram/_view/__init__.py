@@ -13,9 +13,9 @@ import socket
 from typing import Any
 
 from openprogram._view._data import Viewer
-from openprogram._view._export import export_html
+from openprogram._view._export import export_html, folder_for
 
-__all__ = ["Viewer", "bind", "export_html", "serve", "url_of"]
+__all__ = ["Viewer", "bind", "export_html", "folder_for", "serve", "url_of"]
 
 
 def bind(host: str, port: int) -> socket.socket:

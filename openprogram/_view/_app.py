@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
@@ -171,8 +172,14 @@ def create_app(
         return session
 
     def view(
-        build: Callable[[Request, str], str], *, live_view: bool = True
+        build: Callable[[Request, str], str],
+        *,
+        live_view: bool = True,
+        then: Callable[[str], None] | None = None,
     ) -> Callable[[Request], Awaitable[Response]]:
+        """An endpoint serving ``build``'s page; ``then``: run with the session once the
+        page is sent."""
+
         async def endpoint(request: Request) -> Response:
             try:
                 session = await run_in_threadpool(sid, request)
@@ -180,7 +187,10 @@ def create_app(
             except KeyError as error:
                 return missing(str(error.args[0] if error.args else error))
             version = links.session(session, "version") if live_view else ""
-            return html(request, session, body, version=version)
+            response = html(request, session, body, version=version)
+            if then is not None:
+                response.background = BackgroundTask(then, session)
+            return response
 
         return endpoint
 
@@ -319,7 +329,7 @@ def create_app(
     routes = [
         Route("/", index),
         Route("/version", all_versions),
-        Route("/s/{session}", view(timeline)),
+        Route("/s/{session}", view(timeline, then=viewer.prefetch)),
         Route("/s/{session}/version", version),
         Route("/s/{session}/prompt", view(prompt)),
         Route("/s/{session}/call/{receipt}", view(prompt)),

@@ -11,12 +11,11 @@ session's first page does not wait for its 100,000 nodes.
 from __future__ import annotations
 
 import argparse
-import collections
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from context import (
     CompactionRecord,
@@ -27,7 +26,7 @@ from context import (
     RenderReceipt,
     RollbackFacts,
     SentPrompt,
-    TierName,
+    TokenCounter,
     render_receipt,
     sent_prompt,
 )
@@ -39,70 +38,25 @@ from graph import (
     Store,
     StoreError,
     resolve_ref,
-    text_of,
 )
 from openprogram._cli._common import engine_for, folder_of, open_store
-from openprogram._prompts import PARTS, sources_of
-from openprogram._view._provenance import PromptRow, provenance
+from openprogram._view._facts import (
+    KINDS,
+    Call,
+    Prompt,
+    SentParts,
+    SessionRow,
+    node_text,
+    records_by_call,
+)
+from openprogram._view._layer_data import LayerTotals, Originals
+from openprogram._view._provenance import provenance, shown_in
 
-FREED = "the prompt before the call's compactions, less what was sent"
-"""What "freed" on the timeline means (a layer's "tokens saved" is ``_views.SAVED``)."""
-KINDS = PARTS
-"""The parts a prompt's tokens are stacked by, in the chart's order (bottom first): those
-``openprogram context --json`` reports."""
-_DRAWN: tuple[TierName, ...] = ("collapse", "compact", "snip", "microcompact", "emergency")
-"""The tiers whose records the timeline marks (a decision that rewrote the prompt)."""
 BRANCHES = "graph.branches"
+TOKENS_KEPT = 200_000
+"""Messages whose tokens the viewer keeps (the counter is the session's; one viewer)."""
 LAYERS_KEPT = 4
-"""Layers whose originals the viewer keeps counted, so paging through one is a slice."""
-
-
-@dataclass(frozen=True)
-class SessionRow:
-    """One line of the session list."""
-
-    id: str
-    nodes: int
-    created: str
-    last_activity: str
-    branches: int
-    layers_active: int
-    layers_made: int
-    calls: int
-
-
-@dataclass(frozen=True)
-class Prompt:
-    """A call's prompt exactly as sent, read back from its receipt (``exact``; a receipt
-    written before messages were kept is rendered again from it); ``receipt`` None: the
-    session has sent none yet, and this is its next prompt."""
-
-    receipt: RenderReceipt | None
-    rows: list[PromptRow]
-    by_kind: dict[str, int]
-    tokens: int
-    budget: int
-    tiers: list[str]
-    exact: bool = False
-
-
-@dataclass(frozen=True)
-class Call:
-    """One LLM call on the timeline: its receipt, and its prompt by kind when known."""
-
-    number: int
-    receipt: RenderReceipt
-    by_kind: dict[str, int] | None
-    compactions: list[CompactionRecord] = field(default_factory=list)
-
-    @property
-    def freed(self) -> int:
-        """What the prompt shed in this call's render: the prompt as it stood before its
-        first compaction, less what was sent (one figure, not each tier's saving summed:
-        an offload's 'before' holds outputs the prompt never sent)."""
-        if not self.compactions:
-            return 0
-        return max(0, max(r.tokens_before for r in self.compactions) - self.receipt.tokens)
+"""Layers whose originals the viewer keeps indexed, so paging through one is a slice."""
 
 
 class Viewer:
@@ -118,7 +72,18 @@ class Viewer:
         self._loaded: dict[str, tuple[ConversationGraph, ContextEngine]] = {}
         self._kinds: dict[tuple[str, int], dict[str, int]] = {}
         self._storages: dict[str, ContextStorage] = {}
-        self._layer_memo: dict[tuple[str, str], tuple[list[dict[str, Any]], list[int]]] = {}
+        self._layer_memo: dict[tuple[str, str], Originals] = {}
+        self.totals = LayerTotals(self.lock)
+        self._prefetching: dict[str, threading.Thread] = {}
+        self._prefetching_lock = threading.Lock()
+        self.count_totals = True
+        """Count the totals of a layer whose maker kept none when its page is asked for (a
+        static export, done before they would be, does not)."""
+        self._receipts: dict[str, tuple[str, list[RenderReceipt]]] = {}
+        self._tokens: dict[bytes, int] = {}
+        self._shown: dict[str, tuple[tuple[str, int], dict[str, str]]] = {}
+        self._parts = SentParts()
+        self._texts: dict[str, tuple[tuple[int, int], list[str]]] = {}
 
     @property
     def state_path(self) -> Path:
@@ -166,10 +131,21 @@ class Viewer:
             return {}
 
     def receipts(self, session: str) -> list[RenderReceipt]:
+        """The session's receipts, decoded once: the log only grows, so while its last
+        receipt is the same so is the list (a long session's 1,000 receipts, each with
+        its sources, take a second to decode)."""
         try:
-            return self.storage(session).receipts()
+            storage = self.storage(session)
+            last = storage.last_receipt()
+            kept = self._receipts.get(session)
+            if kept is not None and last is not None and kept[0] == last.id:
+                return kept[1]
+            found = storage.receipts()
         except StoreError:
             return []
+        if last is not None and found and found[-1].id == last.id:
+            self._receipts[session] = (last.id, found)
+        return found
 
     def records(self, session: str) -> list[CompactionRecord]:
         try:
@@ -189,6 +165,37 @@ class Viewer:
             graph.refresh()
             return graph, engine
 
+    def forget(self, session: str) -> None:
+        """Let go of a session's graph and what was kept of it (the export, done with it)."""
+        with self.lock:
+            self._loaded.pop(session, None)
+            self._shown.pop(session, None)
+            self._texts.pop(session, None)
+            for key in [k for k in self._layer_memo if k[0] == session]:
+                del self._layer_memo[key]
+
+    def prefetch(self, session: str) -> None:
+        """Load the session's graph on a thread of its own: its timeline needs none, the
+        pages a reader opens from it (prompt, layers, search) do, and 100,000 nodes take
+        seconds to load."""
+        with self._prefetching_lock:
+            if session in self._loaded or session in self._prefetching:
+                return
+            thread = threading.Thread(target=self._prefetch, args=(session,), daemon=True)
+            self._prefetching[session] = thread
+            thread.start()
+
+    def _prefetch(self, session: str) -> None:
+        try:
+            graph, _ = self.loaded(session)
+            with self.lock:
+                self._lowered(session, graph)  # what a search reads
+        except (KeyError, StoreError):  # deleted meanwhile: the next page says so
+            pass
+        finally:
+            with self._prefetching_lock:
+                self._prefetching.pop(session, None)
+
     def version(self, session: str) -> str:
         """What changes when anything is stored for the session (the live view polls it)."""
         receipts = self.receipts(session)
@@ -207,7 +214,7 @@ class Viewer:
         records = self.records(session)
         start = page * size
         chosen = receipts[start : start + size]
-        compactions = _records_by_call(receipts, records)
+        compactions = records_by_call(receipts, records)
         found = []
         for offset, receipt in enumerate(chosen):
             number = start + offset
@@ -223,11 +230,14 @@ class Viewer:
         return self._kinds.get(key)
 
     def by_kind(self, session: str, receipt: RenderReceipt) -> dict[str, int]:
+        """A call's prompt by kind: from its receipt's messages and sources when it kept
+        them, else from the prompt rendered again."""
         with self.lock:
-            graph, _ = self.loaded(session)
+            graph, engine = self.loaded(session)
             key = (receipt.id, 0 if receipt.message_digests else len(graph.events()))
             if key not in self._kinds:
-                self._kinds[key] = self.prompt(session, receipt.id).by_kind
+                sent = self._parts.by_kind(self.storage(session), receipt, engine.counter)
+                self._kinds[key] = sent or self.prompt(session, receipt.id).by_kind
             return self._kinds[key]
 
     def receipt(self, session: str, receipt_id: str | None) -> RenderReceipt:
@@ -250,7 +260,7 @@ class Viewer:
         with self.lock:
             graph, engine = self.loaded(session)
             receipt, rendered, exact = self._rendered(session, receipt_id)
-            rows = list(provenance(graph, rendered, engine))
+            rows = list(provenance(graph, rendered, engine, count=self.count_message))
             by_kind: dict[str, int] = dict.fromkeys(KINDS, 0)
             for row in rows:
                 by_kind[row.kind] += row.tokens
@@ -259,11 +269,22 @@ class Viewer:
             if exact is not None and receipt is not None:
                 receipts = self.receipts(session)
                 number = next(i for i, r in enumerate(receipts) if r.id == receipt.id)
-                made = _records_by_call(receipts, self.records(session)).get(number, [])
+                made = records_by_call(receipts, self.records(session)).get(number, [])
                 tiers = list(dict.fromkeys(r.tier for r in made))
             return Prompt(
                 receipt, rows, by_kind, rendered.tokens, rendered.budget, tiers, exact is not None
             )
+
+    def count_message(self, message: dict[str, Any], counter: TokenCounter) -> int:
+        """``counter.count_message``, each message counted once: a session's prompts
+        share most of their messages (the history they all start with)."""
+        key = msgspec.json.encode(message)
+        found = self._tokens.get(key)
+        if found is None:
+            if len(self._tokens) > TOKENS_KEPT:
+                self._tokens.clear()
+            found = self._tokens[key] = counter.count_message(message)
+        return found
 
     def _rendered(
         self, session: str, receipt_id: str | None
@@ -280,27 +301,18 @@ class Viewer:
     def shown(self, session: str) -> dict[str, str]:
         """How the last prompt (none sent: the next) shows each node it holds, read from
         its sources: ``shown``, ``offloaded``, another placeholder's variant, or the
-        layer over it; a node it does not name is not in it."""
+        layer over it; a node it does not name is not in it. Kept until a call or an
+        append changes it."""
         with self.lock:
             graph, _ = self.loaded(session)
+            receipts = self.receipts(session)
+            version = (receipts[-1].id if receipts else "", len(graph.events()))
+            kept = self._shown.get(session)
+            if kept is not None and kept[0] == version:
+                return kept[1]
             _, rendered, _ = self._rendered(session, None)
-            covers = {x.id: x.covers for x in graph.layers()}
-            found: dict[str, str] = {}
-            for source in sources_of(rendered):
-                if source is None:
-                    continue
-                if source.layer is not None:
-                    said = f"under layer {source.layer}"
-                    for node in covers.get(source.layer, ()):
-                        found.setdefault(node, said)
-                    continue
-                for node in source.nodes:
-                    if source.variant == "offloaded":
-                        found[node] = "offloaded"
-                    elif source.placeholder:
-                        found.setdefault(node, f"shown {source.variant}")
-                    else:
-                        found.setdefault(node, "shown")
+            found = shown_in(rendered, graph.layers())
+            self._shown[session] = (version, found)
             return found
 
     # --- layers --------------------------------------------------------------------------
@@ -310,50 +322,56 @@ class Viewer:
         return graph.layers()
 
     def layer(self, session: str, layer_id: str, page: int = 0, size: int = 50) -> dict[str, Any]:
-        """A layer before and after: one page of the originals it covers (``size`` a
-        page), its replacement, tokens saved, the layers built on it, its anchors (from
-        its compaction record). Raises ``KeyError`` for a page past the last."""
+        """A layer before and after: one page of the originals it covers (``size``
+        entries a page: a message or call, with its tool results), its replacement, its
+        totals and tokens saved (None while counted: see ``_layer_data``), the layers
+        built on it, its anchors (from its compaction record). Raises ``KeyError`` for a
+        page past the last."""
         with self.lock:
             graph, engine = self.loaded(session)
             info = graph.layer(layer_id)
-            originals, tokens = self._originals(session, layer_id)
-            pages = max(1, -(-len(originals) // size))
+            originals = self._originals(session, info)
+            pages = max(1, -(-len(originals.starts) // size))
             if page >= pages:
                 raise KeyError(
                     f"no page {page} of layer {layer_id}: pages go from 0 to {pages - 1}"
                 )
-            chosen = slice(page * size, (page + 1) * size)
-            replacement = info.layer.replacement
-            shown = replacement if isinstance(replacement, list) else []
             counter = engine.counter
-            after = [(m, counter.count_message(m)) for m in shown]
-            before = sum(tokens)
+            shown = originals.messages(page * size, size)
+            replacement = info.layer.replacement
+            after = (
+                [(m, counter.count_message(m)) for m in replacement]
+                if isinstance(replacement, list)
+                else []
+            )
+            totals = self.totals.get(session, info, originals, counter, start=self.count_totals)
+            before = None if totals is None else totals.tokens
             record = next((r for r in self.records(session) if _made(r, layer_id)), None)
             return {
                 "info": info,
-                "originals": list(zip(originals[chosen], tokens[chosen], strict=True)),
-                "count": len(originals),
+                "originals": [(m, counter.count_message(m)) for m in shown],
+                "count": len(originals.starts),
+                "messages": None if totals is None else totals.messages,
                 "page": page,
                 "pages": pages,
                 "first": page * size,
+                "size": size,
                 "before": before,
                 "replacement": after,
-                "saved": max(0, before - sum(t for _, t in after)),  # as `layer_savings`
+                "saved": None if before is None else max(0, before - sum(t for _, t in after)),
                 "built_on_it": [x for x in graph.layers() if layer_id in x.builds_on],
                 "builds_on": list(info.layer.builds_on),
                 "anchors": (record.anchors if record is not None else None) or {},
                 "record": record,
             }
 
-    def _originals(self, session: str, layer_id: str) -> tuple[list[dict[str, Any]], list[int]]:
-        """A layer's original messages and their tokens, kept for the few layers viewed
-        last: what a layer covers never changes, so its pages after the first are a slice."""
-        key = (session, layer_id)
+    def _originals(self, session: str, info: LayerInfo) -> Originals:
+        """A layer's originals as pages, kept for the few layers viewed last: what a layer
+        covers never changes."""
+        key = (session, info.id)
         if key not in self._layer_memo:
-            _, engine = self.loaded(session)
-            originals = engine.expand(layer_id)
-            tokens = [engine.counter.count_message(m) for m in originals]
-            self._layer_memo[key] = (originals, tokens)
+            graph, _ = self.loaded(session)
+            self._layer_memo[key] = Originals(graph, info)
             while len(self._layer_memo) > LAYERS_KEPT:
                 self._layer_memo.pop(next(iter(self._layer_memo)))
         return self._layer_memo[key]
@@ -449,18 +467,27 @@ class Viewer:
         if named is not None and named in graph:
             hits.append((graph.get(named), node_text(graph.get(named))[:160]))
             total += 1
-        for node in graph.nodes():
+        nodes, lowered = graph.nodes(), self._lowered(session, graph)
+        for node, low in zip(nodes, lowered, strict=True):
             if node.id == named:
                 continue
-            text = node_text(node)
-            at = text.lower().find(needle)
+            at = low.find(needle)
             if at < 0:
                 continue
             total += 1
             if len(hits) < limit:
-                start = max(0, at - 80)
+                text, start = node_text(node), max(0, at - 80)
                 hits.append((node, text[start : at + len(query) + 80]))
         return hits, total
+
+    def _lowered(self, session: str, graph: ConversationGraph) -> list[str]:
+        """Every node's text in lower case, in node order, made once while nothing is
+        stored for the session and nothing scrubbed (a search reads 100,000 of them)."""
+        key = (graph.last_seq, graph.state.reloads)
+        kept = self._texts.get(session)
+        if kept is None or kept[0] != key:
+            kept = self._texts[session] = (key, [node_text(n).lower() for n in graph.nodes()])
+        return kept[1]
 
     def nodes(self, session: str, page: int, size: int) -> tuple[list[Node], int]:
         graph, _ = self.loaded(session)
@@ -472,44 +499,3 @@ def _made(record: CompactionRecord, layer: str) -> bool:
     """Whether ``record`` is the one that made ``layer``."""
     facts = record.facts
     return isinstance(facts, LayerFacts) and facts.layer == layer
-
-
-def node_text(node: Node) -> str:
-    """All the text a node holds: its message, a function's input and output, a tool's
-    arguments and result."""
-    payload: Any = node.payload
-    if node.kind == "dialogue":
-        return text_of(payload.content)
-    if node.kind == "tool":
-        result = text_of(node.result.content) if node.result is not None else ""
-        return f"{payload.name}({payload.arguments})\n{result}"
-    finish = node.finish
-    out = "" if finish is None else str(finish.output if finish.error is None else finish.error)
-    return f"{payload.name}({payload.input})\n{out}"
-
-
-def _records_by_call(
-    receipts: Sequence[RenderReceipt], records: Sequence[CompactionRecord]
-) -> dict[int, list[CompactionRecord]]:
-    """The compactions each call's render made: a record names its render, whose receipt
-    is the call's. One whose render sent nothing (``compact`` by hand) goes with the next
-    call, the first to send what it decided (none yet: not drawn), as does a record
-    written before records named their render (by time: the clock it was stamped with)."""
-    found: dict[int, list[CompactionRecord]] = collections.defaultdict(list)
-    number = {r.render or r.id: i for i, r in enumerate(receipts)}
-    marks = [r.at for r in receipts]
-    call = 0
-    for record in sorted(records, key=lambda r: r.timestamp):
-        if record.tier not in _DRAWN:
-            continue
-        if record.render in number:
-            found[number[record.render]].append(record)
-            continue
-        stamp = record.timestamp[:23]
-        while call < len(marks) and marks[call][:23] < stamp:
-            call += 1
-        if record.render is None:  # written before: as it always was placed
-            found[min(call, max(0, len(marks) - 1))].append(record)
-        elif call < len(marks):
-            found[call].append(record)
-    return found

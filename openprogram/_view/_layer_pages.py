@@ -50,13 +50,12 @@ def layer_page(
     writable: bool,
     confirm: list[LayerInfo] | None,
     csrf: str,
-    paged: bool = True,
+    exported: int | None = None,
 ) -> str:
-    """One layer (``paged``: its originals a page at a time, with links to the others;
-    not: the first page, and how many there are)."""
+    """One layer, its originals a page at a time with links to the others (``exported``:
+    the pages a static export wrote, the last of which says how many more there are)."""
     info: LayerInfo = data["info"]
-    pager = _originals_pager(session, data, links, paged=paged)
-    before = data["before"]
+    pager = _originals_pager(session, data, links, exported=exported)
     after = sum(t for _, t in data["replacement"])
     built = ", ".join(
         f'<a href="{e(links.layer(session, x.id))}">{e(x.id)}</a>' for x in data["built_on_it"]
@@ -88,17 +87,38 @@ def layer_page(
             )
     return (
         f"{tabs(session, links)}<h3>Layer {e(info.id)} ({e(info.kind)}, {e(state)})</h3>"
-        f"<p>covers {figure(len(info.covers))} nodes: "
-        f"<b id='saved'>{figure(data['saved'])}</b> tokens saved "
-        f"<span class='dim'>({e(SAVED)}; what a prompt sheds is less when other tiers had "
-        "already cut the covered messages)</span> "
-        f"({figure(before)} in the originals, {figure(after)} in the replacement). Builds on: "
+        f"<p>covers {figure(len(info.covers))} nodes: {_totals(data, after, exported)} "
+        "Builds on: "
         f"{under or '—'}. Built on it: {built or '—'}.</p>{action}"
         + (f"<div class='box'><b>Anchors</b><ul>{anchors}</ul></div>" if anchors else "")
         + "<div class='cols'><div id='before'><h4>Before: the originals</h4>"
         f"{pager}{_messages(data['originals'])}</div>"
         "<div id='after'><h4>After: the replacement</h4>"
         f"{_messages(data['replacement'])}</div></div>"
+    )
+
+
+def _totals(data: dict[str, Any], after: int, exported: int | None) -> str:
+    """Tokens saved, and the originals' and replacement's tokens; while the originals are
+    being counted (a layer made before its maker kept them), a line that says so."""
+    if data["before"] is None and exported is not None:
+        return (
+            "<b id='saved'>not counted</b> in this export <span class='dim'>(a layer made "
+            "before its totals were kept: `openprogram view` counts them)</span>; "
+            f"{figure(after)} in the replacement."
+        )
+    if data["before"] is None:
+        return (
+            "<b id='saved'>counting</b> the originals' tokens <span class='dim'>(a layer "
+            "made before its totals were kept: counted once, in the background; reload in "
+            f"a moment)</span>; {figure(after)} in the replacement."
+        )
+    return (
+        f"<b id='saved'>{figure(data['saved'])}</b> tokens saved "
+        f"<span class='dim'>({e(SAVED)}; what a prompt sheds is less when other tiers had "
+        "already cut the covered messages)</span> "
+        f"({figure(data['before'])} in the {figure(data['messages'])} original messages, "
+        f"{figure(after)} in the replacement)."
     )
 
 
@@ -117,19 +137,30 @@ def rolled_back_page(
     )
 
 
-def _originals_pager(session: str, data: dict[str, Any], links: Links, *, paged: bool) -> str:
+def _originals_pager(
+    session: str, data: dict[str, Any], links: Links, *, exported: int | None
+) -> str:
     page, pages, count = data["page"], data["pages"], data["count"]
     if pages == 1:
         return ""
     first, shown = data["first"], len(data["originals"])
-    said = f"messages {figure(first + 1)}–{figure(first + shown)} of {figure(count)}"
-    if not paged:
-        return f"<p class='pager dim'>{said}; `openprogram view` pages the rest</p>"
-    at = links.layer(session, data["info"].id)
+    last = min(first + data["size"], count)
+    said = (
+        f"originals {figure(first + 1)}–{figure(last)} of {figure(count)} "
+        f"<span class='dim'>(each a message or call, with its tool results: {figure(shown)} "
+        "messages here)</span>"
+    )
+    reach = pages if exported is None else exported
+    layer = data["info"].id
     parts = []
     if page > 0:
-        parts.append(f'<a href="{e(at)}?page={page - 1}">← previous</a>')
+        parts.append(f'<a href="{e(links.layer_page(session, layer, page - 1))}">← previous</a>')
     parts.append(f"page {figure(page + 1)} of {figure(pages)}: {said}")
-    if page + 1 < pages:
-        parts.append(f'<a href="{e(at)}?page={page + 1}">next →</a>')
+    if page + 1 < reach:
+        parts.append(f'<a href="{e(links.layer_page(session, layer, page + 1))}">next →</a>')
+    elif reach < pages:
+        parts.append(
+            f"this export holds the first {figure(reach)} pages; `openprogram view` pages the "
+            f"other {figure(pages - reach)}"
+        )
     return f"<p class='pager'>{' · '.join(parts)}</p>"

@@ -14,7 +14,7 @@ from urllib.parse import quote, urlencode
 
 from context import CompactionRecord, ProviderUsage, as_record_tier, offload_path
 from graph import LayerInfo, Node, text_of
-from openprogram._view._data import FREED, KINDS, Call, Prompt, SessionRow
+from openprogram._view._facts import FREED, KINDS, Call, Prompt, SessionRow, node_text
 from openprogram._view._provenance import message_text
 from openprogram._view._svg import COLORS, figure, kind_bar, legend, over_mark, timeline_svg
 
@@ -61,6 +61,10 @@ class Links:
 
     def layer(self, session: str, layer: str) -> str:
         return self.session(session, f"layer/{quote(layer, safe='')}")
+
+    def layer_page(self, session: str, layer: str, page: int) -> str:
+        """A page of a layer's originals."""
+        return self.layer(session, layer) + (f"?page={page}" if page else "")
 
     def node(self, session: str, node: str) -> str:
         return self.session(session, f"node/{quote(node, safe='')}")
@@ -132,7 +136,7 @@ def pager(links: Links, session: str, view: str, page: int, total: int, **query:
     if page > 0:
         back = links.session(session, view, page=page - 1, **query)
         parts.append(f'<a href="{e(back)}">← previous</a>')
-    parts.append(f"page {page + 1} of {pages}")
+    parts.append(f"page {figure(page + 1)} of {figure(pages)}")
     if page + 1 < pages:
         ahead = links.session(session, view, page=page + 1, **query)
         parts.append(f'<a href="{e(ahead)}">next →</a>')
@@ -402,7 +406,7 @@ def nodes_page(session: str, nodes: Sequence[Node], total: int, page: int, links
         f'<tr><td><a href="{e(links.node(session, n.id))}">{e(n.id)}</a></td>'
         f"<td class='n'>{n.seq:,}</td><td>{e(n.kind)}</td>"
         f"<td>{e(n.role or getattr(n.payload, 'name', ''))}</td><td>{e(n.status)}</td>"
-        f"<td><pre>{e(_short(_node_text(n), 200))}</pre></td></tr>"
+        f"<td><pre>{e(_short(node_text(n), 200))}</pre></td></tr>"
         for n in nodes
     )
     return (
@@ -413,12 +417,6 @@ def nodes_page(session: str, nodes: Sequence[Node], total: int, page: int, links
     )
 
 
-def _node_text(node: Node) -> str:
-    from openprogram._view._data import node_text
-
-    return node_text(node)
-
-
 def node_page(session: str, node: Node, layers: Sequence[LayerInfo], links: Links) -> str:
     under = ", ".join(
         f'<a href="{e(links.layer(session, x.id))}">{e(x.id)}</a> ({e(x.kind)}, '
@@ -427,7 +425,7 @@ def node_page(session: str, node: Node, layers: Sequence[LayerInfo], links: Link
         if node.id in x.covers
     )
     payload: Any = node.payload
-    text = text_of(payload.content) if node.kind == "dialogue" else _node_text(node)
+    text = text_of(payload.content) if node.kind == "dialogue" else node_text(node)
     return (
         f"{tabs(session, links)}<h3>Node {e(node.id)}</h3><p>{e(node.kind)} "
         f"{e(node.role or payload.name)}, seq {node.seq:,}, {e(node.status)}; under layers: "

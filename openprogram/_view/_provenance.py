@@ -4,12 +4,12 @@ its call id, nothing else)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from context import ContextEngine, MessageSource, Rendered
-from graph import ConversationGraph, text_of
+from context import ContextEngine, MessageSource, Rendered, TokenCounter
+from graph import ConversationGraph, LayerInfo, text_of
 from openprogram._prompts import part_of, sources_of
 
 
@@ -39,13 +39,19 @@ def message_text(message: dict[str, Any]) -> str:
 
 
 def provenance(
-    graph: ConversationGraph, rendered: Rendered, engine: ContextEngine
+    graph: ConversationGraph,
+    rendered: Rendered,
+    engine: ContextEngine,
+    *,
+    count: Callable[[dict[str, Any], TokenCounter], int] | None = None,
 ) -> Iterator[PromptRow]:
     """Each message with where its render said it came from: a node (whole, or a
     placeholder for it), a layer, or a note the cascade wrote; a receipt written before
-    sources were kept names a tool output's node by its call id, nothing else."""
+    sources were kept names a tool output's node by its call id, nothing else.
+    ``count``: how a message's tokens are counted (default: the engine's counter)."""
     from graph import function_call_id
 
+    counter = engine.counter
     by_call: dict[str, str] = {}
     sources = sources_of(rendered)
     if not any(sources):
@@ -66,7 +72,7 @@ def provenance(
             index,
             str(message.get("role")),
             part_of(message, source),
-            engine.counter.count_message(message),
+            counter.count_message(message) if count is None else count(message, counter),
             said,
             node if node is not None and node in graph else None,
             None if source is None else source.layer,
@@ -88,3 +94,30 @@ def _said(source: MessageSource, node: str | None) -> str:
     if source.tier is not None:
         return f"node {node}, {source.variant} ({source.tier})"
     return f"node {node}"
+
+
+def shown_in(rendered: Rendered, layers: Sequence[LayerInfo]) -> dict[str, str]:
+    """How a prompt shows each node it holds, from its sources: ``shown``, ``offloaded``,
+    another placeholder's variant, or the layer over it (each layer walked once, not once
+    per message it shows)."""
+    covers = {x.id: x.covers for x in layers}
+    found: dict[str, str] = {}
+    under: dict[str, None] = {}
+    for source in sources_of(rendered):
+        if source is None:
+            continue
+        if source.layer is not None:
+            under.setdefault(source.layer)
+            continue
+        for node in source.nodes:
+            if source.variant == "offloaded":
+                found[node] = "offloaded"
+            elif source.placeholder:
+                found.setdefault(node, f"shown {source.variant}")
+            else:
+                found.setdefault(node, "shown")
+    for layer in under:
+        said = f"under layer {layer}"
+        for node in covers.get(layer, ()):
+            found.setdefault(node, said)
+    return found

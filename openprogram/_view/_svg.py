@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from html import escape
 
-from openprogram._view._data import FREED, KINDS, Call
+from openprogram._view._facts import FREED, KINDS, Call
 
 COLORS = {
     "system messages": "#3c4043",

@@ -332,20 +332,29 @@ def test_a_session_another_process_writes_updates_in_place(
 def test_the_html_export_holds_the_same_views(
     browser: Any, db: dict[str, Any], tmp_path: Path
 ) -> None:
+    """The export is paged as the live viewer is: the session list, and every other page a
+    file of its own beside it, linked to each other, with no script anywhere."""
     out = tmp_path / "report.html"
     assert main(["view", "--db", db["path"], "--html", str(out)]) == 0
-    text = out.read_text()
-    assert "<script" not in text  # static: no script at all, the hostile one escaped
-    assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;&lt;/textarea&gt;" in text
+    files = [out, *sorted((tmp_path / "report_files").iterdir())]
+    texts = [f.read_text() for f in files]
+    assert len(files) > 10 and all(f.suffix == ".html" for f in files)
+    assert not any("<script" in text for text in texts)  # the hostile one escaped
+    hostile = "&lt;script&gt;window.__pwned = 1&lt;/script&gt;&lt;/textarea&gt;"
+    assert any(hostile in text for text in texts)
     receipt = _cli("context", db["session"], "--db", db["path"])["receipt"]["id"]
     context = browser.new_context()
     try:
         tab = context.new_page()
         tab.goto(out.as_uri())
-        assert tab.locator(f"#index tr[data-id='{db['session']}']").is_visible()
-        tab.goto(f"{out.as_uri()}#s-{db['session']}-call-{receipt}")
-        assert tab.locator(f"#s-{db['session']}-call-{receipt} #messages").is_visible()
-        assert not tab.locator("#index").is_visible()
+        tab.locator(f"#sessions tr[data-id='{db['session']}'] a").click()
+        tab.wait_for_selector("text=Timeline")
+        assert "/report_files/" in tab.url
+        tab.locator("nav.tabs a", has_text="last prompt").click()
+        tab.locator("text=the last call").click()
+        assert tab.url.endswith(f"call-{receipt}.html") and tab.locator("#messages").is_visible()
+        tab.locator("header a").click()  # back to the session list
+        assert tab.url == out.as_uri() and tab.locator("#sessions").is_visible()
     finally:
         context.close()
 
@@ -488,7 +497,7 @@ def test_viewing_writes_nothing(tmp_path: Path) -> None:
     assert main(["view", "--db", str(db), "--html", str(out)]) == 0
     dispose_engines()
     assert db.read_bytes() == before
-    made = {p.name for p in tmp_path.iterdir()} - {*folders, "out.html"}
+    made = {p.name for p in tmp_path.iterdir()} - {*folders, "out.html", "out_files"}
     assert made <= {"op.db-wal", "op.db-shm"}  # SQLite's own reader files; no state folder
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from context import BudgetFloorWarning, ContextEngine, Policy
+from context import LAYER_TOTALS, BudgetFloorWarning, ContextEngine, Policy
 from graph import ConversationGraph, dispose_engines
 from openprogram import Session, llm
 
@@ -250,10 +250,10 @@ def test_a_layers_originals_are_paged(
     at = f"/s/wide/layer/{db['wide']}"
     first = client.get(at).text
     assert first.count("<tr><td>") < 60  # one page of originals (and the replacement)
-    assert "page 1 of 201: messages 1–50 of 10,022" in first
+    assert "page 1 of 201: originals 1–50 of 10,022" in first
     assert f'href="{at}?page=1"' in first
     last = client.get(f"{at}?page=200")
-    assert last.status_code == 200 and "messages 10,001–10,022 of 10,022" in last.text
+    assert last.status_code == 200 and "originals 10,001–10,022 of 10,022" in last.text
     assert client.get(f"{at}?page=201").status_code == 404
     assert client.get(f"{at}?page=x").status_code == 404
     assert main(["collapses", "wide", "--db", db["path"], "--json"]) == 0
@@ -263,3 +263,84 @@ def test_a_layers_originals_are_paged(
     assert shown is not None and int(shown.group(1).replace(",", "")) == saved
     same = re.search(r"<b id='saved'>([\d,]+)</b>", last.text)
     assert same is not None and same.group(1) == shown.group(1)
+
+
+def test_a_layer_keeps_its_totals_from_when_it_was_made(
+    db: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A collapse keeps its originals' totals in the layer (context.LAYER_TOTALS): the
+    viewer's first view of it shows them without counting 10,022 messages again, and they
+    are the figures `collapses --json` counts."""
+    g = ConversationGraph.open(db["path"], session="wide")
+    kept = g.layer(db["wide"]).layer.meta[LAYER_TOTALS]
+    g.close()
+    assert kept["messages"] == 10_022 and kept["encoding"] == "cl100k_base"
+    viewer = Viewer(db["path"], None)
+    with TestClient(create_app(viewer, token="t", hosts={HOST}), base_url=f"http://{HOST}") as c:
+        c.cookies.set(COOKIE, "t")
+        page = c.get(f"/s/wide/layer/{db['wide']}").text
+    assert not viewer.totals._counting  # internal: nothing counted in the background
+    assert f"({kept['tokens']:,} in the 10,022 original messages" in page
+    assert main(["collapses", "wide", "--db", db["path"], "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    saved = next(x for x in listed if x["id"] == db["wide"])["tokens_saved"]
+    assert f"<b id='saved'>{saved:,}</b>" in page
+    dispose_engines()
+
+
+def test_a_layer_made_without_totals_is_counted_once_in_the_background(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A layer stored before totals were kept (or by a tier that only estimates): its page
+    is served at once and says it is counting; once counted, its figures are those of
+    `collapses --json`, on every page, and nothing stored changed."""
+    path = tmp_path / "old.db"
+    g = ConversationGraph.open(path, session="old")
+    with g.batch():
+        ids = [g.append({"role": "user", "content": f"message {i} " * 20}).id for i in range(900)]
+    layer = g.add_layer("collapse", ids[:800], [{"role": "user", "content": "[summary]"}]).id
+    g.close()
+    dispose_engines()
+    before = path.read_bytes()
+    viewer = Viewer(str(path), None)
+    with TestClient(create_app(viewer, token="t", hosts={HOST}), base_url=f"http://{HOST}") as c:
+        c.cookies.set(COOKIE, "t")
+        first = c.get(f"/s/old/layer/{layer}").text
+        assert "<b id='saved'>counting</b>" in first and "originals 1–50 of 800" in first
+        viewer.totals.join()
+        later = c.get(f"/s/old/layer/{layer}", params={"page": 15}).text
+    assert main(["collapses", "old", "--db", str(path), "--json"]) == 0
+    saved = json.loads(capsys.readouterr().out)[0]["tokens_saved"]
+    assert f"<b id='saved'>{saved:,}</b>" in later and "in the 800 original messages" in later
+    dispose_engines()
+    assert path.read_bytes() == before
+
+
+def test_a_sessions_timeline_loads_its_graph_in_the_background(db: dict[str, Any]) -> None:
+    """The timeline needs no graph, the pages opened from it do: serving it starts the
+    load, so a long session's prompt or layer does not wait for it when clicked."""
+    viewer = Viewer(db["path"], None)
+    with TestClient(create_app(viewer, token="t", hosts={HOST}), base_url=f"http://{HOST}") as c:
+        c.cookies.set(COOKIE, "t")
+        assert "wide" not in viewer._loaded  # internal: what the viewer holds
+        assert c.get("/s/wide").status_code == 200
+        for thread in list(viewer._prefetching.values()):  # internal: the load's thread
+            thread.join()
+        assert "wide" in viewer._loaded
+        assert c.get(f"/s/wide/layer/{db['wide']}").status_code == 200
+    dispose_engines()
+
+
+def test_search_finds_what_was_appended_after_the_last_search(tmp_path: Path) -> None:
+    """Search reads each node's text once, and again once anything is stored."""
+    path = tmp_path / "live.db"
+    g = ConversationGraph.open(path, session="live")
+    g.append({"role": "user", "content": "the first Needle"})
+    viewer = Viewer(str(path), None)
+    with TestClient(create_app(viewer, token="t", hosts={HOST}), base_url=f"http://{HOST}") as c:
+        c.cookies.set(COOKIE, "t")
+        assert "1 node(s) contain" in c.get("/s/live/search", params={"q": "needle"}).text
+        g.append({"role": "assistant", "content": "a second NEEDLE"})
+        assert "2 node(s) contain" in c.get("/s/live/search", params={"q": "needle"}).text
+    g.close()
+    dispose_engines()

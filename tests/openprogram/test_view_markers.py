@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from openprogram._view._data import FREED, Viewer
+from openprogram._view._data import Viewer
+from openprogram._view._facts import FREED
 from openprogram._view._svg import timeline_svg
 from openprogram.cli import main
 
