@@ -54,6 +54,8 @@ NAMESPACE = ADAPTERS
 steps are in ``integrations.<name>``, keyed by the node they hang on and their digest."""
 SYSTEM = "@system"
 """The digest slot of an instructions step in the index (one per node it hangs on)."""
+_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str)
+"""What an entry's digest is taken of (``json.dumps`` with options builds one per call)."""
 MAX_PATHS = 64
 """How many stored paths a sync weighs where diverged histories wrote the same steps."""
 
@@ -79,8 +81,7 @@ class Entry:
     def digest(self) -> str:
         """What the index knows this entry by (kept: an adapter that reuses its entries
         across calls, as the proxy does, pays for it once)."""
-        text = json.dumps(self.message, sort_keys=True, ensure_ascii=False, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:32]
+        return hashlib.sha256(_ENCODER.encode(self.message).encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True)
@@ -164,8 +165,8 @@ class Mirror:
                 index.setdefault(step.key, []).append(step)
                 parent = head
             written = store.get_values(session, f"{NAMESPACE}.{self.name}")
-            for _, text in sorted(written.items(), key=lambda kv: _Step.load(kv[1]).head or ""):
-                step = _Step.load(text)
+            loaded = [_Step.load(text) for text in written.values()]
+            for step in sorted(loaded, key=lambda step: step.head or ""):
                 index.setdefault(step.key, []).append(step)
             self._index = index
             self._shared = any(len(steps) > 1 for steps in index.values())
@@ -214,10 +215,12 @@ class Mirror:
             graph.refresh()
             digests = [entry.digest for entry in entries]
             resume = self._unchanged(digests)
-            check_entries(self.name, entries, start=max(resume, 0))
+            known = self._prefix(digests) if resume < 0 else None
+            checked = len(known) if known is not None else resume
+            check_entries(self.name, entries, start=max(checked, 0))
             if resume < 0:
                 best: list[_Step] = []
-                for path in self._paths(digests):
+                for path in [known] if known is not None else self._paths(digests):
                     self._path = path
                     resumable = self._resumable(entries, len(path))
                     if resumable > resume:
@@ -259,15 +262,37 @@ class Mirror:
             return -1  # a stored step goes on from here
         return len(last)
 
-    def _paths(self, digests: Sequence[str]) -> list[list[_Step]]:
-        """The stored paths ``digests`` follow from the base, each as far as it goes: one
-        per choice where diverged histories wrote the same step (the newest first, at most
-        ``MAX_PATHS``)."""
+    def _prefix(self, digests: Sequence[str]) -> list[_Step] | None:
+        """The stored path of ``digests`` when they share a start with the last sync's
+        history, nothing was written since and no two histories share a step: the one
+        path :meth:`_paths` would find, the shared start taken from the last sync instead
+        of walked again (a framework that resends one history with a new question, or
+        the stored answer of its last request, each call)."""
+        if self._synced is None or self._shared:
+            return None
+        last, seq, head = self._synced
+        graph = self.session.graph
+        if graph.state.last_seq != seq or graph.head != head or self._at != head:
+            return None
+        same = min(len(digests), len(last))
+        if last[:same] != list(digests[:same]):
+            return None
+        path = self._path[:same]
+        if same == len(digests):
+            return path
+        return self._paths(digests, (path[-1].head if path else self._base, path))[0]
+
+    def _paths(
+        self, digests: Sequence[str], start: tuple[str | None, list[_Step]] | None = None
+    ) -> list[list[_Step]]:
+        """The stored paths ``digests`` follow from the base (or from ``start``: a node
+        and the path that led there), each as far as it goes: one per choice where
+        diverged histories wrote the same step (the newest first, at most ``MAX_PATHS``)."""
         index, graph = self.index, self.session.graph
         found: list[list[_Step]] = []
         # Depth-first, newest choice first, without recursion: a history of thousands of
         # entries is as deep as it is long.
-        stack: list[tuple[str | None, list[_Step]]] = [(self._base, [])]
+        stack: list[tuple[str | None, list[_Step]]] = [start or (self._base, [])]
         while stack and len(found) < MAX_PATHS:
             parent, path = stack.pop()
             while True:
