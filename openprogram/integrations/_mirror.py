@@ -83,6 +83,13 @@ class Entry:
         across calls, as the proxy does, pays for it once)."""
         return hashlib.sha256(_ENCODER.encode(self.message).encode()).hexdigest()[:32]
 
+    def showing(self, original: Any) -> Entry:
+        """This entry for another framework object that holds the same (its digest kept)."""
+        entry = Entry(self.message, original, self.meta, self.label)
+        if "digest" in self.__dict__:
+            entry.__dict__["digest"] = self.__dict__["digest"]
+        return entry
+
 
 @dataclass(frozen=True)
 class Paired:

@@ -35,7 +35,7 @@ import json
 import threading
 import warnings
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from agents import (
     Agent,
@@ -158,7 +158,8 @@ class OpenProgramSession(SessionABC):
         limit = resolve_session_limit(limit, self.session_settings)
         if limit is not None and limit >= 0:  # as SQLiteSession: 0 is none, negative all
             items = items[-limit:] if limit > 0 else []
-        return copy.deepcopy(items)
+        # The stored items are JSON (as read from the store): JSON copies them exactly, in C.
+        return cast(list[TResponseInputItem], json.loads(json.dumps(items)))
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         if self._adds is not None:  # the first write after a read is the run's input
@@ -212,11 +213,28 @@ class OpenProgramSession(SessionABC):
         system: str | None,
         model: str | None,
     ) -> list[Paired]:
-        entries = to_entries(items)
         with self._lock:
+            entries = self._entries_of(items)
             return self.mirror.render(
                 entries, tools, system, conversation=self.session_id, model=model
             )
+
+    def _entries_of(self, items: list[TResponseInputItem]) -> list[Entry]:
+        """A call's entries: the live list's for the items that start with it, shown as them."""
+        entries, keys = self._entries, self._keys
+        count = len(keys) if keys is not None else -1
+        if entries is None or keys is None or len(items) < count:
+            return to_entries(items)
+        live = [self._items[key] for key in keys]
+        if items[:count] != live or (  # or the rest continues the live list's last turn
+            0 < count < len(items) and _assistant_side(live[-1]) and _assistant_side(items[count])
+        ):
+            return to_entries(items)
+        shown, at = [], 0
+        for entry in entries:
+            shown.append(entry.showing(tuple(items[at : at + len(entry.original)])))
+            at += len(entry.original)
+        return [*shown, *to_entries(items[count:], start=count)]
 
     # -- stored items ---------------------------------------------------------------------
     def _live(self) -> list[TResponseInputItem]:
