@@ -23,7 +23,6 @@ gets a ``~N`` suffix, mapped back here); a rendered prompt never holds one id tw
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import threading
@@ -34,13 +33,8 @@ from typing import TYPE_CHECKING, Any
 from context import MessageSource, Rendered
 from graph import Node, Tool, dialogue_message
 from openprogram._config import ADAPTERS
-from openprogram.integrations._calls import (
-    FrameworkIds,
-    call_counts,
-    call_ids,
-    check_entries,
-    text_ids,
-)
+from openprogram.integrations._calls import FrameworkIds, call_counts, check_entries
+from openprogram.integrations._entry import Entry, Paired, other_ids
 from openprogram.integrations._models import record_model
 from openprogram.tracing import traced_render
 
@@ -54,51 +48,8 @@ NAMESPACE = ADAPTERS
 steps are in ``integrations.<name>``, keyed by the node they hang on and their digest."""
 SYSTEM = "@system"
 """The digest slot of an instructions step in the index (one per node it hangs on)."""
-_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str)
-"""What an entry's digest is taken of (``json.dumps`` with options builds one per call)."""
 MAX_PATHS = 64
 """How many stored paths a sync weighs where diverged histories wrote the same steps."""
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One element of a framework's history as an OpenAI chat message.
-
-    ``message`` carries the framework's own tool call ids; ``original`` is the framework's
-    object (returned as is while compaction leaves it alone); ``meta`` goes into the node's
-    meta (the framework's ids, usage, model); ``label`` names it in an error.
-    """
-
-    message: dict[str, Any]
-    original: Any = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    label: str = ""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "message", text_ids(self.message))
-
-    @functools.cached_property
-    def digest(self) -> str:
-        """What the index knows this entry by (kept: an adapter that reuses its entries
-        across calls, as the proxy does, pays for it once)."""
-        return hashlib.sha256(_ENCODER.encode(self.message).encode()).hexdigest()[:32]
-
-    def showing(self, original: Any) -> Entry:
-        """This entry for another framework object that holds the same (its digest kept)."""
-        entry = Entry(self.message, original, self.meta, self.label)
-        if "digest" in self.__dict__:
-            entry.__dict__["digest"] = self.__dict__["digest"]
-        return entry
-
-
-@dataclass(frozen=True)
-class Paired:
-    """A rendered message (with the framework's call ids) and the entry it shows unchanged,
-    or ``None`` when compaction changed or made it (a summary, a cleared output, a note);
-    a system message without an entry is the instructions the request goes out with."""
-
-    message: dict[str, Any]
-    entry: Entry | None
 
 
 @dataclass
@@ -322,8 +273,10 @@ class Mirror:
         the last step included)."""
         self._path, self._system = [], []
         parent = self._base
+        systems = self._systems if self._index is not None else None
         for step in steps:
-            parent = self._follow_system(parent)
+            if systems is None or (parent or "") in systems:  # most nodes have none
+                parent = self._follow_system(parent)
             self._path.append(step)
             parent = step.head
         self._at = self._follow_system(parent)
@@ -513,14 +466,15 @@ class Mirror:
         paired = []
         for message, source in zip(rendered.messages, sources, strict=True):
             node = source.nodes[0] if len(source.nodes) == 1 else None
-            old = message.get("role") == "system" and node in superseded
+            role = message.get("role")
+            old = role == "system" and node in superseded
             if old and message not in instructions:
                 continue  # counted in the budget, never sent: the framework sends the new ones
             shows = by_node.pop(node, None) if source.verbatim and node is not None else None
-            if shows is not None and shows.message.get("role") != message.get("role"):
+            if shows is not None and shows.message.get("role") != role:
                 shows = None
             mapped = ids.map(message)
-            if shows is not None and call_ids(mapped) != call_ids(shows.message):
+            if shows is not None and other_ids(mapped, shows.message):
                 shows = None  # its framework ids would repeat one: sent as a new message
             paired.append(Paired(mapped, shows))
         return paired
