@@ -6,12 +6,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from openprogram.integrations._calls import call_ids, text_ids
 
-__all__ = ["Entry", "Paired", "other_ids"]
+__all__ = ["Entry", "Paired", "other_ids", "shown_as"]
 
 _ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str)
 """What an entry's digest is taken of (``json.dumps`` with options builds one per call)."""
@@ -40,13 +41,6 @@ class Entry:
         across calls, as the proxy does, pays for it once)."""
         return hashlib.sha256(_ENCODER.encode(self.message).encode()).hexdigest()[:32]
 
-    def showing(self, original: Any) -> Entry:
-        """This entry for another framework object that holds the same (its digest kept)."""
-        entry = Entry(self.message, original, self.meta, self.label)
-        if "digest" in self.__dict__:
-            entry.__dict__["digest"] = self.__dict__["digest"]
-        return entry
-
 
 @dataclass(frozen=True)
 class Paired:
@@ -63,3 +57,17 @@ def other_ids(sent: dict[str, Any], shown: dict[str, Any]) -> bool:
     if sent.get("role") != "tool" and not sent.get("tool_calls") and not shown.get("tool_calls"):
         return False
     return call_ids(sent) != call_ids(shown)
+
+
+def shown_as(entries: Sequence[Entry], items: Sequence[Any]) -> list[Entry]:
+    """``entries`` (each made from a run of items: ``original`` is their tuple) for other
+    ``items`` that hold the same, each showing the items at its place (digests kept)."""
+    shown, at = [], 0
+    for entry in entries:
+        size = len(entry.original)
+        again = Entry(entry.message, tuple(items[at : at + size]), entry.meta, entry.label)
+        if "digest" in entry.__dict__:
+            again.__dict__["digest"] = entry.__dict__["digest"]
+        shown.append(again)
+        at += size
+    return shown

@@ -163,6 +163,14 @@ class Mirror:
         """The node each entry of the last history mirrored made or filled, in order."""
         return [step.node for step in self._path]
 
+    def warm(self) -> None:
+        """Read now what the first request would (the steps written, the session's render):
+        an adapter built over a long history pays for it when built, not in that request."""
+        with self._lock:
+            self.index  # noqa: B018 (loads the index)
+            self.session.engine.count_as_sent()
+            self.session._warm()
+
     # -- writing ------------------------------------------------------------------------
     def sync(self, entries: Sequence[Entry], system: str | None = None) -> list[str]:
         """Make the graph hold ``entries`` (and ``system``, the framework's instructions)

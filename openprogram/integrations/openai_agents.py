@@ -62,6 +62,7 @@ from openprogram import tracing
 from openprogram._errors import MalformedMessage
 from openprogram._session import Session
 from openprogram.integrations._agents_trace import TracedHooks, chat, model_name, traced_run
+from openprogram.integrations._entry import shown_as
 from openprogram.integrations._history import history_functions
 from openprogram.integrations._mirror import Entry, Mirror, Paired
 
@@ -93,6 +94,7 @@ class OpenProgramSession(SessionABC):
         self.session_id = session_id or session.id
         self.session_settings = session_settings
         self.mirror = Mirror(session, NAME)
+        self.mirror.warm()
         self.tools: list[Tool] = [function_tool(fn) for fn in history_functions(session)]
         self._lock = threading.RLock()
         self._keys: list[str] | None = None
@@ -222,19 +224,13 @@ class OpenProgramSession(SessionABC):
     def _entries_of(self, items: list[TResponseInputItem]) -> list[Entry]:
         """A call's entries: the live list's for the items that start with it, shown as them."""
         entries, keys = self._entries, self._keys
-        count = len(keys) if keys is not None else -1
-        if entries is None or keys is None or len(items) < count:
+        if entries is None or keys is None or len(items) < len(keys):
             return to_entries(items)
-        live = [self._items[key] for key in keys]
-        if items[:count] != live or (  # or the rest continues the live list's last turn
-            0 < count < len(items) and _assistant_side(live[-1]) and _assistant_side(items[count])
-        ):
-            return to_entries(items)
-        shown, at = [], 0
-        for entry in entries:
-            shown.append(entry.showing(tuple(items[at : at + len(entry.original)])))
-            at += len(entry.original)
-        return [*shown, *to_entries(items[count:], start=count)]
+        count = len(keys)
+        joined = 0 < count < len(items) and _assistant_side(items[count - 1])
+        if (joined and _assistant_side(items[count])) or items[:count] != self._live():
+            return to_entries(items)  # (joined: the rest continues the live list's last turn)
+        return [*shown_as(entries, items), *to_entries(items[count:], start=count)]
 
     # -- stored items ---------------------------------------------------------------------
     def _live(self) -> list[TResponseInputItem]:
