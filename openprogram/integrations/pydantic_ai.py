@@ -153,7 +153,7 @@ class OpenProgramCapability(AbstractCapability[Any]):
 
 def _conversation(
     ctx: RunContext[Any], messages: Sequence[ModelMessage], entries: Sequence[Entry]
-) -> str:
+) -> str | None:
     """The conversation a request belongs to: the run's (``ctx.conversation_id``, which
     Pydantic AI takes from the history's messages), except for a history whose first
     message names none (built by hand, or stored without ids): Pydantic AI then makes up a
