@@ -7,8 +7,9 @@ the notebooks read it to see what the agent sent.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import msgspec
 
@@ -35,6 +36,11 @@ class Receipts:
         self._storage = storage
         self._session = session
         self._seq = seq
+        self._sent: dict[int, tuple[dict[str, Any], str, str]] = {}
+        """The last receipt's messages, by identity, with their canonical JSON and digest:
+        a render hands back the very message objects of the last one for what did not
+        change (the engine never changes a message it rendered), so a receipt encodes only
+        what is new instead of the whole history each time."""
 
     def write(self, engine: ContextEngine, committed: Committed) -> None:
         """Keep what a render decided to send, in its commit's transaction: a receipt lands
@@ -42,8 +48,7 @@ class Receipts:
         if engine.storage is None:
             return
         request, rendered = committed.request, committed.rendered
-        sent = [canonical_message(message) for message in rendered.messages]
-        digests = tuple(message_digest(text) for text in sent)
+        sent, digests = self._encoded(rendered.messages)
         receipt = RenderReceipt(
             id=rendered.id or new_id(),
             session=self._session,
@@ -68,6 +73,23 @@ class Receipts:
         )
         tools = list(request.tools)
         engine.storage.save_receipt(receipt, tools, dict(zip(digests, sent, strict=True)))
+
+    def warm(self, messages: Sequence[dict[str, Any]]) -> None:
+        """Encode ``messages`` (a preview's, the very objects the next render hands back)
+        and note which are stored, ahead of the receipt that will name them."""
+        self._storage.recall_messages(self._encoded(messages)[1])
+
+    def _encoded(self, messages: Sequence[dict[str, Any]]) -> tuple[list[str], tuple[str, ...]]:
+        """Each message's canonical JSON and digest (kept for the next receipt)."""
+        known, kept = self._sent, {}
+        for message in messages:
+            found = known.get(id(message))
+            if found is None or found[0] is not message:
+                text = canonical_message(message)
+                found = (message, text, message_digest(text))
+            kept[id(message)] = found
+        self._sent = kept
+        return [kept[id(m)][1] for m in messages], tuple(kept[id(m)][2] for m in messages)
 
     def last(self) -> RenderReceipt | None:
         """The receipt of the last prompt sent (None: none sent yet)."""

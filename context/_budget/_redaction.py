@@ -45,5 +45,7 @@ def output_redactor(policy: Policy, graph: object) -> Redactor | None:
 def clean_records(records: list[T], policy: Policy, graph: object) -> list[T]:
     """``records`` as they may be written, logged and handed to callbacks: redacted (a
     summary, an error text or a detail can quote what a tool printed)."""
+    if not records:  # most renders make none: no redactor built for them
+        return records
     redactor = summary_redactor(policy, graph)
     return records if redactor is None else [redactor.value(record) for record in records]

@@ -82,11 +82,15 @@ class RenderReceipt(msgspec.Struct, frozen=True, kw_only=True):
     ``waited``, ``went without``, or "" when it needed none."""
 
 
+_canonical = json.JSONEncoder(
+    sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str
+)
+"""One encoder for every message (``json.dumps`` with options builds one per call)."""
+
+
 def canonical_message(message: dict[str, Any]) -> str:
     """A sent message as canonical JSON (sorted keys): the form it is stored and digested in."""
-    return json.dumps(
-        message, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str
-    )
+    return _canonical.encode(message)
 
 
 def message_digest(text: str) -> str:

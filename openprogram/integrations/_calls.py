@@ -10,7 +10,7 @@ from graph import call_id_text
 from openprogram._errors import MalformedMessage
 
 if TYPE_CHECKING:
-    from openprogram.integrations._mirror import Entry
+    from openprogram.integrations._entry import Entry
 
 __all__ = ["FrameworkIds", "call_counts", "call_ids", "check_entries", "text_ids"]
 

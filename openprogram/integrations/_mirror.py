@@ -23,7 +23,6 @@ gets a ``~N`` suffix, mapped back here); a rendered prompt never holds one id tw
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import threading
@@ -34,13 +33,8 @@ from typing import TYPE_CHECKING, Any
 from context import MessageSource, Rendered
 from graph import Node, Tool, dialogue_message
 from openprogram._config import ADAPTERS
-from openprogram.integrations._calls import (
-    FrameworkIds,
-    call_counts,
-    call_ids,
-    check_entries,
-    text_ids,
-)
+from openprogram.integrations._calls import FrameworkIds, call_counts, check_entries
+from openprogram.integrations._entry import Entry, Paired, other_ids
 from openprogram.integrations._models import record_model
 from openprogram.tracing import traced_render
 
@@ -56,43 +50,6 @@ SYSTEM = "@system"
 """The digest slot of an instructions step in the index (one per node it hangs on)."""
 MAX_PATHS = 64
 """How many stored paths a sync weighs where diverged histories wrote the same steps."""
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One element of a framework's history as an OpenAI chat message.
-
-    ``message`` carries the framework's own tool call ids; ``original`` is the framework's
-    object (returned as is while compaction leaves it alone); ``meta`` goes into the node's
-    meta (the framework's ids, usage, model); ``label`` names it in an error.
-    """
-
-    message: dict[str, Any]
-    original: Any = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    label: str = ""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "message", text_ids(self.message))
-
-    @functools.cached_property
-    def digest(self) -> str:
-        """What the index knows this entry by (kept: an adapter that reuses its entries
-        across calls, as the proxy does, pays for it once)."""
-        text = json.dumps(self.message, sort_keys=True, ensure_ascii=False, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-@dataclass(frozen=True)
-class Paired:
-    """A rendered message (with the framework's call ids) and the entry it shows unchanged,
-    or ``None`` when compaction changed or made it (a summary, a cleared output, a note);
-    a system message without an entry is the instructions the request goes out with."""
-
-    message: dict[str, Any]
-    entry: Entry | None
-    layer: str | None = None
-    """The layer whose summary it shows (a compaction's or a collapse's), if any."""
 
 
 @dataclass
@@ -166,8 +123,8 @@ class Mirror:
                 index.setdefault(step.key, []).append(step)
                 parent = head
             written = store.get_values(session, f"{NAMESPACE}.{self.name}")
-            for _, text in sorted(written.items(), key=lambda kv: _Step.load(kv[1]).head or ""):
-                step = _Step.load(text)
+            loaded = [_Step.load(text) for text in written.values()]
+            for step in sorted(loaded, key=lambda step: step.head or ""):
                 index.setdefault(step.key, []).append(step)
             self._index = index
             self._shared = any(len(steps) > 1 for steps in index.values())
@@ -206,6 +163,14 @@ class Mirror:
         """The node each entry of the last history mirrored made or filled, in order."""
         return [step.node for step in self._path]
 
+    def warm(self) -> None:
+        """Read now what the first request would (the steps written, the session's render):
+        an adapter built over a long history pays for it when built, not in that request."""
+        with self._lock:
+            self.index  # noqa: B018 (loads the index)
+            self.session.engine.count_as_sent()
+            self.session._warm()
+
     # -- writing ------------------------------------------------------------------------
     def sync(self, entries: Sequence[Entry], system: str | None = None) -> list[str]:
         """Make the graph hold ``entries`` (and ``system``, the framework's instructions)
@@ -216,10 +181,12 @@ class Mirror:
             graph.refresh()
             digests = [entry.digest for entry in entries]
             resume = self._unchanged(digests)
-            check_entries(self.name, entries, start=max(resume, 0))
+            known = self._prefix(digests) if resume < 0 else None
+            checked = len(known) if known is not None else resume
+            check_entries(self.name, entries, start=max(checked, 0))
             if resume < 0:
                 best: list[_Step] = []
-                for path in self._paths(digests):
+                for path in [known] if known is not None else self._paths(digests):
                     self._path = path
                     resumable = self._resumable(entries, len(path))
                     if resumable > resume:
@@ -261,15 +228,37 @@ class Mirror:
             return -1  # a stored step goes on from here
         return len(last)
 
-    def _paths(self, digests: Sequence[str]) -> list[list[_Step]]:
-        """The stored paths ``digests`` follow from the base, each as far as it goes: one
-        per choice where diverged histories wrote the same step (the newest first, at most
-        ``MAX_PATHS``)."""
+    def _prefix(self, digests: Sequence[str]) -> list[_Step] | None:
+        """The stored path of ``digests`` when they share a start with the last sync's
+        history, nothing was written since and no two histories share a step: the one
+        path :meth:`_paths` would find, the shared start taken from the last sync instead
+        of walked again (a framework that resends one history with a new question, or
+        the stored answer of its last request, each call)."""
+        if self._synced is None or self._shared:
+            return None
+        last, seq, head = self._synced
+        graph = self.session.graph
+        if graph.state.last_seq != seq or graph.head != head or self._at != head:
+            return None
+        same = min(len(digests), len(last))
+        if last[:same] != list(digests[:same]):
+            return None
+        path = self._path[:same]
+        if same == len(digests):
+            return path
+        return self._paths(digests, (path[-1].head if path else self._base, path))[0]
+
+    def _paths(
+        self, digests: Sequence[str], start: tuple[str | None, list[_Step]] | None = None
+    ) -> list[list[_Step]]:
+        """The stored paths ``digests`` follow from the base (or from ``start``: a node
+        and the path that led there), each as far as it goes: one per choice where
+        diverged histories wrote the same step (the newest first, at most ``MAX_PATHS``)."""
         index, graph = self.index, self.session.graph
         found: list[list[_Step]] = []
         # Depth-first, newest choice first, without recursion: a history of thousands of
         # entries is as deep as it is long.
-        stack: list[tuple[str | None, list[_Step]]] = [(self._base, [])]
+        stack: list[tuple[str | None, list[_Step]]] = [start or (self._base, [])]
         while stack and len(found) < MAX_PATHS:
             parent, path = stack.pop()
             while True:
@@ -292,8 +281,10 @@ class Mirror:
         the last step included)."""
         self._path, self._system = [], []
         parent = self._base
+        systems = self._systems if self._index is not None else None
         for step in steps:
-            parent = self._follow_system(parent)
+            if systems is None or (parent or "") in systems:  # most nodes have none
+                parent = self._follow_system(parent)
             self._path.append(step)
             parent = step.head
         self._at = self._follow_system(parent)
@@ -483,14 +474,15 @@ class Mirror:
         paired = []
         for message, source in zip(rendered.messages, sources, strict=True):
             node = source.nodes[0] if len(source.nodes) == 1 else None
-            old = message.get("role") == "system" and node in superseded
+            role = message.get("role")
+            old = role == "system" and node in superseded
             if old and message not in instructions:
                 continue  # counted in the budget, never sent: the framework sends the new ones
             shows = by_node.pop(node, None) if source.verbatim and node is not None else None
-            if shows is not None and shows.message.get("role") != message.get("role"):
+            if shows is not None and shows.message.get("role") != role:
                 shows = None
             mapped = ids.map(message)
-            if shows is not None and call_ids(mapped) != call_ids(shows.message):
+            if shows is not None and other_ids(mapped, shows.message):
                 shows = None  # its framework ids would repeat one: sent as a new message
             paired.append(Paired(mapped, shows, source.layer))
         return paired

@@ -34,7 +34,8 @@ class Conversations:
         self.session = session
         self.name = name
         self.mirror = Mirror(session, name)
-        """The given session's mirror."""
+        """The given session's mirror (read ahead: see ``Mirror.warm``)."""
+        self.mirror.warm()
         self._mirrors: dict[str, Mirror] = {}
         self._owner: str | None = None
         self._lock = threading.Lock()

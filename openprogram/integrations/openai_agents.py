@@ -35,7 +35,7 @@ import json
 import threading
 import warnings
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from agents import (
     Agent,
@@ -62,6 +62,7 @@ from openprogram import tracing
 from openprogram._errors import MalformedMessage
 from openprogram._session import Session
 from openprogram.integrations._agents_trace import TracedHooks, chat, model_name, traced_run
+from openprogram.integrations._entry import shown_as
 from openprogram.integrations._history import history_functions
 from openprogram.integrations._mirror import Entry, Mirror, Paired
 
@@ -93,6 +94,7 @@ class OpenProgramSession(SessionABC):
         self.session_id = session_id or session.id
         self.session_settings = session_settings
         self.mirror = Mirror(session, NAME)
+        self.mirror.warm()
         self.tools: list[Tool] = [function_tool(fn) for fn in history_functions(session)]
         self._lock = threading.RLock()
         self._keys: list[str] | None = None
@@ -158,7 +160,8 @@ class OpenProgramSession(SessionABC):
         limit = resolve_session_limit(limit, self.session_settings)
         if limit is not None and limit >= 0:  # as SQLiteSession: 0 is none, negative all
             items = items[-limit:] if limit > 0 else []
-        return copy.deepcopy(items)
+        # The stored items are JSON (as read from the store): JSON copies them exactly, in C.
+        return cast(list[TResponseInputItem], json.loads(json.dumps(items)))
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         if self._adds is not None:  # the first write after a read is the run's input
@@ -212,11 +215,22 @@ class OpenProgramSession(SessionABC):
         system: str | None,
         model: str | None,
     ) -> list[Paired]:
-        entries = to_entries(items)
         with self._lock:
+            entries = self._entries_of(items)
             return self.mirror.render(
                 entries, tools, system, conversation=self.session_id, model=model
             )
+
+    def _entries_of(self, items: list[TResponseInputItem]) -> list[Entry]:
+        """A call's entries: the live list's for the items that start with it, shown as them."""
+        entries, keys = self._entries, self._keys
+        if entries is None or keys is None or len(items) < len(keys):
+            return to_entries(items)
+        count = len(keys)
+        joined = 0 < count < len(items) and _assistant_side(items[count - 1])
+        if (joined and _assistant_side(items[count])) or items[:count] != self._live():
+            return to_entries(items)  # (joined: the rest continues the live list's last turn)
+        return [*shown_as(entries, items), *to_entries(items[count:], start=count)]
 
     # -- stored items ---------------------------------------------------------------------
     def _live(self) -> list[TResponseInputItem]:

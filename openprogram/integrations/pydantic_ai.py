@@ -11,7 +11,8 @@ the framework's original messages for what compaction left alone, new ones for s
 notes and cleared outputs. The agent's ``instructions`` are stored as the session's system
 message (again where they change) and counted in the budget; they go out as the request's
 instructions. Each conversation (``conversation_id``: a run continues the one of its
-``message_history``) is a session of its own; ``capability.session`` is the first one's,
+``message_history``; a history whose first message names none is known by that message)
+is a session of its own; ``capability.session`` is the first one's,
 ``capability.sessions`` all of them: layers, rollback and records. The history tools come
 as the capability's toolset, so the model can read back what was put away. Needs
 ``pip install 'openprogram[pydantic-ai]'``.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -108,13 +110,14 @@ class OpenProgramCapability(AbstractCapability[Any]):
         request_context: ModelRequestContext,
         handler: Any,
     ) -> ModelResponse:
-        mirror = self.conversations.mirror_for(ctx.conversation_id)
         entries = to_entries(request_context.messages)
+        conversation = _conversation(ctx, request_context.messages, entries)
+        mirror = self.conversations.mirror_for(conversation)
         parameters = request_context.model_request_parameters
         tools = _schemas(request_context.model, parameters)
         system = _instructions(parameters.instruction_parts, request_context.messages)
         paired = await asyncio.to_thread(
-            partial(mirror.render, conversation=ctx.conversation_id, model=_model(request_context)),
+            partial(mirror.render, conversation=conversation, model=_model(request_context)),
             entries,
             tools,
             system,
@@ -146,6 +149,27 @@ class OpenProgramCapability(AbstractCapability[Any]):
         if anchor and response.usage.input_tokens > 0 and last is not None:
             mirror.session.engine.anchor_usage(response.usage.input_tokens, estimated=last.tokens)
         return response
+
+
+def _conversation(
+    ctx: RunContext[Any], messages: Sequence[ModelMessage], entries: Sequence[Entry]
+) -> str | None:
+    """The conversation a request belongs to: the run's (``ctx.conversation_id``, which
+    Pydantic AI takes from the history's messages), except for a history whose first
+    message names none (built by hand, or stored without ids): Pydantic AI then makes up a
+    new id for every run, so the conversation is named by the history's first message
+    itself, the same in every run and process that continues it."""
+    first = messages[0] if messages else None
+    if first is None or first.conversation_id is not None or first.run_id == ctx.run_id:
+        return ctx.conversation_id
+    opening = [e.digest for e in entries if _source(e) is first]
+    text = "\n".join(opening)
+    return "history-" + hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _source(entry: Entry) -> Any:
+    """The framework message an entry was made from."""
+    return entry.original[0] if isinstance(entry.original, tuple) else entry.original
 
 
 def _model(request: ModelRequestContext) -> str | None:

@@ -3,8 +3,9 @@
 
 ``request(framework, adapter, db)`` builds the agent (and, with the adapter, a session over
 ``db`` already holding the history) and returns one request to call repeatedly. Run as a
-script (``python _overhead.py FRAMEWORK adapter|alone DB``) it times the first request of a
-fresh process: imports and the agent's build come first and are not counted."""
+script (``python _overhead.py FRAMEWORK adapter|alone DB``) it times the agent's build and
+then the first request of a fresh process (printed in that order, in seconds): imports
+come first and are not counted."""
 
 from __future__ import annotations
 
@@ -134,14 +135,16 @@ def request(framework: str, adapter: bool, db: Path) -> Callable[[], Any]:
     return build[framework](adapter, db)
 
 
-def first_request(framework: str, adapter: bool, db: Path) -> float:
-    """Seconds the first request of this process takes, its agent built beforehand."""
-    run = request(framework, adapter, db)
+def first_request(framework: str, adapter: bool, db: Path) -> tuple[float, float]:
+    """Seconds the agent's build (the adapter's included) and then the first request of
+    this process take."""
     start = time.perf_counter()
+    run = request(framework, adapter, db)
+    built = time.perf_counter()
     run()
-    return time.perf_counter() - start
+    return built - start, time.perf_counter() - built
 
 
 if __name__ == "__main__":
     name, mode, path = sys.argv[1:4]
-    print(first_request(name, mode == "adapter", Path(path)))
+    print(*first_request(name, mode == "adapter", Path(path)))

@@ -132,3 +132,31 @@ def test_interleaved_histories_are_each_their_branch_and_stored_once(
         mirror.sync([Entry(message) for message in history])
         assert _shown(session, mirror.head) == history
     assert len(session.graph) == stored
+
+
+@settings(max_examples=100, deadline=None, database=None)
+@given(OPS, st.lists(st.integers(0, 3), max_size=25))
+def test_a_mirror_that_remembers_its_last_sync_stores_what_a_new_one_does(
+    ops: list[Op], resends: list[int]
+) -> None:
+    """A mirror takes what a history shares with its last sync from that sync (a framework
+    resending one history with a new question, or with the answer it already stored); one
+    made anew for every sync (another process each time) walks the stored steps instead:
+    both store the same nodes and stand at the same place, sync after sync."""
+    remembering = Session(":memory:", budget=50_000)
+    forgetting = Session(":memory:", budget=50_000)
+    mirror = Mirror(remembering, "test")
+    history: list[dict[str, Any]] = []
+    for n, op in enumerate(ops):
+        history = _apply(history, op)
+        back = resends[n] if n < len(resends) else 0
+        for sent in (history[: max(0, len(history) - back)], history):  # a shorter one first
+            nodes = mirror.sync([Entry(message) for message in sent])
+            fresh = Mirror(forgetting, "test")
+            again = fresh.sync([Entry(message) for message in sent])
+            assert len(remembering.graph) == len(forgetting.graph)
+            assert _shown(remembering, mirror.head) == _shown(forgetting, fresh.head) == sent
+            assert len(nodes) == len(again) == len(sent)
+            assert [remembering.graph.get(i).kind for i in nodes] == [
+                forgetting.graph.get(i).kind for i in again
+            ]

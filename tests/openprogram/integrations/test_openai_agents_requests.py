@@ -217,3 +217,40 @@ def test_a_function_call_without_a_call_id_is_named(tmp_path: Path) -> None:
     ):
         asyncio.run(memory.run(agent, broken))
     assert len(session.graph) == 0
+
+
+def test_each_call_goes_out_with_the_sdks_own_items(tmp_path: Path) -> None:
+    """Under a budget nothing needs, every call's input is the SDK's own items, the very
+    objects, over runs whose calls continue the stored list (its entries reused, shown as
+    the call's items), the last after a reasoning item stored by hand; and the last render
+    holds what converting the call's items from scratch gives."""
+    from agents import RunConfig
+
+    from openprogram.integrations.openai_agents import to_entries
+
+    session = Session(tmp_path / "op.db", budget=100_000)
+    memory = OpenProgramSession(session)
+    seen: list[tuple[list[Any], list[Any]]] = []
+
+    async def checked(data: Any) -> Any:
+        out = await memory.input_filter(data)
+        seen.append((list(data.model_data.input), list(out.input)))
+        return out
+
+    def script(turn: int, items: list[Any]) -> list[Any]:
+        return [call(f"c{turn}", key=f"k_{turn}")] if turn % 3 == 1 else [say(f"done {turn}")]
+
+    agent = memory.agent(Agent("helper", model=Scripted(script), tools=[function_tool(lookup)]))
+    config = RunConfig(call_model_input_filter=checked)
+    for question in ("Look up k_1.", "And k_4?", "Again."):
+        run = Runner.run(agent, question, session=memory, run_config=config)
+        asyncio.run(run)
+    asyncio.run(memory.add_items([{"type": "reasoning", "id": "rs", "summary": []}]))
+    asyncio.run(Runner.run(agent, "Last.", session=memory, run_config=config))
+    assert len(seen) == 6
+    for given, sent in seen:
+        assert len(sent) == len(given) and all(a is b for a, b in zip(sent, given, strict=True))
+    last = memory.mirror.last
+    assert last is not None
+    stored = [e.message for e in to_entries(seen[-1][0])]
+    assert [m for m in last.messages if m["role"] != "system"] == stored

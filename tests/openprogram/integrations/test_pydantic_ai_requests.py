@@ -90,3 +90,35 @@ def test_each_conversation_is_a_session_of_its_own(tmp_path: Path) -> None:
         texts = [str(n.payload.content) for n in held.graph.nodes()]  # type: ignore[union-attr]
         assert len(texts) == 12 and all(t.startswith(("answer", name)) for t in texts)
         assert len(held.graph.branches()) == 1
+
+
+def test_a_history_without_conversation_ids_stays_in_one_session(tmp_path: Path) -> None:
+    """A history built by hand names no conversation: Pydantic AI makes up a new id for
+    each run, and each run used to open a session of its own and store the history again."""
+    from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+    session = Session(tmp_path / "op.db", budget=50_000)
+    history: list[ModelMessage] = []
+    for n in range(20):
+        history += [
+            ModelRequest(parts=[UserPromptPart(f"question {n}")]),
+            ModelResponse(parts=[TextPart(f"answer {n}")]),
+        ]
+
+    def echo(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart("noted")])
+
+    capability = OpenProgramCapability(session)
+    agent = Agent(FunctionModel(echo), capabilities=[capability])
+    runs = [agent.run_sync("And now?", message_history=history) for _ in range(3)]
+    assert len({run.all_messages()[-1].conversation_id for run in runs}) == 3  # made up anew
+    assert [s.id for s in capability.sessions.values()] == [session.id]
+    assert len(session.graph) == 42  # the history once, then one question and its answer
+    continued = agent.run_sync("Go on.", message_history=runs[-1].all_messages())
+    assert continued.output == "noted"
+    assert [s.id for s in capability.sessions.values()] == [session.id]
+    assert len(session.graph) == 44
+
+    again = OpenProgramCapability(Session(tmp_path / "op.db", session.id, budget=50_000))
+    Agent(FunctionModel(echo), capabilities=[again]).run_sync("And now?", message_history=history)
+    assert [s.id for s in again.sessions.values()] == [session.id]  # another process alike
