@@ -112,6 +112,16 @@ class Policy(BaseModel):
     offload_preview_tail_chars: Count = Field(default=1_600, ge=0)
     """…and its last this many."""
 
+    # -- issue 34's levers (how they work: context._tiers._asked and _working) -------------
+    offload_asked_share: float | None = Field(default=0.5, ge=0, lt=1)
+    """Share of an offloaded output's preview given to lines of its hidden middle that name
+    what the call asked for (its arguments, its message's text); None or 0: head and tail."""
+    working_set_tokens: Count = Field(default=400, ge=0)
+    """Most tokens of the working set: lines of the compacted history that the rounds kept
+    after the newest compaction name, shown after its summary; 0 turns it off..."""
+    working_set_share: float = Field(default=0.0125, gt=0, le=1)
+    """...and at most this share of the budget (100 tokens at 8k, 400 at 32k)."""
+
     microcompact_keep: Count = Field(default=5, ge=0)
     """Microcompact keeps this many newest compactable outputs whole."""
     microcompact_first: Count = Field(default=1, ge=1)

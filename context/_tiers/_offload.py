@@ -20,6 +20,7 @@ import stat
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -31,6 +32,7 @@ from .._budget._redaction import output_redactor
 from .._budget._tokens import utf8_length
 from .._errors import OffloadError
 from .._view import Item, View, map_items
+from ._asked import asked_block, asked_for, asked_lines, asked_terms, call_of
 from ._mentions import mentioned
 from ._tier import OffloadFile, Tier, TierContext, TierState
 
@@ -82,12 +84,17 @@ def placeholder(
     head: int,
     tail: int,
     mentions: Sequence[str] = (),
+    asked: str = "",
 ) -> str:
     """The size, where the whole output is (relative to the state folder), its head and
     tail (as budget reduction keeps them, so offloading never shows less than reducing
-    would), and the identifiers the part between them mentions."""
+    would), the identifiers the part between them mentions, and ``asked``: lines of that
+    part picked by what the call asked for (``_asked``), shown after the head."""
     total_lines = text.count("\n") + (0 if text.endswith("\n") else 1)
     shown = middle_truncate(text, head, tail, node_id, mentions)
+    if asked and shown != text:
+        picked = "[lines of the middle that name what the call asked for]"
+        shown = f"{shown[:head]}\n{picked}\n{asked}{shown[head:]}"
     return (
         f"[output offloaded: {len(text)} characters, {total_lines} lines; node {node_id}; "
         f"file {path}; {read_from(node_id, head)}]\n{shown}"
@@ -130,6 +137,29 @@ def _offload(
     errors: list[str] = []
     redactor = output_redactor(policy, ctx.graph)
 
+    asked: dict[str, str] | None = None
+
+    def preview(text: str, message: dict[str, Any], size: tuple[int, int]) -> tuple[int, int, str]:
+        """Head, tail and the lines picked by what the call asked for: those take
+        ``offload_asked_share`` of the preview's room when there are any."""
+        nonlocal asked
+        head, tail = size
+        share = policy.offload_asked_share
+        if not share:
+            return head, tail, ""
+        if asked is None:
+            asked = asked_for(view)
+        terms = asked_terms(asked.get(call_of(message), ""))
+        if not terms:
+            return head, tail, ""
+        short_head, short_tail = int(head * (1 - share)), int(tail * (1 - share))
+        room = head + tail - short_head - short_tail
+        picked = asked_lines(elided_part(text, short_head, short_tail), terms, room)
+        if not picked:
+            return head, tail, ""
+        before = text.count("\n", 0, short_head)  # line numbers in the whole output
+        return short_head, short_tail, asked_block([(n + before, line) for n, line in picked])
+
     def change(item: Item) -> Item:
         node_id = item.node_id
         if item.message.get("role") != "tool" or item.variant != "full" or node_id is None:
@@ -162,8 +192,9 @@ def _offload(
         if done is not None:  # made in an earlier render (this frame's scratch is new)
             return done
         head, tail = preview_size(text, policy.offload_preview, budget, ctx.counter.count_text)
+        head, tail, lines = preview(text, item.message, (head, tail))
         mentions = mentioned(elided_part(text, head, tail), ctx)
-        content = placeholder(text, node_id, path, head, tail, mentions)
+        content = placeholder(text, node_id, path, head, tail, mentions, lines)
         return ctx.item({**item.message, "content": content}, node_id, "offloaded", item.tool_name)
 
     after, changed = map_items(view, change)
