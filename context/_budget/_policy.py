@@ -349,7 +349,9 @@ class Policy(BaseModel):
         70% summarize the oldest half; from 80% summarize all but the last 6 messages, with
         anchors; from 95% emergency truncation without an LLM. Its summaries have no
         "what the agent concluded" section: it summarizes far more often, and on the tuning
-        half the section gave no recall at 32k for 1.3% more cost (at 8k +0.005 for +9%)."""
+        half the section gave no recall at 32k for 1.3% more cost (at 8k +0.005 for +9%).
+        Issue 34's levers (working set, asked-for preview lines) are tuned for claude-code
+        only: off here."""
         values: dict[str, Any] = {
             "name": "progressive",
             "cascade": PROGRESSIVE_CASCADE,
@@ -364,6 +366,8 @@ class Policy(BaseModel):
             "offload_share": None,
             "compact_tokens": None,
             "conclusion_tokens": 0,
+            "working_set_tokens": 0,
+            "offload_asked_share": None,
         }
         values.update(overrides)
         return cls(**_with_model(values, model))
