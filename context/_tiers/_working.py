@@ -42,8 +42,18 @@ def _node_texts(node: Node) -> list[str]:
         return [text_of(payload.content)]
     if isinstance(payload, Tool):
         result = "" if node.result is None else text_of(node.result.content)
-        return [payload.arguments, result]
+        return [_arguments(payload), result]
     return []
+
+
+def _arguments(tool: Tool) -> str:
+    """A call's argument values, as the agent wrote them: its JSON keys are the tool's
+    schema, which a request sends anyway, not something the history holds.
+
+    >>> _arguments(Tool("Edit", '{"file_path": "a/b.py", "old_string": "x = f"}', "c1"))
+    'a/b.py\\nx = f'
+    """
+    return message_text({"tool_calls": [{"function": {"arguments": tool.arguments}}]})
 
 
 def _authored(node: Node) -> list[str]:
@@ -52,7 +62,7 @@ def _authored(node: Node) -> list[str]:
     if isinstance(payload, Dialogue) and payload.role in ("user", "assistant"):
         return [text_of(payload.content)]
     if isinstance(payload, Tool):
-        return [payload.arguments]
+        return [_arguments(payload)]
     return []
 
 
