@@ -18,7 +18,14 @@ from typing import Any
 from .._summaries._identifiers import find_identifiers, message_text
 from .._view import View
 
-__all__ = ["ASKED_LINE_CHARS", "asked_for", "asked_lines", "asked_terms"]
+__all__ = [
+    "ASKED_LINE_CHARS",
+    "ASKED_SCAN_CHARS",
+    "asked_for",
+    "asked_identifiers",
+    "asked_lines",
+    "asked_terms",
+]
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 _COMMON_WORDS = (
@@ -29,6 +36,9 @@ _COMMON_WORDS = (
     "them does done run here head tail echo print"
 )
 _COMMON = frozenset(_COMMON_WORDS.split())
+ASKED_SCAN_CHARS = 1_000_000
+"""The lines picked come from at most this many characters of the hidden part (a 20 MB
+output is not searched whole on the render path)."""
 ASKED_LINE_CHARS = 240
 """A line picked is shown up to this many characters (a minified line is not sent whole)."""
 _COMMON_SHARE = 0.2
@@ -68,9 +78,12 @@ def asked_for(view: View) -> dict[str, str]:
     return asked
 
 
-def asked_lines(text: str, terms: Iterable[str], room: int) -> list[tuple[int, str]]:
+def asked_lines(
+    text: str, terms: Iterable[str], room: int, *, order: bool = True
+) -> list[tuple[int, str]]:
     """Lines of ``text`` (1-based number, line) that hold the most distinct ``terms``,
-    in the order they stand, as many as fit ``room`` characters.
+    in the order they stand (``order``; else those holding the most first), as many as
+    fit ``room`` characters.
 
     >>> asked_lines("a\\nb parse_header\\nc\\nparse_header x\\n", {"parse_header"}, 100)
     [(2, 'b parse_header'), (4, 'parse_header x')]
@@ -103,7 +116,19 @@ def asked_lines(text: str, terms: Iterable[str], room: int) -> list[tuple[int, s
             continue
         picked.append((number + 1, line))
         used += len(line) + 8
-    return sorted(picked)
+    return sorted(picked) if order else picked
+
+
+def asked_identifiers(text: str, terms: Iterable[str], shown: str) -> list[str]:
+    """Identifiers of the lines of ``text`` that hold ``terms`` (those holding the most
+    first), less those ``shown`` already holds: what a preview's list names first.
+
+    >>> asked_identifiers("x\\nparse_header in src/a.py\\n", {"parse_header"}, "")
+    ['parse_header', 'src/a.py']
+    """
+    picked = asked_lines(text, terms, len(text) + 8 * text.count("\n") + 8, order=False)
+    found = [ident for _, line in picked for ident in find_identifiers(line)]
+    return [ident for ident in dict.fromkeys(found) if ident not in shown]
 
 
 def _clipped(line: str) -> str:

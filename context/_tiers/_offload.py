@@ -32,7 +32,15 @@ from .._budget._redaction import output_redactor
 from .._budget._tokens import utf8_length
 from .._errors import OffloadError
 from .._view import Item, View, map_items
-from ._asked import asked_block, asked_for, asked_lines, asked_terms, call_of
+from ._asked import (
+    ASKED_SCAN_CHARS,
+    asked_block,
+    asked_for,
+    asked_identifiers,
+    asked_lines,
+    asked_terms,
+    call_of,
+)
 from ._mentions import mentioned
 from ._tier import OffloadFile, Tier, TierContext, TierState
 
@@ -139,26 +147,31 @@ def _offload(
 
     asked: dict[str, str] | None = None
 
-    def preview(text: str, message: dict[str, Any], size: tuple[int, int]) -> tuple[int, int, str]:
-        """Head, tail and the lines picked by what the call asked for: those take
-        ``offload_asked_share`` of the preview's room when there are any."""
+    def preview(
+        text: str, message: dict[str, Any], size: tuple[int, int]
+    ) -> tuple[int, int, str, list[str]]:
+        """Head, tail, the lines picked by what the call asked for (they take
+        ``offload_asked_share`` of the preview's room when there are any) and the
+        identifiers its list names first."""
         nonlocal asked
         head, tail = size
         share = policy.offload_asked_share
         if not share:
-            return head, tail, ""
+            return head, tail, "", []
         if asked is None:
             asked = asked_for(view)
         terms = asked_terms(asked.get(call_of(message), ""))
         if not terms:
-            return head, tail, ""
+            return head, tail, "", []
         short_head, short_tail = int(head * (1 - share)), int(tail * (1 - share))
         room = head + tail - short_head - short_tail
-        picked = asked_lines(elided_part(text, short_head, short_tail), terms, room)
+        hidden = elided_part(text, short_head, short_tail)[:ASKED_SCAN_CHARS]
+        picked = asked_lines(hidden, terms, room)
         if not picked:
-            return head, tail, ""
+            return head, tail, "", []
         before = text.count("\n", 0, short_head)  # line numbers in the whole output
-        return short_head, short_tail, asked_block([(n + before, line) for n, line in picked])
+        block = asked_block([(n + before, line) for n, line in picked])
+        return short_head, short_tail, block, asked_identifiers(hidden, terms, block)
 
     def change(item: Item) -> Item:
         node_id = item.node_id
@@ -192,8 +205,8 @@ def _offload(
         if done is not None:  # made in an earlier render (this frame's scratch is new)
             return done
         head, tail = preview_size(text, policy.offload_preview, budget, ctx.counter.count_text)
-        head, tail, lines = preview(text, item.message, (head, tail))
-        mentions = mentioned(elided_part(text, head, tail), ctx)
+        head, tail, lines, first = preview(text, item.message, (head, tail))
+        mentions = mentioned(elided_part(text, head, tail), ctx, first)
         content = placeholder(text, node_id, path, head, tail, mentions, lines)
         return ctx.item({**item.message, "content": content}, node_id, "offloaded", item.tool_name)
 
