@@ -116,9 +116,10 @@ class Policy(BaseModel):
     offload_asked_share: float | None = Field(default=0.5, ge=0, lt=1)
     """Share of an offloaded output's preview given to lines of its hidden middle that name
     what the call asked for (its arguments, its message's text); None or 0: head and tail."""
-    working_set_tokens: Count = Field(default=400, ge=0)
+    working_set_tokens: Count = Field(default=0, ge=0)
     """Most tokens of the working set: lines of the compacted history that the rounds kept
-    after the newest compaction name, shown after its summary; 0 turns it off..."""
+    after the newest compaction name, shown after its summary; 0 (default: on the TUNE half
+    it gave no recall for 1-1.4% more cost, bench-notes/quality5-levers.md) turns it off..."""
     working_set_share: float = Field(default=0.0125, gt=0, le=1)
     """...and at most this share of the budget (100 tokens at 8k, 400 at 32k)."""
 
@@ -366,7 +367,6 @@ class Policy(BaseModel):
             "offload_share": None,
             "compact_tokens": None,
             "conclusion_tokens": 0,
-            "working_set_tokens": 0,
             "offload_asked_share": None,
         }
         values.update(overrides)

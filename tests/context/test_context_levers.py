@@ -67,6 +67,10 @@ def output(i: int) -> str:
     return body + (WANTED + "\n" if i == 1 else "")
 
 
+WORKING = Policy(working_set_tokens=400)
+"""The working set is off by default (it did not pay on the bench's TUNE half)."""
+
+
 def working_session(rounds: int) -> ConversationGraph:
     g = ConversationGraph.memory("working")
     start(g)
@@ -84,7 +88,7 @@ def working_blocks(messages: list[dict[str, Any]]) -> list[str]:
 
 def test_the_compacted_lines_the_kept_rounds_name_come_back() -> None:
     g = working_session(30)
-    rendered = ContextEngine(g, Policy(), budget=8_000, clock=clock).render()
+    rendered = ContextEngine(g, WORKING, budget=8_000, clock=clock).render()
     assert rendered.tokens <= 8_000
     text = "\n".join(str(m["content"]) for m in rendered.messages)
     assert "compact" in {source.tier for source in rendered.sources}
@@ -98,12 +102,12 @@ def test_the_compacted_lines_the_kept_rounds_name_come_back() -> None:
 
 def test_the_working_set_is_stable_and_the_same_in_every_engine() -> None:
     g = working_session(30)
-    engine = ContextEngine(g, Policy(), budget=8_000, clock=clock)
+    engine = ContextEngine(g, WORKING, budget=8_000, clock=clock)
     first = engine.render().messages
     tool_round(g, [("Bash", "done")], prefix="later", content="ran it again", at=NOW)
     second = engine.render().messages
     assert working_blocks(first) == working_blocks(second) != []
     at = next(i for i, m in enumerate(first) if str(m["content"]).startswith("[working set"))
     assert second[: at + 1] == first[: at + 1]  # the prefix through the block is cached
-    fresh = ContextEngine(g, Policy(), budget=8_000, clock=clock).render().messages
+    fresh = ContextEngine(g, WORKING, budget=8_000, clock=clock).render().messages
     assert working_blocks(fresh) == working_blocks(second)
