@@ -77,6 +77,8 @@ class Cascade:
         for tier in self.tiers:
             if tier.apply is not None and not tier.early:
                 view = self.run_tier(tier.name, tier.apply, view, ctx)
+        if not self.policy.working_set_tokens:
+            return view
         return self.run_tier("working_set", with_working_set, view, ctx)
 
     def compact_pass(self, view: View, ctx: TierContext) -> View:
