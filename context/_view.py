@@ -40,6 +40,7 @@ Variant: TypeAlias = Literal[
     "note",
     "edit-placeholder",
     "layer",
+    "working",
 ]
 """How an item shows its node (part of the stored token-count key ``node_id:variant``; a
 layer's messages add their index: ``layer_id:layer:0``)."""

@@ -112,6 +112,17 @@ class Policy(BaseModel):
     offload_preview_tail_chars: Count = Field(default=1_600, ge=0)
     """…and its last this many."""
 
+    # -- issue 34's levers (how they work: context._tiers._asked and _working) -------------
+    offload_asked_share: float | None = Field(default=0.5, ge=0, lt=1)
+    """Share of an offloaded output's preview given to lines of its hidden middle that name
+    what the call asked for (its arguments, its message's text); None or 0: head and tail."""
+    working_set_tokens: Count = Field(default=0, ge=0)
+    """Most tokens of the working set: lines of the compacted history that the rounds kept
+    after the newest compaction name, shown after its summary; 0 (default: on the TUNE half
+    it gave no recall for 1-1.4% more cost, bench-notes/quality5-levers.md) turns it off..."""
+    working_set_share: float = Field(default=0.0125, gt=0, le=1)
+    """...and at most this share of the budget (100 tokens at 8k, 400 at 32k)."""
+
     microcompact_keep: Count = Field(default=5, ge=0)
     """Microcompact keeps this many newest compactable outputs whole."""
     microcompact_first: Count = Field(default=1, ge=1)
@@ -348,7 +359,9 @@ class Policy(BaseModel):
         70% summarize the oldest half; from 80% summarize all but the last 6 messages, with
         anchors; from 95% emergency truncation without an LLM. Its summaries have no
         "what the agent concluded" section: it summarizes far more often, and on the tuning
-        half the section gave no recall at 32k for 1.3% more cost (at 8k +0.005 for +9%)."""
+        half the section gave no recall at 32k for 1.3% more cost (at 8k +0.005 for +9%).
+        Issue 34's levers (working set, asked-for preview lines) are tuned for claude-code
+        only: off here."""
         values: dict[str, Any] = {
             "name": "progressive",
             "cascade": PROGRESSIVE_CASCADE,
@@ -363,6 +376,7 @@ class Policy(BaseModel):
             "offload_share": None,
             "compact_tokens": None,
             "conclusion_tokens": 0,
+            "offload_asked_share": None,
         }
         values.update(overrides)
         return cls(**_with_model(values, model))

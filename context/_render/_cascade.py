@@ -20,6 +20,7 @@ from .._budget._tokens import TokenCounter
 from .._store._source import MessageSource
 from .._tiers._request import latest_request, shown, top_request, with_request
 from .._tiers._tier import Tier, TierContext, TierFn
+from .._tiers._working import with_working_set
 from .._view import View
 from ._integrity import grouped_roles, repair_tool_pairs, tool_pair_problems, unique_call_ids
 from ._sources import added, merged, view_sources
@@ -65,7 +66,8 @@ class Cascade:
 
     def prepare(self, view: View, ctx: TierContext) -> View:
         """Re-apply earlier decisions in the order they were made (the ``early`` ones,
-        which only drop units, first) and let the ``always`` tiers act."""
+        which only drop units, first), let the ``always`` tiers act, and add the working
+        set to the newest compaction's summary (``_working``)."""
         for tier in self.tiers:
             if tier.apply is not None and tier.early:
                 view = self.run_tier(tier.name, tier.apply, view, ctx)
@@ -75,7 +77,9 @@ class Cascade:
         for tier in self.tiers:
             if tier.apply is not None and not tier.early:
                 view = self.run_tier(tier.name, tier.apply, view, ctx)
-        return view
+        if not self.policy.working_set_tokens:
+            return view
+        return self.run_tier("working_set", with_working_set, view, ctx)
 
     def compact_pass(self, view: View, ctx: TierContext) -> View:
         """Each tier acts when the prompt is over its trigger; once one has, the following

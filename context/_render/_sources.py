@@ -24,6 +24,7 @@ _BY_VARIANT: dict[Variant, str] = {
     "cut": "emergency",
     "stub": "emergency",
     "note": "snip",
+    "working": "working_set",
 }
 """The tier that shows a node this way (a layer's tier is its kind)."""
 

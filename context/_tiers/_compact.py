@@ -282,6 +282,7 @@ def compact_span(
         "pinned": True,
         "summary_key": focus or "",
         HANDLE_KEY: handle,
+        "kept_upto": next((u.node_ids[-1] for u in reversed(view.units) if u.node_ids), None),
     }
     after, info = make_layer(view, ctx, "compact", covered, messages, result, meta, layer_id)
     ctx.act(tier, f"compacted {rounds} round(s) into layer {info.id}", view, after)

@@ -9,10 +9,12 @@ the same bytes in every engine and on every render (the prompt cache holds).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from graph import text_of
 
 from .._budget._tokens import utf8_length
-from .._summaries._identifiers import rank_identifiers
+from .._summaries._identifiers import cap_identifiers, rank_identifiers, ranked_identifiers
 from .._view import Item
 from ._tier import TierContext
 
@@ -33,9 +35,10 @@ MENTION_SCAN_CHARS = 200_000
 ten even slices: a 20 MB output is not scanned whole on the render path."""
 
 
-def mentioned(text: str, ctx: TierContext) -> tuple[str, ...]:
+def mentioned(text: str, ctx: TierContext, first: Sequence[str] = ()) -> tuple[str, ...]:
     """The identifiers a placeholder lists for ``text``, which it hides (its size taken at
-    four bytes a token: the same list whatever the tokenizer's cache holds)."""
+    four bytes a token: the same list whatever the tokenizer's cache holds); ``first``
+    (what the call asked for, ``_asked``) ahead of the most used."""
     size = ctx.policy.stub_identifier_tokens(utf8_length(text) // 4)
     if not size:
         return ()
@@ -43,4 +46,6 @@ def mentioned(text: str, ctx: TierContext) -> tuple[str, ...]:
         piece = MENTION_SCAN_CHARS // 10
         step = (len(text) - piece) // 9
         text = "\n".join(text[i * step : i * step + piece] for i in range(10))
+    if first:
+        return cap_identifiers([*first, *ranked_identifiers([text])], ctx.counter, size)
     return rank_identifiers([text], ctx.counter, size)

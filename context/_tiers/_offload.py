@@ -20,6 +20,7 @@ import stat
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -31,6 +32,15 @@ from .._budget._redaction import output_redactor
 from .._budget._tokens import utf8_length
 from .._errors import OffloadError
 from .._view import Item, View, map_items
+from ._asked import (
+    ASKED_SCAN_CHARS,
+    asked_block,
+    asked_for,
+    asked_identifiers,
+    asked_lines,
+    asked_terms,
+    call_of,
+)
 from ._mentions import mentioned
 from ._tier import OffloadFile, Tier, TierContext, TierState
 
@@ -75,17 +85,29 @@ def mark_failed(states: dict[str, TierState], node_id: str) -> None:
     state.failed.add(node_id)
 
 
-def placeholder(text: str, handle: str, head: int, tail: int, mentions: Sequence[str] = ()) -> str:
+def placeholder(
+    text: str,
+    handle: str,
+    head: int,
+    tail: int,
+    mentions: Sequence[str] = (),
+    asked: str = "",
+) -> str:
     """The size, how to read the whole output (by the node's ``handle``), its head and
     tail (as budget reduction keeps them, so offloading never shows less than reducing
-    would), and the identifiers the part between them mentions. It names neither the file
-    nor the session: both differ from database to database, and the prompt must not.
+    would), the identifiers the part between them mentions, and ``asked``: lines of that
+    part picked by what the call asked for (``_asked``), shown after the head. It names
+    neither the file nor the session: both differ from database to database, and the
+    prompt must not.
 
     >>> placeholder("a" * 30 + "\\n" + "b" * 30, "n7", 4, 3).splitlines()[0]
     '[output offloaded: 61 characters, 2 lines; page by page: read_output("n7", offset=4)]'
     """
     total_lines = text.count("\n") + (0 if text.endswith("\n") else 1)
     shown = middle_truncate(text, head, tail, handle, mentions)
+    if asked and shown != text:
+        picked = "[lines of the middle that name what the call asked for]"
+        shown = f"{shown[:head]}\n{picked}\n{asked}{shown[head:]}"
     return (
         f"[output offloaded: {len(text)} characters, {total_lines} lines; "
         f"{read_from(handle, head)}]\n{shown}"
@@ -128,6 +150,34 @@ def _offload(
     errors: list[str] = []
     redactor = output_redactor(policy, ctx.graph)
 
+    asked: dict[str, str] | None = None
+
+    def preview(
+        text: str, message: dict[str, Any], size: tuple[int, int]
+    ) -> tuple[int, int, str, list[str]]:
+        """Head, tail, the lines picked by what the call asked for (they take
+        ``offload_asked_share`` of the preview's room when there are any) and the
+        identifiers its list names first."""
+        nonlocal asked
+        head, tail = size
+        share = policy.offload_asked_share
+        if not share:
+            return head, tail, "", []
+        if asked is None:
+            asked = asked_for(view)
+        terms = asked_terms(asked.get(call_of(message), ""))
+        if not terms:
+            return head, tail, "", []
+        short_head, short_tail = int(head * (1 - share)), int(tail * (1 - share))
+        room = head + tail - short_head - short_tail
+        hidden = elided_part(text, short_head, short_tail)[:ASKED_SCAN_CHARS]
+        picked = asked_lines(hidden, terms, room)
+        if not picked:
+            return head, tail, "", []
+        before = text.count("\n", 0, short_head)  # line numbers in the whole output
+        block = asked_block([(n + before, line) for n, line in picked])
+        return short_head, short_tail, block, asked_identifiers(hidden, terms, block)
+
     def change(item: Item) -> Item:
         node_id = item.node_id
         if item.message.get("role") != "tool" or item.variant != "full" or node_id is None:
@@ -160,8 +210,9 @@ def _offload(
         if done is not None:  # made in an earlier render (this frame's scratch is new)
             return done
         head, tail = preview_size(text, policy.offload_preview, budget, ctx.counter.count_text)
-        mentions = mentioned(elided_part(text, head, tail), ctx)
-        content = placeholder(text, ctx.handle(node_id), head, tail, mentions)
+        head, tail, lines, first = preview(text, item.message, (head, tail))
+        mentions = mentioned(elided_part(text, head, tail), ctx, first)
+        content = placeholder(text, ctx.handle(node_id), head, tail, mentions, lines)
         return ctx.item({**item.message, "content": content}, node_id, "offloaded", item.tool_name)
 
     after, changed = map_items(view, change)
