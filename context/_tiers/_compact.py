@@ -281,7 +281,11 @@ def _auto(view: View, ctx: TierContext, share: float) -> View:
     if not covered or segment_key(covered) in state.failed:
         return view
     fresh = [u for u in covered if not _is_compaction(u, ctx)]
-    if not grown(ctx, state.declined, first_node(fresh), sum(u.tokens for u in fresh)):
+    fresh_tokens = sum(u.tokens for u in fresh)
+    least = ctx.policy.compact_min_fresh_share
+    if least is not None and fresh_tokens < least * ctx.budget:
+        return view  # rewriting the summary to take in so little costs more than it saves
+    if not grown(ctx, state.declined, first_node(fresh), fresh_tokens):
         return view
     return compact_span(view, ctx, covered, focus=None, reason="budget")[0]
 
