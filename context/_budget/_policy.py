@@ -33,7 +33,7 @@ from pydantic import (
 from .._errors import PolicyError, UnknownModel
 from ._models import is_anthropic, model_info
 from ._names import TIER_NAMES, as_tier
-from ._policy_text import fields_doc, from_env, shown
+from ._policy_text import fields_doc, from_env, shown, with_model
 from ._presets import CLAUDE_CODE_CASCADE, DEFAULT_COMPACTABLE, PROGRESSIVE_VALUES
 from ._readback import is_history_tool
 
@@ -107,6 +107,8 @@ class Policy(BaseModel):
     from 0.955–0.974 to 0.982–0.985 (bench, at 0.15). A quarter, the largest output the
     peer (pydantic-ai-harness) keeps whole: once older outputs are cleared first, the newest
     output is what the agent quotes next (at 32k, 0.15 → 0.25: recall 0.9768 → 0.9792)."""
+    offload_tokens: Count | None = Field(default=None, gt=0)
+    """...or over this many tokens, if fewer (None: the share only)."""
     offload_preview_head_chars: Count = Field(default=2_400, ge=0)
     """An offloaded output's preview in the prompt: its first this many characters…"""
     offload_preview_tail_chars: Count = Field(default=1_600, ge=0)
@@ -336,14 +338,14 @@ class Policy(BaseModel):
         microcompact (old outputs cleared as a batch), auto-compact, collapse (what a
         compaction declined), budget reduction, snip and emergency, each only while the
         prompt is over the budget (window − output reserve − buffer)."""
-        return cls(**_with_model({"name": "claude-code", **overrides}, model))
+        return cls(**with_model({"name": "claude-code", **overrides}, model))
 
     @classmethod
     def progressive(cls, model: str | None = None, **overrides: Any) -> Policy:
         """harness9's ratio tiers: nothing under 60% of the budget; offload from 60%; from
         70% summarize the oldest half; from 80% summarize all but the last 6 messages, with
         anchors; from 95% emergency truncation without an LLM (``PROGRESSIVE_VALUES``)."""
-        return cls(**_with_model({**PROGRESSIVE_VALUES, **overrides}, model))
+        return cls(**with_model({**PROGRESSIVE_VALUES, **overrides}, model))
 
     @classmethod
     def named(cls, name: str, model: str | None = None, **overrides: Any) -> Policy:
@@ -460,9 +462,9 @@ class Policy(BaseModel):
 
     def offloads(self, chars: int, tokens: int, budget: int) -> bool:
         """Whether an output of ``chars`` characters (``tokens`` tokens) goes to a file."""
-        if chars <= self.offload_chars:
-            return False
-        return self.offload_share is None or tokens > self.offload_share * budget
+        share, cap = self.offload_share, self.offload_tokens
+        limit = -1.0 if share is None else min(share * budget, cap or MAX_TOKENS)
+        return chars > self.offload_chars and tokens > limit
 
     @property
     def fingerprint(self) -> str:
@@ -489,11 +491,6 @@ class Policy(BaseModel):
         if is_history_tool(name):
             return None
         return self.compactable_tools.get(name.lower())
-
-
-def _with_model(values: dict[str, Any], model: str | None) -> dict[str, Any]:
-    """A preset's values with ``model`` only when given (else ``OPENPROGRAM_MODEL`` may)."""
-    return values if model is None else {**values, "model": model}
 
 
 Policy.__doc__ = (Policy.__doc__ or "") + fields_doc(Policy)

@@ -1,5 +1,5 @@
-"""How ``Policy`` reads an environment value and shows a bad one, and the field list its
-help text ends with (kept apart so the settings module holds the settings)."""
+"""How ``Policy`` reads an environment value, shows a bad one and fills in a preset's model,
+and the field list its help text ends with (apart, so the settings module holds settings)."""
 
 from __future__ import annotations
 
@@ -41,3 +41,8 @@ def fields_doc(model: type[BaseModel]) -> str:
         text = " ".join((info.description or "").split())
         lines.append(f"    {name} (default {default}): {text}")
     return "\n".join(lines) + "\n"
+
+
+def with_model(values: dict[str, Any], model: str | None) -> dict[str, Any]:
+    """A preset's values with ``model`` only when given (else ``OPENPROGRAM_MODEL`` may)."""
+    return values if model is None else {**values, "model": model}
