@@ -107,8 +107,9 @@ class Policy(BaseModel):
     from 0.955–0.974 to 0.982–0.985 (bench, at 0.15). A quarter, the largest output the
     peer (pydantic-ai-harness) keeps whole: once older outputs are cleared first, the newest
     output is what the agent quotes next (at 32k, 0.15 → 0.25: recall 0.9768 → 0.9792)."""
-    offload_tokens: Count | None = Field(default=None, gt=0)
-    """...or over this many tokens, if fewer (None: the share only)."""
+    offload_tokens: Count | None = Field(default=16_000, gt=0)
+    """...or over this many tokens, if fewer (None: the share only): at 160k one 50k output
+    no longer forces an early compaction (bench-notes/quality5.md)."""
     offload_preview_head_chars: Count = Field(default=2_400, ge=0)
     """An offloaded output's preview in the prompt: its first this many characters…"""
     offload_preview_tail_chars: Count = Field(default=1_600, ge=0)

@@ -82,9 +82,9 @@ def test_the_progressive_preset() -> None:
 
 
 def test_offload_tokens_caps_the_share_of_a_large_budget() -> None:
-    """An output offloads over ``offload_share`` of the budget or ``offload_tokens``, if
-    fewer: the cap acts only in a large window."""
-    share_only, capped = Policy(), Policy(offload_tokens=16_000)
+    """An output offloads over ``offload_share`` of the budget or ``offload_tokens`` (16k by
+    default), if fewer: the cap acts only in a large window."""
+    share_only, capped = Policy(offload_tokens=None), Policy()
     chars = 100_000  # over offload_chars
     assert not share_only.offloads(chars, 20_000, 160_000)
     assert capped.offloads(chars, 20_000, 160_000)
