@@ -211,7 +211,9 @@ def _bench_losses(args: argparse.Namespace) -> int:
         for path, name in traces:
             trace = load_trace(path, name=name)
             for policy in ours:
-                causes = identifier_losses(trace, policy, args.losses, budget, counter)
+                causes = identifier_losses(
+                    trace, policy, args.losses, budget, counter, _settings(args.set)
+                )
                 shown = "; ".join(f"{n} {cause}" for cause, n in causes.most_common())
                 table.row(name, policy, str(sum(causes.values())), shown or "—")
     console.print(table)
