@@ -20,7 +20,6 @@ import contextvars
 import hashlib
 import json
 import os
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -34,7 +33,8 @@ from pydantic import (
 from .._errors import PolicyError, UnknownModel
 from ._models import is_anthropic, model_info
 from ._names import TIER_NAMES, as_tier
-from ._presets import CLAUDE_CODE_CASCADE, DEFAULT_COMPACTABLE, PROGRESSIVE_CASCADE
+from ._policy_text import fields_doc, from_env, shown, with_model
+from ._presets import CLAUDE_CODE_CASCADE, DEFAULT_COMPACTABLE, PROGRESSIVE_VALUES
 from ._readback import is_history_tool
 
 MAX_TOKENS = 10**15
@@ -107,6 +107,9 @@ class Policy(BaseModel):
     from 0.955–0.974 to 0.982–0.985 (bench, at 0.15). A quarter, the largest output the
     peer (pydantic-ai-harness) keeps whole: once older outputs are cleared first, the newest
     output is what the agent quotes next (at 32k, 0.15 → 0.25: recall 0.9768 → 0.9792)."""
+    offload_tokens: Count | None = Field(default=16_000, gt=0)
+    """...or over this many tokens, if fewer (None: the share only): at 160k one 50k output
+    no longer forces an early compaction (bench-notes/quality5.md)."""
     offload_preview_head_chars: Count = Field(default=2_400, ge=0)
     """An offloaded output's preview in the prompt: its first this many characters…"""
     offload_preview_tail_chars: Count = Field(default=1_600, ge=0)
@@ -216,6 +219,11 @@ class Policy(BaseModel):
     snip_low_water: float = Field(default=0.6, gt=0, lt=1)
     """Snip drops rounds until the prompt is under this share of the budget (hysteresis)."""
 
+    compact_min_fresh_share: float | None = Field(default=None, gt=0, lt=1)
+    """A budget compaction is not asked for while the rounds it would summarize for the
+    first time hold less than this share of the budget: each one rewrites the summary it
+    merges (charged in and out) and the prompt after the pinned prefix, so one that takes
+    in a little costs more than it saves. None: whatever they hold (progressive: 0.3)."""
     compact_keep_rounds: Count = Field(default=2, ge=0)
     """Auto-compact keeps at least the newest rounds as they are..."""
     compact_keep_share: float = Field(default=0.5, ge=0, le=1)
@@ -295,7 +303,7 @@ class Policy(BaseModel):
             variable = ENV_PREFIX + name.upper()
             if name in values or name in _NOT_FROM_ENV or variable not in os.environ:
                 continue
-            values[name] = _from_env(variable, os.environ[variable], info.annotation)
+            values[name] = from_env(variable, os.environ[variable], info.annotation)
         model = values.get("model")
         if model and ("context_window" not in values or "max_output_tokens" not in values):
             try:
@@ -342,7 +350,7 @@ class Policy(BaseModel):
             where = ".".join(str(p) for p in first["loc"])
             if not where:
                 raise PolicyError(message) from None
-            raise PolicyError(f"{where}: {message} (got {_shown(first.get('input'))})") from None
+            raise PolicyError(f"{where}: {message} (got {shown(first.get('input'))})") from None
 
     # -- presets ------------------------------------------------------------------------
     @classmethod
@@ -351,35 +359,16 @@ class Policy(BaseModel):
         microcompact (old outputs cleared as a batch), auto-compact, collapse (what a
         compaction declined), budget reduction, snip and emergency, each only while the
         prompt is over the budget (window − output reserve − buffer)."""
-        return cls(**_with_model({"name": "claude-code", **overrides}, model))
+        return cls(**with_model({"name": "claude-code", **overrides}, model))
 
     @classmethod
     def progressive(cls, model: str | None = None, **overrides: Any) -> Policy:
         """harness9's ratio tiers: nothing under 60% of the budget; offload from 60%; from
         70% summarize the oldest half; from 80% summarize all but the last 6 messages, with
-        anchors; from 95% emergency truncation without an LLM. Its summaries have no
-        "what the agent concluded" section: it summarizes far more often, and on the tuning
-        half the section gave no recall at 32k for 1.3% more cost (at 8k +0.005 for +9%).
-        Issue 34's levers (working set, asked-for preview lines) are tuned for claude-code
-        only: off here."""
-        values: dict[str, Any] = {
-            "name": "progressive",
-            "cascade": PROGRESSIVE_CASCADE,
-            "always": (),
-            "triggers": {"offload": 0.6, "summarize_half": 0.7, "compact": 0.8, "emergency": 0.95},
-            "offload_chars": 4_000,
-            "budget_reduction_chars": 4_000,
-            "compact_keep_messages": 6,
-            "compact_keep_rounds": 0,
-            "compact_keep_share": 0.0,
-            "buffer_tokens": 0,
-            "offload_share": None,
-            "compact_tokens": None,
-            "conclusion_tokens": 0,
-            "offload_asked_share": None,
-        }
-        values.update(overrides)
-        return cls(**_with_model(values, model))
+        anchors; from 95% emergency truncation without an LLM (``PROGRESSIVE_VALUES``;
+        issue 34's claude-code levers, the working set and asked-for preview lines, are off
+        here)."""
+        return cls(**with_model({**PROGRESSIVE_VALUES, **overrides}, model))
 
     @classmethod
     def named(cls, name: str, model: str | None = None, **overrides: Any) -> Policy:
@@ -496,9 +485,9 @@ class Policy(BaseModel):
 
     def offloads(self, chars: int, tokens: int, budget: int) -> bool:
         """Whether an output of ``chars`` characters (``tokens`` tokens) goes to a file."""
-        if chars <= self.offload_chars:
-            return False
-        return self.offload_share is None or tokens > self.offload_share * budget
+        share, cap = self.offload_share, self.offload_tokens
+        limit = -1.0 if share is None else min(share * budget, cap or MAX_TOKENS)
+        return chars > self.offload_chars and tokens > limit
 
     @property
     def fingerprint(self) -> str:
@@ -527,40 +516,4 @@ class Policy(BaseModel):
         return self.compactable_tools.get(name.lower())
 
 
-def _shown(value: Any) -> str:
-    """A short repr for an error message (an int too long for decimal text has none)."""
-    try:
-        text = repr(value)
-    except ValueError:
-        return f"an int of {value.bit_length()} bits" if isinstance(value, int) else "?"
-    return text if len(text) <= 60 else f"{text[:40]}…({len(text):,} characters)"
-
-
-def _with_model(values: dict[str, Any], model: str | None) -> dict[str, Any]:
-    """A preset's values with ``model`` only when given (else ``OPENPROGRAM_MODEL`` may)."""
-    return values if model is None else {**values, "model": model}
-
-
-def _from_env(variable: str, text: str, annotation: Any) -> Any:
-    """An environment value as the field's type wants it (JSON for numbers and None)."""
-    if annotation in (str, Path) or "Literal" in str(annotation):
-        return text
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        if "str" in str(annotation):
-            return text
-        raise PolicyError(f"{variable}={text!r} is not a valid value") from None
-
-
-def _fields_doc(model: type[BaseModel]) -> str:
-    """Every field with its default and description, for ``help(Policy)``."""
-    lines = ["", "Fields:", ""]
-    for name, info in model.model_fields.items():
-        default = "computed" if info.default_factory is not None else repr(info.default)
-        text = " ".join((info.description or "").split())
-        lines.append(f"    {name} (default {default}): {text}")
-    return "\n".join(lines) + "\n"
-
-
-Policy.__doc__ = (Policy.__doc__ or "") + _fields_doc(Policy)
+Policy.__doc__ = (Policy.__doc__ or "") + fields_doc(Policy)

@@ -6,6 +6,8 @@ users name, each with the reason for its order.
 
 from __future__ import annotations
 
+from typing import Any
+
 CLAUDE_CODE_CASCADE = (
     "offload",
     "rereads",
@@ -32,6 +34,30 @@ summaries charged): recall 0.9777 → 0.9852 (identifier lists off: 0.9724 → 0
 0.986× the peer's cost, against 1.064× (0.971× once summary requests were sampled to
 their bound)."""
 PROGRESSIVE_CASCADE = ("offload", "summarize_half", "compact", "emergency")
+PROGRESSIVE_VALUES: dict[str, Any] = {
+    "name": "progressive",
+    "cascade": PROGRESSIVE_CASCADE,
+    "always": (),
+    "triggers": {"offload": 0.6, "summarize_half": 0.7, "compact": 0.8, "emergency": 0.95},
+    "offload_chars": 4_000,
+    "budget_reduction_chars": 4_000,
+    "compact_keep_messages": 6,
+    "compact_keep_rounds": 0,
+    "compact_keep_share": 0.0,
+    "buffer_tokens": 0,
+    "offload_share": None,
+    "compact_tokens": None,
+    "conclusion_tokens": 0,
+    "compact_min_fresh_share": 0.3,
+    "offload_asked_share": None,
+}
+"""``Policy.progressive``'s settings (harness9's ratio tiers). Its summaries have no "what
+the agent concluded" section: it summarizes far more often, and on the tuning half the
+section gave no recall at 32k for 1.3% more cost (at 8k +0.005 for +9%).
+``compact_min_fresh_share`` 0.3: its soft step fired whenever the prompt passed 70% of the
+budget, and each time rewrote the merged summary to take in a round or two, about every
+third turn at 8k; waiting until the new rounds hold 30% of the budget cut its cost on the
+tune half (``bench-notes/quality5.md``)."""
 COLLAPSE_FIRST_CASCADE = (
     "offload",
     "rereads",

@@ -332,7 +332,11 @@ def _auto_span(view: View, ctx: TierContext, share: float, part: list[Unit] | No
     if not covered or segment_key(covered) in state.failed:
         return view
     fresh = [u for u in covered if not is_compaction(u, ctx)]
-    if not grown(ctx, state.declined, first_node(fresh), sum(u.tokens for u in fresh)):
+    fresh_tokens = sum(u.tokens for u in fresh)
+    least = ctx.policy.compact_min_fresh_share
+    if least is not None and fresh_tokens < least * ctx.budget:
+        return view  # rewriting the summary to take in so little costs more than it saves
+    if not grown(ctx, state.declined, first_node(fresh), fresh_tokens):
         return view
     key = AHEAD + segment_key(covered) if ctx.prefetch is not None else None
     after, _, error = compact_span(view, ctx, covered, focus=None, reason="budget", key=key)

@@ -27,13 +27,39 @@ from openprogram._cli._scale import bench_scale
 from openprogram._errors import OpenProgramError
 from openprogram._tables import Grid
 
+SMALL_SET = ("claude-code", "mini-swe-agent", "swe-agent")
+"""The folders of ``../shared/traces`` the bench runs when given no traces and no ``--split``:
+the small set every quick check uses (the ``-more`` folders are for ``--split``)."""
 
-def _default_traces() -> list[Path]:
+
+def _default_traces(whole: bool = False) -> list[Path]:
+    """``../shared/traces`` (searched upwards from here): its small set, or all of it."""
     for base in (Path.cwd(), *Path.cwd().parents):
         candidate = base / "shared" / "traces"
         if candidate.is_dir():
-            return [candidate]
+            if whole:
+                return [candidate]
+            return [candidate / name for name in SMALL_SET if (candidate / name).is_dir()]
     return []
+
+
+def _traces(args: argparse.Namespace, default: bool = True) -> list[tuple[Path, str]]:
+    """The bench's traces with their names: those given (or the default), and with
+    ``--split``, only those of ``--half``."""
+    from openprogram.bench import trace_files, trace_names
+    from openprogram.bench._split import half_of, read_split
+
+    if args.half is not None and args.split is None:
+        raise UsageError("--half needs --split FILE (the file that says which traces are in it)")
+    if args.split is not None and args.half is None:
+        raise UsageError("--split needs --half tune or --half report")
+    inputs = [Path(p) for p in args.traces]
+    if not inputs and default:
+        inputs = _default_traces(whole=args.split is not None)
+    paths = trace_files(inputs) if inputs else []
+    if args.split is None:
+        return list(zip(paths, trace_names(inputs, paths), strict=True))
+    return half_of(read_split(Path(args.split)), args.half, paths)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -50,14 +76,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         load_trace,
         run_policy,
         to_jsonl,
-        trace_files,
-        trace_names,
         with_cost_ratios,
     )
 
-    inputs = [Path(p) for p in args.traces] or ([] if args.programs else _default_traces())
-    paths = trace_files(inputs) if inputs else []
-    if not paths and not args.programs:
+    traces = _traces(args, default=not args.programs)
+    if not traces and not args.programs:
         raise OpenProgramError("no traces given and ../shared/traces was not found")
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     unknown = [p for p in policies if p not in POLICIES]
@@ -84,8 +107,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     with Progress(console=Console(stderr=True), transient=True) as progress:
         if args.programs:
             rows += _program_rows(args, policies, counter, progress)
-        task = progress.add_task("bench", total=len(paths) * len(policies) * len(budgets))
-        for path, name in zip(paths, trace_names(inputs, paths), strict=True):
+        task = progress.add_task("bench", total=len(traces) * len(policies) * len(budgets))
+        for path, name in traces:
             trace = load_trace(path, name=name)
             for budget in budgets:
                 for policy in policies:
@@ -171,11 +194,10 @@ def _seeds(text: str) -> list[int]:
 def _bench_losses(args: argparse.Namespace) -> int:
     """Per trace: the identifier uses ``--losses PEER``'s prompts held and each of our
     policies' did not, by cause."""
-    from openprogram.bench import MessageCounter, load_trace, our_policies, trace_files, trace_names
+    from openprogram.bench import MessageCounter, load_trace, our_policies
     from openprogram.bench._losses import identifier_losses
 
-    inputs = [Path(p) for p in args.traces] or _default_traces()
-    paths = trace_files(inputs)
+    traces = _traces(args)
     ours = [p.strip() for p in args.policies.split(",") if p.strip() in our_policies()]
     if not ours:
         raise UsageError(f"--losses compares our policies ({', '.join(our_policies())})")
@@ -186,10 +208,12 @@ def _bench_losses(args: argparse.Namespace) -> int:
     table.column("lost", "number")
     table.column("causes")
     for budget in args.budget or [32_000]:
-        for path, name in zip(paths, trace_names(inputs, paths), strict=True):
+        for path, name in traces:
             trace = load_trace(path, name=name)
             for policy in ours:
-                causes = identifier_losses(trace, policy, args.losses, budget, counter)
+                causes = identifier_losses(
+                    trace, policy, args.losses, budget, counter, _settings(args.set)
+                )
                 shown = "; ".join(f"{n} {cause}" for cause, n in causes.most_common())
                 table.row(name, policy, str(sum(causes.values())), shown or "—")
     console.print(table)
@@ -259,7 +283,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bench = sub.add_parser(
         "bench", parents=[common], help="replay traces under policies and baselines"
     )
-    bench.add_argument("traces", nargs="*")
+    bench.add_argument(
+        "traces",
+        nargs="*",
+        help="trace files or folders (default: ../shared/traces's small set, "
+        f"{', '.join(SMALL_SET)}; all of it with --split)",
+    )
+    bench.add_argument(
+        "--split",
+        metavar="FILE",
+        help="a file that puts each trace in a half ('<half> <path>' lines, e.g. "
+        "bench-notes/split.txt); the bench runs only --half's traces",
+    )
+    bench.add_argument(
+        "--half",
+        choices=("tune", "report"),
+        help="with --split: choose defaults on tune; run report only to report",
+    )
     bench.add_argument(
         "--budget",
         type=token_budget,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 from context import MessageSource
 from openprogram.bench._metrics import (
@@ -91,15 +92,28 @@ def _where(ident: str, message: Message) -> str:
 
 
 def identifier_losses(
-    trace: Trace, lost: str, kept: str, budget: int, count: MessageCounter
+    trace: Trace,
+    lost: str,
+    kept: str,
+    budget: int,
+    count: MessageCounter,
+    overrides: dict[str, Any] | None = None,
 ) -> Counter[str]:
-    """Identifier uses ``kept``'s prompts held and ``lost``'s did not, counted by cause."""
+    """Identifier uses ``kept``'s prompts held and ``lost``'s did not, counted by cause
+    (``overrides``: policy fields changed, as ``bench --set`` gives them)."""
     held: list[str] = []
     turns: list[Turn] = []
     run_policy(
-        trace, kept, budget, count, on_turn=lambda t, _: held.append(messages_text(t.prompt))
+        trace,
+        kept,
+        budget,
+        count,
+        on_turn=lambda t, _: held.append(messages_text(t.prompt)),
+        overrides=overrides,
     )
-    run_policy(trace, lost, budget, count, on_turn=lambda t, _: turns.append(t))
+    run_policy(
+        trace, lost, budget, count, on_turn=lambda t, _: turns.append(t), overrides=overrides
+    )
     causes: Counter[str] = Counter()
     seen: set[str] = set()
     scanned = 0

@@ -78,6 +78,21 @@ def test_the_progressive_preset() -> None:
     assert p.buffer_tokens == 0 and p.budget == 128_000 - 16_384
     assert p.fingerprint != Policy().fingerprint
     assert Policy.progressive(offload_chars=9_000).offload_chars == 9_000  # overrides win
+    assert p.compact_min_fresh_share == 0.3 and Policy().compact_min_fresh_share is None
+
+
+def test_offload_tokens_caps_the_share_of_a_large_budget() -> None:
+    """An output offloads over ``offload_share`` of the budget or ``offload_tokens`` (16k by
+    default), if fewer: the cap acts only in a large window."""
+    share_only, capped = Policy(offload_tokens=None), Policy()
+    chars = 100_000  # over offload_chars
+    assert not share_only.offloads(chars, 20_000, 160_000)
+    assert capped.offloads(chars, 20_000, 160_000)
+    assert not capped.offloads(chars, 15_000, 160_000)
+    for policy in (share_only, capped):  # 32k: a quarter is 8k, under the cap
+        assert policy.offloads(chars, 9_000, 32_000) and not policy.offloads(chars, 7_000, 32_000)
+        assert not policy.offloads(Policy().offload_chars, 50_000, 160_000)  # short text stays
+    assert Policy(offload_share=None, offload_tokens=16_000).offloads(chars, 10, 160_000)
 
 
 def test_presets_take_a_model_and_overrides() -> None:

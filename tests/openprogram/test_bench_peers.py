@@ -286,3 +286,16 @@ def test_bench_losses_prints_a_table(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["bench", str(path), "--losses", "harness", "--policies", "claude-code"]) == 0
     out = capsys.readouterr().out
     assert "claude-code" in out and "chat.jsonl" in out
+
+
+def test_bench_losses_applies_set(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--losses`` ran the presets as they are, whatever ``--set`` said: an ablation of
+    losses compared a setting with itself. A bad value now fails as in the bench."""
+    from openprogram.cli import main
+
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps(m) + "\n" for m in tool_rounds(6, size=5)))
+    argv = ["bench", str(path), "--losses", "harness", "--policies", "claude-code"]
+    assert main([*argv, "--set", "low_water=5"]) == 1
+    assert "low_water" in capsys.readouterr().err
+    assert main([*argv, "--set", "low_water=0.5"]) == 0

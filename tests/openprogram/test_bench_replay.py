@@ -231,3 +231,21 @@ def test_bench_takes_settings_and_refuses_bad_ones(
     assert row["policy"] == "claude-code" and row["over_budget"] == 0
     assert main([*argv, "--set", "nonsense"]) == 2  # a usage error
     assert "FIELD=VALUE" in capsys.readouterr().err
+
+
+def test_progressive_waits_for_new_rounds_before_rewriting_its_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Progressive's soft step fired each time the prompt passed 70% of the budget and
+    rewrote the merged summary to take in a round or two; it now waits until the new rounds
+    hold ``compact_min_fresh_share`` of the budget (``--set`` turns it off)."""
+    path = _long_chat(tmp_path / "long.jsonl", rounds=60)
+    argv = ["bench", str(path), "--policies", "progressive", "--budget", "6000", "--json"]
+    assert main(argv) == 0
+    (lever,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert main([*argv, "--set", "compact_min_fresh_share=null"]) == 0
+    (off,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert lever["over_budget"] == off["over_budget"] == 0
+    assert 0 < lever["summarizer_calls"] < off["summarizer_calls"]
+    assert lever["cost"] < off["cost"]
+    assert lever["prefix_reuse"] > off["prefix_reuse"]  # fewer rewrites of the prefix
