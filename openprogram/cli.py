@@ -4,3 +4,8 @@ its exit code, as the console script does; ``parser()`` is its argument parser."
 from openprogram._cli import main, parser, run
 
 __all__ = ["main", "parser", "run"]
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())
