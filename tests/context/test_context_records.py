@@ -297,6 +297,7 @@ def test_public_surface() -> None:
         "HeuristicSummarizer",
         "Item",
         "LAYER_KINDS",
+        "LAYER_TOTALS",
         "LayerFacts",
         "LayerKind",
         "LiteLLMSummarizer",

@@ -111,7 +111,7 @@ def test_a_memory_store_writes_to_a_temporary_folder_removed_on_release(
     assert not folder.exists()
 
 
-def test_prompts_name_offloaded_files_relative_to_the_folder(tmp_path: Path) -> None:
+def test_prompts_name_an_offloaded_output_by_handle_not_by_file(tmp_path: Path) -> None:
     g = ConversationGraph.memory("s1")
     tool_id = offloading(g)
     renders = [
@@ -119,8 +119,9 @@ def test_prompts_name_offloaded_files_relative_to_the_folder(tmp_path: Path) -> 
         for name in ("here", "there")
     ]
     assert renders[0].messages == renders[1].messages  # the same bytes for every reader
-    assert f"file tool_results/s1/{tool_id}.txt;" in str(renders[0].messages)
-    assert str(tmp_path) not in str(renders[0].messages)
+    sent = str(renders[0].messages)
+    assert 'read_output("n' in sent and tool_id not in sent and "tool_results" not in sent
+    assert str(tmp_path) not in sent
 
 
 def test_reading_writes_no_marker_and_makes_no_folder(tmp_path: Path) -> None:
