@@ -19,7 +19,8 @@ from ._budget._names import (
     as_record_tier,
     as_tier,
 )
-from ._budget._policy import MAX_TOKENS, POLICY_SCHEMA, Policy
+from ._budget._policy import MAX_TOKENS, Policy
+from ._budget._policy_sources import POLICY_SCHEMA
 from ._budget._presets import COLLAPSE_FIRST_CASCADE, DEFAULT_COMPACTABLE
 from ._budget._readback import HISTORY_TOOLS
 from ._budget._redaction import output_redactor, summary_redactor
