@@ -19,14 +19,15 @@ from ._budget._names import (
     as_record_tier,
     as_tier,
 )
-from ._budget._policy import MAX_TOKENS, POLICY_SCHEMA, Policy
+from ._budget._policy import MAX_TOKENS, Policy
+from ._budget._policy_sources import POLICY_SCHEMA
 from ._budget._presets import COLLAPSE_FIRST_CASCADE, DEFAULT_COMPACTABLE
 from ._budget._readback import HISTORY_TOOLS
 from ._budget._redaction import output_redactor, summary_redactor
 from ._budget._tokens import TokenCache, TokenCounter, encoding_name_for
 from ._commit._hooks import Committed
 from ._commit._writer import SessionWriter
-from ._engine import ContextEngine, render_context, render_receipt
+from ._engine import ContextEngine
 from ._errors import (
     AlreadyRolledBack,
     BudgetFloorWarning,
@@ -53,6 +54,7 @@ from ._render._integrity import (
 )
 from ._render._rendered import Rendered, SentPrompt, sent_prompt
 from ._render._request import RenderRequest
+from ._renders import render_context, render_receipt
 from ._store._adopt import Adoption, adopt_state_folder
 from ._store._facts import LayerFacts, RecordFacts, RollbackFacts
 from ._store._folder import StateFolder, release_state_folder, state_folder, state_home

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -27,15 +26,15 @@ from ._budget._policy import MAX_TOKENS, Policy
 from ._budget._tokens import TokenCache, TokenCounter
 from ._commit._hooks import Committed, Hooks
 from ._commit._writer import Redo, SessionWriter
-from ._errors import BudgetFloorWarning, CommitConflict, ContextError, PolicyError
+from ._errors import CommitConflict, ContextError, PolicyError
 from ._ops._parts import Shared, engine_parts
 from ._ops._recovery import Recovery
 from ._render._frame import Frame
 from ._render._layout import Layout
 from ._render._rendered import Rendered
 from ._render._request import RenderRequest
+from ._render._tools import PromptTools
 from ._store._folder import StateFolder, state_folder
-from ._store._receipt import RenderReceipt
 from ._store._records import CompactionRecord
 from ._store._storage import ContextStorage
 from ._summaries._heuristic import default_summarizer
@@ -84,7 +83,6 @@ class ContextEngine:
         self.prefetch = Prefetcher.wanted(summarizer, policy)
         """Summaries computed ahead of need, for an LLM summarizer that wants them."""
         self.budget = _check_budget(budget if budget is not None else policy.budget)
-        self.tools = list(tools)
         self.clock = clock or (lambda: datetime.now(UTC))
         """Read once per render (a replay sets a stopped clock per turn)."""
         self.hooks = Hooks()
@@ -99,9 +97,6 @@ class ContextEngine:
         self.operation: CompactionRecord | None = None
         """The record of the last ``compact`` or ``rollback``: the figures a command prints."""
         self.render_ms = 0.0
-        self.floor_warned = False
-        """Whether a render found the floor (tool schemas and system prompt) over the
-        budget already: ``BudgetFloorWarning`` is given once per engine."""
         writer: SessionWriter | None = (
             graph if isinstance(graph, ConversationGraph) and not read_only else None
         )
@@ -109,7 +104,7 @@ class ContextEngine:
         self.lock: threading.RLock = live._lock if live is not None else threading.RLock()
         """Held by every render and layer operation: the graph's own lock when it has one,
         so a render never sees a half-applied append from another thread."""
-        self._tool_tokens = self.counter.count_tools(self.tools)
+        self.prompt_tools = PromptTools(self.counter, tools)
         store = live.store if live is not None else None
         self.folder = (
             state_dir if isinstance(state_dir, StateFolder) else state_folder(store, state_dir)
@@ -177,15 +172,18 @@ class ContextEngine:
         return [tier.name for tier in self.tiers]
 
     @property
+    def tools(self) -> list[dict[str, Any]]:
+        """The tool schemas every prompt goes out with."""
+        return self.prompt_tools.schemas
+
+    @property
     def tool_tokens(self) -> int:
         """Tokens of the tool schemas every prompt goes out with (counted once per set)."""
-        return self._tool_tokens
+        return self.prompt_tools.tokens
 
     def set_tools(self, tools: Sequence[dict[str, Any]]) -> None:
         """The tool schemas the next prompts go out with (counted in every render)."""
-        if list(tools) != self.tools:
-            self.tools = list(tools)
-            self._tool_tokens = self.counter.count_tools(self.tools)
+        self.prompt_tools.set(tools)
 
     def count_as_sent(self) -> None:
         """Count messages and tool schemas as the JSON a client sends from now on (a
@@ -195,7 +193,7 @@ class ContextEngine:
         with self.lock:
             self.counter.as_sent = True
             self.cache.tag = "sent"
-            self._tool_tokens = self.counter.count_tools(self.tools)
+            self.prompt_tools.recount()
             self.renderer.memo.clear()  # items counted the plain way are built again
             for frame in self.frames.by_key.values():
                 frame.layout = Layout()
@@ -264,7 +262,7 @@ class ContextEngine:
             self.anchor,
             squeeze=self.recovery.squeeze,
             tools=tuple(self.tools),
-            tool_tokens=self._tool_tokens,
+            tool_tokens=self.tool_tokens,
             preview=preview,
         )
 
@@ -308,7 +306,7 @@ class ContextEngine:
                         "records", problem, decision.view, decision.view, error=problem
                     )
                 self.last = rendered
-                self._warn_floor(rendered)
+                self.prompt_tools.warn_floor(rendered, self.graph.session)
                 self.render_ms = (time.perf_counter() - started) * 1000
                 return rendered
         raise AssertionError("unreachable")  # pragma: no cover
@@ -460,19 +458,6 @@ class ContextEngine:
             self.committer.log(record)
             return rendered
 
-    def _warn_floor(self, rendered: Rendered) -> None:
-        if rendered.floor_fits or self.floor_warned:
-            return
-        self.floor_warned = True
-        warnings.warn(
-            f"session {self.graph.session!r}: the tool schemas ({self.tool_tokens:,} tokens) "
-            f"and the system prompt ({rendered.floor - self.tool_tokens:,}) are over the "
-            f"budget of {rendered.budget:,} tokens, so every prompt goes out over it "
-            f"(this one: {rendered.tokens:,}); raise the budget or send fewer tools",
-            BudgetFloorWarning,
-            stacklevel=3,
-        )
-
 
 def _check_budget(budget: object) -> int:
     if isinstance(budget, bool) or not isinstance(budget, int):
@@ -482,49 +467,3 @@ def _check_budget(budget: object) -> int:
     if budget > MAX_TOKENS:
         raise PolicyError(f"budget must be at most {MAX_TOKENS:,} tokens (10**15)")
     return budget
-
-
-def render_context(
-    graph: GraphReader,
-    *,
-    budget: int | None = None,
-    policy: Policy | None = None,
-    head: str | None = None,
-    frame: str | None = None,
-    summarizer: Any = None,
-) -> Rendered:
-    """Render once, with no memory of earlier renders (see ``ContextEngine`` for a loop).
-
-    >>> from graph import ConversationGraph
-    >>> g = ConversationGraph.memory()
-    >>> _ = g.append({"role": "user", "content": "hello"})
-    >>> render_context(g, budget=500).messages
-    [{'role': 'user', 'content': 'hello'}]
-    """
-    engine = ContextEngine(graph, policy, summarizer, budget)
-    return engine.render(head=head, frame=frame)
-
-
-def render_receipt(engine: ContextEngine, receipt: RenderReceipt) -> Rendered:
-    """The prompt a receipt describes, rendered again as a preview (nothing is written):
-    from its head and frame, with its tool schemas, its configured budget squeezed to the
-    effective one, and the usage anchor of then."""
-    stored = engine.storage.tools(receipt.tools_digest) if engine.storage else None
-    tools = tuple(stored) if stored is not None else tuple(engine.tools)
-    with engine.lock:
-        engine._after_scrub()
-        request = RenderRequest(
-            receipt.head,
-            receipt.frame,
-            receipt.configured_budget,
-            engine.clock(),
-            UsageAnchor.from_state(receipt.anchor) if receipt.anchor else engine.anchor,
-            squeeze=(receipt.budget + 0.5) / receipt.configured_budget,
-            tools=tools,
-            tool_tokens=engine.counter.count_tools(list(tools))
-            if stored is not None
-            else engine.tool_tokens,
-            preview=True,
-        )
-        rendered = engine.renderer.decide(request).rendered()
-    return msgspec.structs.replace(rendered, budget=receipt.budget)

@@ -6,29 +6,21 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
 from typing import Any
 
 import msgspec
 
+from ._appends import MessageWriter
 from ._branches import BranchWriter
-from ._codec import is_plain, normalize_event, normalize_meta, normalize_payload, normalize_time
+from ._codec import normalize_time
 from ._copy import branch_of, renamed_records, same_records
 from ._cursor import MAIN, Cursor
-from ._errors import (
-    CrossSessionError,
-    DuplicateToolResult,
-    GraphError,
-    InvalidMessage,
-    NodeNotFound,
-    UnknownToolCall,
-)
+from ._errors import CrossSessionError, GraphError, InvalidMessage, NodeNotFound
 from ._functions import Frame, FunctionHandle, FunctionWriter
 from ._ids import is_safe_id, new_id
 from ._layers import LayerWriter
 from ._loading import apply_loaded, paused
-from ._messages import ParsedResult, parse_message, stored_fields
-from ._nodes import Edge, Event, EventData, Fork, LayerInfo, Node, Payload, Tool
+from ._nodes import Edge, Event, Fork, LayerInfo, Node
 from ._open import open_store
 from ._protocols import Loaded
 from ._reader import GraphReader
@@ -49,8 +41,8 @@ class ConversationGraph(GraphReader):
     ['user', 'assistant', 'assistant', 'tool']
 
     The graph holds its writers as objects sharing its state, cursor, lock and commit:
-    function nodes (``_functions``), layers (``_layers``) and named branches
-    (``_branches``); their public methods here delegate to them.
+    messages (``_appends``), function nodes (``_functions``), layers (``_layers``) and
+    named branches (``_branches``); their public methods here delegate to them.
     """
 
     def __init__(
@@ -71,6 +63,9 @@ class ConversationGraph(GraphReader):
         self._state = GraphState(session)  # the store creates the session with its first write
         self._cursor = Cursor(self._state)
         self._functions = FunctionWriter(self, self._cursor, self._lock, self._commit)
+        self._messages = MessageWriter(
+            self, self._cursor, self._lock, self._commit, self._functions, self.refresh
+        )
         self._layers = LayerWriter(
             self, store, self._cursor, self._lock, self.refresh, self.batch, self._commit
         )
@@ -242,72 +237,7 @@ class ConversationGraph(GraphReader):
         message raises a :class:`GraphError` naming the field and stores nothing. ``frame``
         names the chain to append to (the implicit current frame when None).
         """
-        parsed = parse_message(message)  # walks nothing recursively (json.dumps is guarded)
-        when = normalize_time(at)
-        meta_value = {} if meta is None else normalize_meta(meta)
-        with self._lock:
-            if isinstance(parsed, ParsedResult):
-                return self._append_result(parsed, when, message)
-            functions = self._functions
-            function = functions.where(frame)
-            if function is not None:
-                functions.check_open(function)
-            dialogue: Payload = parsed.dialogue
-            if not is_plain(dialogue):
-                dialogue = normalize_payload(dialogue, "message", stored_fields(message))
-            session = self._state.session
-            node = Node(
-                id=new_id(), session=session, seq=0, at=when, payload=dialogue, meta=meta_value
-            )
-            records: list[Node | Event] = [node]
-            edges = functions.chain_edges(node.id, function)
-            for call in parsed.calls:
-                if call.call_id in self._state.pending:
-                    raise InvalidMessage(
-                        "tool_calls", f"call id {call.call_id!r} is already pending in this session"
-                    )
-                tool = Node(
-                    id=new_id(),
-                    session=session,
-                    seq=0,
-                    at=when,
-                    payload=normalize_payload(
-                        call, "tool_calls", message.get("tool_calls"), deep_ok=True
-                    ),
-                )
-                records.append(tool)
-                edges.append(Edge(node.id, tool.id, "requested"))
-                if function is not None:
-                    edges.append(Edge(function, tool.id, "caller"))
-            stored = self._commit(records, edges, node.id)
-            self._cursor.heads[function] = node.id
-            return self._state.nodes[stored[0].id]
-
-    def _append_result(self, parsed: ParsedResult, when: datetime, message: dict[str, Any]) -> Node:
-        tool_id = self._state.pending.get(parsed.call_id)
-        if tool_id is None:
-            self.refresh()
-            tool_id = self._state.pending.get(parsed.call_id)
-        if tool_id is None:
-            answered = [
-                n
-                for n in self._state.nodes.values()
-                if isinstance(n.payload, Tool) and n.payload.call_id == parsed.call_id
-            ]
-            if answered:
-                raise DuplicateToolResult(
-                    f"tool_call_id {parsed.call_id!r}: node {answered[-1].id} has a result already"
-                )
-            raise UnknownToolCall(
-                f"tool_call_id {parsed.call_id!r} matches no pending tool call in session "
-                f"{self.session!r}"
-            )
-        result: EventData = parsed.result
-        if not is_plain(result):
-            result = normalize_event(result, "message", {"content": message.get("content")})
-        event = Event(session=self.session, seq=0, node_id=tool_id, at=when, data=result)
-        self._commit([event], [], self.head)
-        return self._state.nodes[tool_id]
+        return self._messages.append(message, at=at, meta=meta, frame=frame)
 
     def clone(self, store: Store | None = None, session: str | None = None) -> ConversationGraph:
         """This session, every node, event and layer with the same ids and seqs, in another

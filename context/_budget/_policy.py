@@ -16,10 +16,8 @@ folder (``context._store._folder``).
 
 from __future__ import annotations
 
-import contextvars
 import hashlib
 import json
-import os
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -30,10 +28,11 @@ from pydantic import (
     model_validator,
 )
 
-from .._errors import PolicyError, UnknownModel
-from ._models import is_anthropic, model_info
+from .._errors import PolicyError
+from ._models import is_anthropic
 from ._names import TIER_NAMES, as_tier
-from ._policy_text import fields_doc, from_env, shown, with_model
+from ._policy_sources import POLICY_SCHEMA, filled, restoring, stored_values
+from ._policy_text import fields_doc, policy_error, with_model
 from ._presets import CLAUDE_CODE_CASCADE, DEFAULT_COMPACTABLE, PROGRESSIVE_VALUES
 from ._readback import is_history_tool
 
@@ -44,15 +43,8 @@ arithmetic in floats stays exact (a budget of 10**400 overflowed a float at rend
 Count = Annotated[int, Field(strict=True, le=MAX_TOKENS)]
 """A count or size: an int (not a bool, text or float) of at most ``MAX_TOKENS``."""
 
-ENV_PREFIX = "OPENPROGRAM_"
-
 MIN_SUMMARY_REQUEST = 1_000
 """Tokens a summary request may always use, however small the budget: less says nothing."""
-
-POLICY_SCHEMA = 1
-"""The version of a stored policy's shape (:meth:`Policy.stored`)."""
-_RESTORING: contextvars.ContextVar[bool] = contextvars.ContextVar("restoring", default=False)
-_NOT_FROM_ENV = frozenset({"compactable_tools", "triggers", "cascade", "always", "redact_patterns"})
 
 
 class Policy(BaseModel):
@@ -294,28 +286,7 @@ class Policy(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _fill(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        values = dict(data)
-        if _RESTORING.get():
-            return values
-        for name, info in cls.model_fields.items():
-            variable = ENV_PREFIX + name.upper()
-            if name in values or name in _NOT_FROM_ENV or variable not in os.environ:
-                continue
-            values[name] = from_env(variable, os.environ[variable], info.annotation)
-        model = values.get("model")
-        if model and ("context_window" not in values or "max_output_tokens" not in values):
-            try:
-                found = model_info(str(model))
-            except UnknownModel as error:
-                raise PolicyError(f"model: {error}") from error
-            window = found.max_input_tokens or 128_000
-            values.setdefault("context_window", window)
-            values.setdefault(
-                "max_output_tokens", min(found.max_output_tokens or 16_384, 32_000, window // 4)
-            )
-        return values
+        return filled(cls.model_fields, data) if isinstance(data, dict) else data
 
     @model_validator(mode="after")
     def _check(self) -> Policy:
@@ -345,12 +316,7 @@ class Policy(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as error:
-            first = error.errors()[0]
-            message = str(first["msg"]).removeprefix("Value error, ")
-            where = ".".join(str(p) for p in first["loc"])
-            if not where:
-                raise PolicyError(message) from None
-            raise PolicyError(f"{where}: {message} (got {shown(first.get('input'))})") from None
+            raise policy_error(error) from None
 
     # -- presets ------------------------------------------------------------------------
     @classmethod
@@ -393,19 +359,9 @@ class Policy(BaseModel):
         >>> Policy.restore(policy.stored()) == policy
         True
         """
-        schema = stored.get("schema")
-        values = stored.get("values")
-        if not isinstance(schema, int) or schema > POLICY_SCHEMA or not isinstance(values, dict):
-            raise PolicyError(
-                f"a stored policy of schema {schema!r} cannot be read by this version "
-                f"(it reads up to {POLICY_SCHEMA})"
-            )
-        known = {k: v for k, v in values.items() if k in cls.model_fields}
-        token = _RESTORING.set(True)
-        try:
+        known = stored_values(stored, cls.model_fields)
+        with restoring():
             return cls(**known)
-        finally:
-            _RESTORING.reset(token)
 
     # -- derived ------------------------------------------------------------------------
     @property

@@ -1,5 +1,6 @@
-"""How ``Policy`` reads an environment value, shows a bad one and fills in a preset's model,
-and the field list its help text ends with (apart, so the settings module holds settings)."""
+"""How ``Policy`` reads an environment value, reports a bad one in one line and fills in a
+preset's model, and the field list its help text ends with (apart, so the settings module
+holds settings)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from .._errors import PolicyError
 
@@ -19,6 +20,16 @@ def shown(value: Any) -> str:
     except ValueError:
         return f"an int of {value.bit_length()} bits" if isinstance(value, int) else "?"
     return text if len(text) <= 60 else f"{text[:40]}…({len(text):,} characters)"
+
+
+def policy_error(error: ValidationError) -> PolicyError:
+    """The first problem pydantic found, as one line that names the setting and the value."""
+    first = error.errors()[0]
+    message = str(first["msg"]).removeprefix("Value error, ")
+    where = ".".join(str(p) for p in first["loc"])
+    if not where:
+        return PolicyError(message)
+    return PolicyError(f"{where}: {message} (got {shown(first.get('input'))})")
 
 
 def from_env(variable: str, text: str, annotation: Any) -> Any:
