@@ -13,7 +13,6 @@ from sqlalchemy.exc import OperationalError
 
 from context import ContextStorage, Policy
 from graph import ConversationGraph, SQLStore
-
 from openprogram.cli import main
 from tests.openprogram.test_cli_newcomer import chat_trace, openprogram
 
