@@ -30,6 +30,7 @@ __all__ = [
     "bind",
     "create_app",
     "env_lines",
+    "hosts_for",
     "serve",
     "server",
     "url_of",

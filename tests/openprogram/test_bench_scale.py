@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+# internal: the scale bench's steps, run (and timed out or failed) one by one
 import openprogram.bench._scale as scale
 from graph import SQLStore, dispose_engines
 from openprogram import BenchError

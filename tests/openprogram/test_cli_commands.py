@@ -178,17 +178,16 @@ def test_reading_a_missing_database_creates_nothing(
 
 
 def test_sessions_reports_a_store_error_that_only_reads_like_a_missing_database(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Only ``NoDatabase`` means "no sessions yet", whatever another error's text says."""
-    from graph import StoreError
-    from openprogram._cli import _sessions  # internals: the store factory is replaced
+    from graph import StoreError, register_store
 
     def refused(*_: Any, **__: Any) -> Any:
         raise StoreError("no database at the address given: server refused")
 
-    monkeypatch.setattr(_sessions, "open_store", refused)
-    code, out, err = run(capsys, "--db", str(tmp_path / "op.db"), "sessions")
+    register_store("refusing-test", refused)
+    code, out, err = run(capsys, "--db", "refusing-test://host/op", "sessions")
     assert code == 1 and "server refused" in err and "no sessions" not in out
 
 

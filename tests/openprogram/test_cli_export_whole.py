@@ -11,11 +11,7 @@ import msgspec
 import pytest
 from _runtime_helpers import append_read_rounds
 
-from graph import ConversationGraph, SQLStore
 from openprogram import Session
-
-# internal: the engine the CLI builds from a stored session
-from openprogram._config import stored_engine
 from openprogram.cli import main
 from openprogram.testing import TestModel
 
@@ -33,8 +29,12 @@ def _worked_session(db: Path) -> None:
 
 
 def _next_prompt(db: Path) -> bytes:
-    graph = ConversationGraph(SQLStore(db, create=False, read_only=True), "s1")
-    return msgspec.json.encode(stored_engine(graph).preview().messages)
+    """The prompt the session reopened as stored would send next."""
+    session = Session(db, "s1", model=TestModel(default="ok"))
+    try:
+        return msgspec.json.encode(session.engine.preview().messages)
+    finally:
+        session.close()
 
 
 @pytest.mark.parametrize("suffix", [".json", ".graphml"])

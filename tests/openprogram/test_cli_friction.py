@@ -13,9 +13,6 @@ from sqlalchemy.exc import OperationalError
 
 from context import ContextStorage, Policy
 from graph import ConversationGraph, SQLStore
-
-# internal: reads the stored session configuration the CLI wrote
-from openprogram._config import load_config
 from openprogram.cli import main
 from tests.openprogram.test_cli_newcomer import chat_trace, openprogram
 
@@ -88,10 +85,12 @@ def test_configure_without_flags_only_shows(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = _imported(tmp_path, capsys)
+    before = SQLStore(db, create=False).session_meta("s1")
     code, out, _ = run(capsys, "--db", db, "configure", "s1")
     assert code == 0 and "policy claude-code" in out and "changed" not in out
     store = SQLStore(db, create=False)
-    assert load_config(store, "s1") is None
+    assert store.session_meta("s1") == before
+    assert "openprogram.config" not in before  # an imported session stores none
     assert ContextStorage(store, "s1").configurations() == []
 
 

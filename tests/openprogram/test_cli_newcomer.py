@@ -55,12 +55,27 @@ def test_replaying_into_the_same_database_twice_makes_two_sessions(
     assert len(sessions) == 2 and all(info.nodes > 10 for info in sessions)
 
 
-def test_a_database_error_is_one_short_line_without_class_names() -> None:
-    # internal: the one-line error formatter, fed raw exceptions
-    from openprogram._cli import one_line
+def test_a_database_error_is_one_short_line_without_class_names(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from graph import register_store
 
     class IntegrityError(Exception):
         pass
+
+    raised: list[BaseException] = []
+
+    def failing(*_: object, **__: object) -> SQLStore:
+        raise raised[-1]
+
+    register_store("failing-test", failing)
+
+    def one_line(error: BaseException) -> str:
+        """What the CLI prints when opening the database raised ``error``."""
+        raised.append(error)
+        code, out, err = run(capsys, "--db", "failing-test://host/db", "sessions")
+        assert (code, out) == (1, "") and err.startswith("error: ") and err.count("\n") == 1
+        return err.removeprefix("error: ").removesuffix("\n")
 
     raw = IntegrityError("UNIQUE constraint failed: graph_nodes.id [SQL: INSERT …] " + "x" * 5000)
     text = one_line(raw)
@@ -200,12 +215,12 @@ def test_importing_into_another_traces_session_is_refused_unless_appending(
     assert _sessions(db) == {"s": before["s"] + 1}
 
 
-def test_the_import_format_choices_are_the_importers() -> None:
-    # internal: the import command's --format choices
-    from openprogram._cli._traces import FORMATS as CHOICES
+def test_the_import_format_choices_are_the_importers(capsys: pytest.CaptureFixture[str]) -> None:
     from openprogram.importers import FORMATS
 
-    assert list(CHOICES) == list(FORMATS)
+    with pytest.raises(SystemExit):
+        main(["import", "--help"])
+    assert "{" + ",".join(FORMATS) + "}" in capsys.readouterr().out
 
 
 def _rich_session(db: str, state: Path) -> ConversationGraph:
@@ -364,11 +379,8 @@ def test_a_demo_budget_below_the_fixed_part_names_it(
 def test_show_prints_node_ids_and_ties_records_to_frames(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # internal: the demo's live Session, which `openprogram demo` only prints
-    from openprogram._demo import run_demo
-
     db, state = str(tmp_path / "d.db"), str(tmp_path / "state")
-    run_demo(db, state_dir=state).session.close()
+    assert run(capsys, "--db", db, "--state-dir", state, "demo")[0] == 0
     (session,) = [info.id for info in SQLStore(db, create=False).sessions()]
     code, out, _ = run(capsys, "--db", db, "--state-dir", state, "show", session)
     assert code == 0
@@ -488,12 +500,14 @@ def test_session_and_layer_times_are_one_type(tmp_path: Path) -> None:
     assert type(info.created) is type(engine.layers()[0].at)
 
 
-def test_a_second_demo_beside_the_first_gets_its_own_ids(tmp_path: Path) -> None:
-    # internal: the demo's live Session, which `openprogram demo` only prints
-    from openprogram._demo import run_demo
-
-    state = tmp_path / "state"  # a state folder serves one database, so: the same one
-    first = run_demo(tmp_path / "a.db", state_dir=state).session
-    second = run_demo(tmp_path / "a.db", state_dir=state).session
-    assert first.id != second.id
-    assert not {n.id for n in first.graph.nodes()} & {n.id for n in second.graph.nodes()}
+def test_a_second_demo_beside_the_first_gets_its_own_ids(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a state folder serves one database, so: the same one
+    db, state = str(tmp_path / "a.db"), str(tmp_path / "state")
+    for _ in range(2):
+        assert run(capsys, "--db", db, "--state-dir", state, "demo")[0] == 0
+    first, second = [info.id for info in SQLStore(db, create=False).sessions()]
+    assert first != second
+    graphs = [ConversationGraph.open(db, session=session) for session in (first, second)]
+    assert not {n.id for n in graphs[0].nodes()} & {n.id for n in graphs[1].nodes()}

@@ -19,11 +19,10 @@ from openprogram.cli import main
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = """
 import sys, time
-# internal: the child process dies inside SQLStore.commit
-import graph._sql
+from graph import SQLStore
 from openprogram.cli import main
 
-original = graph._sql.SQLStore.commit
+original = SQLStore.commit  # the child process dies inside it
 
 def commit(self, session, *args, **kwargs):
     first = original(self, session, *args, **kwargs)
@@ -32,7 +31,7 @@ def commit(self, session, *args, **kwargs):
         time.sleep(120)
     return first
 
-graph._sql.SQLStore.commit = commit
+SQLStore.commit = commit
 main(sys.argv[1:])
 """
 

@@ -20,10 +20,12 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from context import Policy
-from graph import MemoryStore, node_handle, resolve_ref, seeded_ids
+from context import Policy, sent_prompt
+from graph import MemoryStore, SQLStore, node_handle, resolve_ref, seeded_ids
 from openprogram import HISTORY_TOOLS, Session
+from openprogram.cli import main
 from openprogram.importers import import_trace
+from openprogram.testing import TestModel
 
 TRACES = Path("/work/shared/traces")
 SHARED = sorted(
@@ -100,16 +102,20 @@ def check_prompt(
     return seen
 
 
-def test_the_research_agent_s_prompts(tmp_path: Path) -> None:
-    # internal: the demo's live Session and its model's requests
-    from openprogram._demo import run_demo
-
-    run = run_demo(tmp_path / "demo.db", state_dir=tmp_path / "state")
-    session = run.session
-    model: Any = session.model
-    requests = model.requests
-    assert len(requests) > 50
-    made = set().union(*(check_prompt(session, request.messages) for request in requests))
+def test_the_research_agent_s_prompts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db, state = str(tmp_path / "demo.db"), str(tmp_path / "state")
+    assert main(["--db", db, "--state-dir", state, "demo"]) == 0
+    capsys.readouterr()
+    (made_by_demo,) = [info.id for info in SQLStore(db, create=False).sessions()]
+    session = Session(db, made_by_demo, model=TestModel(), state_dir=state)
+    storage = session.engine.storage
+    assert storage is not None
+    sent = [
+        sent_prompt(storage, receipt) for receipt in storage.receipts()
+    ]  # as the model got them
+    assert len(sent) > 50
+    made = set().union(*(check_prompt(session, prompt.messages) for prompt in sent if prompt))
+    assert None not in sent
     assert len(made) > 100
     forms = {(name, str(args[0])[:3]) for name, args in made}
     assert ("expand_function", "fn_") in forms  # a finished function's tool-call id

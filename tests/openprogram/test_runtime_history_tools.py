@@ -4,6 +4,7 @@ id, the model reads back the right content, and a bad id is a tool error it read
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from collections.abc import Callable
@@ -16,11 +17,11 @@ from _runtime_helpers import long_session, lookup, placeholders, small_policy, t
 import openprogram
 from context import Policy
 from graph import Node, node_handle, resolve_ref, text_of
-from openprogram import ModelResponse, Session, node_text
-
-# internal: the page size read_output cuts at
-from openprogram._history import READ_LIMIT
+from openprogram import HistoryTools, ModelResponse, Session, node_text
 from openprogram.testing import FunctionModel, ModelRequest, tool_call
+
+READ_LIMIT: int = inspect.signature(HistoryTools.read_output).parameters["limit"].default
+"""The page size read_output cuts at: its public default."""
 
 ARGUMENTS = {
     "read_output": ["id"],

@@ -15,14 +15,11 @@ from _runtime_helpers import (
     texts,
     without_ids,
 )
-from sqlalchemy import func, select
+from sqlalchemy import MetaData, func, select
 
 import openprogram
 from context import read_jsonl, records_path
 from graph import MemoryStore, NodeNotFound, SQLStore, resolve_ref
-
-# internal: counts the rows of each stored table
-from graph._schema import EDGES, EVENTS, LEASES, LOGS, NODES, SESSIONS, VALUES
 from openprogram import LiteLLMModel, ModelResponse, Session, SessionError, Usage
 from openprogram.testing import FunctionModel, ModelRequest, TestModel, tool_call
 
@@ -213,13 +210,21 @@ def test_copy_from_sqlite_to_postgres(tmp_path: Path, pg_db_url: str) -> None:
 
 # -- delete ------------------------------------------------------------------------------
 def _rows(store: SQLStore, session: str) -> dict[str, int]:
+    """The session's rows in every stored table that has a ``session`` column, and its
+    row in ``graph_sessions``, as the database itself lists its tables."""
+    tables = MetaData()
     counts = {}
     with store.engine.connect() as connection:
-        for table in (NODES, EDGES, EVENTS, VALUES, LOGS, LEASES):
-            query = select(func.count()).select_from(table).where(table.c.session == session)
-            counts[table.name] = int(connection.execute(query).scalar_one())
-        query = select(func.count()).select_from(SESSIONS).where(SESSIONS.c.id == session)
-        counts[SESSIONS.name] = int(connection.execute(query).scalar_one())
+        tables.reflect(bind=connection)
+        for table in tables.sorted_tables:
+            if "session" in table.c:
+                query = select(func.count()).select_from(table).where(table.c.session == session)
+                counts[table.name] = int(connection.execute(query).scalar_one())
+        sessions = tables.tables["graph_sessions"]
+        query = select(func.count()).select_from(sessions).where(sessions.c.id == session)
+        counts[sessions.name] = int(connection.execute(query).scalar_one())
+    assert {"graph_nodes", "graph_edges", "graph_events", "graph_values"} <= counts.keys()
+    assert {"graph_logs", "graph_leases"} <= counts.keys()
     return counts
 
 

@@ -15,7 +15,6 @@ import openprogram
 from openprogram import Model, ModelResponse, Session, Usage
 
 # internal: override() must reset the current-model context variable
-from openprogram._current import MODEL
 from openprogram.testing import FunctionModel, ModelRequest, TestModel, override, tool_call
 
 HI = [{"role": "user", "content": "hi"}]
@@ -164,5 +163,6 @@ def test_override_nests_and_follows_tasks_and_threads(tmp_path: Path) -> None:
             assert openprogram.llm("c") == "outer"
         assert openprogram.llm("d") == "own"
     assert answers == ["inner"]
-    assert MODEL.get() is None
+    with Session(":memory:", model=TestModel(default="later"), state_dir=tmp_path / "later"):
+        assert openprogram.llm("e") == "later"  # no override outlives its block
     assert len(outer.requests) == 2 and len(inner.requests) == 3

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+# internal: the viewer's timeline data, its marker words and the SVG it draws from them
 from openprogram._view._data import Viewer
 from openprogram._view._facts import FREED
 from openprogram._view._svg import timeline_svg

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from _scripted_upstream import ScriptedUpstream, start_server, stop_server
 
-from openprogram.proxy import Proxy, ProxyConfig, bind, create_app, env_lines
+from openprogram.proxy import Proxy, ProxyConfig, bind, create_app, env_lines, hosts_for
 
 
 @dataclass
@@ -39,8 +39,6 @@ def upstream() -> Iterator[ScriptedUpstream]:
 
 
 def start_proxy(upstream: ScriptedUpstream, db: Path, **options: object) -> tuple[Running, object]:
-    from openprogram._view import hosts_for
-
     summarizer = options.pop("summarizer", None)
     config = ProxyConfig(db=str(db), upstream_anthropic=upstream.url,
                          upstream_openai=upstream.url, **options)  # type: ignore[arg-type]  # fmt: skip

@@ -20,6 +20,7 @@ from _scripted_upstream import CACHED, ScriptedUpstream, stop_server
 from _slow_summarizer import HEADERS, Conversation, GatedSummarizer
 from conftest import Running, start_proxy
 
+# internal: the viewer's data layer, where `openprogram view` reads the receipts
 from openprogram._view import Viewer
 
 BUDGET = 4_000
@@ -114,9 +115,9 @@ def test_the_breakpoint_after_the_summaries_never_takes_a_place_of_the_clients(
 def test_every_receipt_carries_the_providers_usage_and_the_timeline_shows_its_input(
     gated: tuple[Running, GatedSummarizer],
 ) -> None:
-    # internal: the viewer's app, started as `openprogram view` starts it
     from starlette.testclient import TestClient
 
+    # internal: the viewer's app, started as `openprogram view` starts it
     from openprogram._view._app import COOKIE, create_app
 
     run, slow = gated
