@@ -218,11 +218,12 @@ def test_long_reads_come_in_pieces(long: Session) -> None:
     )
     assert _read_all(long.history.read_output, big.id) == full
     # a range of rounds longer than one read continues where it stopped
-    assistants = [n.id for n in long.graph.nodes() if n.role == "assistant"]
+    nodes = [n for n in long.graph.nodes() if n.role == "assistant"]
+    assistants = [n.id for n in nodes]
     head = long.history.read_history(assistants[0], assistants[10])
-    assert head.endswith(
-        f'read_history("{assistants[0]}", "{assistants[10]}", offset={READ_LIMIT})]'
-    )
+    first_handle, last_handle = node_handle(nodes[0]), node_handle(nodes[10])
+    assert head.endswith(f'read_history("{first_handle}", "{last_handle}", offset={READ_LIMIT})]')
+    assert long.history.read_history(first_handle, last_handle) == head
     whole = _read_all(long.history.read_history, assistants[0], assistants[10])
     assert len(whole) > 2 * READ_LIMIT
     assert whole.startswith("[assistant] step 1: looking up k_1\n")
