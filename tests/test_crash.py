@@ -23,7 +23,7 @@ from graph import ConversationGraph, text_of
 
 ROUNDS = 3
 SEED = 20_240_601
-_FILE = re.compile(r"file (\S+); page by page: read_output")
+_OFFLOADED = re.compile(r"\[output offloaded: [^\]]*read_output\(\"(n\d+)\"")
 
 
 def _crash_rounds(mode: str, url: str, tmp_path: Path, budget: int) -> None:
@@ -73,7 +73,8 @@ def _check_offload(graph: ConversationGraph, state: Path, budget: int) -> None:
     rendered = engine.render()
     # (Placeholders only: a summary may quote one whose file this check deleted above.)
     shown = [text_of(m["content"]) for m in rendered.messages if m["role"] == "tool"]
-    files = [state / p for text in shown for p in _FILE.findall(text)]
+    handles = [h for text in shown for h in _OFFLOADED.findall(text)]
+    files = [folder / f"{graph.get(h).id}.txt" for h in handles]  # a prompt names no file
     assert files, "the new long output was not offloaded"
     outputs = {n.id: text_of(n.result.content) for n in graph.nodes() if n.result is not None}
     for path in files:

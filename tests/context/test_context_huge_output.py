@@ -78,13 +78,19 @@ def test_a_huge_output_reaches_a_summarizer_clipped(tmp_path: Path) -> None:
     # internal: the clip a summary input gets
     from context._tiers._summarizing import SUMMARY_TEXT_CHARS, _clipped
 
+    class Handles:
+        """The one thing the clip asks of a render: how the prompt names a node."""
+
+        def handle(self, node_id: str) -> str:
+            return {"N1": "n7"}[node_id]
+
     text = "a" * (SUMMARY_TEXT_CHARS * 3)
     item = Item({"role": "tool", "content": text, "tool_call_id": "c"}, 10, "N1")
-    clipped = _clipped(item).message["content"]
+    clipped = _clipped(item, Handles()).message["content"]  # type: ignore[arg-type]
     assert len(clipped) < SUMMARY_TEXT_CHARS + 200
     assert (
         clipped.startswith("a" * 1000)
-        and 'characters elided; page by page: read_output("N1"' in clipped
+        and 'characters elided; page by page: read_output("n7"' in clipped
     )
     assert os.path.sep not in clipped
 

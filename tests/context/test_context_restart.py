@@ -156,7 +156,7 @@ def test_a_preview_writes_nothing_and_changes_nothing(
         pol = tuned(tmp_path, offload_chars=1_000, **SHORT_PREVIEW)
         e = ContextEngine(g, pol, budget=BUDGET, clock=clock)
         run(g, e, 2, turns)
-        session(g, 4, first=100, words=80)  # enough that the next render acts
+        session(g, 6, first=100, words=80)  # enough that the next render summarizes
         twin = twin_of(g, e)
         before = stored(g, e, pol)
         mark = ids.count

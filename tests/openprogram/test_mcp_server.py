@@ -202,7 +202,7 @@ def test_tool_errors_are_results_the_model_reads(stored: tuple[Path, Session]) -
     assert "depth" in texts[5] and "greater than or equal to 1" in texts[5]
     assert "limit" in texts[6]
     assert "nolayer" in texts[7]
-    assert texts[8] == "no node 'n99999' in this session; search_history finds ids"
+    assert texts[8].endswith(": no node 'n99999' in this session; search_history finds ids")
     assert out[-1][0] is False and len(json.loads(texts[-1])) == 1
 
 

@@ -5,6 +5,7 @@ different decisions)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -37,5 +38,6 @@ def test_one_history_in_two_databases_sends_identical_prompts(tmp_path: Path) ->
     (tmp_path / "b").mkdir()
     first, made = _next_prompt(tmp_path / "a")
     second, _ = _next_prompt(tmp_path / "b")
-    assert made and any(layer in str(first) for layer in made)  # made now, shown by id
+    assert made and re.search(r'"L\d+"', str(first))  # made now, shown by its handle
+    assert not any(layer in str(first) for layer in made)  # never by its id
     assert first == second
