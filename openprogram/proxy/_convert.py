@@ -51,3 +51,21 @@ def convert(
 
 def first_user(entries: Sequence[Entry]) -> str:
     return next((str(e.message["content"]) for e in entries if e.message["role"] == "user"), "")
+
+
+def plain_text(content: Any) -> str:
+    """An OpenAI content value (a string, or a list of parts) as the text the mirror
+    stores: text parts joined by lines, any other part named by its type."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            elif isinstance(part, dict):
+                parts.append(f"[{part.get('type')}]")
+        return "\n".join(parts)
+    return str(content)

@@ -13,27 +13,11 @@ from typing import Any
 
 from openprogram._errors import MalformedMessage
 from openprogram.integrations._mirror import Entry, Paired
-from openprogram.proxy._convert import Converted, convert, first_user
+from openprogram.proxy._convert import Converted, convert, first_user, plain_text
 
 __all__ = ["from_request", "peek", "to_request"]
 
 INSTRUCTION_ROLES = ("system", "developer")
-
-
-def _text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-            elif isinstance(part, dict):
-                parts.append(f"[{part.get('type')}]")
-        return "\n".join(parts)
-    return str(content)
 
 
 def _entry(index: int, message: Any) -> Entry:
@@ -46,7 +30,7 @@ def _entry(index: int, message: Any) -> Entry:
         role = "tool"
     if role not in ("system", "user", "assistant", "tool"):
         raise MalformedMessage(f"openai message {index}: unknown role {message.get('role')!r}")
-    chat: dict[str, Any] = {"role": role, "content": _text(message.get("content"))}
+    chat: dict[str, Any] = {"role": role, "content": plain_text(message.get("content"))}
     if role == "assistant":
         chat["content"] = chat["content"] or None
         calls = []
@@ -82,7 +66,7 @@ def _split(body: dict[str, Any]) -> tuple[list[Any], int]:
 
 
 def _system(messages: list[Any], lead: int) -> str | None:
-    return "\n\n".join(_text(m.get("content")) for m in messages[:lead]) if lead else None
+    return "\n\n".join(plain_text(m.get("content")) for m in messages[:lead]) if lead else None
 
 
 def peek(body: dict[str, Any]) -> tuple[str, str]:
@@ -109,7 +93,7 @@ def to_request(body: dict[str, Any], paired: Sequence[Paired]) -> dict[str, Any]
     lead = [m for m in messages if isinstance(m, dict)]
     lead = lead[: next((n for n, m in enumerate(lead) if m.get("role") not in INSTRUCTION_ROLES),
                        len(lead))]  # fmt: skip
-    kept = "\n\n".join(_text(m.get("content")) for m in lead) if lead else None
+    kept = "\n\n".join(plain_text(m.get("content")) for m in lead) if lead else None
     out: list[dict[str, Any]] = []
     for item in paired:
         if item.entry is not None and isinstance(item.entry.original, dict):

@@ -21,7 +21,7 @@ from typing import Any
 
 from openprogram._errors import MalformedMessage
 from openprogram.integrations._mirror import Entry, Paired
-from openprogram.proxy._convert import Converted, convert, first_user
+from openprogram.proxy._convert import Converted, convert, first_user, plain_text
 
 __all__ = ["from_request", "peek", "server_state", "to_request"]
 
@@ -46,22 +46,6 @@ def server_state(body: dict[str, Any], raw: bytes | None = None) -> str | None:
     ):
         return "server-side state: item_reference (an item only the provider holds)"
     return None
-
-
-def _text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-            elif isinstance(part, dict):
-                parts.append(f"[{part.get('type')}]")
-        return "\n".join(parts)
-    return str(content)
 
 
 def _role(item: dict[str, Any]) -> str | None:
@@ -112,7 +96,7 @@ def _assistant(index: int, group: list[dict[str, Any]]) -> Entry:
         if kind in ("function_call", "custom_tool_call"):
             calls.append(_call(index, item))
         elif kind == "message":
-            texts.append(_text(item.get("content")))
+            texts.append(plain_text(item.get("content")))
         elif kind == "compaction":
             texts.append("[compaction]")
     message: dict[str, Any] = {
@@ -134,16 +118,20 @@ def _entries(index: int, unit: Any) -> list[Entry]:
         call_id = unit.get("call_id")
         if not isinstance(call_id, str) or not call_id:
             raise MalformedMessage(f"responses item {index}: {kind} without call_id")
-        said = {"role": "tool", "tool_call_id": call_id, "content": _text(unit.get("output"))}
+        said = {"role": "tool", "tool_call_id": call_id, "content": plain_text(unit.get("output"))}
         return [Entry(said, unit, {}, f"{index} {kind}")]
     role = _role(unit)
     if role in INSTRUCTION_ROLES:
         return [
-            Entry({"role": "system", "content": _text(unit.get("content"))}, unit, {}, f"{index}")
+            Entry(
+                {"role": "system", "content": plain_text(unit.get("content"))}, unit, {}, f"{index}"
+            )
         ]
     if role == "user":
         return [
-            Entry({"role": "user", "content": _text(unit.get("content"))}, unit, {}, f"{index}")
+            Entry(
+                {"role": "user", "content": plain_text(unit.get("content"))}, unit, {}, f"{index}"
+            )
         ]
     # an item of a kind we do not read (a built-in tool's call…): kept, shown by its type
     return [Entry({"role": "user", "content": f"[{kind}]"}, unit, {}, f"{index} {kind}")]
@@ -151,7 +139,7 @@ def _entries(index: int, unit: Any) -> list[Entry]:
 
 def _instructions(body: dict[str, Any]) -> str | None:
     given = body.get("instructions")
-    return _text(given) if given is not None else None
+    return plain_text(given) if given is not None else None
 
 
 def peek(body: dict[str, Any]) -> tuple[str, str]:
@@ -161,7 +149,7 @@ def peek(body: dict[str, Any]) -> tuple[str, str]:
         return _instructions(body) or "", items
     for item in items if isinstance(items, list) else ():
         if isinstance(item, dict) and _role(item) == "user":
-            said = _text(item.get("content"))
+            said = plain_text(item.get("content"))
             if said:
                 return _instructions(body) or "", said
     return _instructions(body) or "", ""
@@ -203,7 +191,7 @@ def _made(message: dict[str, Any], originals: dict[str, list[dict[str, Any]]]) -
     """Items for a message compaction changed or made."""
     role = message.get("role")
     content = message.get("content")
-    text = content if isinstance(content, str) else _text(content)
+    text = content if isinstance(content, str) else plain_text(content)
     fields = message.get("provider_specific_fields") or {}
     if role == "assistant" and fields.get("compaction_blocks"):
         return list(fields["compaction_blocks"])  # the provider's own compaction, as it came
@@ -244,7 +232,7 @@ def to_request(body: dict[str, Any], paired: Sequence[Paired]) -> dict[str, Any]
     for item in paired:
         message = item.message
         if message.get("role") == "system" and item.entry is None:
-            instructions.append(_text(message.get("content")))
+            instructions.append(plain_text(message.get("content")))
             continue
         if item.entry is not None:
             original = item.entry.original
