@@ -46,11 +46,11 @@ from openprogram._view._facts import (
     Prompt,
     SentParts,
     SessionRow,
-    node_text,
     records_by_call,
 )
 from openprogram._view._layer_data import LayerTotals, Originals
 from openprogram._view._provenance import provenance, shown_in
+from openprogram._view._search import NodeSearch
 
 BRANCHES = "graph.branches"
 TOKENS_KEPT = 200_000
@@ -83,7 +83,7 @@ class Viewer:
         self._tokens: dict[bytes, int] = {}
         self._shown: dict[str, tuple[tuple[str, int], dict[str, str]]] = {}
         self._parts = SentParts()
-        self._texts: dict[str, tuple[tuple[int, int], list[str]]] = {}
+        self._search = NodeSearch()
 
     @property
     def state_path(self) -> Path:
@@ -170,7 +170,7 @@ class Viewer:
         with self.lock:
             self._loaded.pop(session, None)
             self._shown.pop(session, None)
-            self._texts.pop(session, None)
+            self._search.forget(session)
             for key in [k for k in self._layer_memo if k[0] == session]:
                 del self._layer_memo[key]
 
@@ -189,7 +189,7 @@ class Viewer:
         try:
             graph, _ = self.loaded(session)
             with self.lock:
-                self._lowered(session, graph)  # what a search reads
+                self._search.prepare(session, graph)  # what a search reads
         except (KeyError, StoreError):  # deleted meanwhile: the next page says so
             pass
         finally:
@@ -457,37 +457,9 @@ class Viewer:
 
     def search(self, session: str, query: str, limit: int) -> tuple[list[tuple[Node, str]], int]:
         """Nodes whose text contains ``query`` (case-insensitive), every node searched —
-        those under layers too — and at most ``limit`` returned, with a snippet each; a
-        query that is a node's id or handle (as a prompt shows it) finds that node first."""
+        those under layers too (``NodeSearch``)."""
         graph, _ = self.loaded(session)
-        needle = query.lower()
-        hits: list[tuple[Node, str]] = []
-        total = 0
-        named = resolve_ref(graph.state, query.strip())
-        if named is not None and named in graph:
-            hits.append((graph.get(named), node_text(graph.get(named))[:160]))
-            total += 1
-        nodes, lowered = graph.nodes(), self._lowered(session, graph)
-        for node, low in zip(nodes, lowered, strict=True):
-            if node.id == named:
-                continue
-            at = low.find(needle)
-            if at < 0:
-                continue
-            total += 1
-            if len(hits) < limit:
-                text, start = node_text(node), max(0, at - 80)
-                hits.append((node, text[start : at + len(query) + 80]))
-        return hits, total
-
-    def _lowered(self, session: str, graph: ConversationGraph) -> list[str]:
-        """Every node's text in lower case, in node order, made once while nothing is
-        stored for the session and nothing scrubbed (a search reads 100,000 of them)."""
-        key = (graph.last_seq, graph.state.reloads)
-        kept = self._texts.get(session)
-        if kept is None or kept[0] != key:
-            kept = self._texts[session] = (key, [node_text(n).lower() for n in graph.nodes()])
-        return kept[1]
+        return self._search.find(session, graph, query, limit)
 
     def nodes(self, session: str, page: int, size: int) -> tuple[list[Node], int]:
         graph, _ = self.loaded(session)
