@@ -79,7 +79,7 @@ def _fresh(big: dict[str, Any]) -> Viewer:
     viewer = Viewer(big["path"], None)
     loaded: Viewer = big["viewer"]
     viewer._loaded = dict(loaded._loaded)  # internal: only the background load is shared
-    viewer._texts = dict(loaded._texts)
+    viewer._search._texts = dict(loaded._search._texts)
     return viewer
 
 
