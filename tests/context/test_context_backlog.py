@@ -267,7 +267,8 @@ def test_an_llm_summarizer_gets_a_few_bounded_calls_on_the_wire(
     summarizer = LiteLLMSummarizer(
         "openai/fake-summarizer", api_base=fake_provider.base_url, api_key="x", max_retries=0
     )
-    rendered = engine(graph, summarizer).render()
+    # no summary prepared ahead in the background: only the backlog's calls on the wire
+    rendered = engine(graph, summarizer, proactive_share=None).render()
     assert rendered.fits
     [layer] = backlog_layers(graph)
     calls = fake_provider.requests
