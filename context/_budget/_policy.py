@@ -99,6 +99,9 @@ class Policy(BaseModel):
     characters. Alone on TUNE's 29 Claude Code sessions (bench-notes/quality5-cost.md):
     recall at 8k 0.8537 → 0.8699, at 16k 0.9516 → 0.9564, at cost 0.981 → 1.002 and
     1.065 → 1.057× harness; 32k and up unchanged."""
+    offload_chars_min: Count = Field(default=8_000, gt=0)
+    """...but never under this many characters: under a toy budget (2k) every modest output
+    would go to a file, the prompt keeping only pointers to read back."""
     offload_share: float | None = Field(default=0.25, gt=0, le=1)
     """...and only when they are also over this share of the budget (in tokens): in a large
     window a long file read stays whole — at 160k, recall on the Claude Code traces rose
@@ -460,7 +463,8 @@ class Policy(BaseModel):
         limit = -1.0 if share is None else min(share * budget, cap or MAX_TOKENS)
         floor = self.offload_chars
         if self.offload_chars_per_token is not None:
-            floor = min(floor, int(self.offload_chars_per_token * budget))
+            scaled = max(self.offload_chars_min, int(self.offload_chars_per_token * budget))
+            floor = min(floor, scaled)
         return chars > floor and tokens > limit
 
     @property

@@ -107,6 +107,14 @@ def test_a_tight_budget_offloads_outputs_over_its_own_size_in_characters() -> No
         Policy(offload_chars_per_token=0)
 
 
+def test_a_toy_budget_still_keeps_modest_outputs_whole() -> None:
+    """The per-token floor stops at ``offload_chars_min`` (8k characters): at a 2k budget a
+    5k-character output is kept, not turned into a pointer to read back."""
+    assert not Policy().offloads(5_000, 1_500, 2_000)
+    assert Policy(offload_chars_min=4_000).offloads(5_000, 1_500, 2_000)
+    assert Policy().offloads(9_000, 1_500, 2_000)
+
+
 def test_presets_take_a_model_and_overrides() -> None:
     p = Policy.claude_code("gpt-3.5-turbo", low_water=0.5)
     assert p.model == "gpt-3.5-turbo" and p.context_window == 16_385 and p.low_water == 0.5
