@@ -93,6 +93,15 @@ class Policy(BaseModel):
     offload_chars: Count = Field(default=20_000, gt=0)
     """Outputs longer than this go to a file every turn (the prompt keeps head and tail);
     20k rather than the seed's 10k: below it, reducing when needed loses less (bench)."""
+    offload_chars_per_token: float | None = Field(default=1.0, gt=0)
+    """...or this many characters per token of the budget, if fewer (None: ``offload_chars``
+    only): at 8k a 4k-token output is half the prompt, kept whole under the fixed 20k
+    characters. Alone on TUNE's 29 Claude Code sessions (bench-notes/quality5-cost.md):
+    recall at 8k 0.8537 → 0.8699, at 16k 0.9516 → 0.9564, at cost 0.981 → 1.002 and
+    1.065 → 1.057× harness; 32k and up unchanged."""
+    offload_chars_min: Count = Field(default=8_000, gt=0)
+    """...but never under this many characters: under a toy budget (2k) every modest output
+    would go to a file, the prompt keeping only pointers to read back."""
     offload_share: float | None = Field(default=0.25, gt=0, le=1)
     """...and only when they are also over this share of the budget (in tokens): in a large
     window a long file read stays whole — at 160k, recall on the Claude Code traces rose
@@ -162,6 +171,15 @@ class Policy(BaseModel):
     schedule_floor_tokens: Count = Field(default=16_000, gt=0)
     """The cache schedule's recall floor: a compaction keeps at least this many tokens...
     (the cost alone would always keep fewer: see ``context._budget._schedule``)"""
+    schedule_floor_exponent: float | None = Field(default=0.8, gt=0, le=1)
+    """...times (budget / ``schedule_floor_budget``) to this power under that budget (None:
+    fixed): under a tight budget the low-water cap (``low_water``) kept 75% and every kept
+    token is re-read each turn, for ever less recall. 5.3k and 9.2k kept at 8k and 16k
+    (were 6k, 12k); 32k and up unchanged. With ``offload_chars_per_token``, on TUNE's 29
+    Claude Code sessions (bench-notes/quality5-cost.md), recall vs harness / cost vs
+    harness: 8k −0.0013 / 0.981 → +0.0093 / 0.908; 16k +0.037 / 1.065 → +0.032 / 0.982."""
+    schedule_floor_budget: Count = Field(default=32_000, gt=0)
+    """The budget from which the floor is ``schedule_floor_tokens`` itself."""
     schedule_floor_share: float | None = Field(default=0.25, gt=0, le=1)
     """...or this share of the budget, if more, and never over ``low_water`` of it: 16k,
     6k, 12k and 40k kept at budgets of 32k, 8k, 16k and 160k (None: the tokens only)."""
@@ -443,7 +461,11 @@ class Policy(BaseModel):
         """Whether an output of ``chars`` characters (``tokens`` tokens) goes to a file."""
         share, cap = self.offload_share, self.offload_tokens
         limit = -1.0 if share is None else min(share * budget, cap or MAX_TOKENS)
-        return chars > self.offload_chars and tokens > limit
+        floor = self.offload_chars
+        if self.offload_chars_per_token is not None:
+            scaled = max(self.offload_chars_min, int(self.offload_chars_per_token * budget))
+            floor = min(floor, scaled)
+        return chars > floor and tokens > limit
 
     @property
     def fingerprint(self) -> str:

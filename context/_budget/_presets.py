@@ -50,10 +50,13 @@ PROGRESSIVE_VALUES: dict[str, Any] = {
     "conclusion_tokens": 0,
     "compact_min_fresh_share": 0.3,
     "offload_asked_share": None,
+    "schedule_floor_exponent": None,
+    "offload_chars_per_token": None,
 }
-"""``Policy.progressive``'s settings (harness9's ratio tiers). Its summaries have no "what
-the agent concluded" section: it summarizes far more often, and on the tuning half the
-section gave no recall at 32k for 1.3% more cost (at 8k +0.005 for +9%).
+"""``Policy.progressive``'s settings (harness9's ratio tiers). The claude-code floors tuned
+for cost (``schedule_floor_exponent``, ``offload_chars_per_token``) are off: untuned here.
+Its summaries have no "what the agent concluded" section: it summarizes far more often,
+and on the tuning half the section gave no recall at 32k for 1.3% more cost (at 8k +0.005 for +9%).
 ``compact_min_fresh_share`` 0.3: its soft step fired whenever the prompt passed 70% of the
 budget, and each time rewrote the merged summary to take in a round or two, about every
 third turn at 8k; waiting until the new rounds hold 30% of the budget cut its cost on the

@@ -117,6 +117,9 @@ def plan_for(policy: Policy, budget: int, units: Sequence[Unit]) -> Plan:
         ceiling = trigger - trigger // 8
     ceiling = max(1, ceiling)
     floor = policy.schedule_floor_tokens
+    if policy.schedule_floor_exponent is not None:
+        scale = min(1.0, budget / policy.schedule_floor_budget)
+        floor = max(1, int(floor * scale**policy.schedule_floor_exponent))
     if policy.schedule_floor_share is not None:
         floor = max(floor, int(budget * policy.schedule_floor_share))
     target = min(floor, ceiling)

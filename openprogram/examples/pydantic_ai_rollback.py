@@ -115,6 +115,7 @@ def main(
         collapse_min_rounds=2,
         collapse_max_rounds=3,
         collapse_keep_recent=2,
+        offload_chars_per_token=None,
     )
     session = Session(db, budget=budget, policy=policy, state_dir=state_dir)
     agent = Agent(

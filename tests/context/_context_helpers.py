@@ -24,10 +24,12 @@ SEED = {
     "offload_share": None,
     "microcompact_first": 50,
     "microcompact_every": 25,
+    "offload_chars_per_token": None,
+    "schedule_floor_exponent": None,
 }
 """The seed's every-turn offload (10k, whatever the budget) and budget reduction, collapse,
 and Claude Code's microcompact count trigger (first at 50 tool calls, then every 25), which
-the tier tests pin."""
+the tier tests pin; the fixed cache-schedule floor they were written against."""
 
 
 def policy(tmp_path: Path, **overrides: Any) -> Policy:

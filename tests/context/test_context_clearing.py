@@ -40,7 +40,12 @@ def tool_texts(messages: list[dict[str, Any]]) -> list[str]:
 
 def test_old_outputs_are_cleared_and_the_newest_stay_whole() -> None:
     g = session(24)
-    rendered = ContextEngine(g, Policy(), budget=BUDGET, clock=clock).render()
+    rendered = ContextEngine(
+        g,
+        Policy(offload_chars_per_token=None, schedule_floor_exponent=None),
+        budget=BUDGET,
+        clock=clock,
+    ).render()
     assert rendered.tokens <= BUDGET < sum(len(output(i)) for i in range(24)) // 4
     outputs = tool_texts(rendered.messages)
     keep = Policy().microcompact_keep

@@ -42,7 +42,12 @@ def listed(text: str) -> list[str]:
 
 def test_a_cleared_output_lists_what_it_mentioned() -> None:
     g = session(24)
-    rendered = ContextEngine(g, Policy(), budget=BUDGET, clock=clock).render()
+    rendered = ContextEngine(
+        g,
+        Policy(offload_chars_per_token=None, schedule_floor_exponent=None),
+        budget=BUDGET,
+        clock=clock,
+    ).render()
     cleared = [t for t in tool_texts(rendered.messages) if "output cleared" in t]
     assert cleared
     for text in cleared:

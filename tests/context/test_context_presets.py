@@ -95,6 +95,26 @@ def test_offload_tokens_caps_the_share_of_a_large_budget() -> None:
     assert Policy(offload_share=None, offload_tokens=16_000).offloads(chars, 10, 160_000)
 
 
+def test_a_tight_budget_offloads_outputs_over_its_own_size_in_characters() -> None:
+    """Under ``offload_chars`` of budget (20k), an output offloads over as many characters as
+    the budget has tokens (``offload_chars_per_token``): at 8k a 3k-token output of 9k
+    characters was kept whole, half the prompt."""
+    assert Policy().offloads(9_000, 3_000, 8_000)
+    assert not Policy(offload_chars_per_token=None).offloads(9_000, 3_000, 8_000)
+    assert not Policy().offloads(7_000, 3_000, 8_000)  # under 8k characters: whole
+    assert not Policy().offloads(19_000, 9_000, 32_000)  # 32k: the 20k characters bind
+    with pytest.raises(PolicyError, match="offload_chars_per_token"):
+        Policy(offload_chars_per_token=0)
+
+
+def test_a_toy_budget_still_keeps_modest_outputs_whole() -> None:
+    """The per-token floor stops at ``offload_chars_min`` (8k characters): at a 2k budget a
+    5k-character output is kept, not turned into a pointer to read back."""
+    assert not Policy().offloads(5_000, 1_500, 2_000)
+    assert Policy(offload_chars_min=4_000).offloads(5_000, 1_500, 2_000)
+    assert Policy().offloads(9_000, 1_500, 2_000)
+
+
 def test_presets_take_a_model_and_overrides() -> None:
     p = Policy.claude_code("gpt-3.5-turbo", low_water=0.5)
     assert p.model == "gpt-3.5-turbo" and p.context_window == 16_385 and p.low_water == 0.5

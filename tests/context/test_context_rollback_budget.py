@@ -76,6 +76,8 @@ def test_collapse_takes_a_rolled_back_compactions_rounds_last() -> None:
     whole while newer segments can make the room."""
     policy = Policy.claude_code(
         cascade=COLLAPSE_FIRST_CASCADE,
+        schedule_floor_exponent=None,
+        offload_chars_per_token=None,
         collapse_min_rounds=2,
         collapse_max_rounds=3,
         collapse_keep_recent=3,

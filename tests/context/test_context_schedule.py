@@ -167,7 +167,12 @@ def test_the_working_schedule_renders_todays_prompts() -> None:
 def test_a_cache_scheduled_prompt_fits_keeps_the_newest_round_and_the_floor(
     sizes: list[int], budget: int, floor: int
 ) -> None:
-    policy = Policy(schedule="cache", schedule_floor_tokens=floor, schedule_floor_share=None)
+    policy = Policy(
+        schedule="cache",
+        schedule_floor_tokens=floor,
+        schedule_floor_share=None,
+        schedule_floor_exponent=None,
+    )
     prompts, tokens, engine = live_prompts(policy, budget, sizes)
     assert max(tokens) <= budget
     for i, prompt in enumerate(prompts):
@@ -176,6 +181,20 @@ def test_a_cache_scheduled_prompt_fits_keeps_the_newest_round_and_the_floor(
     ceiling = int(budget * policy.low_water)  # under the trigger (the budget) here
     assert ctx.target == plan_for(policy, budget, ctx.units).target == min(floor, ceiling)
     assert ctx.threshold("compact") <= budget
+
+
+@pytest.mark.parametrize(
+    ("budget", "scaled", "fixed"),
+    [(8_000, 5_278, 6_000), (16_000, 9_189, 12_000), (32_000, 16_000, 16_000)],
+)
+def test_the_floor_shrinks_under_its_reference_budget(budget: int, scaled: int, fixed: int) -> None:
+    """Under ``schedule_floor_budget`` the floor is ``schedule_floor_tokens`` times the budget's
+    share of it to ``schedule_floor_exponent`` (8k kept 75% of its budget before); from that
+    budget on, and with the exponent off, the fixed floor under ``low_water`` as before."""
+    sizes = [400] * 30
+    for policy, target in ((Policy(), scaled), (Policy(schedule_floor_exponent=None), fixed)):
+        engine = live_prompts(policy, budget, sizes)[2]
+        assert engine.context(preview=True)[0].target == target
 
 
 # -- the policy's fields ----------------------------------------------------------------
