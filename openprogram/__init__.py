@@ -6,9 +6,6 @@ conversation). Subpackages: ``openprogram.importers``, ``openprogram.bench``; fa
 for tests are in ``openprogram.testing``; the command line is ``openprogram.cli.main(argv)``.
 """
 
-from openprogram._api import allm, llm
-from openprogram._config import SessionConfig
-from openprogram._current import current_frame, current_session
 from openprogram._errors import (
     BaselineUnavailable,
     BenchError,
@@ -24,13 +21,16 @@ from openprogram._errors import (
     TraceFormatError,
     UnknownFormat,
 )
-from openprogram._functions import function
-from openprogram._history import HISTORY_TOOLS, HistoryTools, node_text
-from openprogram._models import LiteLLMModel, Model, ModelResponse, Usage
-from openprogram._plot import plot_functions
-from openprogram._replaying import Replay, ReplayTurn, replay
-from openprogram._session import Session
-from openprogram._tools import ToolSpec
+from openprogram._reports._plot import plot_functions
+from openprogram._runtime._api import allm, llm
+from openprogram._runtime._config import SessionConfig
+from openprogram._runtime._current import current_frame, current_session
+from openprogram._runtime._functions import function
+from openprogram._runtime._history import HISTORY_TOOLS, HistoryTools, node_text
+from openprogram._runtime._models import LiteLLMModel, Model, ModelResponse, Usage
+from openprogram._runtime._session import Session
+from openprogram._runtime._tools import ToolSpec
+from openprogram._traces._replaying import Replay, ReplayTurn, replay
 from openprogram.importers import ImportStats, detect_format, import_trace
 
 __all__ = [

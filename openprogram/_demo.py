@@ -24,10 +24,10 @@ from context import (
     state_folder,
 )
 from graph import LayerInfo, Node, Tool, new_id, open_store, seeded_ids
-from openprogram._current import current_frame
 from openprogram._errors import OpenProgramError
-from openprogram._session import Session
-from openprogram._tools import ToolSpec
+from openprogram._runtime._current import current_frame
+from openprogram._runtime._session import Session
+from openprogram._runtime._tools import ToolSpec
 from openprogram.examples.corpus import QUESTIONS, read, search
 from openprogram.examples.research import research, review, scripted_model
 

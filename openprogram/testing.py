@@ -23,8 +23,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from openprogram._current import MODEL
-from openprogram._models import Model, ModelResponse, Usage
+from openprogram._runtime._current import MODEL
+from openprogram._runtime._models import Model, ModelResponse, Usage
 
 __all__ = ["FunctionModel", "ModelRequest", "TestModel", "override", "tool_call"]
 

@@ -179,7 +179,7 @@ def test_a_follower_goes_on_with_a_session_scrubbed_by_another_process(tmp_path:
     from graph import ConversationGraph, SQLStore
 
     # internal: `openprogram follow`'s follower, driven poll by poll
-    from openprogram._follow import TraceFollower
+    from openprogram._traces._follow import TraceFollower
 
     trace, db = tmp_path / "agent.jsonl", tmp_path / "follow.db"
 

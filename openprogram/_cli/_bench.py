@@ -25,7 +25,7 @@ from openprogram._cli._common import (
 from openprogram._cli._scale import add_options as add_scale_options
 from openprogram._cli._scale import bench_scale
 from openprogram._errors import OpenProgramError
-from openprogram._tables import Grid
+from openprogram._reports._tables import Grid
 
 SMALL_SET = ("claude-code", "mini-swe-agent", "swe-agent")
 """The folders of ``../shared/traces`` the bench runs when given no traces and no ``--split``:
@@ -98,7 +98,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.behaviour_turns < 1:
         raise UsageError(f"--behaviour-turns must be at least 1, got {args.behaviour_turns}")
     if args.behaviour:
-        from openprogram._models import resolve_model
+        from openprogram._runtime._models import resolve_model
 
         judge = resolve_model(args.behaviour)
     rows = []

@@ -23,7 +23,7 @@ from context import ContextEngine, Policy, StateFolder, state_folder
 from graph import ConversationGraph, InvalidText, Store, StoreURL, check_text, is_safe_id
 from graph import open_store as graph_open_store
 from openprogram._errors import OpenProgramError, SessionError
-from openprogram._tables import console_width
+from openprogram._reports._tables import console_width
 
 console = Console(width=console_width(), highlight=False, soft_wrap=True)
 errors = Console(stderr=True, width=console_width(), highlight=False, soft_wrap=True)
@@ -206,7 +206,7 @@ def engine_for(args: argparse.Namespace, graph: ConversationGraph) -> ContextEng
     """An engine configured as the session is: its stored policy and budget, and the tools
     of the last prompt it sent. ``--policy``/``--model``/``--budget`` make it a what-if:
     configured as they say, with sticky state of its own (starting afresh)."""
-    from openprogram._config import load_config, stored_engine
+    from openprogram._runtime._config import load_config, stored_engine
 
     named = getattr(args, "policy", None) or getattr(args, "model", None)
     unset = load_config(graph.store, graph.session) is None

@@ -20,7 +20,7 @@ from openprogram._cli._common import (
     state_dir,
     token_budget,
 )
-from openprogram._config import (
+from openprogram._runtime._config import (
     SessionConfig,
     load_config,
     parse_setting,
@@ -33,7 +33,7 @@ from openprogram._words import counted
 def cmd_configure(args: argparse.Namespace) -> int:
     """Show a session's configuration, or change it: an explicit, recorded event that every
     later reopening, render and process uses (and that starts new tier state)."""
-    from openprogram._config import policy_for
+    from openprogram._runtime._config import policy_for
 
     asked = bool(args.policy or args.model or args.set or args.budget is not None)
     graph = existing_session(args, args.session, read_only=not asked)  # showing writes nothing

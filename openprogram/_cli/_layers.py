@@ -16,8 +16,8 @@ from openprogram._cli._common import (
     print_json,
     token_budget,
 )
-from openprogram._history import messages_text
-from openprogram._views import SAVED, layer_reasons, layer_savings, layers_table
+from openprogram._reports._views import SAVED, layer_reasons, layer_savings, layers_table
+from openprogram._runtime._history import messages_text
 from openprogram._words import counted
 
 

@@ -31,7 +31,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     if args.settle < 0:
         raise UsageError(f"--settle must be 0 or more seconds, got {args.settle}")
     if args.follow:
-        from openprogram._follow import TraceFollower
+        from openprogram._traces._follow import TraceFollower
 
         store = open_store(args, create=True)
         follower = TraceFollower(

@@ -47,8 +47,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """The nested research agent, offline, under a small budget; then its story: what the
     agent did, what each tier did, what the model read back, what the rollback restored."""
     from openprogram._demo import run_demo
-    from openprogram._tables import Grid
-    from openprogram._views import distribution_table, session_tree
+    from openprogram._reports._tables import Grid
+    from openprogram._reports._views import distribution_table, session_tree
 
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("research agent", total=1)
@@ -171,7 +171,7 @@ shows the program's own traceback and exits 1."""
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run an agent program against a session (see ``RUN_HELP``)."""
-    from openprogram._session import Session
+    from openprogram._runtime._session import Session
 
     path = Path(args.file)
     if not path.is_file():

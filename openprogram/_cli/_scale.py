@@ -9,7 +9,7 @@ from rich.console import Console
 
 from openprogram._cli._common import UsageError, console, print_json
 from openprogram._errors import BenchError
-from openprogram._tables import Grid
+from openprogram._reports._tables import Grid
 
 if TYPE_CHECKING:
     from openprogram.bench._scale import Goal

@@ -44,8 +44,13 @@ from openprogram._cli._common import (
     what_if,
 )
 from openprogram._errors import SessionError
-from openprogram._prompts import context_report, prompts
-from openprogram._views import distribution_table, fired_by_frame, records_table, session_tree
+from openprogram._reports._prompts import context_report, prompts
+from openprogram._reports._views import (
+    distribution_table,
+    fired_by_frame,
+    records_table,
+    session_tree,
+)
 from openprogram._words import counted
 
 
@@ -73,7 +78,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
             ]
         )
         return 0
-    from openprogram._tables import Grid
+    from openprogram._reports._tables import Grid
 
     table = Grid(f"sessions in {store.url}")
     table.column("session", "id", key=True)
@@ -170,7 +175,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_context(args: argparse.Namespace) -> int:
     """The last prompt the agent sent, as its receipt recorded it, and the next one, each
-    labelled (``openprogram._prompts``: the MCP ``context`` tool reports the same), under
+    labelled (``openprogram._reports._prompts``: the MCP ``context`` tool reports the same), under
     the session's stored configuration. ``--policy``/``--model``/``--budget`` make it a
     what-if preview of the next prompt instead, marked as such. Nothing is written."""
     graph = existing_session(args, args.session, read_only=True)

@@ -25,7 +25,7 @@ from openprogram._cli._common import (
     token_budget,
 )
 from openprogram._errors import OpenProgramError
-from openprogram._tables import Grid
+from openprogram._reports._tables import Grid
 from openprogram._words import counted
 
 
@@ -127,11 +127,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     and configuration the cascade made (our policies), so ``collapses``, ``records`` and
     ``context`` show what the replay did. The same replay again (same trace and settings)
     into the same database reuses the session that holds it."""
-    from openprogram._session import Session
+    from openprogram._runtime._session import Session
     from openprogram.bench import our_policies
 
     if args.plot:
-        from openprogram._plot import check_plot_target
+        from openprogram._reports._plot import check_plot_target
 
         check_plot_target(Path(args.plot))
     ours = args.policy in our_policies()
@@ -241,7 +241,7 @@ def _replay_into(
             f"{graph.session}`), logged to {path}"
         )
     if args.plot:
-        from openprogram._plot import plot_replay
+        from openprogram._reports._plot import plot_replay
 
         plot_replay(Path(args.plot), trace.name, history, prompt, fired, budget)
         console.print(f"plot: {args.plot}")

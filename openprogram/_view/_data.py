@@ -428,7 +428,7 @@ class Viewer:
 
     def functions(self, session: str) -> list[tuple[int, Node, dict[str, int]]]:
         """Function nodes in call order with their depth and the tiers fired in each."""
-        from openprogram._views import fired_by_frame
+        from openprogram._reports._views import fired_by_frame
 
         graph, _ = self.loaded(session)
         fired = fired_by_frame(graph, self.records(session))

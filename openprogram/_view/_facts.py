@@ -12,7 +12,7 @@ from typing import Any
 
 from context import CompactionRecord, ContextStorage, RenderReceipt, TierName, TokenCounter
 from graph import Node, text_of
-from openprogram._prompts import PARTS, part_of
+from openprogram._reports._prompts import PARTS, part_of
 from openprogram._view._provenance import PromptRow
 
 DRAWN: tuple[TierName, ...] = ("collapse", "compact", "snip", "microcompact", "emergency")

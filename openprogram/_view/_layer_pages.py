@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from graph import LayerInfo
+from openprogram._reports._views import SAVED
 from openprogram._view._pages import Links, e, tabs
 from openprogram._view._provenance import message_text
 from openprogram._view._svg import figure
-from openprogram._views import SAVED
 
 
 def layers_page(session: str, layers: Sequence[LayerInfo], links: Links) -> str:

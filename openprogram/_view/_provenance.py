@@ -10,7 +10,7 @@ from typing import Any
 
 from context import ContextEngine, MessageSource, Rendered, TokenCounter
 from graph import ConversationGraph, LayerInfo, text_of
-from openprogram._prompts import part_of, sources_of
+from openprogram._reports._prompts import part_of, sources_of
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from openprogram._history import messages_text
-from openprogram._models import Model
+from openprogram._runtime._history import messages_text
+from openprogram._runtime._models import Model
 from openprogram.bench._metrics import Turn
 
 __all__ = ["ASK", "Action", "BehaviourRow", "action_of", "agree", "ask_next_action", "check"]

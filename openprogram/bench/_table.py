@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 
-from openprogram._tables import Grid
+from openprogram._reports._tables import Grid
 from openprogram.bench._metrics import TraceMetrics
 
 _NONE = "—"

@@ -33,7 +33,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from context import COLLAPSE_FIRST_CASCADE, Policy
 from graph import LayerInfo, Tool
 from openprogram import Session
-from openprogram._history import node_text
+from openprogram._runtime._history import node_text
 from openprogram.examples.corpus import QUESTIONS, read, search
 from openprogram.integrations.pydantic_ai import OpenProgramCapability
 

@@ -11,10 +11,10 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from openprogram._history import HISTORY_TOOLS
+from openprogram._runtime._history import HISTORY_TOOLS
 
 if TYPE_CHECKING:
-    from openprogram._session import Session
+    from openprogram._runtime._session import Session
 
 __all__ = ["history_functions"]
 

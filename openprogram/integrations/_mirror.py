@@ -32,14 +32,14 @@ from typing import TYPE_CHECKING, Any
 
 from context import MessageSource, Rendered
 from graph import Node, Tool, dialogue_message
-from openprogram._config import ADAPTERS
+from openprogram._runtime._config import ADAPTERS
 from openprogram.integrations._calls import FrameworkIds, call_counts, check_entries
 from openprogram.integrations._entry import Entry, Paired, other_ids
 from openprogram.integrations._models import record_model
 from openprogram.tracing import traced_render
 
 if TYPE_CHECKING:
-    from openprogram._session import Session
+    from openprogram._runtime._session import Session
 
 __all__ = ["NAMESPACE", "Entry", "Mirror", "Paired"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from openprogram._session import Session
+    from openprogram._runtime._session import Session
 
 __all__ = ["record_model"]
 

@@ -19,7 +19,7 @@ from graph import is_safe_id
 from openprogram.integrations._mirror import Mirror
 
 if TYPE_CHECKING:
-    from openprogram._session import Session
+    from openprogram._runtime._session import Session
 
 __all__ = ["Conversations"]
 
@@ -74,7 +74,7 @@ class Conversations:
         return self._owner == conversation
 
     def _open(self, conversation: str) -> Session:
-        from openprogram._session import Session
+        from openprogram._runtime._session import Session
 
         base = self.session
         part = conversation if is_safe_id(conversation) and len(conversation) <= 64 else None

@@ -45,7 +45,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.runtime import Runtime
 
 from openprogram import tracing
-from openprogram._session import Session
+from openprogram._runtime._session import Session
 from openprogram.integrations._history import history_functions
 from openprogram.integrations._mirror import Entry, Mirror, Paired
 from openprogram.integrations._threads import Conversations

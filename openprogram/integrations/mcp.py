@@ -38,8 +38,8 @@ from graph import (
     layer_handle,
     open_store,
 )
-from openprogram._history import READ_LIMIT, HistoryTools
-from openprogram._prompts import context_report, prompts
+from openprogram._reports._prompts import context_report, prompts
+from openprogram._runtime._history import READ_LIMIT, HistoryTools
 
 __all__ = ["MAX_QUERY_CHARS", "HistoryServer", "build_server"]
 
@@ -61,7 +61,7 @@ class _Reader:
     looking."""
 
     def __init__(self, store: Store, session: str, policy: Policy | None) -> None:
-        from openprogram._config import stored_engine
+        from openprogram._runtime._config import stored_engine
 
         self.graph = ConversationGraph(store, session)
         budget = None if policy is None else policy.budget  # a given policy brings its own

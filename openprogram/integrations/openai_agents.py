@@ -60,7 +60,7 @@ from agents.run_config import CallModelData, ModelInputData
 from graph import call_id_text
 from openprogram import tracing
 from openprogram._errors import MalformedMessage
-from openprogram._session import Session
+from openprogram._runtime._session import Session
 from openprogram.integrations._agents_trace import TracedHooks, chat, model_name, traced_run
 from openprogram.integrations._entry import shown_as
 from openprogram.integrations._history import history_functions

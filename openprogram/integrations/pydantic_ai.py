@@ -55,7 +55,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
-from openprogram._session import Session
+from openprogram._runtime._session import Session
 from openprogram.integrations._history import history_functions
 from openprogram.integrations._mirror import Entry, Mirror, Paired
 from openprogram.integrations._threads import Conversations

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from graph import LayerInfo
 
 if TYPE_CHECKING:
-    from openprogram._session import Session
+    from openprogram._runtime._session import Session
     from openprogram.integrations._mirror import Mirror
     from openprogram.proxy._convert import Converted
 

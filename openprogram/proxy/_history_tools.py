@@ -13,11 +13,11 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from openprogram._history import HISTORY_TOOLS
+from openprogram._runtime._history import HISTORY_TOOLS
 from openprogram.integrations._history import history_functions
 
 if TYPE_CHECKING:
-    from openprogram._session import Session
+    from openprogram._runtime._session import Session
 
 __all__ = ["PROTOCOLS", "HistoryCall", "answer", "offer", "schemas"]
 

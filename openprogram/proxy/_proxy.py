@@ -31,7 +31,7 @@ import msgspec
 
 from context import Policy, ProviderUsage, Summarizer, state_folder
 from graph import Store, open_store
-from openprogram._session import Session
+from openprogram._runtime._session import Session
 from openprogram.integrations._mirror import Mirror
 from openprogram.proxy import _anthropic, _compact, _history_tools, _openai_chat, _responses
 from openprogram.proxy._convert import Converted

@@ -126,7 +126,7 @@ def test_bench_behaviour_through_the_command_line(
     tmp_path: Path, monkeypatch: Any, capsys: Any
 ) -> None:
     # internal: resolve_model is patched to hand out the fake judge
-    import openprogram._models as models
+    import openprogram._runtime._models as models
     from openprogram.cli import main
 
     judge = FunctionModel(_agent, name="fake-judge")

@@ -18,7 +18,7 @@ from mcp.client.stdio import StdioServerParameters
 from graph import ConversationGraph, SQLStore
 
 # internal: `openprogram follow`'s follower, driven step by step
-from openprogram._follow import ABANDONED, TraceFollower
+from openprogram._traces._follow import ABANDONED, TraceFollower
 from openprogram.importers import import_trace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -184,7 +184,7 @@ class _Counting:
 
     def __init__(self, monkeypatch: Any) -> None:
         # internal: the follower's parser is patched to fail mid-trace
-        from openprogram import _follow
+        from openprogram._traces import _follow
         from openprogram.importers import _growing
 
         self.lines = 0

@@ -19,7 +19,7 @@ from graph import TOP, ConversationGraph, SQLStore
 from openprogram import Session
 
 # internal: the lease a crashed process leaves behind
-from openprogram._leases import LeaseKeeper
+from openprogram._runtime._leases import LeaseKeeper
 from openprogram.testing import TestModel
 
 ROOT = Path(__file__).resolve().parents[2]

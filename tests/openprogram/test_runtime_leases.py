@@ -19,7 +19,7 @@ from graph import TOP, ConversationGraph, MemoryStore, SQLStore
 from openprogram import LeaseLost, Session
 
 # internal: the lease mechanics under Session
-from openprogram._leases import LeaseKeeper, Owner, check_lease, process_start
+from openprogram._runtime._leases import LeaseKeeper, Owner, check_lease, process_start
 from openprogram.testing import TestModel
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from openprogram import ToolDefinitionError, ToolSpec
 
 # internal: the tool runner the loop calls, tested alone
-from openprogram._tools import arun_tool, result_text, run_tool
+from openprogram._runtime._tools import arun_tool, result_text, run_tool
 
 
 class Point(BaseModel):

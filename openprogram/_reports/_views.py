@@ -21,7 +21,7 @@ from context import (
     as_record_tier,
 )
 from graph import GraphReader, LayerInfo, Node, layer_handle, text_of
-from openprogram._tables import Grid
+from openprogram._reports._tables import Grid
 from openprogram._words import counted
 
 _STATUS = {"running": "yellow", "completed": "green", "error": "red", "interrupted": "magenta"}
@@ -145,9 +145,9 @@ def _tiers(counts: Mapping[str, int]) -> str:
 
 
 def distribution_table(rendered: Rendered, counter: TokenCounter, *, title: str) -> Grid:
-    """Where a prompt's tokens go (by part, as ``openprogram._prompts.parts`` tells them)
+    """Where a prompt's tokens go (by part, as ``openprogram._reports._prompts.parts`` tells them)
     and what each tier saved."""
-    from openprogram._prompts import parts, saved_by_tier
+    from openprogram._reports._prompts import parts, saved_by_tier
 
     table = Grid(title)
     table.column("part", key=True)

@@ -32,7 +32,7 @@ from context import (
 )
 from graph import ConversationGraph, Redactor, Store, StoreError, redactor_from
 from openprogram._errors import ConfigWarning
-from openprogram._models import Model
+from openprogram._runtime._models import Model
 
 CONFIG_KEY = "openprogram.config"
 CONFIG_SCHEMA = 1

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, overload
 
-from openprogram._current import current_frame, current_session
-from openprogram._models import Model
-from openprogram._tools import ToolSpec
+from openprogram._runtime._current import current_frame, current_session
+from openprogram._runtime._models import Model
+from openprogram._runtime._tools import ToolSpec
 
 T = TypeVar("T")
 Tools = Sequence[ToolSpec | Callable[..., Any]]

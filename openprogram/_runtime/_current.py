@@ -14,7 +14,7 @@ from graph import TOP, Frame
 from openprogram._errors import NoSession
 
 if TYPE_CHECKING:
-    from openprogram._session import Session
+    from openprogram._runtime._session import Session
 
 SESSION: ContextVar[Session | None] = ContextVar("openprogram_session", default=None)
 FRAME: ContextVar[Frame] = ContextVar("openprogram_frame", default=TOP)

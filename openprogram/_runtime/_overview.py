@@ -9,7 +9,7 @@ from graph import html_table
 from openprogram._words import counted
 
 if TYPE_CHECKING:
-    from openprogram._session import Session
+    from openprogram._runtime._session import Session
 
 
 def session_html(session: Session) -> str:

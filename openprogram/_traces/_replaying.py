@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from context import ContextEngine, Policy, Rendered
 from graph import Store
-from openprogram._session import Session
+from openprogram._runtime._session import Session
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -74,7 +74,7 @@ class Replay:
     def plot(self, ax: Axes | None = None) -> Figure:
         """Prompt tokens per turn, without management and with the cascade, the tiers
         marked where they fired (matplotlib, the ``bench`` extra)."""
-        from openprogram._plot import _pyplot, draw_replay
+        from openprogram._reports._plot import _pyplot, draw_replay
 
         plt = _pyplot()
         if ax is None:

@@ -24,10 +24,10 @@ from pydantic import TypeAdapter, ValidationError
 
 from context import ProviderUsage, Rendered, is_context_overflow, provider_request_options
 from graph import Frame, Node
-from openprogram._current import FRAME, MODEL, SESSION, TOOL_NODE
 from openprogram._errors import ModelError, OutputValidationError, StepLimitExceeded
-from openprogram._models import Model, ModelResponse
-from openprogram._tools import ToolSpec, arun_tool, as_spec, run_tool
+from openprogram._runtime._current import FRAME, MODEL, SESSION, TOOL_NODE
+from openprogram._runtime._models import Model, ModelResponse
+from openprogram._runtime._tools import ToolSpec, arun_tool, as_spec, run_tool
 from openprogram.tracing import (
     conversation_attributes,
     provider_name,
@@ -39,7 +39,7 @@ from openprogram.tracing import (
 )
 
 if TYPE_CHECKING:
-    from openprogram._session import Session
+    from openprogram._runtime._session import Session
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
 _REPAIR = (

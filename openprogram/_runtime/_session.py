@@ -50,8 +50,9 @@ from graph import (
     open_store,
     redactor_from,
 )
-from openprogram._binding import Binding
-from openprogram._config import (
+from openprogram._errors import SessionError
+from openprogram._runtime._binding import Binding
+from openprogram._runtime._config import (
     RENDERING,
     known_model,
     load_config,
@@ -60,17 +61,16 @@ from openprogram._config import (
     session_config,
     with_fields,
 )
-from openprogram._current import SESSION, current_frame
-from openprogram._errors import SessionError
-from openprogram._history import HistoryTools
-from openprogram._leases import DEFAULT_TTL, LeaseKeeper, mark_interrupted
-from openprogram._loop import Call
-from openprogram._models import Model, resolve_model
-from openprogram._overview import session_html
-from openprogram._receipts import Receipts
-from openprogram._stores import migrate_old_files
-from openprogram._tools import ToolSpec
-from openprogram._usage import usage_of
+from openprogram._runtime._current import SESSION, current_frame
+from openprogram._runtime._history import HistoryTools
+from openprogram._runtime._leases import DEFAULT_TTL, LeaseKeeper, mark_interrupted
+from openprogram._runtime._loop import Call
+from openprogram._runtime._models import Model, resolve_model
+from openprogram._runtime._overview import session_html
+from openprogram._runtime._receipts import Receipts
+from openprogram._runtime._stores import migrate_old_files
+from openprogram._runtime._tools import ToolSpec
+from openprogram._runtime._usage import usage_of
 
 
 class Session:

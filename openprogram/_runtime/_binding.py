@@ -17,8 +17,8 @@ from contextvars import ContextVar
 from typing import Any, Generic, TypeVar
 
 from graph import TOP, Frame
-from openprogram._current import FRAME
 from openprogram._errors import SessionError
+from openprogram._runtime._current import FRAME
 
 T = TypeVar("T")
 

@@ -27,12 +27,12 @@ from graph import (
     steps_to_messages,
     text_of,
 )
-from openprogram._tools import ToolSpec
+from openprogram._runtime._tools import ToolSpec
 
 __all__ = ["HISTORY_TOOLS", "READ_LIMIT", "HistoryTools", "messages_text", "node_text"]
 
 if TYPE_CHECKING:
-    from openprogram._session import Session
+    from openprogram._runtime._session import Session
 
 READ_LIMIT = 8_000
 """Characters one read returns at most (under the offload threshold, so what the model

@@ -1,0 +1,1 @@
+"""The runtime: sessions, agentic functions, the LLM loop, tools, models and leases."""

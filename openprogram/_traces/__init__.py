@@ -1,0 +1,1 @@
+"""Traces over time: following a growing trace file, replaying one turn by turn."""
