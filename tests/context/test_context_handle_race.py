@@ -5,7 +5,8 @@ the engine has read; the graph refuses a handle another writer stored meanwhile 
 session's lock, in the layer's transaction) and the engine decides once more, so the
 prompt it returns names the handle its layer was stored under. Two threads, each engine's
 summarizer holding at a barrier until both have decided up to their summaries, make both
-pick the same ``L1`` every time (no timing involved)."""
+pick the same ``L1`` every time (no timing involved); two processes collapsing at once end
+with two handles whichever way they interleave."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ import threading
 from pathlib import Path
 
 from _layer_helpers import Counting, clock, session
+from test_context_commit import race, rounds
 
 from context import ContextEngine, Policy, Rendered, SummaryRequest, SummaryResult
-from graph import ConversationGraph, layer_handle
+from graph import ConversationGraph, SQLStore, layer_handle
 
 NAMED = re.compile(r'expand_layer\("(L[1-9][0-9]*)"\)')
 
@@ -106,3 +108,15 @@ def test_two_engines_rendering_at_once_store_each_handle_once(
     for prompt in rendered:
         assert isinstance(prompt, Rendered)
         assert _shown_as_stored(store_url, prompt)
+
+
+def test_two_processes_collapsing_apart_at_once_store_two_handles(
+    store_url: str, tmp_path: Path
+) -> None:
+    g = ConversationGraph(SQLStore(store_url), "s1")
+    session(g, 12)
+    r = rounds(g)
+    said = race(store_url, tmp_path, ["collapse", r[1][0], r[3][0]], ["collapse", r[7][0], r[9][0]])
+    assert said == ["ok", "ok"]  # whichever picked a taken handle decided once more
+    g.refresh()
+    assert sorted(layer_handle(i) for i in g.layers()) == ["L1", "L2"]
