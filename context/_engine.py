@@ -27,6 +27,7 @@ from ._budget._tokens import TokenCache, TokenCounter
 from ._commit._hooks import Committed, Hooks
 from ._commit._writer import Redo, SessionWriter
 from ._errors import CommitConflict, ContextError, PolicyError
+from ._ops._layer_ops import handle_retried
 from ._ops._parts import Shared, engine_parts
 from ._ops._recovery import Recovery
 from ._render._frame import Frame
@@ -347,6 +348,10 @@ class ContextEngine:
             self.book.refresh()
         self._after_scrub()
 
+    def _caught_up(self, head: str | None, frame: str | None) -> RenderRequest:
+        self.catch_up()
+        return self.request(head, frame)
+
     def records(self) -> list[CompactionRecord]:
         """This session's compaction records, oldest first (from the database if any)."""
         return self.committer.records()
@@ -391,8 +396,9 @@ class ContextEngine:
         """Collapse the rounds from the one holding ``from_node`` to the one holding
         ``to_node`` into one summary layer, whatever the budget (nested layers allowed)."""
         with self.lock:
-            self.catch_up()
-            return self.ops.collapse(self.request(head, frame), from_node, to_node)
+            return handle_retried(
+                lambda: self.ops.collapse(self._caught_up(head, frame), from_node, to_node)
+            )
 
     def compact(
         self, focus: str | None = None, *, head: str | None = None, frame: str | None = None
@@ -400,8 +406,8 @@ class ContextEngine:
         """``/compact [focus]``: one compaction of all but the newest rounds, now; the
         next prompt it committed is :attr:`decided`."""
         with self.lock:
-            self.catch_up()
-            info, self.decided, self.operation = self.ops.compact(self.request(head, frame), focus)
+            done = handle_retried(lambda: self.ops.compact(self._caught_up(head, frame), focus))
+            info, self.decided, self.operation = done
             return info
 
     def provider_compaction(
@@ -415,8 +421,9 @@ class ContextEngine:
         """Keep what a provider's own compaction returned (``items``) as a layer over the
         units of the prompt rendered from ``head`` — the prompt it compacted."""
         with self.lock:
-            self.catch_up()
-            return self.ops.provider_compaction(self.request(head, frame), items, provider)
+            return handle_retried(
+                lambda: self.ops.provider_compaction(self._caught_up(head, frame), items, provider)
+            )
 
     def rollback(self, layer_id: str, reason: str | None = None) -> list[LayerInfo]:
         """Roll back a layer and every layer built on it; the covered messages show again,

@@ -114,6 +114,12 @@ class LayerConflict(LayerError):
     show both (checked under the session's lock, so two processes cannot both store one)."""
 
 
+class LayerHandleTaken(LayerError):
+    """A new layer whose handle (``L<k>`` in its meta) a layer of its session already holds:
+    two writers picked it at once. Checked under the session's lock, in the transaction that
+    writes the layer, so one handle never names two layers; the later writer picks again."""
+
+
 class LayerRolledBack(LayerError):
     """A layer that was already rolled back (by this process or another) is rolled back."""
 

@@ -19,10 +19,12 @@ from ._errors import (
     InvalidMessage,
     LayerConflict,
     LayerError,
+    LayerHandleTaken,
     LayerNotFound,
     LayerRolledBack,
     NodeNotFound,
 )
+from ._handles import HANDLE_KEY, LAYER_HANDLE, layer_handle
 from ._ids import is_safe_id, new_id
 from ._nodes import Event, Layer, LayerInfo, Node, Rollback
 from ._reader import GraphReader
@@ -83,6 +85,7 @@ class LayerWriter:
             missing = [n for n in covered if n not in self._state.nodes]
             if missing:
                 raise NodeNotFound(missing[0], session)
+            self._handle_free(meta_value)
             built = self._nesting(covered, builds_on)
             data = Layer(
                 kind=kind,
@@ -100,6 +103,19 @@ class LayerWriter:
             )
             self._commit([event], [], self._cursor.head)
             return self._state.layers[event.node_id]
+
+    def _handle_free(self, meta: dict[str, Any]) -> None:
+        """Refuses a handle another layer of the session holds (read under the lock, so a
+        writer that picked it from an older view is told here, before anything is written)."""
+        handle = meta.get(HANDLE_KEY)
+        if not isinstance(handle, str) or not LAYER_HANDLE.fullmatch(handle):
+            return
+        for info in self._state.layers.values():
+            if layer_handle(info) == handle:
+                raise LayerHandleTaken(
+                    f"handle {handle} is already held by layer {info.id} in session "
+                    f"{self._state.session!r}; next_layer_handle(graph.layers()) is free"
+                )
 
     def lock(self) -> None:
         self._store.lock_session(self._state.session)

@@ -7,8 +7,9 @@ Every operation is a graph fact with a record, so a replay shows it at its turn.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -16,6 +17,7 @@ from graph import (
     GraphError,
     GraphReader,
     LayerError,
+    LayerHandleTaken,
     LayerInfo,
     LayerNotFound,
     LayerRolledBack,
@@ -43,6 +45,20 @@ from .._tiers._layers import project
 from .._tiers._provider import provider_layer
 from .._tiers._tier import TierContext
 from .._view import TURN_KINDS, Unit, View
+
+Done = TypeVar("Done")
+
+
+def handle_retried(act: Callable[[], Done]) -> Done:
+    """A manual layer operation, decided once more when another writer took the handle
+    (``L<k>``) its layer was to have while it decided: nothing was stored, and the
+    operation reads the store again, so the second time it picks the next free one."""
+    try:
+        return act()
+    except CommitConflict as conflict:
+        if not isinstance(conflict.__cause__, LayerHandleTaken):
+            raise
+    return act()
 
 
 class LayerOps:

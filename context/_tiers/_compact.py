@@ -11,7 +11,8 @@ pinned and never summarized.
 ``summarize_half`` is progressive's soft step: the same, over the oldest half only.
 
 The budget's compaction covers the span prepared ahead (``_compact_ahead``) when it starts
-the span, then the rest; the tier itself (``TIER``) is in ``_compact_ahead``.
+the span, then the rest; the tiers themselves (``TIER``, ``HALF_TIER``) are in
+``_compact_ahead``.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from ._summarizing import (
     span,
     summarize,
 )
-from ._tier import Tier, TierContext, TierState
+from ._tier import TierContext, TierState
 
 _INSPECT = 8
 ADDED_KINDS: tuple[UnitKind, ...] = ("note", "stub")
@@ -64,6 +65,8 @@ class CompactState(TierState):
 
 
 AHEAD = "compact:"
+HALF = 0.5
+"""summarize_half's share of what a compaction would cover."""
 
 
 def kept_by_messages(sizes: Iterable[int], limit: int) -> int:
@@ -125,10 +128,16 @@ def span_to_compact(
         if run and not follows(run[-1], unit):
             break  # snipped units between: a layer covers units adjacent in the walk
         run.append(unit)
+    return oldest(run, share, ctx)
+
+
+def oldest(run: list[Unit], share: float, ctx: TierContext) -> list[Unit]:
+    """``share`` of ``run``'s units, oldest first; none when that is only the previous
+    compaction (nothing new to merge)."""
     if share < 1.0:
         run = run[: max(1, int(len(run) * share))] if len(run) > 1 else []
     if len(run) == 1 and is_compaction(run[0], ctx):
-        return []  # only the previous compaction: nothing new to merge
+        return []
     return run
 
 
@@ -321,9 +330,9 @@ def _auto(view: View, ctx: TierContext, share: float) -> View:
     if part is None:
         return _auto_span(view, ctx, share, None)
     after = _auto_span(view, ctx, share, part)
-    if after is view or after.tokens <= ctx.target:
+    if state.owed or after.tokens <= ctx.target:
         return after
-    return _auto_span(after, ctx, share, None)
+    return _auto_span(after, ctx, share, None)  # the rest, or all when the part was too small
 
 
 def _auto_span(view: View, ctx: TierContext, share: float, part: list[Unit] | None) -> View:
@@ -333,9 +342,8 @@ def _auto_span(view: View, ctx: TierContext, share: float, part: list[Unit] | No
         return view
     fresh = [u for u in covered if not is_compaction(u, ctx)]
     fresh_tokens = sum(u.tokens for u in fresh)
-    least = ctx.policy.compact_min_fresh_share
-    if least is not None and fresh_tokens < least * ctx.budget:
-        return view  # rewriting the summary to take in so little costs more than it saves
+    if too_little(ctx, fresh_tokens):
+        return view
     if not grown(ctx, state.declined, first_node(fresh), fresh_tokens):
         return view
     key = AHEAD + segment_key(covered) if ctx.prefetch is not None else None
@@ -344,6 +352,14 @@ def _auto_span(view: View, ctx: TierContext, share: float, part: list[Unit] | No
     state.prepared = [n for unit in covered for n in unit.node_ids] if owed else []
     state.owed = owed
     return after
+
+
+def too_little(ctx: TierContext, fresh_tokens: int) -> bool:
+    """Whether a budget compaction taking in ``fresh_tokens`` of new rounds is not made
+    (``compact_min_fresh_share``): rewriting the summary for so little costs more than it
+    saves."""
+    least = ctx.policy.compact_min_fresh_share
+    return least is not None and fresh_tokens < least * ctx.budget
 
 
 def _prepared_part(units: list[Unit], prepared: list[str]) -> list[Unit] | None:
@@ -371,7 +387,7 @@ def compact(view: View, ctx: TierContext) -> View:
 
 def summarize_half(view: View, ctx: TierContext) -> View:
     """Summarize the oldest half of what a compaction would cover."""
-    return _auto(view, ctx, 0.5)
+    return _auto(view, ctx, HALF)
 
 
 def compact_now(view: View, ctx: TierContext, focus: str | None) -> tuple[View, LayerInfo]:
@@ -384,6 +400,3 @@ def compact_now(view: View, ctx: TierContext, focus: str | None) -> tuple[View, 
     if info is None:
         raise ContextError(f"compaction failed: {error}")
     return after, info
-
-
-HALF_TIER = Tier("summarize_half", compact=summarize_half, state=CompactState)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 from typing import Any, NamedTuple
 
-from graph import LayerInfo
+from graph import LayerInfo, layer_handle
 
 from .._view import Unit, View
 from ._tier import TierContext
@@ -28,6 +28,10 @@ def layer_unit(
     messages = info.layer.replacement or []
     if ctx.layers is not None and info.id in ctx.layers.overlay:
         ctx.cache.unstored.add(info.id)  # not stored yet: no count of it is in the store
+    for index, message in enumerate(messages):
+        made = ctx.memo.get((info.id, f"layer:{index}"))
+        if made is not None and made.message is not message and made.message != message:
+            del ctx.memo[(info.id, f"layer:{index}")]  # decided again under another handle
     items = tuple(
         ctx.item(message, info.id, "layer", part=index) for index, message in enumerate(messages)
     )
@@ -148,7 +152,7 @@ def project(view: View, ctx: TierContext, layers: list[LayerInfo]) -> View:
     units = list(view.units)
     cache: dict[str, Any] = {} if ctx.policy.callers is not None else ctx.scratch
     cache = cache.setdefault("\0layers", {})
-    key = (ctx.walks, tuple([i.id for i in layers]))
+    key = (ctx.walks, tuple([(i.id, layer_handle(i)) for i in layers]))
     kept: _Projected | None = cache.get("projected")
     if kept is not None and _reusable(kept, key, units, ctx.first_changed):
         ctx.layer_key = (

@@ -12,7 +12,6 @@ from .._budget._names import TIER_NAMES
 from .._errors import PolicyError
 from . import (
     _collapse,
-    _compact,
     _compact_ahead,
     _emergency,
     _microcompact,
@@ -33,7 +32,7 @@ TIERS: dict[str, Tier] = {
         _collapse.TIER,
         _snip.TIER,
         _compact_ahead.TIER,
-        _compact.HALF_TIER,
+        _compact_ahead.HALF_TIER,
         _emergency.TIER,
     )
 }

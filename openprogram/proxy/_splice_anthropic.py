@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from openprogram.proxy._history_tools import HistoryCall
+from openprogram.proxy._splice import Answered, add_usage, answerable, closing
 from openprogram.proxy._sse import Event, encode
 
 __all__ = ["AnthropicSplice"]
@@ -24,6 +25,10 @@ USAGE_KEYS = (
     "cache_read_input_tokens",
     "output_tokens",
 )
+
+
+def _call(block: dict[str, Any]) -> HistoryCall:
+    return HistoryCall(str(block["id"]), str(block["name"]), json.dumps(block.get("input") or {}))
 
 
 class AnthropicSplice:
@@ -122,16 +127,9 @@ class AnthropicSplice:
         ours = [
             b for b in self.content() if b.get("type") == "tool_use" and b.get("name") in self.names
         ]
-        if not ours or self.client_calls:
-            return []
-        return [
-            HistoryCall(str(b["id"]), str(b["name"]), json.dumps(b.get("input") or {}))
-            for b in ours
-        ]
+        return answerable(ours, self.client_calls, _call)
 
-    def continuation(
-        self, request: dict[str, Any], results: list[tuple[HistoryCall, str]]
-    ) -> dict[str, Any]:
+    def continuation(self, request: dict[str, Any], results: Answered) -> dict[str, Any]:
         """The next round's request: this round's answer and the history tools' results."""
         answered = [
             {"type": "tool_result", "tool_use_id": call.id, "content": text}
@@ -147,28 +145,24 @@ class AnthropicSplice:
         return {**request, "messages": messages}
 
     def _close_round(self) -> None:
-        for key, value in self.round_usage.items():
-            self.totals[key] += value
+        add_usage(self.totals, self.round_usage)
         self.rounds += 1
         self._new_round()
 
     def finish(self, *, cut: bool = False) -> list[bytes]:
         """The closing events; ``cut``: the last round still called history tools only."""
-        if not self.changed:
-            return [event.raw for event in self.held]
         totals = dict(self.totals)
-        for key, value in self.round_usage.items():
-            totals[key] += value
-        out = []
-        for event in self.held:
-            if event.name == "message_delta" and isinstance(event.data, dict):
-                delta = dict(event.data.get("delta") or {})
-                if cut or (delta.get("stop_reason") == "tool_use" and not self.client_calls):
-                    delta["stop_reason"] = "end_turn"
-                out.append(encode(event.name, {**event.data, "delta": delta, "usage": totals}))
-            else:
-                out.append(event.raw)
-        return out
+        add_usage(totals, self.round_usage)
+
+        def rewrite(event: Event, data: dict[str, Any]) -> bytes | None:
+            if event.name != "message_delta":
+                return None
+            delta = dict(data.get("delta") or {})
+            if cut or (delta.get("stop_reason") == "tool_use" and not self.client_calls):
+                delta["stop_reason"] = "end_turn"
+            return encode(event.name, {**data, "delta": delta, "usage": totals})
+
+        return closing(self.held, self.changed, rewrite)
 
     # -- a whole JSON answer ----------------------------------------------------------------
     def json_ours(self, answer: dict[str, Any]) -> bool:
@@ -189,8 +183,8 @@ class AnthropicSplice:
         ]
         totals = dict.fromkeys(USAGE_KEYS, 0)
         for one in answers:
-            for key in USAGE_KEYS:
-                totals[key] += int((one.get("usage") or {}).get(key) or 0)
+            usage = one.get("usage") or {}
+            add_usage(totals, {key: int(usage.get(key) or 0) for key in USAGE_KEYS})
         last = answers[-1]
         stop = last.get("stop_reason")
         if stop == "tool_use" and not any(b.get("type") == "tool_use" for b in content):
@@ -211,18 +205,10 @@ class AnthropicSplice:
             if isinstance(b, dict) and b.get("type") == "tool_use"
         ]
         ours = [b for b in blocks if b.get("name") in self.names]
-        if not ours or len(ours) < len(blocks):
-            return []
-        return [
-            HistoryCall(str(b["id"]), str(b["name"]), json.dumps(b.get("input") or {}))
-            for b in ours
-        ]
+        return answerable(ours, len(blocks) - len(ours), _call)
 
     def json_continuation(
-        self,
-        request: dict[str, Any],
-        answer: dict[str, Any],
-        results: list[tuple[HistoryCall, str]],
+        self, request: dict[str, Any], answer: dict[str, Any], results: Answered
     ) -> dict[str, Any]:
         answered = [
             {"type": "tool_result", "tool_use_id": call.id, "content": text}

@@ -14,17 +14,17 @@ import json
 from typing import Any
 
 from openprogram.proxy._history_tools import HistoryCall
+from openprogram.proxy._splice import Answered, add_usage, answerable, closing
 from openprogram.proxy._sse import Event
 
 __all__ = ["ChatSplice"]
 
 
-def _add(totals: dict[str, Any], usage: dict[str, Any]) -> None:
-    for key, value in usage.items():
-        if isinstance(value, int):
-            totals[key] = totals.get(key, 0) + value
-        elif isinstance(value, dict):
-            _add(totals.setdefault(key, {}), value)
+def _json_call(call: dict[str, Any]) -> HistoryCall:
+    function = call["function"]
+    return HistoryCall(
+        str(call["id"]), str(function["name"]), str(function.get("arguments") or "{}")
+    )
 
 
 def _chunk(data: Any) -> bytes:
@@ -102,13 +102,13 @@ class ChatSplice:
 
     def calls(self) -> list[HistoryCall]:
         ours = [c for i, c in sorted(self.calls_seen.items()) if self.mapping.get(i) is None]
-        if not ours or self.client_calls:
-            return []
-        return [HistoryCall(c["id"], c["name"], c["arguments"] or "{}") for c in ours]
+        return answerable(
+            ours,
+            self.client_calls,
+            lambda c: HistoryCall(c["id"], c["name"], c["arguments"] or "{}"),
+        )
 
-    def continuation(
-        self, request: dict[str, Any], results: list[tuple[HistoryCall, str]]
-    ) -> dict[str, Any]:
+    def continuation(self, request: dict[str, Any], results: Answered) -> dict[str, Any]:
         calls = [{"id": c["id"], "type": "function",
                   "function": {"name": c["name"], "arguments": c["arguments"] or "{}"}}
                  for _, c in sorted(self.calls_seen.items())]  # fmt: skip
@@ -118,22 +118,16 @@ class ChatSplice:
         assistant = {"role": "assistant", "content": self.text or None, "tool_calls": calls}
         for event in self.held:
             if isinstance(event.data, dict) and isinstance(event.data.get("usage"), dict):
-                _add(self.totals, event.data["usage"])
+                add_usage(self.totals, event.data["usage"])
         self.rounds += 1
         self.changed = True
         self._new_round()
         return {**request, "messages": [*request["messages"], assistant, *said]}
 
     def finish(self, *, cut: bool = False) -> list[bytes]:
-        if not self.changed:
-            return [event.raw for event in self.held]
         first = self.first or {}
-        out = []
-        for event in self.held:
-            data = event.data
-            if not isinstance(data, dict):
-                out.append(event.raw)
-                continue
+
+        def rewrite(_: Event, data: dict[str, Any]) -> bytes:
             data = {**data, "id": first.get("id", data.get("id"))}
             choices = data.get("choices") or []
             if (
@@ -144,10 +138,11 @@ class ChatSplice:
                 data["choices"] = [{**choices[0], "finish_reason": "stop"}]
             if isinstance(data.get("usage"), dict):
                 totals = dict(self.totals)
-                _add(totals, data["usage"])
+                add_usage(totals, data["usage"])
                 data["usage"] = totals
-            out.append(_chunk(data))
-        return out
+            return _chunk(data)
+
+        return closing(self.held, self.changed, rewrite)
 
     # -- a whole JSON answer ----------------------------------------------------------------
     def _message(self, answer: dict[str, Any]) -> dict[str, Any]:
@@ -161,16 +156,10 @@ class ChatSplice:
     def json_calls(self, answer: dict[str, Any]) -> list[HistoryCall]:
         calls = self._message(answer).get("tool_calls") or []
         ours = [c for c in calls if (c.get("function") or {}).get("name") in self.names]
-        if not ours or len(ours) < len(calls):
-            return []
-        return [HistoryCall(str(c["id"]), str(c["function"]["name"]),
-                            str(c["function"].get("arguments") or "{}")) for c in ours]  # fmt: skip
+        return answerable(ours, len(calls) - len(ours), _json_call)
 
     def json_continuation(
-        self,
-        request: dict[str, Any],
-        answer: dict[str, Any],
-        results: list[tuple[HistoryCall, str]],
+        self, request: dict[str, Any], answer: dict[str, Any], results: Answered
     ) -> dict[str, Any]:
         said = [
             {"role": "tool", "tool_call_id": call.id, "content": text} for call, text in results
@@ -193,5 +182,5 @@ class ChatSplice:
             choice["finish_reason"] = "stop"
         totals: dict[str, Any] = {}
         for one in answers:
-            _add(totals, one.get("usage") or {})
+            add_usage(totals, one.get("usage") or {})
         return {**last, "id": answers[0].get("id"), "choices": [choice], "usage": totals}

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from openprogram.proxy._history_tools import HistoryCall
+from openprogram.proxy._splice import Answered, add_usage, answerable, closing
 from openprogram.proxy._sse import Event, encode
 
 __all__ = ["ResponsesSplice"]
@@ -23,12 +24,8 @@ CLOSING = ("response.completed", "response.incomplete")
 OPENING = ("response.created", "response.in_progress", "response.queued")
 
 
-def _add(totals: dict[str, Any], usage: dict[str, Any]) -> None:
-    for key, value in usage.items():
-        if isinstance(value, int):
-            totals[key] = totals.get(key, 0) + value
-        elif isinstance(value, dict):
-            _add(totals.setdefault(key, {}), value)
+def _call(item: dict[str, Any]) -> HistoryCall:
+    return HistoryCall(str(item["call_id"]), str(item["name"]), str(item.get("arguments") or "{}"))
 
 
 def input_items(request: dict[str, Any]) -> list[Any]:
@@ -125,23 +122,16 @@ class ResponsesSplice:
     def calls(self) -> list[HistoryCall]:
         """The round's history calls, when the proxy can answer them and go on."""
         ours = [self.items[i] for i in sorted(self.items) if self._ours(self.items[i])]
-        if not ours or self.client_calls:
-            return []
-        return [
-            HistoryCall(str(i["call_id"]), str(i["name"]), str(i.get("arguments") or "{}"))
-            for i in ours
-        ]
+        return answerable(ours, self.client_calls, _call)
 
-    def continuation(
-        self, request: dict[str, Any], results: list[tuple[HistoryCall, str]]
-    ) -> dict[str, Any]:
+    def continuation(self, request: dict[str, Any], results: Answered) -> dict[str, Any]:
         items = _sendable([self.items[i] for i in sorted(self.items)], request)
         outputs = [
             {"type": "function_call_output", "call_id": c.id, "output": text} for c, text in results
         ]
         for event in self.held:
             if isinstance(event.data, dict):
-                _add(self.totals, (event.data.get("response") or {}).get("usage") or {})
+                add_usage(self.totals, (event.data.get("response") or {}).get("usage") or {})
         self.rounds += 1
         self.changed = True
         self._new_round()
@@ -149,24 +139,19 @@ class ResponsesSplice:
 
     def finish(self, *, cut: bool = False) -> list[bytes]:
         """The closing event (the first response's id, every item shown, usage summed)."""
-        if not self.changed:
-            return [event.raw for event in self.held]
-        out = []
-        for event in self.held:
-            data = event.data
-            if not isinstance(data, dict):
-                out.append(event.raw)
-                continue
+
+        def rewrite(event: Event, data: dict[str, Any]) -> bytes:
             response = dict(data.get("response") or {})
             totals = dict(self.totals)
-            _add(totals, response.get("usage") or {})
+            add_usage(totals, response.get("usage") or {})
             first = self.first or {}
             response.update(output=list(self.shown), usage=totals)
             for key in ("id", "created_at"):
                 if key in first:
                     response[key] = first[key]
-            out.append(self._numbered(event, {**data, "response": response}))
-        return out
+            return self._numbered(event, {**data, "response": response})
+
+        return closing(self.held, self.changed, rewrite)
 
     # -- a whole JSON answer ----------------------------------------------------------------
     def json_ours(self, answer: dict[str, Any]) -> bool:
@@ -180,18 +165,10 @@ class ResponsesSplice:
             if isinstance(i, dict) and i.get("type") in ("function_call", "custom_tool_call")
         ]
         ours = [i for i in calls if self._ours(i)]
-        if not ours or len(ours) < len(calls):
-            return []
-        return [
-            HistoryCall(str(i["call_id"]), str(i["name"]), str(i.get("arguments") or "{}"))
-            for i in ours
-        ]
+        return answerable(ours, len(calls) - len(ours), _call)
 
     def json_continuation(
-        self,
-        request: dict[str, Any],
-        answer: dict[str, Any],
-        results: list[tuple[HistoryCall, str]],
+        self, request: dict[str, Any], answer: dict[str, Any], results: Answered
     ) -> dict[str, Any]:
         items = _sendable([i for i in answer.get("output") or () if isinstance(i, dict)], request)
         outputs = [
@@ -205,7 +182,7 @@ class ResponsesSplice:
         output = [i for a in answers for i in a.get("output") or () if not self._ours(i)]
         totals: dict[str, Any] = {}
         for one in answers:
-            _add(totals, one.get("usage") or {})
+            add_usage(totals, one.get("usage") or {})
         last = answers[-1]
         return {
             **last,

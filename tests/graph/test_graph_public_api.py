@@ -39,6 +39,7 @@ EXPECTED = [
     "Layer",
     "LayerConflict",
     "LayerError",
+    "LayerHandleTaken",
     "LayerInfo",
     "LayerNotFound",
     "LayerRolledBack",

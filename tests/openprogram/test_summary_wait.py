@@ -46,19 +46,32 @@ class HeldSummarizer:
             return self.done.wait_for(lambda: self.finished >= self.started, 60)
 
 
+PROGRESSIVE = {"preset": "progressive", "budget": 8_000, "facts": 25, "turns": 45}
+"""A progressive session whose soft step (summarize_half) acts at turn 37, its compact at 52."""
+
+
 def _turns(
-    summarizer: HeldSummarizer, wait: str, *, settle: bool, turns: int = 40
+    summarizer: HeldSummarizer,
+    wait: str,
+    *,
+    settle: bool,
+    turns: int = 40,
+    preset: str = "claude-code",
+    budget: int = 3_000,
+    facts: int = 60,
+    tiers: list[str] | None = None,
+    **overrides: Any,
 ) -> tuple[list[list[dict[str, Any]]], list[str]]:
     prompts, said = [], []
-    policy = Policy.claude_code(summary_wait=wait)
+    policy = Policy.named(preset, summary_wait=wait, **overrides)
     replies = [
-        f"Step {n} found: " + " ".join(f"fact_{n}_{k}" for k in range(60)) for n in range(turns)
+        f"Step {n} found: " + " ".join(f"fact_{n}_{k}" for k in range(facts)) for n in range(turns)
     ]
     model = TestModel(replies)
     with (
         seeded_ids("summary-wait"),
         Session(
-            ":memory:", model=model, policy=policy, budget=3_000, summarizer=summarizer
+            ":memory:", model=model, policy=policy, budget=budget, summarizer=summarizer
         ) as session,
     ):
         for n in range(turns):
@@ -72,6 +85,8 @@ def _turns(
             said.append(receipt.summary)
             if n == turns // 2:
                 summarizer.gate.set()
+        if tiers is not None:
+            tiers.extend(record.tier for record in session.engine.records())
     return prompts, said
 
 
@@ -92,6 +107,39 @@ def test_with_never_no_render_waits_and_the_next_adopts_the_summary() -> None:
     assert "adopted" in said[went:]
     assert "waited" not in said
     assert any("[Context Compaction]" in str(m["content"]) for m in prompts[-1])
+
+
+def test_progressive_prepares_its_soft_step_ahead_and_the_prompts_do_not_change() -> None:
+    ready, said = _turns(HeldSummarizer(free=True), "always", settle=True, **PROGRESSIVE)  # type: ignore[arg-type]
+    # the soft step's summary was prepared ahead: done when the render needed it
+    assert said[37] == "adopted" and "Context Compaction" in str(ready[37])
+    held, _ = _turns(HeldSummarizer(free=True), "always", settle=False, **PROGRESSIVE)  # type: ignore[arg-type]
+    assert held == ready  # whether it was done in time is up to the worker
+    asked_then, said_then = _turns(
+        HeldSummarizer(free=True),
+        "always",
+        settle=True,
+        proactive_share=None,
+        **PROGRESSIVE,  # type: ignore[arg-type]
+    )
+    assert said_then[37] == "waited" and asked_then == ready  # the same span, asked now
+
+
+def test_progressive_with_never_adopts_its_soft_steps_prepared_summary() -> None:
+    held = HeldSummarizer(free=False)
+    prompts, said = _turns(held, "never", settle=False, **PROGRESSIVE)  # type: ignore[arg-type]
+    # held until turn 22: the soft step's summary, started ahead, is done before turn 37
+    assert said[37] == "adopted" and "Context Compaction" in str(prompts[37])
+    assert "waited" not in said
+
+
+def test_a_prepared_span_too_small_to_compact_does_not_hold_the_compaction_back() -> None:
+    # progressive compacts once the new rounds hold 30% of the budget; a span prepared
+    # ahead held less, and the compaction waited for it until the emergency step cut
+    tiers: list[str] = []
+    _turns(HeldSummarizer(free=True), "always", settle=True, turns=14, preset="progressive",
+           tiers=tiers)  # fmt: skip
+    assert "compact" in tiers and "emergency" not in tiers
 
 
 def test_a_sessions_receipt_carries_the_providers_usage() -> None:
