@@ -12,8 +12,6 @@ from _postgres import create_database, drop_database
 from sqlalchemy import Engine, create_engine, inspect
 from sqlmodel import SQLModel
 
-# internal: its tables, registered on SQLModel.metadata, are the schema compared
-import graph._schema  # noqa: F401
 from graph import GRAPH_MIGRATIONS, SQLStore, applied_migrations, engine_for
 
 
