@@ -27,7 +27,6 @@ from context import (
 
 # internal: the summary backlog's chunking and cap, one tier run alone
 from context._render._backlog import MAX_REQUESTS, _chunks
-from context._tiers import _collapse
 from context._tiers._summarizing import sampled
 from graph import ConversationGraph, seeded_ids
 
@@ -297,7 +296,9 @@ def test_collapse_after_a_compaction_acts_only_over_the_budget(tmp_path: Path) -
         ctx, view, _ = e.context()
         assert ctx.target < view.tokens < ctx.budget
         ctx.tier = "collapse"
-        return _collapse.collapse(view, ctx) is not view
+        collapse = TIERS["collapse"].compact  # the tier run alone
+        assert collapse is not None
+        return collapse(view, ctx) is not view
 
     assert not collapsed(("offload", "compact", "collapse", "snip"))
     assert collapsed(("offload", "collapse", "compact", "snip"))
