@@ -1,10 +1,11 @@
 """The cascade's parts run alone, on inputs built to sit at their edges: the backlog's
-chunking and sampling, the collapse payoff rule, the emergency cut, the bound on a summary
-request."""
+chunking and sampling, the collapse payoff rule, the emergency cut, the clip and the bound
+on a summary request."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -31,7 +32,13 @@ from context import (
 from context._render._backlog import MAX_REQUESTS, _chunks
 from context._tiers._collapse import pays
 from context._tiers._emergency import _cut
-from context._tiers._summarizing import MIN_ITEM_CHARS, bounded, sampled
+from context._tiers._summarizing import (
+    MIN_ITEM_CHARS,
+    SUMMARY_TEXT_CHARS,
+    _clipped,
+    bounded,
+    sampled,
+)
 from graph import ConversationGraph, node_handle
 
 
@@ -149,3 +156,21 @@ def test_a_summary_pays_at_its_boundary(tmp_path: Path) -> None:
     ctx: Any = SimpleNamespace(policy=policy(tmp_path))
     assert ctx.policy.payoff_share == 0.3
     assert pays(ctx, 1_000, 700) and not pays(ctx, 1_000, 701)
+
+
+def test_a_huge_output_reaches_a_summarizer_clipped(tmp_path: Path) -> None:
+    class Handles:
+        """The one thing the clip asks of a render: how the prompt names a node."""
+
+        def handle(self, node_id: str) -> str:
+            return {"N1": "n7"}[node_id]
+
+    text = "a" * (SUMMARY_TEXT_CHARS * 3)
+    item = Item({"role": "tool", "content": text, "tool_call_id": "c"}, 10, "N1")
+    clipped = _clipped(item, Handles()).message["content"]  # type: ignore[arg-type]
+    assert len(clipped) < SUMMARY_TEXT_CHARS + 200
+    assert (
+        clipped.startswith("a" * 1000)
+        and 'characters elided; page by page: read_output("n7"' in clipped
+    )
+    assert os.path.sep not in clipped
