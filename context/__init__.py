@@ -8,7 +8,7 @@ be listed, expanded and rolled back.
 
 from ._budget._anchor import UsageAnchor
 from ._budget._cut import middle_truncate
-from ._budget._models import ModelInfo, import_litellm, is_anthropic, model_info
+from ._budget._models import ModelInfo, import_litellm, is_anthropic, model_info, model_map_path
 from ._budget._names import (
     LAYER_KINDS,
     TIER_NAMES,
@@ -192,6 +192,7 @@ __all__ = [
     "middle_truncate",
     "migrate_state",
     "model_info",
+    "model_map_path",
     "offload_path",
     "output_redactor",
     "parse_summary",

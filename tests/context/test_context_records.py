@@ -353,6 +353,7 @@ def test_public_surface() -> None:
         "middle_truncate",
         "migrate_state",
         "model_info",
+        "model_map_path",
         "offload_path",
         "output_redactor",
         "parse_summary",
