@@ -1,6 +1,6 @@
 """The cascade's parts run alone, on inputs built to sit at their edges: the backlog's
 chunking and sampling, the collapse payoff rule, the emergency cut, the clip and the bound
-on a summary request."""
+on a summary request, and the tokenizer's loading (made to fail)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from _context_helpers import policy
 from _layer_helpers import NOW
 from hypothesis import given, settings
@@ -24,11 +25,13 @@ from context import (
     TierServices,
     TokenCache,
     TokenCounter,
+    TokenizerError,
     Unit,
     tool_pair_problems,
 )
 
 # internal: these parts have no entry point of their own; an engine only shows their sum
+from context._budget import _tokens
 from context._render._backlog import MAX_REQUESTS, _chunks
 from context._tiers._collapse import pays
 from context._tiers._emergency import _cut
@@ -174,3 +177,59 @@ def test_a_huge_output_reaches_a_summarizer_clipped(tmp_path: Path) -> None:
         and 'characters elided; page by page: read_output("n7"' in clipped
     )
     assert os.path.sep not in clipped
+
+
+def test_encodings_are_loaded_once() -> None:
+    assert _tokens._load("cl100k_base") is _tokens._load("cl100k_base")
+
+
+def _only_bogus(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = _tokens._load
+
+    def load(name: str) -> Any:
+        return None if name == "cl100k_base" else real(name)
+
+    monkeypatch.setattr(_tokens, "_load", load)
+
+
+def test_approximate_when_nothing_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    _only_bogus(monkeypatch)
+    counter = TokenCounter(encoding="no-such-encoding")
+    assert counter.approximate
+    assert counter.encoding_name == "no-such-encoding"
+    assert counter.count_text("") == 0
+    assert counter.count_text("abcd") == 1
+    assert counter.count_text("abcde") == 2  # ceil(5 / 4)
+    assert counter.count_message({"role": "user", "content": "x" * 40}) == 4 + 10
+
+
+def test_strict_raises_when_nothing_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    _only_bogus(monkeypatch)
+    with pytest.raises(TokenizerError, match="no-such-encoding"):
+        TokenCounter(encoding="no-such-encoding", strict=True)
+
+
+def test_a_lazy_counter_loads_its_encoding_on_the_first_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    loaded: list[str] = []
+    real = _tokens._load
+
+    def load(name: str) -> Any:
+        loaded.append(name)
+        return real(name)
+
+    monkeypatch.setattr(_tokens, "_load", load)
+    counter = TokenCounter(encoding="no-such-encoding", lazy=True)
+    assert loaded == [] and counter.encoding_name == "no-such-encoding"
+    assert counter.count_text("hello world") == 2  # counted with the fallback encoding
+    assert loaded == ["no-such-encoding", "cl100k_base"]
+    assert counter.encoding_name == "no-such-encoding"  # its counts stay under its name
+    assert not counter.approximate
+
+
+def test_a_lazy_strict_counter_raises_on_the_first_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    _only_bogus(monkeypatch)
+    counter = TokenCounter(encoding="no-such-encoding", strict=True, lazy=True)
+    with pytest.raises(TokenizerError):
+        counter.count_text("abcd")
