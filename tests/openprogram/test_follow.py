@@ -20,7 +20,7 @@ from graph import ConversationGraph, SQLStore
 
 # internal: `openprogram follow`'s follower, driven step by step
 from openprogram._follow import ABANDONED, TraceFollower
-from openprogram.importers import import_trace
+from openprogram.importers import IMPORTED_KEY, import_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = "2026-01-01T10:00:00.000Z"
@@ -490,9 +490,6 @@ def test_a_path_that_cannot_be_followed_is_one_usage_error(tmp_path: Path, capsy
 def test_the_record_of_imports_does_not_grow_with_every_poll(tmp_path: Path) -> None:
     """Each poll's import replaces the follower's previous one in the session's record of
     imports: a long session polled every second must not rewrite an ever longer list."""
-    # internal: the session-meta key imports are recorded under
-    from openprogram.importers._driver import IMPORTED_KEY
-
     trace = tmp_path / "session.jsonl"
     _write(trace, _turns(1, 1))
     store = SQLStore(tmp_path / "f.db")

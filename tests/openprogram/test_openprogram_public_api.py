@@ -47,6 +47,7 @@ SURFACES = {
     "openprogram.testing": ["FunctionModel", "ModelRequest", "TestModel", "override", "tool_call"],
     "openprogram.importers": [
         "FORMATS",
+        "IMPORTED_KEY",
         "ImportStats",
         "Imported",
         "MARKERS",
