@@ -16,8 +16,11 @@ import re
 import subprocess
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.cookiejar import CookieJar
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +44,26 @@ def _cli(*argv: str) -> Any:
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     return json.loads(out.stdout)
+
+
+@contextmanager
+def _served(path: str | Path, *flags: str) -> Iterator[Callable[..., tuple[int, str, Any]]]:
+    """`openprogram view` in a process of its own, and a client that opened the URL it
+    printed (so it holds the cookie): ``fetch(path, form=None)`` gives status, body, headers."""
+    with viewer(path, *flags) as line:
+        base = line.split("/?token=")[0]
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))
+        opener.open(line, timeout=30).read()
+
+        def fetch(where: str, form: dict[str, str] | None = None) -> tuple[int, str, Any]:
+            data = urllib.parse.urlencode(form).encode() if form is not None else None
+            try:
+                with opener.open(base + where, data=data, timeout=30) as answer:
+                    return answer.status, answer.read().decode(), answer.headers
+            except urllib.error.HTTPError as error:
+                return error.code, error.read().decode(), error.headers
+
+        yield fetch
 
 
 @pytest.fixture(scope="module")
@@ -439,25 +462,17 @@ def test_a_session_mcp_follow_imports_updates_in_place(browser: Any, tmp_path: P
 def test_without_allow_write_there_is_no_button_and_a_write_is_refused(
     db: dict[str, Any],
 ) -> None:
-    from starlette.testclient import TestClient
-
-    # internal: the web view served in process to a test client
-    from openprogram._view import Viewer
-    from openprogram._view._app import COOKIE, create_app
-
-    app = create_app(Viewer(db["path"], None), token="t", hosts={"127.0.0.1:9"})
     layer = _cli("collapses", db["session"], "--db", db["path"])[0]["id"]
-    with TestClient(app, base_url="http://127.0.0.1:9") as client:
-        client.cookies.set(COOKIE, "t")
-        page = client.get(f"/s/{db['session']}/layer/{layer}?confirm=1")
-        assert page.status_code == 200 and 'id="rollback"' not in page.text
-        assert "confirm-rollback" not in page.text
-        policy = page.headers["content-security-policy"]
+    with _served(db["path"]) as fetch:
+        status, page, headers = fetch(f"/s/{db['session']}/layer/{layer}?confirm=1")
+        assert status == 200 and 'id="rollback"' not in page
+        assert "confirm-rollback" not in page
+        policy = headers["content-security-policy"]
         script = next(part for part in policy.split(";") if "script-src" in part)
         assert script.split()[1:] and all(src.startswith("'nonce-") for src in script.split()[1:])
-        csrf = app.csrf
-        refused = client.post(f"/s/{db['session']}/layer/{layer}/rollback", data={"csrf": csrf})
-        assert refused.status_code == 403 and "--allow-write" in refused.text
+        # read-only comes first: whatever the form holds, the answer names the flag
+        status, refusal, _ = fetch(f"/s/{db['session']}/layer/{layer}/rollback", {"csrf": "x"})
+        assert status == 403 and "--allow-write" in refusal
     before = _cli("collapses", db["session"], "--db", db["path"])
     assert before[0]["id"] == layer
 
@@ -465,13 +480,7 @@ def test_without_allow_write_there_is_no_button_and_a_write_is_refused(
 def test_viewing_writes_nothing(tmp_path: Path) -> None:
     """Every page, and the export, of a database made by ``import`` (with none of the
     context tables yet) leave its bytes as they were."""
-    from starlette.testclient import TestClient
-
     from graph import dispose_engines
-
-    # internal: the web view served in process to a test client
-    from openprogram._view import Viewer
-    from openprogram._view._app import COOKIE, create_app
 
     db = tmp_path / "op.db"
     trace = tmp_path / "chat.json"
@@ -487,12 +496,10 @@ def test_viewing_writes_nothing(tmp_path: Path) -> None:
     dispose_engines()
     before = db.read_bytes()
     folders = sorted(p.name for p in tmp_path.iterdir())
-    app = create_app(Viewer(str(db), None), token="t", hosts={"127.0.0.1:9"})
-    with TestClient(app, base_url="http://127.0.0.1:9") as client:
-        client.cookies.set(COOKIE, "t")
+    with _served(db) as fetch:
         views = ["", "prompt", "layers", "functions", "records", "search?q=a.py", "nodes"]
         for view in ["/", *(f"/s/s/{v}" for v in views)]:
-            assert client.get(view).status_code == 200, view
+            assert fetch(view)[0] == 200, view
     out = tmp_path / "out.html"
     assert main(["view", "--db", str(db), "--html", str(out)]) == 0
     dispose_engines()
@@ -504,25 +511,17 @@ def test_viewing_writes_nothing(tmp_path: Path) -> None:
 def test_an_offloaded_output_is_served_and_nothing_beside_the_state_folder(
     db: dict[str, Any],
 ) -> None:
-    from starlette.testclient import TestClient
-
-    # internal: the web view served in process to a test client
-    from openprogram._view import Viewer
-    from openprogram._view._app import COOKIE, create_app
-
     records = _cli("records", db["session"], "--db", db["path"])
     path = next(r["offloaded"][0]["path"] for r in records if r["offloaded"])
     state = Path(db["path"] + ".state")
-    app = create_app(Viewer(db["path"], None), token="t", hosts={"127.0.0.1:9"})
-    with TestClient(app, base_url="http://127.0.0.1:9") as client:
-        client.cookies.set(COOKIE, "t")
-        served = client.get(f"/files/{path}")
-        assert served.status_code == 200 and served.text == (state / path).read_text()
+    with _served(db["path"]) as fetch:
+        status, served, _ = fetch(f"/files/{path}")
+        assert status == 200 and served == (state / path).read_text()
         for outside in ("../agent.db", "%2e%2e/agent.db", "..%2fagent.db", "/etc/hostname"):
-            assert client.get(f"/files/{outside}").status_code == 404, outside
-        pages = [client.get(f"/s/{db['session']}/call/{r}").text for r in _receipt_ids(db)]
+            assert fetch(f"/files/{outside}")[0] == 404, outside
+        pages = [fetch(f"/s/{db['session']}/call/{r}")[1] for r in _receipt_ids(db)]
         linked = {m for page in pages for m in re.findall(r'href="(/files/[^"]+)"', page)}
-        assert linked and all(client.get(link).status_code == 200 for link in linked)
+        assert linked and all(fetch(link)[0] == 200 for link in linked)
 
 
 def _receipt_ids(db: dict[str, Any]) -> list[str]:
