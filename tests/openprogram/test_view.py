@@ -16,11 +16,8 @@ import re
 import subprocess
 import sys
 import urllib.error
-import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from http.cookiejar import CookieJar
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +25,7 @@ import pytest
 
 from graph import ConversationGraph
 from openprogram.cli import main
-from tests.openprogram._browser import chromium, shot, viewer
+from tests.openprogram._browser import chromium, served, shot, viewer
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = (
@@ -44,26 +41,6 @@ def _cli(*argv: str) -> Any:
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     return json.loads(out.stdout)
-
-
-@contextmanager
-def _served(path: str | Path, *flags: str) -> Iterator[Callable[..., tuple[int, str, Any]]]:
-    """`openprogram view` in a process of its own, and a client that opened the URL it
-    printed (so it holds the cookie): ``fetch(path, form=None)`` gives status, body, headers."""
-    with viewer(path, *flags) as line:
-        base = line.split("/?token=")[0]
-        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))
-        opener.open(line, timeout=30).read()
-
-        def fetch(where: str, form: dict[str, str] | None = None) -> tuple[int, str, Any]:
-            data = urllib.parse.urlencode(form).encode() if form is not None else None
-            try:
-                with opener.open(base + where, data=data, timeout=30) as answer:
-                    return answer.status, answer.read().decode(), answer.headers
-            except urllib.error.HTTPError as error:
-                return error.code, error.read().decode(), error.headers
-
-        yield fetch
 
 
 @pytest.fixture(scope="module")
@@ -463,7 +440,7 @@ def test_without_allow_write_there_is_no_button_and_a_write_is_refused(
     db: dict[str, Any],
 ) -> None:
     layer = _cli("collapses", db["session"], "--db", db["path"])[0]["id"]
-    with _served(db["path"]) as fetch:
+    with served(db["path"]) as fetch:
         status, page, headers = fetch(f"/s/{db['session']}/layer/{layer}?confirm=1")
         assert status == 200 and 'id="rollback"' not in page
         assert "confirm-rollback" not in page
@@ -496,7 +473,7 @@ def test_viewing_writes_nothing(tmp_path: Path) -> None:
     dispose_engines()
     before = db.read_bytes()
     folders = sorted(p.name for p in tmp_path.iterdir())
-    with _served(db) as fetch:
+    with served(db) as fetch:
         views = ["", "prompt", "layers", "functions", "records", "search?q=a.py", "nodes"]
         for view in ["/", *(f"/s/s/{v}" for v in views)]:
             assert fetch(view)[0] == 200, view
@@ -514,9 +491,9 @@ def test_an_offloaded_output_is_served_and_nothing_beside_the_state_folder(
     records = _cli("records", db["session"], "--db", db["path"])
     path = next(r["offloaded"][0]["path"] for r in records if r["offloaded"])
     state = Path(db["path"] + ".state")
-    with _served(db["path"]) as fetch:
-        status, served, _ = fetch(f"/files/{path}")
-        assert status == 200 and served == (state / path).read_text()
+    with served(db["path"]) as fetch:
+        status, body, _ = fetch(f"/files/{path}")
+        assert status == 200 and body == (state / path).read_text()
         for outside in ("../agent.db", "%2e%2e/agent.db", "..%2fagent.db", "/etc/hostname"):
             assert fetch(f"/files/{outside}")[0] == 404, outside
         pages = [fetch(f"/s/{db['session']}/call/{r}")[1] for r in _receipt_ids(db)]
