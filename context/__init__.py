@@ -8,7 +8,7 @@ be listed, expanded and rolled back.
 
 from ._budget._anchor import UsageAnchor
 from ._budget._cut import middle_truncate
-from ._budget._models import ModelInfo, import_litellm, is_anthropic, model_info
+from ._budget._models import ModelInfo, import_litellm, is_anthropic, model_info, model_map_path
 from ._budget._names import (
     LAYER_KINDS,
     TIER_NAMES,
@@ -24,6 +24,7 @@ from ._budget._policy_sources import POLICY_SCHEMA
 from ._budget._presets import COLLAPSE_FIRST_CASCADE, DEFAULT_COMPACTABLE
 from ._budget._readback import HISTORY_TOOLS
 from ._budget._redaction import output_redactor, summary_redactor
+from ._budget._schedule import cache_schedule, cost_per_turn, plan_for
 from ._budget._tokens import TokenCache, TokenCounter, encoding_name_for
 from ._commit._hooks import Committed
 from ._commit._writer import SessionWriter
@@ -181,8 +182,10 @@ __all__ = [
     "as_layer_kind",
     "as_record_tier",
     "as_tier",
+    "cache_schedule",
     "canonical_message",
     "collect_garbage",
+    "cost_per_turn",
     "delete_session",
     "encoding_name_for",
     "import_litellm",
@@ -192,9 +195,11 @@ __all__ = [
     "middle_truncate",
     "migrate_state",
     "model_info",
+    "model_map_path",
     "offload_path",
     "output_redactor",
     "parse_summary",
+    "plan_for",
     "provider_request_options",
     "provider_roles",
     "rank_identifiers",

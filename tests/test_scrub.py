@@ -17,13 +17,11 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
 from context import SentPrompt
-
-# internal: reads the stored prompt rows that scrubbing must clean
-from context._store._storage import MESSAGES
 from graph import AUDIT, ConversationGraph, Redactor, dispose_engines
 from openprogram import Session
 
 # Matches no default pattern: only a scrub (not redaction) can take it out.
+MESSAGES = "context.messages"  # the side data the sent prompts are stored in
 SECRET = "hunter2-internal-XQ7Z-9981-correcthorse"
 ROOT = Path(__file__).resolve().parents[1]
 KNOWN = "sk-ant-api03-Zx8Lq2Wm5Np9Rt4Yv7Bc1Df6Gh3Jk0Mn-_QpRsTuVwXyZaB"

@@ -80,7 +80,8 @@ class ModelInfo(msgspec.Struct, frozen=True):
 
 
 def model_map_path() -> Path:
-    """Where litellm's bundled model map lives, without importing litellm."""
+    """Where litellm's bundled model map lives (the file :func:`model_info` reads), found
+    without importing litellm: to check which figures a model's window came from."""
     spec = importlib.util.find_spec("litellm")
     locations = spec.submodule_search_locations if spec is not None else None
     if not locations:

@@ -166,11 +166,11 @@ class Policy(BaseModel):
     """How a triggered cascade picks its low-water mark and when auto-compact acts.
     ``working``: down to ``low_water`` of the budget or ``working_tokens``, when the prompt
     passes the budget (or ``compact_tokens``). ``cache``: down to ``schedule_floor_tokens``,
-    when the cache-weighted cost per turn says so (``context._budget._schedule``: a compaction
+    when the cache-weighted cost per turn says so (:func:`context.cache_schedule`: a compaction
     rewrites the prompt after the pinned prefix, each turn after reads what it kept)."""
     schedule_floor_tokens: Count = Field(default=16_000, gt=0)
     """The cache schedule's recall floor: a compaction keeps at least this many tokens...
-    (the cost alone would always keep fewer: see ``context._budget._schedule``)"""
+    (the cost alone would always keep fewer: see :func:`context.cache_schedule`)"""
     schedule_floor_exponent: float | None = Field(default=0.8, gt=0, le=1)
     """...times (budget / ``schedule_floor_budget``) to this power under that budget (None:
     fixed): under a tight budget the low-water cap (``low_water``) kept 75% and every kept

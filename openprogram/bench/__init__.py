@@ -16,6 +16,8 @@ from openprogram.bench._baselines import (
     to_langchain,
     trim_baseline,
 )
+from openprogram.bench._charge import Charged
+from openprogram.bench._losses import identifier_losses
 from openprogram.bench._metrics import (
     TraceMetrics,
     Turn,
@@ -32,7 +34,7 @@ from openprogram.bench._metrics import (
 from openprogram.bench._peers import PEERS, HarnessReplay, LangChainClear, make_peer
 from openprogram.bench._program_rows import demo_row, program_row, request_shown, rows_of
 from openprogram.bench._programs import Program, Sent, generate_program, run_program
-from openprogram.bench._pydantic_ai import from_pydantic_ai, to_pydantic_ai
+from openprogram.bench._pydantic_ai import from_pydantic_ai, to_pydantic_ai, tool_names
 from openprogram.bench._replay import (
     POLICIES,
     MessageCounter,
@@ -51,6 +53,7 @@ __all__ = [
     "POLICIES",
     "BaselineUnavailable",
     "BenchError",
+    "Charged",
     "HarnessReplay",
     "LangChainClear",
     "MessageCounter",
@@ -67,6 +70,7 @@ __all__ = [
     "from_langchain",
     "from_pydantic_ai",
     "generate_program",
+    "identifier_losses",
     "identifiers",
     "load_trace",
     "make_peer",
@@ -84,6 +88,7 @@ __all__ = [
     "to_jsonl",
     "to_langchain",
     "to_pydantic_ai",
+    "tool_names",
     "tool_pair_problems",
     "trace_files",
     "trace_names",

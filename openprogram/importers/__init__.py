@@ -10,6 +10,7 @@ from openprogram.importers._claude_code import read_claude_code
 from openprogram.importers._codex import read_codex
 from openprogram.importers._detect import FORMATS, detect_format, read_trace
 from openprogram.importers._driver import (
+    IMPORTED_KEY,
     ImportStats,
     ParsedTrace,
     find_import,
@@ -25,6 +26,7 @@ from openprogram.importers._swe_agent import read_swe_agent
 
 __all__ = [
     "FORMATS",
+    "IMPORTED_KEY",
     "MARKERS",
     "ImportStats",
     "Imported",

@@ -106,14 +106,3 @@ def session(
         )
         ids.append((user.id, assistant.id))
     return ids
-
-
-class LayerIds:
-    """Deterministic layer ids, so two runs that make the same layers are byte-equal."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __call__(self) -> str:
-        self.count += 1
-        return f"LAYER{self.count:06d}"

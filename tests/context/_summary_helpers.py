@@ -5,11 +5,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from context import Item, SummaryRequest, TokenCounter, Unit
-
-# internal: the steps a render groups, to build summary inputs
-from context._render._layout import group_steps
-from graph import ConversationGraph, Node, visible
+from context import (
+    ContextEngine,
+    HeuristicSummarizer,
+    Item,
+    SummaryRequest,
+    SummaryResult,
+    TokenCounter,
+    Unit,
+)
+from graph import ConversationGraph, Node
 
 TASK = (
     "Fix the failing test in tests/test_parse.py: parse_header crashes on an empty line.\n"
@@ -57,13 +62,27 @@ def units_from(entries: list[tuple[dict[str, Any], Node | None]], kind: Any = "r
     return Unit(items, kind, 0, node_ids=ids)
 
 
-def units_of(g: ConversationGraph) -> tuple[Unit, ...]:
-    """The units the engine would group the graph into, with the original messages."""
-    units = []
-    for position, raw in enumerate(group_steps(visible(g.state, g.head))):
-        unit = units_from(list(raw.entries), raw.kind)
-        units.append(Unit(unit.items, raw.kind, position, raw.pinned, raw.running, unit.node_ids))
-    return tuple(units)
+class _Recording:
+    """A heuristic summarizer that keeps the requests it is given."""
+
+    def __init__(self) -> None:
+        self.requests: list[SummaryRequest] = []
+        self.inner = HeuristicSummarizer()
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        self.requests.append(request)
+        return self.inner.summarize(request)
+
+
+def units_after_task(g: ConversationGraph) -> tuple[Unit, ...]:
+    """The units after the task as the engine groups them: those a collapse of them all
+    asks a summarizer about (on a copy: ``g`` gets no layer)."""
+    recording = _Recording()
+    engine = ContextEngine(g.clone(), summarizer=recording, budget=1_000_000)
+    after_task = [n.id for n in g.nodes()][2]  # session(): the system prompt, the task, …
+    engine.collapse(after_task, g.head or after_task)
+    (request,) = recording.requests
+    return request.units
 
 
 def session() -> ConversationGraph:
@@ -137,7 +156,7 @@ def session() -> ConversationGraph:
 
 def request_of(g: ConversationGraph, **fields: Any) -> SummaryRequest:
     """A compaction request covering every unit after the task."""
-    units = tuple(u for u in units_of(g) if u.kind not in ("system", "task"))
+    units = units_after_task(g)
     defaults: dict[str, Any] = {
         "kind": "compact",
         "units": units,

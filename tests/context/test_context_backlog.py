@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 from _fake_provider import FakeProvider
 from _layer_helpers import Counting, clock, encode
-from hypothesis import given
-from hypothesis import strategies as st
 
 from context import (
+    TIERS,
     ContextEngine,
     HeuristicSummarizer,
     LiteLLMSummarizer,
@@ -24,14 +23,10 @@ from context import (
     SummaryResult,
     TokenCounter,
 )
-
-# internal: the summary backlog's chunking and cap, one tier run alone
-from context._render._backlog import MAX_REQUESTS, _chunks
-from context._tiers import _collapse
-from context._tiers._summarizing import sampled
 from graph import ConversationGraph, seeded_ids
 
 BUDGET = 16_000
+MAX_REQUESTS = 8  # the backlog's summary requests at most (each bounded)
 REPLY = """\
 ## Anchors
 ### User Intent
@@ -214,31 +209,6 @@ def test_a_cascade_without_compaction_never_makes_one(graph: ConversationGraph) 
     assert not backlog_layers(graph)
 
 
-@given(st.lists(st.integers(1, 5_000), min_size=1, max_size=400), st.integers(100, 20_000))
-def test_chunks_cover_the_span_in_order_within_the_request_count(
-    sizes: list[int], bound: int
-) -> None:
-    parts = _chunks(sizes, bound)
-    assert 1 <= len(parts) <= MAX_REQUESTS
-    assert [i for part in parts for i in part] == list(range(len(sizes)))
-
-
-@given(st.lists(st.integers(1, 5_000), min_size=1, max_size=400), st.integers(100, 20_000))
-def test_a_sample_stays_within_its_bound_and_keeps_the_newest_that_fits(
-    sizes: list[int], bound: int
-) -> None:
-    part = range(len(sizes))
-    chosen = sampled(part, sizes, bound)
-    assert chosen == sorted(set(chosen)) and all(i in part for i in chosen)
-    assert chosen, "a request never covers nothing"
-    read = sum(sizes[i] for i in chosen)
-    assert read <= max(bound, sum(sizes)) and (
-        sum(sizes) <= bound or read <= bound or chosen == [len(sizes) - 1]
-    )
-    if sizes[-1] <= bound // 2:
-        assert chosen[-1] == len(sizes) - 1
-
-
 def test_a_history_with_functions_is_compacted_from_the_full_walk(tmp_path: Path) -> None:
     """A function in the span: the chain is not a plain run of rounds, so the backlog is
     found on the full walk instead, with the same result: one layer, the newest kept."""
@@ -297,7 +267,9 @@ def test_collapse_after_a_compaction_acts_only_over_the_budget(tmp_path: Path) -
         ctx, view, _ = e.context()
         assert ctx.target < view.tokens < ctx.budget
         ctx.tier = "collapse"
-        return _collapse.collapse(view, ctx) is not view
+        collapse = TIERS["collapse"].compact  # the tier run alone
+        assert collapse is not None
+        return collapse(view, ctx) is not view
 
     assert not collapsed(("offload", "compact", "collapse", "snip"))
     assert collapsed(("offload", "collapse", "compact", "snip"))

@@ -14,7 +14,7 @@ from _layer_helpers import NOW, clock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from context import ContextEngine, Policy, tool_pair_problems
+from context import TIERS, ContextEngine, Policy, tool_pair_problems
 from graph import ConversationGraph
 
 BUDGET = 16_000
@@ -151,9 +151,8 @@ def test_a_clearing_that_changes_nothing_shown_is_not_recorded() -> None:
 def test_budget_reduction_never_cuts_a_prompt_that_fits_down_to_the_low_water_mark() -> None:
     """After a tier made the prompt fit, the hysteresis goes on towards the low-water mark;
     budget reduction is not part of that (its cuts lose the newest outputs' middles)."""
-    # internal: the budget-reduction tier run alone
-    from context._tiers._reduce import budget_reduction
-
+    budget_reduction = TIERS["budget_reduction"].compact  # the tier run alone
+    assert budget_reduction is not None
     g = session(3)  # three outputs of ~1,800 tokens, each over budget_reduction_chars
     engine = ContextEngine(g, Policy(), budget=1_000_000, clock=clock)
     ctx, view, _ = engine.context()

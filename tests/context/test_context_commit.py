@@ -119,9 +119,6 @@ def test_a_real_trace_at_8k_renders_twice_the_same_without_new_layers(tmp_path: 
     # the mini-swe-agent traces differed; this one had 11.
     from openprogram.bench import load_trace
 
-    # internal: the replay's clock, pinned per node
-    from openprogram.bench._replay import _fixed_clock
-
     trace = load_trace(_trace("sympy__sympy-13091.traj.json"))
     with seeded_ids("repeat"):
         engine = ContextEngine(
@@ -129,7 +126,7 @@ def test_a_real_trace_at_8k_renders_twice_the_same_without_new_layers(tmp_path: 
         )
         for _, node in trace.turns:
             head = trace.graph.predecessor(node.id)
-            engine.clock = _fixed_clock(node.at)
+            engine.clock = lambda at=node.at: at  # the replay's clock: the turn's own time
             first = engine.render(head=head.id if head else None)
             layers = len(engine.graph.layers())
             second = engine.render(head=head.id if head else None)

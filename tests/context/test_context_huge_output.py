@@ -4,15 +4,11 @@ fresh engine trusts the offload file it finds (no timing here: see the benchmark
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from _context_helpers import call
 
 from context import ContextEngine, Policy, TokenCounter
-
-# internal: the counter's UTF-8 shortcut for long texts
-from context._budget._tokens import utf8_length
 from graph import ConversationGraph
 
 LINE = "src/app/main.py:12 ERROR parse_header failed — é\n"
@@ -61,38 +57,19 @@ def test_a_fresh_engine_trusts_the_offload_file_and_renders_the_same(tmp_path: P
     assert path.read_bytes() == output.encode()
 
 
+def utf8_length(text: str) -> int:
+    """What a long text is counted as: its UTF-8 bytes, lone surrogates included."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 def test_long_texts_are_counted_by_their_utf8_length() -> None:
     counter = TokenCounter(exact_limit=1_000)
     ascii_text = "x" * 5_000
     mixed = ("é€😀a" * 600_000) + "\ud800"
     assert counter.count_text(ascii_text) == 5_000
     assert counter.count_text(mixed) == len(mixed.encode("utf-8", "surrogatepass"))
-    assert utf8_length(mixed) == len(mixed.encode("utf-8", "surrogatepass"))
     sample = mixed[:2_000]
     assert TokenCounter().count_text(sample) <= utf8_length(sample)  # never an undercount
-
-
-def test_a_huge_output_reaches_a_summarizer_clipped(tmp_path: Path) -> None:
-    from context import Item
-
-    # internal: the clip a summary input gets
-    from context._tiers._summarizing import SUMMARY_TEXT_CHARS, _clipped
-
-    class Handles:
-        """The one thing the clip asks of a render: how the prompt names a node."""
-
-        def handle(self, node_id: str) -> str:
-            return {"N1": "n7"}[node_id]
-
-    text = "a" * (SUMMARY_TEXT_CHARS * 3)
-    item = Item({"role": "tool", "content": text, "tool_call_id": "c"}, 10, "N1")
-    clipped = _clipped(item, Handles()).message["content"]  # type: ignore[arg-type]
-    assert len(clipped) < SUMMARY_TEXT_CHARS + 200
-    assert (
-        clipped.startswith("a" * 1000)
-        and 'characters elided; page by page: read_output("n7"' in clipped
-    )
-    assert os.path.sep not in clipped
 
 
 def _parts_session(parts: int, part_chars: int) -> ConversationGraph:

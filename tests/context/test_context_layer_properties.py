@@ -15,10 +15,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 from _context_helpers import start, tool_round
-from _layer_helpers import NOW, Counting, LayerIds, clock, encode
+from _layer_helpers import NOW, Counting, clock, encode
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from test_context_properties import COUNTER, INSERTED_TURN, Builder, Built, Plan, plans
@@ -30,9 +29,6 @@ from context import (
     Policy,
     tool_pair_problems,
 )
-
-# internal: the tiers are patched to count or fail their runs
-from context._tiers import _collapse, _compact
 from graph import ConversationGraph, GraphError, MemoryStore
 
 SETTINGS = settings(
@@ -348,12 +344,9 @@ def test_a_restarted_engine_renders_byte_identically(plan: Plan, turns: list[int
 @SETTINGS
 @given(plans, st.integers(0, 3))
 def test_a_preview_changes_nothing_stored(plan: Plan, renders: int) -> None:
-    ids = LayerIds()
     with (
         state_dir() as folder,
         Builder(plan).build() as built,
-        mock.patch.object(_collapse, "new_layer_id", ids),
-        mock.patch.object(_compact, "new_layer_id", ids),
     ):
         g = ConversationGraph(MemoryStore(), "p5")
         built.g.clone(g.store, "p5")
@@ -379,10 +372,8 @@ def test_a_preview_changes_nothing_stored(plan: Plan, renders: int) -> None:
             )
 
         before = stored()
-        mark = ids.count
         preview = e.preview()
         assert preview.preview
         assert stored() == before
-        ids.count = mark
         real = e.render()
         assert encode(real) == encode(preview)

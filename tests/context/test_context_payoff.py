@@ -5,7 +5,6 @@ not pay is asked about again only once it has grown by ``payoff_retry_tokens``."
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from _context_helpers import policy, start, tool_round
 from _layer_helpers import NOW, clock
@@ -97,13 +96,6 @@ def test_a_compaction_that_does_not_pay_is_retried_only_once_the_part_grew(tmp_p
 def test_the_new_rounds_of_an_incremental_compaction_must_pay_not_the_merged_summary(
     tmp_path: Path,
 ) -> None:
-    from types import SimpleNamespace
-
-    # internal: the collapse tier's payoff rule at its boundary
-    from context._tiers._collapse import pays
-
-    ctx: Any = SimpleNamespace(policy=policy(tmp_path))
-    assert pays(ctx, 1_000, 700) and not pays(ctx, 1_000, 701)
     g = session()
     terse = Echo(0.05)
     e = engine(g, tmp_path, terse, COMPACT)

@@ -9,7 +9,7 @@ from _context_helpers import policy
 from _layer_helpers import clock, session
 
 from context import ContextEngine, HeuristicSummarizer, SummaryRequest, SummaryResult
-from graph import ConversationGraph, layer_handle, node_handle
+from graph import ConversationGraph, layer_handle
 
 
 class _Spy(HeuristicSummarizer):
@@ -319,27 +319,6 @@ def test_a_range_the_graph_refuses_raises_a_context_error(tmp_path: Path) -> Non
     with pytest.raises(ContextError, match=f"compaction refused: .*layer {border.id}"):
         e.compact()
     assert g.layers() == [other, border]
-
-
-def test_emergency_never_offers_read_output_for_a_layer_s_text() -> None:
-    """A compaction's summary is shown under the layer's id; cut by emergency, it must not
-    offer ``read_output`` on that id (no node has it: the replayed cd trace at a 2,000-token
-    budget did, once compaction replaced collapse in the preset)."""
-    from context import Item, Policy
-
-    # internal: the emergency tier's cut of one message
-    from context._tiers._emergency import _cut
-
-    g = ConversationGraph.memory("cut")
-    g.append({"role": "user", "content": "task"})
-    node = g.append({"role": "user", "content": "x" * 5_000})
-    ctx, _, _ = ContextEngine(g, Policy(), budget=1_000).context()
-    layer_text = Item({"role": "user", "content": "y" * 5_000}, 1_250, "00000000FF667VXMWZHY7RBY6P")
-    assert "read_output" not in str(_cut(layer_text, {-1: 400}, ctx).message["content"])
-    own = Item({"role": "user", "content": "x" * 5_000}, 1_250, node.id)
-    assert f'read_output("{node_handle(node)}", offset=240)' in str(
-        _cut(own, {-1: 400}, ctx).message["content"]
-    )
 
 
 def test_the_request_stays_the_newest_user_message_as_tool_rounds_grow(tmp_path: Path) -> None:

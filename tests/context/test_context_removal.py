@@ -11,11 +11,9 @@ import pytest
 from _faults import snapshot
 
 from context import Removal, collect_garbage, delete_session
-
-# internal: the safe recursive removal and its depth limit
-from context._store._removal import MAX_DEPTH, remove_under
 from graph import ConversationGraph, MemoryStore, Store
 
+MAX_DEPTH = 64  # how deep a removal walks; deeper trees are left and named
 SECRET = b"ssh-ed25519 AAAA... do not delete\n"
 
 
@@ -119,14 +117,17 @@ def test_removal_leaves_too_deep_trees_and_says_so(tmp_path: Path) -> None:
     for level in range(MAX_DEPTH + 3):
         deep = deep / f"d{level}"
     deep.mkdir(parents=True)
-    report = remove_under(state, ["tool_results"], "s1")
+    store, _ = live_store("s1")
+    with pytest.warns(RuntimeWarning, match=f"nested over {MAX_DEPTH} deep; left in place"):
+        report = delete_session(store, "s1", state_dir=state)
     [refusal] = report.refused
     assert f"nested over {MAX_DEPTH} deep; left in place" in refusal
     assert (state / "tool_results" / "s1").exists()
 
 
 def test_a_missing_state_folder_removes_nothing(tmp_path: Path) -> None:
-    assert remove_under(tmp_path / "nowhere", ["tool_results"], "s1") == Removal()
+    store, _ = live_store("s1")
+    assert delete_session(store, "s1", state_dir=tmp_path / "nowhere") == Removal()
     assert not (tmp_path / "nowhere").exists()
 
 

@@ -10,9 +10,6 @@ import pytest
 from _context_helpers import policy, start
 
 from context import ContextEngine, read_target, tool_pair_problems, write_target
-
-# internal: the reread tier's range rules
-from context._tiers._rereads import covers, superseded_reads
 from graph import ConversationGraph, node_handle
 
 CASCADE = ("rereads", "emergency")
@@ -56,8 +53,6 @@ def test_write_targets_and_coverage() -> None:
     assert write_target("bash", {"command": "sed -i 's/a/b/' src/x.py"}) is None
     assert write_target("str_replace_editor", {"command": "view", "path": "a.py"}) is None
     assert write_target("Read", {"file_path": "a.py"}) is None
-    assert covers(("a", 1, None), ("a", 10, 20)) and covers(("a", 5, 30), ("a", 10, 20))
-    assert not covers(("a", 11, 30), ("a", 10, 20)) and not covers(("b", 1, None), ("a", 1, 2))
 
 
 def read(
@@ -109,15 +104,41 @@ def session() -> tuple[ConversationGraph, dict[str, str]]:
     return g, ids
 
 
-def test_superseded_reads_are_keyed_on_lines_and_writes(tmp_path: Path) -> None:
-    g, ids = session()
+def view(path: str, first: int | None = None, last: int | None = None) -> dict[str, object]:
+    """A read of ``path`` (lines ``first``-``last``, or the whole file)."""
+    arguments: dict[str, object] = {"command": "view", "path": path}
+    if first is not None:
+        arguments["view_range"] = [first, last]
+    return arguments
+
+
+@pytest.mark.parametrize(
+    ("older", "newer", "superseded"),
+    [
+        (view("a.py", 10, 20), view("a.py"), True),
+        (view("a.py", 10, 20), view("a.py", 5, 30), True),
+        (view("a.py", 10, 20), view("a.py", 11, 30), False),
+        (view("a.py", 1, 2), view("b.py"), False),
+        (view("a.py"), view("a.py", 5, 9), False),
+    ],
+)
+def test_a_read_is_superseded_only_by_a_newer_read_of_every_line(
+    tmp_path: Path, older: dict[str, object], newer: dict[str, object], superseded: bool
+) -> None:
+    g = ConversationGraph.memory("ranges")
+    start(g)
+    read(g, "old", "str_replace_editor", older, body("old"))
+    read(g, "new", "str_replace_editor", newer, body("new"))
+    g.append({"role": "assistant", "content": "done"})
     pol = policy(tmp_path, cascade=CASCADE, always=())
-    engine = ContextEngine(g, pol, budget=1_000_000)
-    _, view, _ = engine.context(None, None)
-    found = superseded_reads(view)
-    # the b.py windows do not cover each other; an edit leaves d.py's read standing
-    assert set(found) == {ids["whole"], ids["rewritten"]}
-    assert found[ids["whole"]] == ("a.py", 1, None)
+    full = ContextEngine(g, pol, budget=1_000_000).render()
+    rendered = ContextEngine(g, pol, budget=full.tokens - 100).render()
+    noted = [
+        m["tool_call_id"]
+        for m in rendered.messages
+        if m["role"] == "tool" and "superseded read" in str(m["content"])
+    ]
+    assert noted == (["old"] if superseded else [])
 
 
 def test_over_budget_the_superseded_reads_become_notes_and_stay(tmp_path: Path) -> None:
@@ -133,7 +154,9 @@ def test_over_budget_the_superseded_reads_become_notes_and_stay(tmp_path: Path) 
         for m in rendered.messages
         if m["role"] == "tool" and "superseded read" in str(m["content"])
     }
+    # the b.py windows do not cover each other; an edit leaves d.py's read standing
     assert set(notes) == {"c1", "c4"}
+    assert notes["c1"].startswith("[superseded read of a.py: ")  # the whole file, no lines
     assert f'read_output("{node_handle(g.get(ids["whole"]))}")' in notes["c1"]
     assert "a.py" in notes["c1"] and "c.py" in notes["c4"]
     g.append({"role": "user", "content": "thanks"})

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from _context_helpers import Stable, policy
-from _layer_helpers import LayerIds, clock, encode, session
+from _layer_helpers import clock, encode, session
 
 from context import (
     ContextEngine,
@@ -18,9 +18,6 @@ from context import (
     read_jsonl,
     records_path,
 )
-
-# internal: the tiers are patched to count or fail their runs
-from context._tiers import _collapse, _compact
 from graph import ConversationGraph, MemoryStore, seeded_ids
 
 BUDGET = 3_000
@@ -144,12 +141,7 @@ def twin_of(g: ConversationGraph, e: ContextEngine) -> ConversationGraph:
 
 
 @pytest.mark.parametrize("turns", [6, 14, 25])
-def test_a_preview_writes_nothing_and_changes_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, turns: int
-) -> None:
-    ids = LayerIds()
-    monkeypatch.setattr(_collapse, "new_layer_id", ids)
-    monkeypatch.setattr(_compact, "new_layer_id", ids)
+def test_a_preview_writes_nothing_and_changes_nothing(tmp_path: Path, turns: int) -> None:
     g = ConversationGraph.open(tmp_path / "op.db", session="s1")
     try:
         session(g, 2)
@@ -159,13 +151,11 @@ def test_a_preview_writes_nothing_and_changes_nothing(
         session(g, 6, first=100, words=80)  # enough that the next render summarizes
         twin = twin_of(g, e)
         before = stored(g, e, pol)
-        mark = ids.count
 
         preview = e.preview()
         assert preview.preview and preview.fits
         assert {a.tier for a in preview.actions} - {"offload", "budget_reduction", "snip"}
         assert stored(g, e, pol) == before
-        ids.count = mark
         again = e.render(preview=True)
         assert encode(again) == encode(preview)
         assert stored(g, e, pol) == before
@@ -174,10 +164,8 @@ def test_a_preview_writes_nothing_and_changes_nothing(
         # The next real render is what it would have been without the preview (a fresh
         # engine on a copy of the session and its state shows that), and the preview
         # showed exactly it.
-        ids.count = mark
         real = e.render()
         assert not real.preview
-        ids.count = mark
         expected = ContextEngine(twin, pol, budget=BUDGET, clock=clock, state_dir=e.folder).render()
         assert encode(real) == encode(expected)
         # (The twin shares the state folder: the files it would offload are there already.)

@@ -11,8 +11,11 @@ from _layer_helpers import NOW, clock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from context import ContextEngine, HeuristicSummarizer, Policy, PolicyError
-from context._budget._schedule import (  # internal: the cost model's own functions
+from context import (
+    ContextEngine,
+    HeuristicSummarizer,
+    Policy,
+    PolicyError,
     cache_schedule,
     cost_per_turn,
     plan_for,

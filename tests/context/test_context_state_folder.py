@@ -16,11 +16,9 @@ from context import (
     release_state_folder,
     state_folder,
 )
-
-# internal: the marker file that claims a state folder
-from context._store._folder import MARKER
 from graph import ConversationGraph, MemoryStore, SQLStore
 
+MARKER = ".openprogram-database"  # the marker file that claims a state folder (on disk)
 BIG = "".join(f"row {i:05d} " + "v" * 50 + "\n" for i in range(250))  # 15,000 chars
 
 

@@ -25,11 +25,9 @@ from context import (
     scrub_session,
     state_folder,
 )
-
-# internal: the marker file that claims a state folder
-from context._store._folder import MARKER
 from graph import ConversationGraph, MemoryStore, SQLStore, Store
 
+MARKER = ".openprogram-database"  # the marker file that claims a state folder (on disk)
 SECRET = "OPENAI_API_KEY=sk-live-Q9x7-do-not-touch"
 ENV = f"{SECRET}\n".encode()
 BIG = "".join(f"row {i:05d} " + "v" * 50 + "\n" for i in range(250))  # 15,000 chars

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from _context_helpers import policy, start, tool_round
+from _faults import EVERY_CALL, Faults, count_points, injected
 
 from context import (
     ContextEngine,
@@ -18,10 +19,7 @@ from context import (
     records_path,
     tool_pair_problems,
 )
-
-# internal: a fault is injected into the records writer
-from context._store import _records
-from graph import ConversationGraph
+from graph import ConversationGraph, MemoryStore
 
 BIG = "".join(f"row {i:05d} " + "v" * 50 + "\n" for i in range(250))  # 15,000 chars
 SECRET = b"ssh-ed25519 AAAA... do not overwrite\n"
@@ -139,31 +137,32 @@ def test_an_unwritable_jsonl_fails_open_and_is_retried(
 
 
 def test_an_injected_os_error_fails_open_and_is_retried(
-    g: ConversationGraph, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    g: ConversationGraph, tmp_path: Path
 ) -> None:
     pol = policy(tmp_path)
     start(g)
     big_round(g, "a")
-    calls: list[int] = []
-    real = _records.append_lines
-
-    def disk_full(*args: Any, **kwargs: Any) -> None:
-        calls.append(1)
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(_records, "append_lines", disk_full)
+    records = "s1.jsonl"  # opened by name within the records folder
+    twin = g.clone(MemoryStore(), "s1")  # the same render, counted where nothing fails
+    points = count_points(
+        ContextEngine(twin, pol, budget=100_000, state_dir=tmp_path / "twin").render,
+        kinds=EVERY_CALL,
+    )
+    [opening] = [p for p in points if p.kind == "open" and p.detail == records]
+    faults = Faults(kinds=EVERY_CALL, fail_at=opening.index, mode="full")
     e = ContextEngine(g, pol, budget=100_000, state_dir=state_in(tmp_path))
-    rendered = e.render()
+    with injected(faults):  # the disk is full when the records log is opened
+        rendered = e.render()
+    assert faults.fired is not None and faults.fired.detail == records
     [record] = rendered.records
     [problem] = record_problems(rendered)
     assert "No space left on device" in problem
     assert e.records() == [record]
     assert not records_path(state_in(tmp_path), "s1").exists()
+    assert [p for p in faults.seen if p.detail == records] == [faults.fired]  # tried once
 
-    monkeypatch.setattr(_records, "append_lines", real)
     assert record_problems(e.render()) == []
     assert list(read_jsonl(records_path(state_in(tmp_path), "s1"))) == [record]
-    assert calls == [1]
 
 
 def test_a_broken_records_log_does_not_stop_records_made_outside_a_render(

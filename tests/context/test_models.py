@@ -8,10 +8,14 @@ import sys
 import msgspec
 import pytest
 
-from context import ContextError, ModelInfo, UnknownModel, is_anthropic, model_info
-
-# internal: where the bundled model map is read from
-from context._budget._models import model_map_path
+from context import (
+    ContextError,
+    ModelInfo,
+    UnknownModel,
+    is_anthropic,
+    model_info,
+    model_map_path,
+)
 
 
 def test_map_file_is_bundled_with_litellm() -> None:

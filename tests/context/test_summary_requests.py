@@ -6,33 +6,21 @@ while the whole is over ``summary_request_tokens``; the summary is still of what
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from _context_helpers import policy, start, tool_round
 from _layer_helpers import NOW, clock
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from context import (
     ContextEngine,
     HeuristicSummarizer,
-    Item,
     LiteLLMSummarizer,
     Policy,
-    RenderInputs,
     SummaryRequest,
     SummaryResult,
-    TierContext,
-    TierServices,
-    TokenCache,
     TokenCounter,
     Unit,
-    tool_pair_problems,
 )
-
-# internal: the bound on a summary request's items
-from context._tiers._summarizing import MIN_ITEM_CHARS, bounded
 from graph import ConversationGraph
 
 MIDDLE = "middle_only_identifier.rs"
@@ -148,67 +136,3 @@ def test_a_short_conversation_is_sent_as_it_is(tmp_path: Path) -> None:
     ContextEngine(g, pol, summarizer, budget=full // 2, clock=clock).render()
     assert summarizer.requests
     assert all(request.sources == () for request in summarizer.requests)
-
-
-def _context(**overrides: object) -> TierContext:
-    g = ConversationGraph.memory("ctx")
-    return TierContext(
-        RenderInputs(g, Policy(**overrides), NOW),
-        TierServices(TokenCounter(), TokenCache()),
-        10_000,
-    )
-
-
-texts_strategy = st.lists(
-    st.tuples(st.integers(0, 30_000), st.integers(0, 20_000), st.booleans()),
-    min_size=1,
-    max_size=12,
-)
-
-
-@settings(max_examples=40, deadline=None)
-@given(sizes=texts_strategy, limit=st.sampled_from([None, 1_000, 5_000, 20_000]))
-def test_bounded_keeps_pairing_ends_and_the_bound(
-    sizes: list[tuple[int, int, bool]], limit: int | None
-) -> None:
-    ctx = _context(summary_request_tokens=limit)
-    units = []
-    for i, (said, argument, failed) in enumerate(sizes):
-        arguments = json.dumps({"command": "x" * argument, "timeout": 5})
-        call = {
-            "id": f"c{i}",
-            "type": "function",
-            "function": {"name": "Bash", "arguments": arguments},
-        }
-        output = ("E: failed\n" if failed else "ok\n") + "y" * said + "\nend of output"
-        items = (
-            Item({"role": "assistant", "content": f"step {i}", "tool_calls": [call]}, 1, f"a{i}"),
-            Item({"role": "tool", "tool_call_id": f"c{i}", "content": output}, 1, f"t{i}", "Bash"),
-        )
-        units.append(Unit(items, "round", i, node_ids=(f"a{i}", f"t{i}")))
-    whole = tuple(units)
-    sent = bounded(whole, ctx)
-    messages = [item.message for unit in sent for item in unit.items]
-    assert not tool_pair_problems(messages)
-    assert sent, "a request never covers nothing"
-    positions = [unit.position for unit in sent]
-    assert positions == sorted(set(positions)) and positions[-1] == whole[-1].position
-    shown = tuple(whole[p] for p in positions)  # units still over the bound are sampled
-    bound = ctx.policy.summary_item_chars
-    for short, original in zip(texts(sent), texts(shown), strict=True):
-        assert len(short) <= max(len(original), bound + 120)
-        assert short[: MIN_ITEM_CHARS // 2] == original[: MIN_ITEM_CHARS // 2]
-        assert short.endswith(original[-(MIN_ITEM_CHARS // 3) :])
-    for unit in sent:
-        arguments = json.loads(unit.items[0].message["tool_calls"][0]["function"]["arguments"])
-        assert arguments["timeout"] == 5 and len(arguments["command"]) <= bound + 120
-    total = ctx.policy.summary_request_bound(ctx.budget)
-    assert total == min(limit or 10**9, 2_000)  # a fifth of the 10k budget, if less
-    used = ctx.counter.count_messages(messages)
-    newest = ctx.counter.count_messages(item.message for item in sent[-1].items)
-    assert used <= max(total, newest)
-    if len(sent) < len(whole):  # sampled only when the least text bound was not enough
-        unbounded = {"summary_request_tokens": None, "summary_request_share": None}
-        at_floor = bounded(whole, _context(summary_item_chars=MIN_ITEM_CHARS, **unbounded))
-        floor = ctx.counter.count_messages(i.message for u in at_floor for i in u.items)
-        assert floor > total

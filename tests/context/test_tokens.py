@@ -6,19 +6,17 @@ import hashlib
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from context import TokenCache, TokenCounter, TokenizerError, UsageAnchor, encoding_name_for
-
-# internal: the bundled tiktoken folder, its lookup and the image charge
-from context._budget import _tokens
-from context._budget._tokens import IMAGE_TOKENS
+from context import TokenCache, TokenCounter, UsageAnchor, encoding_name_for
 
 CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
+IMAGE_TOKENS = 85  # a fixed charge per image part: OpenAI's low-detail tile cost
 
 
 @pytest.fixture(scope="module")
@@ -29,10 +27,19 @@ def counter() -> TokenCounter:
 # --- encodings -----------------------------------------------------------------------
 
 
+def _fresh(code: str, **env: str) -> None:
+    """Run ``code`` in a fresh interpreter (nothing loaded yet), with ``env`` set."""
+    environment = {k: v for k, v in os.environ.items() if k != "TIKTOKEN_CACHE_DIR"}
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60, env={**environment, **env})
+
+
 def test_bundled_files_use_tiktoken_cache_names() -> None:
-    folder = _tokens._bundled_cache_dir()
-    assert folder is not None
-    assert (folder / hashlib.sha1(CL100K_URL.encode()).hexdigest()).is_file()
+    _fresh(
+        "import hashlib, os, pathlib; from context import TokenCounter; "
+        "assert not TokenCounter('gpt-4').approximate; "
+        "folder = pathlib.Path(os.environ['TIKTOKEN_CACHE_DIR']); "
+        f"assert (folder / hashlib.sha1({CL100K_URL!r}.encode()).hexdigest()).is_file()"
+    )
 
 
 def test_loads_offline_in_a_fresh_interpreter() -> None:
@@ -46,18 +53,21 @@ def test_loads_offline_in_a_fresh_interpreter() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
-def test_user_cache_dir_is_respected(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "/somewhere/else")
-    _tokens._use_bundled_files.cache_clear()
-    try:
-        _tokens._use_bundled_files()
-        assert os.environ["TIKTOKEN_CACHE_DIR"] == "/somewhere/else"
-    finally:
-        _tokens._use_bundled_files.cache_clear()
-
-
-def test_encodings_are_loaded_once() -> None:
-    assert _tokens._load("cl100k_base") is _tokens._load("cl100k_base")
+def test_user_cache_dir_is_respected(tmp_path: Path) -> None:
+    mine = tmp_path / "tiktoken"
+    mine.mkdir()
+    name = hashlib.sha1(CL100K_URL.encode()).hexdigest()
+    _fresh(  # the bundled file, copied to a folder of the user's
+        "import os, pathlib, shutil; from context import TokenCounter; "
+        "TokenCounter('gpt-4').count_text('x'); "
+        f"shutil.copy(pathlib.Path(os.environ['TIKTOKEN_CACHE_DIR'], {name!r}), {str(mine)!r})"
+    )
+    _fresh(
+        "import os; from context import TokenCounter; c = TokenCounter('gpt-4'); "
+        "assert not c.approximate and c.count_text('hello world') == 2; "
+        f"assert os.environ['TIKTOKEN_CACHE_DIR'] == {str(mine)!r}",
+        TIKTOKEN_CACHE_DIR=str(mine),
+    )
 
 
 @pytest.mark.parametrize(
@@ -92,32 +102,6 @@ def test_unloadable_encoding_falls_back_to_cl100k() -> None:
     assert counter.encoding_name == "cl100k_base"
     assert not counter.approximate
     assert counter.count_text("hello world") == 2
-
-
-def _only_bogus(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = _tokens._load
-
-    def load(name: str) -> Any:
-        return None if name == "cl100k_base" else real(name)
-
-    monkeypatch.setattr(_tokens, "_load", load)
-
-
-def test_approximate_when_nothing_loads(monkeypatch: pytest.MonkeyPatch) -> None:
-    _only_bogus(monkeypatch)
-    counter = TokenCounter(encoding="no-such-encoding")
-    assert counter.approximate
-    assert counter.encoding_name == "no-such-encoding"
-    assert counter.count_text("") == 0
-    assert counter.count_text("abcd") == 1
-    assert counter.count_text("abcde") == 2  # ceil(5 / 4)
-    assert counter.count_message({"role": "user", "content": "x" * 40}) == 4 + 10
-
-
-def test_strict_raises_when_nothing_loads(monkeypatch: pytest.MonkeyPatch) -> None:
-    _only_bogus(monkeypatch)
-    with pytest.raises(TokenizerError, match="no-such-encoding"):
-        TokenCounter(encoding="no-such-encoding", strict=True)
 
 
 # --- counting --------------------------------------------------------------------------
@@ -342,32 +326,6 @@ def test_a_provider_compaction_block_counts_like_its_text(counter: TokenCounter)
         }
     )
     assert blocked == plain
-
-
-def test_a_lazy_counter_loads_its_encoding_on_the_first_count(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    loaded: list[str] = []
-    real = _tokens._load
-
-    def load(name: str) -> Any:
-        loaded.append(name)
-        return real(name)
-
-    monkeypatch.setattr(_tokens, "_load", load)
-    counter = TokenCounter(encoding="no-such-encoding", lazy=True)
-    assert loaded == [] and counter.encoding_name == "no-such-encoding"
-    assert counter.count_text("hello world") == 2  # counted with the fallback encoding
-    assert loaded == ["no-such-encoding", "cl100k_base"]
-    assert counter.encoding_name == "no-such-encoding"  # its counts stay under its name
-    assert not counter.approximate
-
-
-def test_a_lazy_strict_counter_raises_on_the_first_count(monkeypatch: pytest.MonkeyPatch) -> None:
-    _only_bogus(monkeypatch)
-    counter = TokenCounter(encoding="no-such-encoding", strict=True, lazy=True)
-    with pytest.raises(TokenizerError):
-        counter.count_text("abcd")
 
 
 def test_a_cache_with_a_loader_reads_by_key_once_and_skips_unstored_nodes() -> None:

@@ -22,8 +22,7 @@ from hypothesis import strategies as st
 
 from graph import ConversationGraph, GraphError, InvalidMessage, Redactor
 
-# internal: the codec's nesting limit, probed from both sides
-from graph._codec import MAX_DEPTH
+MAX_DEPTH = 100  # the nesting limit an InvalidMessage names ("nested deeper than 100 levels")
 
 _SESSIONS = itertools.count()
 
@@ -285,7 +284,11 @@ def test_an_impossible_time_is_an_invalid_message(store_url: str, at: Any) -> No
             "too long",
         ),
         ({"meta": {"a": _BadRepr()}}, "meta.a", "repr fails"),
-        ({"meta": {"a": _nested(MAX_DEPTH + 1)}}, "meta.a", "nested deeper"),
+        (
+            {"meta": {"a": _nested(MAX_DEPTH + 1)}},
+            "meta.a",
+            f"nested deeper than {MAX_DEPTH} levels",
+        ),
         (
             {"message": {"role": "user", "content": [{"type": "t", "x": _nested(5_000)}]}},
             "content[0].x",

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from _db_faults import failing
+from _faults import failing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -1,13 +1,18 @@
-"""What the browser tests share: `openprogram view` started as a user starts it, Debian's
-chromium driven by Playwright (never a browser of Playwright's own), and screenshots."""
+"""What the browser tests share: `openprogram view` started as a user starts it (and a
+plain HTTP client of it), Debian's chromium driven by Playwright (never a browser of
+Playwright's own), and screenshots."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from http.cookiejar import CookieJar
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +80,26 @@ def viewer(db: str | Path, *flags: str) -> Iterator[str]:
         process.wait(timeout=30)
         process.stdout.close()
         process.stderr.close()
+
+
+@contextmanager
+def served(path: str | Path, *flags: str) -> Iterator[Callable[..., tuple[int, str, Any]]]:
+    """`openprogram view` in a process of its own, and a client that opened the URL it
+    printed (so it holds the cookie): ``fetch(path, form=None)`` gives status, body, headers."""
+    with viewer(path, *flags) as line:
+        base = line.split("/?token=")[0]
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))
+        opener.open(line, timeout=30).read()
+
+        def fetch(where: str, form: dict[str, str] | None = None) -> tuple[int, str, Any]:
+            data = urllib.parse.urlencode(form).encode() if form is not None else None
+            try:
+                with opener.open(base + where, data=data, timeout=30) as answer:
+                    return answer.status, answer.read().decode(), answer.headers
+            except urllib.error.HTTPError as error:
+                return error.code, error.read().decode(), error.headers
+
+        yield fetch
 
 
 def shot(page: Any, name: str) -> None:

@@ -16,10 +16,9 @@ from context import (
     TokenCounter,
     Unit,
 )
-from openprogram.bench import MessageCounter, compute_metrics, load_trace, run_policy
+from openprogram.bench import Charged, MessageCounter, compute_metrics, load_trace, run_policy
 
-# internal: how the bench charges a summary, below its table
-from openprogram.bench._charge import OUTPUT_PRICE, Charged
+OUTPUT_PRICE = 5.0  # an output token against an uncached input token, as the bench charges it
 
 
 def request(size: int = 50) -> SummaryRequest:

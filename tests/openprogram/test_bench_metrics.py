@@ -22,9 +22,6 @@ from openprogram.bench import (
     tool_pair_problems,
 )
 
-# internal: the metrics' incremental identifier index
-from openprogram.bench._metrics import _HistoryIdentifiers
-
 Msg = dict[str, Any]
 
 
@@ -150,17 +147,6 @@ def test_ref_recall_pooled_by_hand() -> None:
     p2 = [user("foo_bar new_thing"), asst(None, ("c2", "x", '"brandNew"')), tool("c2", "")]
     m = measure([turn(p1, 0, assistant=a1, history=h0), turn(p2, 0, assistant=a2, history=h1)])
     assert m.ref_recall == pytest.approx(5 / 7)
-
-
-def test_history_identifiers_rescan_when_not_an_extension() -> None:
-    seen = _HistoryIdentifiers()
-    h1 = [user("alpha_one")]
-    assert seen.update(h1) == {"alpha_one"}
-    assert seen.update([*h1, user("beta_two")]) == {"alpha_one", "beta_two"}
-    # same length, different last message: full rescan
-    assert seen.update([user("gamma_three"), user("delta_four")]) == {"gamma_three", "delta_four"}
-    assert seen.update([user("eps_five")]) == {"eps_five"}  # shorter: full rescan
-    assert seen.update([]) == set()
 
 
 def test_bad_pairs_counts_turns() -> None:

@@ -20,12 +20,10 @@ from openprogram.bench import (
     run_policy,
     to_langchain,
     to_pydantic_ai,
+    tool_names,
     tool_pair_problems,
     trace_files,
 )
-
-# internal: the peer adapter's request conversion
-from openprogram.bench._pydantic_ai import tool_names
 
 Msg = dict[str, Any]
 TRACES = Path(
@@ -63,15 +61,6 @@ def test_pydantic_ai_round_trip_keeps_values_and_key_order(message: Msg) -> None
     [back] = from_pydantic_ai(to_pydantic_ai(message, tool_names(ROUND_TRIP)))
     assert back == message
     assert list(back) == list(message)
-
-
-def test_a_merged_request_converts_back_to_each_message() -> None:
-    # internal: the peer adapter's request conversion
-    from openprogram.bench._pydantic_ai import merge_requests
-
-    merged = merge_requests(to_pydantic_ai(ROUND_TRIP[0]), to_pydantic_ai(ROUND_TRIP[2]))
-    assert [p.part_kind for p in merged.parts] == ["system-prompt", "user-prompt"]
-    assert from_pydantic_ai(merged) == [ROUND_TRIP[0], ROUND_TRIP[2]]
 
 
 def test_pydantic_ai_parts_carry_the_text_the_harness_measures() -> None:
@@ -234,8 +223,7 @@ def test_peers_run_as_bench_policies(tmp_path: Path) -> None:
 
 
 def test_identifier_losses_name_the_cause(tmp_path: Path) -> None:
-    # internal: the --losses counting, below its table
-    from openprogram.bench._losses import identifier_losses
+    from openprogram.bench import identifier_losses
 
     messages: list[Msg] = [{"role": "user", "content": "task: x"}]
     for i in range(12):
@@ -259,23 +247,6 @@ def test_identifier_losses_name_the_cause(tmp_path: Path) -> None:
     assert causes and all(n > 0 for n in causes.values())
     assert any(cause.startswith("tool output") for cause in causes)
     assert identifier_losses(trace, "none", "none", 8_000, count) == {}
-
-
-def test_identifier_losses_say_where_in_an_assistant_message() -> None:
-    # internal: the cause of one loss, read off the losing prompt
-    from openprogram.bench._losses import _cause
-
-    edit = call("c1", "Edit", json.dumps({"file_path": "src/app_main.py", "old_string": "x"}))
-    said = {"role": "assistant", "content": "parse_header is the bug", "tool_calls": [edit]}
-    history: list[Msg] = [{"role": "user", "content": "task"}, said]
-    gone = "assistant {} collapsed, compacted or dropped"
-    assert _cause("parse_header", history, []) == gone.format("text")
-    assert _cause("src/app_main.py", history, []) == gone.format("tool-call argument")
-    assert _cause("old_string", history, []) == gone.format("tool-call argument name")
-    assert _cause("never_seen", history, []) == "not in the history"
-    assert _cause("task", [{"role": "user", "content": "the task"}], []) == (
-        "user message collapsed, compacted or dropped"
-    )
 
 
 def test_bench_losses_prints_a_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

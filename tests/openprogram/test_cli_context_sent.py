@@ -11,22 +11,19 @@ import os
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 from _runtime_helpers import append_read_rounds
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from context import ContextStorage, SentPrompt
-
-# internal: writes a receipt as an older version stored it
-from context._store._receipt import encode_receipt
-
-# internal: the side-data name receipts are stored under
-from context._store._storage import RECEIPTS
 from graph import SQLStore
 from openprogram import Session
 from openprogram.cli import main
 from openprogram.testing import TestModel
+
+RECEIPTS = "context.receipts"  # the side data receipts are stored in (the stored format)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -123,7 +120,7 @@ def test_a_receipt_without_messages_is_rendered_again_while_that_matches(
     storage = ContextStorage(SQLStore(db, create=False), "s1")
     receipt = storage.last_receipt()
     assert receipt is not None and receipt.message_digests
-    old = json.loads(encode_receipt(receipt))
+    old = json.loads(msgspec.json.encode(receipt))
     del old["message_digests"]
     text = json.dumps(old)
     storage.store.put_values("s1", RECEIPTS, {"~last": text, receipt.frame or "-": text})

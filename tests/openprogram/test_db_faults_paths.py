@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _db_faults import failing
+from _faults import failing
 
 import graph
 from graph import ConversationGraph, GraphError, MemoryStore, SQLStore, Store, StoreError

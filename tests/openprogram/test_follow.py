@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _scrub_helpers import SECRET, scrub_elsewhere
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -19,7 +20,7 @@ from graph import ConversationGraph, SQLStore
 
 # internal: `openprogram follow`'s follower, driven step by step
 from openprogram._traces._follow import ABANDONED, TraceFollower
-from openprogram.importers import import_trace
+from openprogram.importers import IMPORTED_KEY, import_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = "2026-01-01T10:00:00.000Z"
@@ -489,9 +490,6 @@ def test_a_path_that_cannot_be_followed_is_one_usage_error(tmp_path: Path, capsy
 def test_the_record_of_imports_does_not_grow_with_every_poll(tmp_path: Path) -> None:
     """Each poll's import replaces the follower's previous one in the session's record of
     imports: a long session polled every second must not rewrite an ever longer list."""
-    # internal: the session-meta key imports are recorded under
-    from openprogram.importers._driver import IMPORTED_KEY
-
     trace = tmp_path / "session.jsonl"
     _write(trace, _turns(1, 1))
     store = SQLStore(tmp_path / "f.db")
@@ -505,3 +503,30 @@ def test_the_record_of_imports_does_not_grow_with_every_poll(tmp_path: Path) -> 
     assert _content(graph) == _one_shot(trace)
     again = import_trace(trace, graph)  # the finished file, imported by hand: nothing new
     assert again.already_imported and again.messages == 0
+
+
+def test_a_follower_goes_on_with_a_session_scrubbed_by_another_process(tmp_path: Path) -> None:
+    trace, db = tmp_path / "agent.jsonl", tmp_path / "follow.db"
+
+    def record(n: int, content: str) -> str:
+        parent = f"u{n - 1}" if n > 1 else None
+        message = {"role": "user", "content": content}
+        return json.dumps(
+            {"parentUuid": parent, "isSidechain": False, "userType": "external",
+             "sessionId": "f-1", "type": "user", "uuid": f"u{n}",
+             "timestamp": "2026-01-01T10:00:00.000Z", "message": message}
+        ) + "\n"  # fmt: skip
+
+    trace.write_text(record(1, f"deploy with {SECRET}") + record(2, "then test"))
+    store = SQLStore(db)
+    follower = TraceFollower(store, trace, session="s", settle=0)
+    assert follower.poll() is not None
+    scrub_elsewhere(db)
+    with trace.open("a") as out:
+        out.write(record(3, "and ship"))
+    grown = follower.poll()
+    assert grown is not None and follower.error is None and follower.session == "s"
+    texts = [str(m.get("content")) for m in ConversationGraph(store, "s").to_openai()]
+    assert texts == ["deploy with [REDACTED:pattern-1]", "then test", "and ship"]
+    assert [info.id for info in store.sessions()] == ["s"]
+    store.close()

@@ -12,10 +12,7 @@ from _runtime_helpers import refuse_appending
 
 from graph import ConversationGraph, Dialogue, Function, Tool
 from openprogram import SessionError, TraceFormatError
-from openprogram.importers import ImportStats, import_trace
-
-# internal: the session-meta key imports are recorded under
-from openprogram.importers._driver import IMPORTED_KEY
+from openprogram.importers import IMPORTED_KEY, ImportStats, import_trace
 
 
 def _jsonl(path: Path, records: list[Any]) -> Path:

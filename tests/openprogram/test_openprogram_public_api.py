@@ -47,6 +47,7 @@ SURFACES = {
     "openprogram.testing": ["FunctionModel", "ModelRequest", "TestModel", "override", "tool_call"],
     "openprogram.importers": [
         "FORMATS",
+        "IMPORTED_KEY",
         "ImportStats",
         "Imported",
         "MARKERS",
@@ -80,11 +81,14 @@ def test_bench_exports_what_the_cli_uses() -> None:
 
     for name in (
         "POLICIES",
+        "Charged",
         "compute_metrics",
         "format_table",
+        "identifier_losses",
         "load_trace",
         "run_policy",
         "to_jsonl",
+        "tool_names",
     ):
         assert name in bench.__all__
 

@@ -10,12 +10,11 @@ from pathlib import Path
 from _runtime_helpers import append_read_rounds
 
 from context import ContextStorage, canonical_message, render_receipt, sent_prompt
-
-# internal: reads the stored prompt rows byte for byte
-from context._store._storage import MESSAGES
 from graph import SQLStore
 from openprogram import Session
 from openprogram.testing import TestModel
+
+MESSAGES = "context.messages"  # the side data the sent messages are stored in, by digest
 
 
 def _demo_like(db: Path) -> tuple[Session, TestModel]:

@@ -25,7 +25,7 @@ import pytest
 
 from graph import ConversationGraph
 from openprogram.cli import main
-from tests.openprogram._browser import chromium, shot, viewer
+from tests.openprogram._browser import chromium, served, shot, viewer
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = (
@@ -439,25 +439,17 @@ def test_a_session_mcp_follow_imports_updates_in_place(browser: Any, tmp_path: P
 def test_without_allow_write_there_is_no_button_and_a_write_is_refused(
     db: dict[str, Any],
 ) -> None:
-    from starlette.testclient import TestClient
-
-    # internal: the web view served in process to a test client
-    from openprogram._view import Viewer
-    from openprogram._view._app import COOKIE, create_app
-
-    app = create_app(Viewer(db["path"], None), token="t", hosts={"127.0.0.1:9"})
     layer = _cli("collapses", db["session"], "--db", db["path"])[0]["id"]
-    with TestClient(app, base_url="http://127.0.0.1:9") as client:
-        client.cookies.set(COOKIE, "t")
-        page = client.get(f"/s/{db['session']}/layer/{layer}?confirm=1")
-        assert page.status_code == 200 and 'id="rollback"' not in page.text
-        assert "confirm-rollback" not in page.text
-        policy = page.headers["content-security-policy"]
+    with served(db["path"]) as fetch:
+        status, page, headers = fetch(f"/s/{db['session']}/layer/{layer}?confirm=1")
+        assert status == 200 and 'id="rollback"' not in page
+        assert "confirm-rollback" not in page
+        policy = headers["content-security-policy"]
         script = next(part for part in policy.split(";") if "script-src" in part)
         assert script.split()[1:] and all(src.startswith("'nonce-") for src in script.split()[1:])
-        csrf = app.csrf
-        refused = client.post(f"/s/{db['session']}/layer/{layer}/rollback", data={"csrf": csrf})
-        assert refused.status_code == 403 and "--allow-write" in refused.text
+        # read-only comes first: whatever the form holds, the answer names the flag
+        status, refusal, _ = fetch(f"/s/{db['session']}/layer/{layer}/rollback", {"csrf": "x"})
+        assert status == 403 and "--allow-write" in refusal
     before = _cli("collapses", db["session"], "--db", db["path"])
     assert before[0]["id"] == layer
 
@@ -465,13 +457,7 @@ def test_without_allow_write_there_is_no_button_and_a_write_is_refused(
 def test_viewing_writes_nothing(tmp_path: Path) -> None:
     """Every page, and the export, of a database made by ``import`` (with none of the
     context tables yet) leave its bytes as they were."""
-    from starlette.testclient import TestClient
-
     from graph import dispose_engines
-
-    # internal: the web view served in process to a test client
-    from openprogram._view import Viewer
-    from openprogram._view._app import COOKIE, create_app
 
     db = tmp_path / "op.db"
     trace = tmp_path / "chat.json"
@@ -487,12 +473,10 @@ def test_viewing_writes_nothing(tmp_path: Path) -> None:
     dispose_engines()
     before = db.read_bytes()
     folders = sorted(p.name for p in tmp_path.iterdir())
-    app = create_app(Viewer(str(db), None), token="t", hosts={"127.0.0.1:9"})
-    with TestClient(app, base_url="http://127.0.0.1:9") as client:
-        client.cookies.set(COOKIE, "t")
+    with served(db) as fetch:
         views = ["", "prompt", "layers", "functions", "records", "search?q=a.py", "nodes"]
         for view in ["/", *(f"/s/s/{v}" for v in views)]:
-            assert client.get(view).status_code == 200, view
+            assert fetch(view)[0] == 200, view
     out = tmp_path / "out.html"
     assert main(["view", "--db", str(db), "--html", str(out)]) == 0
     dispose_engines()
@@ -504,25 +488,17 @@ def test_viewing_writes_nothing(tmp_path: Path) -> None:
 def test_an_offloaded_output_is_served_and_nothing_beside_the_state_folder(
     db: dict[str, Any],
 ) -> None:
-    from starlette.testclient import TestClient
-
-    # internal: the web view served in process to a test client
-    from openprogram._view import Viewer
-    from openprogram._view._app import COOKIE, create_app
-
     records = _cli("records", db["session"], "--db", db["path"])
     path = next(r["offloaded"][0]["path"] for r in records if r["offloaded"])
     state = Path(db["path"] + ".state")
-    app = create_app(Viewer(db["path"], None), token="t", hosts={"127.0.0.1:9"})
-    with TestClient(app, base_url="http://127.0.0.1:9") as client:
-        client.cookies.set(COOKIE, "t")
-        served = client.get(f"/files/{path}")
-        assert served.status_code == 200 and served.text == (state / path).read_text()
+    with served(db["path"]) as fetch:
+        status, body, _ = fetch(f"/files/{path}")
+        assert status == 200 and body == (state / path).read_text()
         for outside in ("../agent.db", "%2e%2e/agent.db", "..%2fagent.db", "/etc/hostname"):
-            assert client.get(f"/files/{outside}").status_code == 404, outside
-        pages = [client.get(f"/s/{db['session']}/call/{r}").text for r in _receipt_ids(db)]
+            assert fetch(f"/files/{outside}")[0] == 404, outside
+        pages = [fetch(f"/s/{db['session']}/call/{r}")[1] for r in _receipt_ids(db)]
         linked = {m for page in pages for m in re.findall(r'href="(/files/[^"]+)"', page)}
-        assert linked and all(client.get(link).status_code == 200 for link in linked)
+        assert linked and all(fetch(link)[0] == 200 for link in linked)
 
 
 def _receipt_ids(db: dict[str, Any]) -> list[str]:

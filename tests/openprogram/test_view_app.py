@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _scrub_helpers import SECRET, leaky, scrub_elsewhere
 from starlette.testclient import TestClient
 
 from context import LAYER_TOTALS, BudgetFloorWarning, ContextEngine, Policy
@@ -27,7 +28,7 @@ from openprogram._view._app import COOKIE, create_app
 # internal: every colour a legend may show (a >20,000-node session's "messages" too)
 from openprogram._view._svg import COLORS
 from openprogram.cli import main
-from openprogram.testing import TestModel
+from openprogram.testing import TestModel, tool_call
 
 HOST = "127.0.0.1:9"
 
@@ -344,3 +345,25 @@ def test_search_finds_what_was_appended_after_the_last_search(tmp_path: Path) ->
         assert "2 node(s) contain" in c.get("/s/live/search", params={"q": "needle"}).text
     g.close()
     dispose_engines()
+
+
+def test_a_running_viewer_shows_no_scrubbed_secret_and_its_live_pages_notice(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "view.db"
+    model = TestModel([{"content": None, "tool_calls": [tool_call("fetch")]}], default="done")
+    s, tool = leaky(db, model)
+    s.close()
+    dispose_engines()
+    app = create_app(Viewer(str(db), None), token="t", hosts={"127.0.0.1:9"})
+    paths = ("/s/s/prompt", f"/s/s/node/{tool}", "/s/s/search?q=hunter2", "/s/s/nodes", "/s/s")
+    with TestClient(app, base_url="http://127.0.0.1:9") as client:
+        client.cookies.set(COOKIE, "t")
+        before = {path: client.get(path).text for path in paths}
+        version = client.get("/s/s/version").text
+        scrub_elsewhere(db)
+        after = {path: client.get(path).text for path in paths}
+        assert client.get("/s/s/version").text != version  # live pages reload
+    assert {"/s/s/prompt", f"/s/s/node/{tool}"} <= {p for p, t in before.items() if SECRET in t}
+    assert [path for path, page in after.items() if SECRET in page] == []
+    assert "[REDACTED:pattern-1]" in after[f"/s/s/node/{tool}"]

@@ -1,8 +1,10 @@
 """Proxy sessions are ordinary sessions, live: a compaction made from the command line and
-its rollback from the viewer change the next request that goes upstream."""
+its rollback from the viewer (`openprogram view --allow-write`, its button confirmed) change
+the next request that goes upstream."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,8 +15,9 @@ from _proxy_checks import holds
 from _scripted_upstream import ScriptedUpstream, stop_server
 from conftest import Running, start_proxy
 
-from openprogram._view import Viewer  # internal: the data layer behind the viewer's rollback button
+from graph import ConversationGraph, SQLStore
 from openprogram.cli import main
+from tests.openprogram._browser import served
 
 TOOLS = [{"name": "Read", "description": "read", "input_schema": {"type": "object"}}]
 
@@ -49,7 +52,12 @@ def test_a_compaction_and_its_rollback_in_the_viewer_change_the_next_request(
         assert main(["compact", session, "--db", str(roomy.db)]) == 0
         compacted = ask()
         assert not holds(compacted, "UNIQUE_LINE_0 = 0") and holds(compacted, "Now the lexer.")
-        viewer = Viewer(str(roomy.db), None, allow_write=True)
-        (layer,) = [x for x in viewer.layers(session) if x.active]
-        viewer.rollback(session, layer.id)
+        stored = SQLStore(roomy.db, create=False, read_only=True)
+        (layer,) = [x.id for x in ConversationGraph(stored, session).layers(active=True)]
+        stored.close()
+        with served(roomy.db, "--allow-write") as fetch:  # its rollback button, confirmed
+            status, page, _ = fetch(f"/s/{session}/layer/{layer}?confirm=1")
+            csrf = re.search(r'name="csrf" value="([^"]+)"', page)
+            assert status == 200 and csrf is not None
+            assert fetch(f"/s/{session}/layer/{layer}/rollback", {"csrf": csrf[1]})[0] == 200
         assert ask()["messages"] == history  # the rollback shows in the very next request

@@ -21,7 +21,9 @@ from _slow_summarizer import HEADERS, Conversation, GatedSummarizer
 from conftest import Running, start_proxy
 
 # internal: the viewer's data layer, where `openprogram view` reads the receipts
-from openprogram._view import Viewer
+from context import ContextStorage, RenderReceipt
+from graph import SQLStore
+from tests.openprogram._browser import served
 
 BUDGET = 4_000
 
@@ -36,6 +38,15 @@ def gated(upstream: ScriptedUpstream, tmp_path: Path) -> Iterator[tuple[Running,
     slow.gate.set()
     stop_server(*handle)  # type: ignore[misc]
     run.proxy.close()
+
+
+def _receipts(db: Path) -> list[RenderReceipt]:
+    """The proxy session's receipts, as the viewer reads them (with the provider's usage)."""
+    stored = SQLStore(db, create=False, read_only=True)
+    try:
+        return ContextStorage(stored, "nowait").receipts()
+    finally:
+        stored.close()
 
 
 def _marks(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -87,7 +98,7 @@ def test_the_request_at_the_compaction_point_does_not_wait_and_the_next_adopts_i
     assert "[Context Compaction]" in marked["text"]
     records = run.proxy.records()
     assert all(r["event"] == "sent" and r["tokens"] <= BUDGET for r in records)
-    receipts = Viewer(str(run.db), None).receipts("nowait")
+    receipts = _receipts(run.db)
     said = [r.summary for r in receipts]
     assert said.index("went without") < said.index("adopted")
     assert [r.summary or None for r in receipts] == [r["summary"] for r in records]
@@ -115,28 +126,22 @@ def test_the_breakpoint_after_the_summaries_never_takes_a_place_of_the_clients(
 def test_every_receipt_carries_the_providers_usage_and_the_timeline_shows_its_input(
     gated: tuple[Running, GatedSummarizer],
 ) -> None:
-    from starlette.testclient import TestClient
-
-    # internal: the viewer's app, started as `openprogram view` starts it
-    from openprogram._view._app import COOKIE, create_app
-
     run, slow = gated
     slow.gate.set()
     conversation = Conversation()
     with httpx.Client(timeout=60) as client:
         for _ in range(3):
             _send(run, client, conversation)
-    receipts = Viewer(str(run.db), None).receipts("nowait")
+    receipts = _receipts(run.db)
     sent = run.upstream.bodies()
     assert len(receipts) == 3
     for receipt, body in zip(receipts, sent, strict=True):
         assert receipt.usage is not None  # as the scripted provider reported it
         assert receipt.usage.cached_input_tokens == CACHED
         assert receipt.usage.uncached_input_tokens == max(1, len(json.dumps(body)) // 4)
-    app = create_app(Viewer(str(run.db), None), token="t", hosts={"127.0.0.1:9"})
-    with TestClient(app, base_url="http://127.0.0.1:9") as viewer:
-        viewer.cookies.set(COOKIE, "t")
-        page = viewer.get("/s/nowait").text
+    with served(run.db) as fetch:  # `openprogram view`, as a user starts it
+        status, page, _ = fetch("/s/nowait")
+    assert status == 200
     assert "cached input" in page and "uncached input" in page
     cached = re.findall(r'<td class="n cached">([^<]*)</td>', page)
     uncached = re.findall(r'<td class="n uncached">([^<]*)</td>', page)

@@ -14,11 +14,11 @@ import anthropic
 import openai
 import pytest
 
-from context import ContextEngine
+from context import ContextEngine, ContextStorage
+from graph import SQLStore
 from openprogram import Session
-from openprogram._view import (
-    Viewer,  # internal: the viewer's data layer, as `openprogram view` reads it
-)
+from openprogram.cli import main
+from tests.openprogram._browser import served
 
 KEY = "sk-ant-api03-NEVER-STORE-ME-0123456789abcdefghijklmnop"
 TOOLS = [{"name": "Bash", "description": "run", "input_schema": {"type": "object"}}]
@@ -101,7 +101,7 @@ def test_the_key_is_never_stored_or_logged(
 
 
 def test_usage_is_kept_per_receipt_and_the_viewer_lists_the_session(
-    running: Any, claude: anthropic.Anthropic
+    running: Any, claude: anthropic.Anthropic, capsys: pytest.CaptureFixture[str]
 ) -> None:
     claude.messages.create(
         model="claude-sonnet-4-5",
@@ -113,9 +113,15 @@ def test_usage_is_kept_per_receipt_and_the_viewer_lists_the_session(
                            messages=[{"role": "user", "content": "a"}, {"role": "assistant", "content": "ok, done"},
                                      {"role": "user", "content": "b"}])  # fmt: skip
     (info,) = running.proxy.store.sessions()
-    viewer = Viewer(str(running.db), None)
-    assert [row.id for row in viewer.sessions()] == [info.id]
-    receipts = viewer.receipts(info.id)
+    capsys.readouterr()
+    assert main(["sessions", "--db", str(running.db), "--json"]) == 0
+    assert [row["id"] for row in json.loads(capsys.readouterr().out)] == [info.id]
+    with served(running.db) as fetch:  # `openprogram view` lists it, its calls on its page
+        status, listing, _ = fetch("/")
+        assert status == 200 and f"/s/{info.id}" in listing
+    stored = SQLStore(running.db, create=False, read_only=True)
+    receipts = ContextStorage(stored, info.id).receipts()
+    stored.close()
     usage = running.proxy.usage(info.id)
     assert len(receipts) == 2 and set(usage) == {r.id for r in receipts}
     sent = running.upstream.bodies()

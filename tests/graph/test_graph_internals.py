@@ -1,4 +1,5 @@
-"""A refresh that races a writer must not skip what the writer committed meanwhile."""
+"""What only the graph's private modules show: a refresh racing a writer (staged inside
+the SQL store's event stream), the redactor's hint table and each migration's frozen DDL."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from typing import Any
 import pytest
 from _graph_helpers import call, graph_state, stored_state
 
-# internal: the race is staged inside the SQL store's event stream
+# internal: the SQL store's event stream, the redactor's hints and the frozen migrations
+import graph._migrations
+import graph._redact
 import graph._sql
-from graph import ConversationGraph
+from graph import DEFAULT_PATTERNS, ConversationGraph, Redactor
 
 
 def test_a_commit_between_the_loads_queries_is_not_skipped(
@@ -41,3 +44,19 @@ def test_a_commit_between_the_loads_queries_is_not_skipped(
     assert reader.repairs == []
     assert graph_state(reader)["nodes"] == stored_state(pg_db_url, "s")["nodes"]
     assert reader.last_seq == writer.last_seq
+
+
+def test_every_default_pattern_has_hints() -> None:
+    """The redactor skips a default pattern only by its hints: one without would never run."""
+    assert set(graph._redact._HINTS) == set(DEFAULT_PATTERNS)
+    custom = Redactor({"openai-key": r"ZZ-[0-9]+"})  # a custom pattern under a default name
+    assert custom.redact("id ZZ-42") == "id [REDACTED:openai-key]"
+
+
+def test_a_migration_holds_its_own_ddl() -> None:
+    # graph_0001 made the edges index by session that graph_0004 replaced: the first
+    # migration still makes it (its DDL is frozen), so an old database upgrades as it did
+    first = " ".join(graph._migrations._INITIAL)
+    assert "ix_graph_edges_session ON graph_edges (session)" in first
+    assert "ix_graph_edges_session_dst" not in first
+    assert "DROP INDEX IF EXISTS ix_graph_edges_session" in graph._migrations._EDGE_TARGETS

@@ -1,7 +1,10 @@
-"""``openprogram bench --scale`` on small sessions: the shape of what it reports (its
-figures are measurements, so no test holds them to a goal). The bench runs once; the
-table and the JSON are both made from that run. A step that fails or runs out of time is
-a row that says so, never a crash."""
+"""The bench's parts below its tables.
+
+``openprogram bench --scale`` on small sessions: the shape of what it reports (its figures
+are measurements, so no test holds them to a goal). The bench runs once; the table and the
+JSON are both made from that run. A step that fails or runs out of time is a row that says
+so, never a crash. Then the metrics' incremental identifier index, the cause ``--losses``
+reads off a losing prompt, and the pydantic-ai peer's merged requests."""
 
 from __future__ import annotations
 
@@ -12,11 +15,28 @@ from typing import Any
 
 import pytest
 
-# internal: the scale bench's steps, run (and timed out or failed) one by one
+# internal: the scale steps run one by one; the identifier index, a loss's cause, merging
 import openprogram.bench._scale as scale
 from graph import SQLStore, dispose_engines
 from openprogram import BenchError
+from openprogram.bench import from_pydantic_ai, to_pydantic_ai
+from openprogram.bench._losses import _cause
+from openprogram.bench._metrics import _HistoryIdentifiers
+from openprogram.bench._pydantic_ai import merge_requests
 from openprogram.cli import main
+
+Msg = dict[str, Any]
+SYSTEM: Msg = {"role": "system", "content": "sys"}
+TASK: Msg = {"role": "user", "content": "task"}
+
+
+def user(text: str) -> Msg:
+    return {"role": "user", "content": text}
+
+
+def call(call_id: str, name: str = "Read", arguments: str = '{"file_path": "a.py"}') -> Msg:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
 
 STEPS = {"raw", "append", "reopen", "cold", "render"}
 UNITS = [
@@ -176,3 +196,34 @@ def test_only_the_steps_asked_for_run(tmp_path: Path) -> None:
     assert rows["layers the first render ever made"].note == "not run (--steps)"
     with pytest.raises(BenchError, match="at least 10"):
         scale.measure(None, [5])
+
+
+def test_history_identifiers_rescan_when_not_an_extension() -> None:
+    seen = _HistoryIdentifiers()
+    h1 = [user("alpha_one")]
+    assert seen.update(h1) == {"alpha_one"}
+    assert seen.update([*h1, user("beta_two")]) == {"alpha_one", "beta_two"}
+    # same length, different last message: full rescan
+    assert seen.update([user("gamma_three"), user("delta_four")]) == {"gamma_three", "delta_four"}
+    assert seen.update([user("eps_five")]) == {"eps_five"}  # shorter: full rescan
+    assert seen.update([]) == set()
+
+
+def test_a_merged_request_converts_back_to_each_message() -> None:
+    merged = merge_requests(to_pydantic_ai(SYSTEM), to_pydantic_ai(TASK))
+    assert [p.part_kind for p in merged.parts] == ["system-prompt", "user-prompt"]
+    assert from_pydantic_ai(merged) == [SYSTEM, TASK]
+
+
+def test_identifier_losses_say_where_in_an_assistant_message() -> None:
+    edit = call("c1", "Edit", json.dumps({"file_path": "src/app_main.py", "old_string": "x"}))
+    said = {"role": "assistant", "content": "parse_header is the bug", "tool_calls": [edit]}
+    history: list[Msg] = [{"role": "user", "content": "task"}, said]
+    gone = "assistant {} collapsed, compacted or dropped"
+    assert _cause("parse_header", history, []) == gone.format("text")
+    assert _cause("src/app_main.py", history, []) == gone.format("tool-call argument")
+    assert _cause("old_string", history, []) == gone.format("tool-call argument name")
+    assert _cause("never_seen", history, []) == "not in the history"
+    assert _cause("task", [{"role": "user", "content": "the task"}], []) == (
+        "user message collapsed, compacted or dropped"
+    )
