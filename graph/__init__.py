@@ -6,6 +6,7 @@ The bottom layer of OpenProgram: it imports nothing of ours. ``context`` renders
 
 from typing import TYPE_CHECKING, Any
 
+from ._chat import ChatMessage, FunctionCall, ToolCall
 from ._engines import dispose_engines, engine_for
 from ._errors import (
     CrossSessionError,
@@ -124,6 +125,7 @@ __all__ = [
     "LAYER_HANDLE",
     "NODE_HANDLE",
     "TOP",
+    "ChatMessage",
     "ConversationGraph",
     "CrossSessionError",
     "CycleError",
@@ -136,6 +138,7 @@ __all__ = [
     "Fork",
     "Frame",
     "Function",
+    "FunctionCall",
     "FunctionFinished",
     "FunctionHandle",
     "GraphError",
@@ -172,6 +175,7 @@ __all__ = [
     "StoreError",
     "StoreURL",
     "Tool",
+    "ToolCall",
     "ToolCallError",
     "ToolResult",
     "UnknownToolCall",

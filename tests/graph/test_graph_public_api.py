@@ -11,6 +11,7 @@ import graph
 
 EXPECTED = [
     "AUDIT",
+    "ChatMessage",
     "ConversationGraph",
     "CrossSessionError",
     "CycleError",
@@ -25,6 +26,7 @@ EXPECTED = [
     "Fork",
     "Frame",
     "Function",
+    "FunctionCall",
     "FunctionFinished",
     "FunctionHandle",
     "GRAPH_MIGRATIONS",
@@ -66,6 +68,7 @@ EXPECTED = [
     "StoreURL",
     "TOP",
     "Tool",
+    "ToolCall",
     "ToolCallError",
     "ToolResult",
     "UnknownToolCall",
