@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from graph import ConversationGraph, GraphReader, LayerInfo
+from graph import ChatMessage, ConversationGraph, GraphReader, LayerInfo
 
 from ._budget._anchor import UsageAnchor
 from ._budget._policy import MAX_TOKENS, Policy
@@ -427,7 +427,7 @@ class ContextEngine:
             done, self.operation = self.ops.rollback(self.request(preview=True), layer_id, reason)
             return done
 
-    def expand(self, layer_or_node: str, *, depth: int = 1) -> list[dict[str, Any]]:
+    def expand(self, layer_or_node: str, *, depth: int = 1) -> list[ChatMessage]:
         """The original messages under a layer, or a finished function's own messages as
         they were shown inside it while it ran (``depth`` > 1 opens nested functions)."""
         with self.lock:

@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 
 from graph import (
+    ChatMessage,
     GraphError,
     GraphReader,
     LayerError,
@@ -220,7 +221,7 @@ class LayerOps:
             cause = conflict.__cause__ or conflict
             raise CommitConflict(f"{what} refused: {conflict}") from cause
 
-    def expand(self, layer_or_node: str, *, depth: int = 1) -> list[dict[str, Any]]:
+    def expand(self, layer_or_node: str, *, depth: int = 1) -> list[ChatMessage]:
         """The original messages under a layer, or a finished function's own messages as
         they were shown inside it while it ran (``depth`` > 1 opens nested functions)."""
         node = resolve_ref(self.graph.state, layer_or_node)

@@ -7,6 +7,8 @@ from typing import Any
 
 import msgspec
 
+from graph import ChatMessage
+
 from .._store._receipt import RenderReceipt
 from .._store._records import CompactionRecord
 from .._store._source import MessageSource
@@ -16,7 +18,7 @@ from .._store._storage import ContextStorage
 class Rendered(msgspec.Struct, frozen=True):
     """One render: provider-ready messages and what it took to get there."""
 
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage]
     tokens: int
     budget: int
     actions: list[Any]

@@ -17,6 +17,8 @@ from typing import Any
 
 import msgspec
 
+from graph import ChatMessage
+
 from ._source import MessageSource
 
 
@@ -88,7 +90,7 @@ _canonical = json.JSONEncoder(
 """One encoder for every message (``json.dumps`` with options builds one per call)."""
 
 
-def canonical_message(message: dict[str, Any]) -> str:
+def canonical_message(message: ChatMessage) -> str:
     """A sent message as canonical JSON (sorted keys): the form it is stored and digested in."""
     return _canonical.encode(message)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from graph import LayerInfo, new_id
+from graph import ChatMessage, LayerInfo, new_id
 
 from .._budget._names import LayerKind
 from .._view import Unit, View
@@ -71,7 +71,7 @@ def provider_layer(
     if not covered or ctx.layers is None:
         return view, None
     text = readable(items)
-    message = {
+    message: ChatMessage = {
         "role": "assistant",
         # Anthropic's block is the summary; sending its text again would pay for it twice
         "content": None if provider == "anthropic" else text,
