@@ -6,7 +6,7 @@ The bottom layer of OpenProgram: it imports nothing of ours. ``context`` renders
 
 from typing import TYPE_CHECKING, Any
 
-from ._chat import ChatMessage, FunctionCall, ToolCall
+from ._chat import ChatMessage, FunctionCall, FunctionSchema, ToolCall, ToolSchema
 from ._engines import dispose_engines, engine_for
 from ._errors import (
     CrossSessionError,
@@ -141,6 +141,7 @@ __all__ = [
     "FunctionCall",
     "FunctionFinished",
     "FunctionHandle",
+    "FunctionSchema",
     "GraphError",
     "GraphReader",
     "GraphState",
@@ -178,6 +179,7 @@ __all__ = [
     "ToolCall",
     "ToolCallError",
     "ToolResult",
+    "ToolSchema",
     "UnknownToolCall",
     "applied_migrations",
     "as_text",

@@ -6,10 +6,12 @@ copied on the hot path; ``graph._messages`` validates what comes in from outside
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import NotRequired, TypeAlias, TypedDict
+from collections.abc import Mapping, Sequence
+from typing import Literal, NotRequired, TypeAlias, TypedDict
 
 from ._nodes import Content
+
+ChatRole: TypeAlias = Literal["system", "user", "assistant", "tool"]
 
 JSONObject: TypeAlias = Mapping[str, object]
 """Arbitrary JSON the engine passes through without reading its shape: tool arguments,
@@ -31,6 +33,13 @@ class ToolCall(TypedDict):
     function: FunctionCall
 
 
+class ProviderFields(TypedDict):
+    """A message's ``provider_specific_fields`` (litellm's name): what a provider returned
+    beyond the chat shape; the engine reads its compaction blocks, passes the rest on."""
+
+    compaction_blocks: NotRequired[Sequence[JSONObject]]
+
+
 class ChatMessage(TypedDict):
     """One OpenAI chat message, any role (``system``, ``user``, ``assistant``, ``tool``).
 
@@ -38,7 +47,7 @@ class ChatMessage(TypedDict):
     read ``tool_calls`` or ``tool_call_id`` off any message, as providers do.
     """
 
-    role: str
+    role: ChatRole
     content: NotRequired[Content]
     name: NotRequired[str]
     tool_calls: NotRequired[list[ToolCall]]
@@ -47,5 +56,23 @@ class ChatMessage(TypedDict):
     """The call a ``tool`` message answers."""
     thinking: NotRequired[str]
     reasoning_content: NotRequired[str]
-    provider_specific_fields: NotRequired[JSONObject]
+    is_error: NotRequired[bool]
+    """A ``tool`` message whose result is an error."""
+    provider_specific_fields: NotRequired[ProviderFields]
     """What a provider returned beyond the chat shape (compaction blocks, signatures)."""
+
+
+class FunctionSchema(TypedDict):
+    """A tool as the model sees it: its name, what it does and its JSON Schema."""
+
+    name: str
+    description: NotRequired[str]
+    parameters: NotRequired[JSONObject]
+    strict: NotRequired[bool]
+
+
+class ToolSchema(TypedDict):
+    """One entry of a request's ``tools``."""
+
+    type: str
+    function: FunctionSchema
