@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from graph import ChatMessage, ConversationGraph, GraphReader, LayerInfo
+from graph import ChatMessage, ConversationGraph, GraphReader, LayerInfo, ToolSchema
 
 from ._budget._anchor import UsageAnchor
 from ._budget._policy import MAX_TOKENS, Policy
@@ -69,7 +69,7 @@ class ContextEngine:
         summarizer: Summarizer | None = None,
         budget: int | None = None,
         *,
-        tools: Sequence[dict[str, Any]] = (),
+        tools: Sequence[ToolSchema] = (),
         clock: Callable[[], datetime] | None = None,
         on_record: Callable[[CompactionRecord], None] | None = None,
         tiers: Sequence[Tier | str] | None = None,
@@ -172,7 +172,7 @@ class ContextEngine:
         return [tier.name for tier in self.tiers]
 
     @property
-    def tools(self) -> list[dict[str, Any]]:
+    def tools(self) -> list[ToolSchema]:
         """The tool schemas every prompt goes out with."""
         return self.prompt_tools.schemas
 
@@ -181,7 +181,7 @@ class ContextEngine:
         """Tokens of the tool schemas every prompt goes out with (counted once per set)."""
         return self.prompt_tools.tokens
 
-    def set_tools(self, tools: Sequence[dict[str, Any]]) -> None:
+    def set_tools(self, tools: Sequence[ToolSchema]) -> None:
         """The tool schemas the next prompts go out with (counted in every render)."""
         self.prompt_tools.set(tools)
 

@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
-from graph import ChatMessage, Node
+from graph import ChatMessage, Node, ToolSchema
 
 from .._budget._tokens import TokenCounter
 from .._errors import SummaryError
@@ -143,7 +143,7 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     conclusion_tokens: int = 120
     """Cap of the "what the agent concluded" section (tokens); 0 turns it off."""
     system: str | None = None
-    tools: tuple[dict[str, Any], ...] = ()
+    tools: tuple[ToolSchema, ...] = ()
     counter: TokenCounter | None = None
     model: str | None = None
     """The agent's model (``Policy.model``): a summarizer on the same model can share the
