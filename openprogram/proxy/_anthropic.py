@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from graph import ChatMessage, FunctionCall, FunctionSchema, ToolCall, ToolSchema
 from openprogram._errors import MalformedMessage
 from openprogram.integrations._mirror import Entry, Paired
 from openprogram.proxy._breakpoint import MAX_BREAKPOINTS, mark_after
@@ -91,7 +92,7 @@ def _user(index: int, content: Any) -> list[Entry]:
                     f"anthropic message {index}: tool_result without tool_use_id"
                 )
             text = content_text(block.get("content"))
-            message = {"role": "tool", "tool_call_id": call_id, "content": text}
+            message: ChatMessage = {"role": "tool", "tool_call_id": call_id, "content": text}
             entries.append(
                 Entry(message, Blocks("user", [block], index), {}, f"{index} tool_result")
             )
@@ -115,16 +116,23 @@ def _assistant(index: int, content: Any) -> Entry:
         )
     if not isinstance(content, list):
         raise MalformedMessage(f"anthropic message {index}: content is not a string or a list")
-    texts, calls = [], []
+    texts: list[str] = []
+    calls: list[ToolCall] = []
     for block in content:
         if isinstance(block, dict) and block.get("type") == "tool_use":
-            function = {"name": str(block.get("name")), "arguments": _arguments(block.get("input"))}
-            calls.append({"id": block.get("id"), "type": "function", "function": function})
+            function: FunctionCall = {
+                "name": str(block.get("name")),
+                "arguments": _arguments(block.get("input")),
+            }
+            # a missing id is refused when the mirror checks the entries
+            calls.append(
+                cast("ToolCall", {"id": block.get("id"), "type": "function", "function": function})
+            )
         elif isinstance(block, dict) and block.get("type") in ("thinking", "redacted_thinking"):
             continue  # sent back as it came; the provider does not count an old turn's
         else:
             texts.append(block_text(block))
-    message: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
+    message: ChatMessage = {"role": "assistant", "content": "\n".join(texts) or None}
     if calls:
         message["tool_calls"] = calls
     return Entry(message, Blocks("assistant", content, index), {}, f"{index}")
@@ -139,7 +147,7 @@ def message_entries(index: int, message: Any) -> list[Entry]:
         return [_assistant(index, message.get("content"))]
     if role == "system":  # an instruction among the messages (Claude Code sends them)
         content = message.get("content")
-        said = {"role": "system", "content": content_text(content)}
+        said: ChatMessage = {"role": "system", "content": content_text(content)}
         return [Entry(said, Blocks("system", content, index), {}, f"{index}")]
     raise MalformedMessage(
         f"anthropic message {index}: role {role!r} is not user, assistant or system"
@@ -167,12 +175,12 @@ def from_request(body: dict[str, Any], previous: Converted | None = None) -> Con
     shares), its tools as schemas the budget counts."""
     messages = _messages(body)
     entries, parts = convert(messages, message_entries, previous)
-    tools = []
+    tools: list[ToolSchema] = []
     for tool in body.get("tools") or ():
         if not isinstance(tool, dict):
             continue
         schema = tool.get("input_schema") or {"type": "object"}
-        function = {
+        function: FunctionSchema = {
             "name": str(tool.get("name") or tool.get("type")),
             "description": str(tool.get("description") or ""),
             "parameters": schema,
@@ -182,7 +190,7 @@ def from_request(body: dict[str, Any], previous: Converted | None = None) -> Con
     return Converted(entries, tools, system, first_user(entries), messages, parts)
 
 
-def _made(message: dict[str, Any]) -> Blocks:
+def _made(message: ChatMessage) -> Blocks:
     """Blocks for a message compaction changed or made."""
     role = message.get("role")
     content = message.get("content")

@@ -19,6 +19,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from graph import ChatMessage, FunctionCall, FunctionSchema, ToolCall, ToolSchema
 from openprogram._errors import MalformedMessage
 from openprogram.integrations._mirror import Entry, Paired
 from openprogram.proxy._convert import Converted, convert, first_user, plain_text
@@ -80,17 +81,18 @@ def _groups(body: dict[str, Any]) -> list[Any]:
     return groups
 
 
-def _call(index: int, item: dict[str, Any]) -> dict[str, Any]:
+def _call(index: int, item: dict[str, Any]) -> ToolCall:
     call_id = item.get("call_id")
     if not isinstance(call_id, str) or not call_id:
         raise MalformedMessage(f"responses item {index}: a {item.get('type')} without call_id")
     arguments = item.get("arguments") if item.get("type") == "function_call" else item.get("input")
-    function = {"name": str(item.get("name")), "arguments": str(arguments or "{}")}
+    function: FunctionCall = {"name": str(item.get("name")), "arguments": str(arguments or "{}")}
     return {"id": call_id, "type": "function", "function": function}
 
 
 def _assistant(index: int, group: list[dict[str, Any]]) -> Entry:
-    texts, calls = [], []
+    texts: list[str] = []
+    calls: list[ToolCall] = []
     for item in group:
         kind = item.get("type", "message")
         if kind in ("function_call", "custom_tool_call"):
@@ -99,7 +101,7 @@ def _assistant(index: int, group: list[dict[str, Any]]) -> Entry:
             texts.append(plain_text(item.get("content")))
         elif kind == "compaction":
             texts.append("[compaction]")
-    message: dict[str, Any] = {
+    message: ChatMessage = {
         "role": "assistant",
         "content": "\n".join(t for t in texts if t) or None,
     }
@@ -118,7 +120,11 @@ def _entries(index: int, unit: Any) -> list[Entry]:
         call_id = unit.get("call_id")
         if not isinstance(call_id, str) or not call_id:
             raise MalformedMessage(f"responses item {index}: {kind} without call_id")
-        said = {"role": "tool", "tool_call_id": call_id, "content": plain_text(unit.get("output"))}
+        said: ChatMessage = {
+            "role": "tool",
+            "tool_call_id": call_id,
+            "content": plain_text(unit.get("output")),
+        }
         return [Entry(said, unit, {}, f"{index} {kind}")]
     role = _role(unit)
     if role in INSTRUCTION_ROLES:
@@ -155,9 +161,9 @@ def peek(body: dict[str, Any]) -> tuple[str, str]:
     return _instructions(body) or "", ""
 
 
-def _schema(tool: dict[str, Any]) -> dict[str, Any]:
+def _schema(tool: dict[str, Any]) -> ToolSchema:
     """A Responses tool as the chat schema the budget counts (a built-in tool by its type)."""
-    function = {
+    function: FunctionSchema = {
         "name": str(tool.get("name") or tool.get("type")),
         "description": str(tool.get("description") or ""),
         "parameters": tool.get("parameters") or {"type": "object"},
@@ -187,7 +193,7 @@ def _with_calls(body: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     return found
 
 
-def _made(message: dict[str, Any], originals: dict[str, list[dict[str, Any]]]) -> list[Any]:
+def _made(message: ChatMessage, originals: dict[str, list[dict[str, Any]]]) -> list[Any]:
     """Items for a message compaction changed or made."""
     role = message.get("role")
     content = message.get("content")
