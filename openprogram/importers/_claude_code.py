@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from graph import ChatMessage, FunctionCall, ToolCall
 from openprogram.importers._model import Imported
 from openprogram.importers._reading import (
     Bad,
@@ -67,7 +68,7 @@ class _Response:
         self.sidechain = bool(self.meta.pop("sidechain"))
         self.texts: list[str] = []
         self.thinking: list[str] = []
-        self.calls: list[dict[str, Any]] = []
+        self.calls: list[ToolCall] = []
         self.results: list[Imported] = []
         for i, block in enumerate(blocks):
             self._add(block, f"$.message.content[{i}]", reading)
@@ -84,7 +85,7 @@ class _Response:
             call_id = get_call_id(block, "id", where)
             name = get_name(block, "name", where)
             arguments = json.dumps(get(block, "input", dict, where), ensure_ascii=False)
-            function = {"name": name, "arguments": arguments}
+            function: FunctionCall = {"name": name, "arguments": arguments}
             self.calls.append({"id": call_id, "type": "function", "function": function})
         else:
             reading.warn(f"ignored assistant content block of type {btype!r}")
@@ -112,7 +113,7 @@ class _Response:
                 self.meta.pop("usage", None)
             elif "usage" in self.meta:
                 counted.add(self.id)
-        message: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(self.texts)}
+        message: ChatMessage = {"role": "assistant", "content": "\n\n".join(self.texts)}
         if self.calls:
             message["tool_calls"] = self.calls
         if self.thinking:
@@ -228,7 +229,7 @@ def _user(record: dict[str, Any]) -> tuple[list[Imported], Imported | None]:
         for i, block in enumerate(content):
             where = f"$.message.content[{i}]"
             if isinstance(block, dict) and block.get("type") == "tool_result":
-                tool = {
+                tool: ChatMessage = {
                     "role": "tool",
                     "tool_call_id": get_call_id(block, "tool_use_id", where),
                     "content": flatten_text(block.get("content"), f"{where}.content"),
@@ -268,7 +269,7 @@ def _system(record: dict[str, Any]) -> Imported | None:
         trigger, tokens = details.get("trigger"), details.get("preTokens")
         if trigger is not None or tokens is not None:
             described += f" ({trigger or 'unknown'} trigger, {tokens or '?'} tokens before)"
-    message = {"role": "system", "content": described}
+    message: ChatMessage = {"role": "system", "content": described}
     return Imported(
         message=message,
         at=_at(record),
