@@ -4,8 +4,6 @@ TypedDicts: types for the checker only, plain dicts at run time (nothing is vali
 copied on the hot path; ``graph._messages`` validates what comes in from outside).
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping, Sequence
 from typing import Literal, NotRequired, TypeAlias, TypedDict
 
