@@ -33,7 +33,7 @@ _IDS = itertools.count(1)
 
 
 def tool_call(
-    name: str, arguments: dict[str, Any] | str | None = None, *, id: str | None = None
+    name: str, arguments: Mapping[str, object] | str | None = None, *, id: str | None = None
 ) -> ToolCall:
     """One entry of an assistant message's ``tool_calls``.
 
