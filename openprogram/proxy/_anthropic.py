@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from graph import ChatMessage, FunctionCall, FunctionSchema, ToolCall, ToolSchema
 from openprogram._errors import MalformedMessage
+from openprogram._messages import AnthropicBlock, AnthropicMessage, ToolResultBlock
 from openprogram.integrations._mirror import Entry, Paired
 from openprogram.proxy._breakpoint import MAX_BREAKPOINTS, mark_after
 from openprogram.proxy._convert import Converted, convert, first_user
@@ -27,11 +28,11 @@ __all__ = ["MAX_BREAKPOINTS", "Blocks", "from_request", "peek", "to_request"]
 
 @dataclass(frozen=True)
 class Blocks:
-    """An entry's original: the client's role and content (a string or its blocks), and
-    the client's message it came from (None: made by compaction)."""
+    """An entry's original: the client's role and content (a string or its blocks, passed
+    on as they came), and the client's message it came from (None: made by compaction)."""
 
     role: str
-    content: str | list[dict[str, Any]]
+    content: str | list[AnthropicBlock]
     source: int | None = None
 
 
@@ -94,7 +95,12 @@ def _user(index: int, content: Any) -> list[Entry]:
             text = content_text(block.get("content"))
             message: ChatMessage = {"role": "tool", "tool_call_id": call_id, "content": text}
             entries.append(
-                Entry(message, Blocks("user", [block], index), {}, f"{index} tool_result")
+                Entry(
+                    message,
+                    Blocks("user", [cast("ToolResultBlock", block)], index),
+                    {},
+                    f"{index} tool_result",
+                )
             )
         else:
             rest.append(block)
@@ -196,9 +202,13 @@ def _made(message: ChatMessage) -> Blocks:
     content = message.get("content")
     text = content if isinstance(content, str) else content_text(content)
     if role == "tool":
-        block = {"type": "tool_result", "tool_use_id": message.get("tool_call_id"), "content": text}
+        block: ToolResultBlock = {
+            "type": "tool_result",
+            "tool_use_id": cast(str, message.get("tool_call_id")),  # a tool message has one
+            "content": text,
+        }
         return Blocks("user", [block])
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    blocks: list[AnthropicBlock] = [{"type": "text", "text": text}] if text else []
     if role == "assistant":
         for call in message.get("tool_calls") or ():
             try:
@@ -213,17 +223,17 @@ def _made(message: ChatMessage) -> Blocks:
     return Blocks("user", blocks or [{"type": "text", "text": "(no content)"}])
 
 
-def _as_list(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _as_list(content: str | list[AnthropicBlock]) -> list[AnthropicBlock]:
     return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
 
 
 def to_request(body: dict[str, Any], paired: Sequence[Paired]) -> dict[str, Any]:
     """The request to send upstream: the client's body with the rendered messages and
     system prompt (the client's own blocks wherever the render left them alone)."""
-    out: list[dict[str, Any]] = []
+    out: list[AnthropicMessage] = []
     sources: list[int | None] = []
     instructions: list[str] = []
-    last_layer: dict[str, Any] | None = None
+    last_layer: AnthropicBlock | None = None
     for item in paired:
         role = item.message.get("role")
         if role == "system" and item.entry is None:
