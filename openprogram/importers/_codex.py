@@ -10,7 +10,7 @@ empty one), so the result pairs calls and outputs like a chat transcript.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -95,7 +95,7 @@ class _Lines:
         self.reading = reading
         self.state = _State()
 
-    def feed(self, number: int, record: dict[str, Any]) -> Iterator[Imported]:
+    def feed(self, number: int, record: Mapping[str, object]) -> Iterator[Imported]:
         reading, state = self.reading, self.state
         rtype = record.get("type")
         try:
@@ -130,7 +130,7 @@ class _Lines:
         yield from self.state.close()
 
 
-def _compacted(payload: dict[str, Any], at: datetime | None) -> list[Imported]:
+def _compacted(payload: Mapping[str, object], at: datetime | None) -> list[Imported]:
     """A native compaction: a boundary marker, then Codex's summary when it wrote one."""
     boundary: ChatMessage = {"role": "system", "content": "Conversation compacted"}
     out = [Imported(message=boundary, at=at, marker="compact_boundary")]
@@ -167,12 +167,12 @@ def _item(
     return []
 
 
-def _ids(payload: dict[str, Any]) -> dict[str, Any]:
+def _ids(payload: Mapping[str, object]) -> dict[str, Any]:
     item_id = payload.get("id")
     return {"item_id": item_id} if isinstance(item_id, str) else {}
 
 
-def _reasoning(payload: dict[str, Any]) -> list[str]:
+def _reasoning(payload: Mapping[str, object]) -> list[str]:
     """Readable reasoning (summary, else raw text); encrypted-only reasoning gives nothing."""
     for key in ("summary", "content"):
         parts = payload.get(key)
@@ -183,7 +183,7 @@ def _reasoning(payload: dict[str, Any]) -> list[str]:
     return []
 
 
-def _call(payload: dict[str, Any], itype: str) -> ToolCall:
+def _call(payload: Mapping[str, object], itype: str) -> ToolCall:
     where = "$.payload"
     call_id = get_call_id(payload, "call_id", where)
     if itype == "function_call":
@@ -199,7 +199,7 @@ def _call(payload: dict[str, Any], itype: str) -> ToolCall:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
-def _output(payload: dict[str, Any]) -> ChatMessage:
+def _output(payload: Mapping[str, object]) -> ChatMessage:
     where = "$.payload"
     message: ChatMessage = {
         "role": "tool",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -71,7 +71,7 @@ def _parse(path: Path, reading: Reading) -> Iterator[Imported]:
         yield item
 
 
-def _assistant(raw: dict[str, Any], content: str, call_id: str, where: str) -> Imported:
+def _assistant(raw: Mapping[str, object], content: str, call_id: str, where: str) -> Imported:
     message: ChatMessage = {"role": "assistant", "content": content}
     blocks = list(_BASH.finditer(content))
     if len(blocks) == 1:
@@ -82,8 +82,8 @@ def _assistant(raw: dict[str, Any], content: str, call_id: str, where: str) -> I
         message["tool_calls"] = [{"id": call_id, "type": "function", "function": function}]
     response = _response(raw)
     reply = _first_choice(response)
-    if isinstance(reply.get("reasoning"), str) and reply["reasoning"]:
-        message["thinking"] = reply["reasoning"]
+    if isinstance(reasoning := reply.get("reasoning"), str) and reasoning:
+        message["thinking"] = reasoning
     meta: dict[str, Any] = {
         key: response[key] for key in ("model", "usage", "id", "provider") if key in response
     }
@@ -93,13 +93,13 @@ def _assistant(raw: dict[str, Any], content: str, call_id: str, where: str) -> I
     return Imported(message=message, at=at, meta=meta)
 
 
-def _response(raw: dict[str, Any]) -> dict[str, Any]:
+def _response(raw: Mapping[str, object]) -> Mapping[str, object]:
     extra = raw.get("extra")
     response = extra.get("response") if isinstance(extra, dict) else None
     return response if isinstance(response, dict) else {}
 
 
-def _first_choice(response: dict[str, Any]) -> dict[str, Any]:
+def _first_choice(response: Mapping[str, object]) -> Mapping[str, object]:
     choices = response.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
         message = choices[0].get("message")

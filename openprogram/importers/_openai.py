@@ -6,7 +6,7 @@ bring it to the canonical form) is shared with the SWE-agent reader, whose histo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -113,7 +113,7 @@ class _Lines:
     def __init__(self, reading: Reading) -> None:
         self.reading = reading
 
-    def feed(self, number: int, record: dict[str, Any]) -> Iterator[Imported]:
+    def feed(self, number: int, record: Mapping[str, object]) -> Iterator[Imported]:
         if "messages" in record and "role" not in record:
             path = str(self.reading.path)
             raise TraceFormatError(path, f"line {number}", "expected one message per line")
@@ -126,7 +126,7 @@ class _Lines:
         return iter(())
 
 
-def _thinking(raw: dict[str, Any]) -> str:
+def _thinking(raw: Mapping[str, object]) -> str:
     for key in _THINKING:
         if isinstance(raw.get(key), str) and raw[key]:
             return str(raw[key])

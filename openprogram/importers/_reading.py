@@ -218,7 +218,7 @@ class LineParser(Protocol):
     only where it grew): ``feed`` yields the records a line completes, ``end`` those still
     held when the file ends (a record a later line could still have extended)."""
 
-    def feed(self, number: int, record: dict[str, Any]) -> Iterator[Imported]: ...
+    def feed(self, number: int, record: Mapping[str, object]) -> Iterator[Imported]: ...
 
     def end(self) -> Iterator[Imported]: ...
 
@@ -230,7 +230,7 @@ def parse_lines(path: Path, reading: Reading, parser: LineParser) -> Iterator[Im
     yield from parser.end()
 
 
-def iter_jsonl(path: Path, reading: Reading) -> Iterator[tuple[int, dict[str, Any]]]:
+def iter_jsonl(path: Path, reading: Reading) -> Iterator[tuple[int, Mapping[str, object]]]:
     """Each non-blank line's JSON object with its 1-based line number; bad lines go to ``bad``."""
     with path.open("rb") as lines:
         yield from decode_lines(lines, reading)

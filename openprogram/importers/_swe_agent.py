@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeGuard, cast
 
@@ -113,7 +113,7 @@ def _without_block(content: str, action: str) -> str:
     return content
 
 
-def _observation(raw: dict[str, Any], call_id: str, where: str) -> Imported:
+def _observation(raw: Mapping[str, object], call_id: str, where: str) -> Imported:
     """The user message that carried an action's output, as that call's tool result."""
     content = flatten_text(raw.get("content"), f"{where}.content")
     meta = {key: value for key, value in raw.items() if key not in ("role", "content")}
@@ -121,7 +121,7 @@ def _observation(raw: dict[str, Any], call_id: str, where: str) -> Imported:
     return Imported(message=message, meta=meta)
 
 
-def _tool_replies(raw: dict[str, Any], where: str, reading: Reading) -> list[Imported]:
+def _tool_replies(raw: Mapping[str, object], where: str, reading: Reading) -> list[Imported]:
     """One tool message per id; SWE-agent runs one call per turn, so extra ids get no text."""
     ids = opt(raw, "tool_call_ids", list, where) or []
     if not ids or not all(isinstance(call_id, str) and call_id for call_id in ids):
