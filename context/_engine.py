@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -406,7 +406,7 @@ class ContextEngine:
 
     def provider_compaction(
         self,
-        items: list[dict[str, Any]],
+        items: Sequence[Mapping[str, object]],
         *,
         head: str | None = None,
         frame: str | None = None,

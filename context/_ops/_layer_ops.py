@@ -7,8 +7,8 @@ Every operation is a graph fact with a record, so a replay shows it at its turn.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
 
 import msgspec
 
@@ -145,7 +145,10 @@ class LayerOps:
         return layer, decision.rendered(), record
 
     def provider_compaction(
-        self, request: RenderRequest, items: list[dict[str, Any]], provider: str = "anthropic"
+        self,
+        request: RenderRequest,
+        items: Sequence[Mapping[str, object]],
+        provider: str = "anthropic",
     ) -> LayerInfo | None:
         """Keep what a provider's own compaction returned (``items``) as a layer over the
         units of the prompt rendered from ``head`` — the prompt it compacted."""
