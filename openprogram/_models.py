@@ -7,7 +7,7 @@ first call, never at import time); ``openprogram.testing`` has fakes with the sa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import msgspec
@@ -38,7 +38,7 @@ class ModelResponse(msgspec.Struct, frozen=True):
     message: ChatMessage
     usage: Usage = Usage()
     model: str = ""
-    provider_items: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    provider_items: list[Mapping[str, object]] = msgspec.field(default_factory=list)
     """Provider-side compaction blocks or items returned with the message, if any."""
     id: str = ""
     """The provider's id of the response, when it gave one."""
@@ -149,7 +149,7 @@ def from_litellm(response: Any, name: str) -> ModelResponse:
         cost = float(_litellm().completion_cost(completion_response=response))
     except Exception:  # unknown model or price: cost stays unknown
         cost = None
-    provider: list[dict[str, Any]] = []
+    provider: list[Mapping[str, object]] = []
     fields = getattr(raw, "provider_specific_fields", None) or {}
     if isinstance(fields, dict):
         for key in ("compaction", "compaction_blocks"):
