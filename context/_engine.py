@@ -13,13 +13,13 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
 
-from graph import ConversationGraph, GraphReader, LayerInfo
+from graph import ChatMessage, ConversationGraph, GraphReader, LayerInfo, ToolSchema
 
 from ._budget._anchor import UsageAnchor
 from ._budget._policy import MAX_TOKENS, Policy
@@ -70,7 +70,7 @@ class ContextEngine:
         summarizer: Summarizer | None = None,
         budget: int | None = None,
         *,
-        tools: Sequence[dict[str, Any]] = (),
+        tools: Sequence[ToolSchema] = (),
         clock: Callable[[], datetime] | None = None,
         on_record: Callable[[CompactionRecord], None] | None = None,
         tiers: Sequence[Tier | str] | None = None,
@@ -173,7 +173,7 @@ class ContextEngine:
         return [tier.name for tier in self.tiers]
 
     @property
-    def tools(self) -> list[dict[str, Any]]:
+    def tools(self) -> list[ToolSchema]:
         """The tool schemas every prompt goes out with."""
         return self.prompt_tools.schemas
 
@@ -182,7 +182,7 @@ class ContextEngine:
         """Tokens of the tool schemas every prompt goes out with (counted once per set)."""
         return self.prompt_tools.tokens
 
-    def set_tools(self, tools: Sequence[dict[str, Any]]) -> None:
+    def set_tools(self, tools: Sequence[ToolSchema]) -> None:
         """The tool schemas the next prompts go out with (counted in every render)."""
         self.prompt_tools.set(tools)
 
@@ -412,7 +412,7 @@ class ContextEngine:
 
     def provider_compaction(
         self,
-        items: list[dict[str, Any]],
+        items: Sequence[Mapping[str, object]],
         *,
         head: str | None = None,
         frame: str | None = None,
@@ -434,7 +434,7 @@ class ContextEngine:
             done, self.operation = self.ops.rollback(self.request(preview=True), layer_id, reason)
             return done
 
-    def expand(self, layer_or_node: str, *, depth: int = 1) -> list[dict[str, Any]]:
+    def expand(self, layer_or_node: str, *, depth: int = 1) -> list[ChatMessage]:
         """The original messages under a layer, or a finished function's own messages as
         they were shown inside it while it ran (``depth`` > 1 opens nested functions)."""
         with self.lock:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from functools import cached_property
-from typing import Any, Literal, TypeAlias
+from typing import Literal, TypeAlias
 
 import msgspec
 
-from graph import Node
+from graph import ChatMessage, Node
 
 UnitKind = Literal["system", "task", "round", "call", "note", "stub", "layer"]
 
@@ -57,7 +57,7 @@ RESULT_VARIANTS: dict[str, Variant] = {
 class Item(msgspec.Struct, frozen=True):
     """One message of the prompt, the node it renders and its token count."""
 
-    message: dict[str, Any]
+    message: ChatMessage
     tokens: int
     node_id: str | None = None
     tool_name: str | None = None
@@ -104,7 +104,7 @@ class View(msgspec.Struct, frozen=True, dict=True):
         return sum(len(unit.items) for unit in self.units)
 
     @property
-    def messages(self) -> list[dict[str, Any]]:
+    def messages(self) -> list[ChatMessage]:
         return [item.message for unit in self.units for item in unit.items]
 
     def replace(self, units: Iterable[Unit]) -> View:
@@ -128,7 +128,7 @@ class RawUnit(msgspec.Struct, frozen=True):
     """A unit before counting: messages with the nodes they came from."""
 
     kind: UnitKind
-    entries: tuple[tuple[dict[str, Any], Node | None], ...]
+    entries: tuple[tuple[ChatMessage, Node | None], ...]
     running: bool
     pinned: bool = False
     start: int = 0

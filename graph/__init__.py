@@ -6,6 +6,7 @@ The bottom layer of OpenProgram: it imports nothing of ours. ``context`` renders
 
 from typing import TYPE_CHECKING, Any
 
+from ._chat import ChatMessage, FunctionCall, FunctionSchema, ToolCall, ToolSchema
 from ._engines import dispose_engines, engine_for
 from ._errors import (
     CrossSessionError,
@@ -125,6 +126,7 @@ __all__ = [
     "LAYER_HANDLE",
     "NODE_HANDLE",
     "TOP",
+    "ChatMessage",
     "ConversationGraph",
     "CrossSessionError",
     "CycleError",
@@ -137,8 +139,10 @@ __all__ = [
     "Fork",
     "Frame",
     "Function",
+    "FunctionCall",
     "FunctionFinished",
     "FunctionHandle",
+    "FunctionSchema",
     "GraphError",
     "GraphReader",
     "GraphState",
@@ -174,8 +178,10 @@ __all__ = [
     "StoreError",
     "StoreURL",
     "Tool",
+    "ToolCall",
     "ToolCallError",
     "ToolResult",
+    "ToolSchema",
     "UnknownToolCall",
     "applied_migrations",
     "as_text",

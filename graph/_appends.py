@@ -5,7 +5,7 @@ event on the pending tool node its ``tool_call_id`` names."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -41,7 +41,7 @@ class MessageWriter:
 
     def append(
         self,
-        message: dict[str, Any],
+        message: Mapping[str, object],
         *,
         at: Any = None,
         meta: dict[str, Any] | None = None,
@@ -90,7 +90,9 @@ class MessageWriter:
             self._cursor.heads[function] = node.id
             return self._state.nodes[stored[0].id]
 
-    def _append_result(self, parsed: ParsedResult, when: datetime, message: dict[str, Any]) -> Node:
+    def _append_result(
+        self, parsed: ParsedResult, when: datetime, message: Mapping[str, object]
+    ) -> Node:
         tool_id = self._state.pending.get(parsed.call_id)
         if tool_id is None:
             self._refresh()

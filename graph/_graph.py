@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -225,7 +225,7 @@ class ConversationGraph(GraphReader):
 
     def append(
         self,
-        message: dict[str, Any],
+        message: Mapping[str, object],
         *,
         at: Any = None,
         meta: dict[str, Any] | None = None,

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from ._chat import ChatMessage, ToolCall
 from ._nodes import Content, Dialogue, Function, Node, Tool
 from ._walk import Step
 
@@ -48,11 +49,11 @@ def function_tool_name(node: Node) -> str:
     return _UNSAFE_NAME.sub("_", node.payload.name)[:64] or "function"
 
 
-def dialogue_message(node: Node) -> dict[str, Any]:
+def dialogue_message(node: Node) -> ChatMessage:
     """A dialogue node as a message, without tool calls."""
     payload = node.payload
     assert isinstance(payload, Dialogue)
-    message: dict[str, Any] = {"role": payload.role, "content": payload.content}
+    message: ChatMessage = {"role": payload.role, "content": payload.content}
     if payload.name is not None:
         message["name"] = payload.name
     if payload.thinking:
@@ -60,7 +61,7 @@ def dialogue_message(node: Node) -> dict[str, Any]:
     return message
 
 
-def tool_call(node: Node) -> dict[str, Any]:
+def tool_call(node: Node) -> ToolCall:
     """A tool node as an entry of its assistant's ``tool_calls``."""
     payload = node.payload
     assert isinstance(payload, Tool)
@@ -71,7 +72,7 @@ def tool_call(node: Node) -> dict[str, Any]:
     }
 
 
-def tool_result_message(node: Node) -> dict[str, Any]:
+def tool_result_message(node: Node) -> ChatMessage:
     """A tool node's result message (a placeholder while the call is still running)."""
     payload = node.payload
     assert isinstance(payload, Tool)
@@ -82,7 +83,7 @@ def tool_result_message(node: Node) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": payload.call_id, "content": content}
 
 
-def function_messages(node: Node) -> list[dict[str, Any]]:
+def function_messages(node: Node) -> list[ChatMessage]:
     """A function node as one call/result pair: input as arguments, output as result."""
     payload = node.payload
     assert isinstance(payload, Function)
@@ -96,7 +97,7 @@ def function_messages(node: Node) -> list[dict[str, Any]]:
         result = f"[function {payload.name} (node {node.id}) never finished: {node.finish.error}]"
     else:
         result = as_text(node.finish.output)
-    call = {
+    call: ToolCall = {
         "id": call_id,
         "type": "function",
         "function": {"name": function_tool_name(node), "arguments": arguments},
@@ -107,11 +108,11 @@ def function_messages(node: Node) -> list[dict[str, Any]]:
     ]
 
 
-def steps_to_messages(steps: Iterable[Step]) -> list[dict[str, Any]]:
+def steps_to_messages(steps: Iterable[Step]) -> list[ChatMessage]:
     """OpenAI messages for a walk: each assistant with its calls, then their results."""
-    messages: list[dict[str, Any]] = []
-    results: list[dict[str, Any]] = []
-    current: dict[str, Any] | None = None
+    messages: list[ChatMessage] = []
+    results: list[ChatMessage] = []
+    current: ChatMessage | None = None
 
     def flush() -> None:
         nonlocal current

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ._chat import ChatMessage
 from ._errors import LayerNotFound
 from ._handles import resolve_ref
 from ._nodes import Event, LayerInfo, Node
@@ -103,7 +104,7 @@ class GraphReader:
             head = self.default_head()
         return visible(self._state, head, frame, expose=expose)
 
-    def to_openai(self, head: str | None = None) -> list[dict[str, Any]]:
+    def to_openai(self, head: str | None = None) -> list[ChatMessage]:
         """The full, uncompacted history from the root to ``head`` as OpenAI messages."""
         if head is None:
             head = self.default_head()

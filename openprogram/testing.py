@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
+from graph import ChatMessage, ToolCall, ToolSchema
 from openprogram._runtime._current import MODEL
 from openprogram._runtime._models import Model, ModelResponse, Usage
 
@@ -32,8 +33,8 @@ _IDS = itertools.count(1)
 
 
 def tool_call(
-    name: str, arguments: dict[str, Any] | str | None = None, *, id: str | None = None
-) -> dict[str, Any]:
+    name: str, arguments: Mapping[str, object] | str | None = None, *, id: str | None = None
+) -> ToolCall:
     """One entry of an assistant message's ``tool_calls``.
 
     >>> tool_call("search", {"query": "cache"}, id="c1")["function"]
@@ -48,8 +49,8 @@ def tool_call(
 class ModelRequest:
     """What a fake model was asked: the messages and tools a provider would have received."""
 
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]]
+    messages: list[ChatMessage]
+    tools: list[ToolSchema]
     options: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -57,11 +58,12 @@ class ModelRequest:
         return [tool["function"]["name"] for tool in self.tools]
 
     @property
-    def last(self) -> dict[str, Any]:
+    def last(self) -> Mapping[str, object]:
+        """The newest message (empty when there was none)."""
         return self.messages[-1] if self.messages else {}
 
 
-def _estimate(messages: Sequence[dict[str, Any]]) -> int:
+def _estimate(messages: Sequence[ChatMessage]) -> int:
     return sum(len(json.dumps(m, default=str)) for m in messages) // 4
 
 
@@ -71,9 +73,9 @@ def _response(reply: Any, request: ModelRequest, name: str, number: int) -> Mode
     if isinstance(reply, ModelResponse):
         return reply
     if isinstance(reply, str):
-        message: dict[str, Any] = {"role": "assistant", "content": reply}
+        message: ChatMessage = {"role": "assistant", "content": reply}
     elif isinstance(reply, dict):
-        message = {"role": "assistant", "content": None, **reply}
+        message = cast("ChatMessage", {"role": "assistant", "content": None, **reply})
     else:
         raise TypeError(f"a fake model's reply must be str, dict or ModelResponse, not {reply!r}")
     usage = Usage(input_tokens=_estimate(request.messages), output_tokens=_estimate([message]))
@@ -96,8 +98,8 @@ class _Fake:
 
     def complete(
         self,
-        messages: Sequence[dict[str, Any]],
-        tools: Sequence[dict[str, Any]] = (),
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSchema] = (),
         **options: Any,
     ) -> ModelResponse:
         request = ModelRequest(
@@ -108,8 +110,8 @@ class _Fake:
 
     async def acomplete(
         self,
-        messages: Sequence[dict[str, Any]],
-        tools: Sequence[dict[str, Any]] = (),
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSchema] = (),
         **options: Any,
     ) -> ModelResponse:
         return self.complete(messages, tools, **options)

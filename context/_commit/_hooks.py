@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+
+from graph import ChatMessage
 
 from .._render._rendered import Rendered
 from .._render._request import RenderRequest
@@ -29,7 +30,7 @@ class Committed:
         return self.rendered.tokens
 
     @property
-    def messages(self) -> list[dict[str, Any]]:
+    def messages(self) -> list[ChatMessage]:
         return self.rendered.messages
 
 

@@ -7,13 +7,14 @@ Every operation is a graph fact with a record, so a replay shows it at its turn.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import msgspec
 
 from graph import (
+    ChatMessage,
     GraphError,
     GraphReader,
     LayerError,
@@ -160,7 +161,10 @@ class LayerOps:
         return layer, decision.rendered(), record
 
     def provider_compaction(
-        self, request: RenderRequest, items: list[dict[str, Any]], provider: str = "anthropic"
+        self,
+        request: RenderRequest,
+        items: Sequence[Mapping[str, object]],
+        provider: str = "anthropic",
     ) -> LayerInfo | None:
         """Keep what a provider's own compaction returned (``items``) as a layer over the
         units of the prompt rendered from ``head`` — the prompt it compacted."""
@@ -236,7 +240,7 @@ class LayerOps:
             cause = conflict.__cause__ or conflict
             raise CommitConflict(f"{what} refused: {conflict}") from cause
 
-    def expand(self, layer_or_node: str, *, depth: int = 1) -> list[dict[str, Any]]:
+    def expand(self, layer_or_node: str, *, depth: int = 1) -> list[ChatMessage]:
         """The original messages under a layer, or a finished function's own messages as
         they were shown inside it while it ran (``depth`` > 1 opens nested functions)."""
         node = resolve_ref(self.graph.state, layer_or_node)

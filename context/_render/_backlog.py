@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from graph import HANDLE_KEY, LayerInfo, Node, node_handle, text_of
+from graph import HANDLE_KEY, ChatMessage, LayerInfo, Node, ToolCall, node_handle, text_of
 
 from .._budget._cut import middle_truncate
 from .._summaries._summary import SummaryResult
@@ -59,7 +59,7 @@ def estimate(unit: RawUnit) -> tuple[int, int]:
     return chars // 4 + overhead, clipped // 4 + overhead
 
 
-def _message_chars(message: dict[str, Any]) -> tuple[int, int]:
+def _message_chars(message: ChatMessage) -> tuple[int, int]:
     content = message.get("content")
     length = len(content) if isinstance(content, str) else len(text_of(content)) if content else 0
     limit = _OUTPUT_HEAD + _OUTPUT_TAIL if message.get("role") == "tool" else _TEXT_CHARS
@@ -80,7 +80,7 @@ class Span(NamedTuple):
     digest: list[int]
     round: Callable[[int], RawUnit]
     covers: tuple[str, ...]
-    users: Iterable[tuple[dict[str, Any], Node | None]]
+    users: Iterable[tuple[ChatMessage, Node | None]]
     inspect: list[str]
 
 
@@ -109,7 +109,10 @@ def backlog_layer(ctx: TierContext, span: Span, started: float) -> LayerInfo | N
         offloaded=[],
         inspect=span.inspect,
     )
-    messages = [*_recent_users(span.users, ctx), {"role": "user", "content": text}]
+    messages: list[ChatMessage] = [
+        *_recent_users(span.users, ctx),
+        {"role": "user", "content": text},
+    ]
     tokens = ctx.counter.count_messages(messages)
     if tokens >= estimated * (1 - policy.payoff_share):
         return None
@@ -211,7 +214,10 @@ def _clip(unit: RawUnit) -> RawUnit:
                 else (_TEXT_CHARS * 3 // 4, _TEXT_CHARS // 4)
             )
             if len(content) > head + tail:
-                message = {**message, "content": middle_truncate(content, head, tail, node_id)}
+                message = {
+                    **message,
+                    "content": middle_truncate(content, head, tail, node_id),
+                }
         calls = message.get("tool_calls")
         if calls:
             message = {**message, "tool_calls": [_short_call(c) for c in calls]}
@@ -219,7 +225,7 @@ def _clip(unit: RawUnit) -> RawUnit:
     return msgspec.structs.replace(unit, entries=tuple(entries))
 
 
-def _short_call(call: dict[str, Any]) -> dict[str, Any]:
+def _short_call(call: ToolCall) -> ToolCall:
     arguments = str(call["function"].get("arguments") or "")
     if len(arguments) <= _ARGUMENT_CHARS:
         return call
@@ -249,8 +255,8 @@ def _tool_name(node: Node | None) -> str | None:
 
 
 def _recent_users(
-    users: Iterable[tuple[dict[str, Any], Node | None]], ctx: TierContext
-) -> list[dict[str, Any]]:
+    users: Iterable[tuple[ChatMessage, Node | None]], ctx: TierContext
+) -> list[ChatMessage]:
     """The newest user messages of the span (``users``: its messages, newest first),
     verbatim, within ``compact_user_tokens`` (counted exactly: only these are tokenized)."""
     room = ctx.policy.compact_user_tokens
@@ -263,7 +269,7 @@ def _recent_users(
         likely += _message_chars(message)[0] // 4 + 4
         candidates.append((message, node))
     ctx.cache.prefetch(f"{node.id}:full" for _, node in candidates if node is not None)
-    chosen: list[dict[str, Any]] = []
+    chosen: list[ChatMessage] = []
     for message, node in candidates:
         tokens = ctx.item(message, node.id if node is not None else None, "full").tokens
         if tokens > room:

@@ -19,9 +19,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any
 
-from graph import Dialogue, GraphState, Node, Step, Tool, dialogue_message, text_of, visible
+from graph import (
+    ChatMessage,
+    Dialogue,
+    GraphState,
+    Node,
+    Step,
+    Tool,
+    dialogue_message,
+    text_of,
+    visible,
+)
 
 from .._tiers._tier import TierContext
 from .._view import RawUnit, Unit
@@ -194,7 +203,7 @@ def _round(state: GraphState, chain: list[str], bounds: tuple[int, int]) -> RawU
 
 def _users(
     state: GraphState, chain: list[str], first: int, end: int
-) -> Iterator[tuple[dict[str, Any], Node | None]]:
+) -> Iterator[tuple[ChatMessage, Node | None]]:
     nodes = state.nodes
     for node_id in reversed(chain[first:end]):
         node = nodes[node_id]

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+
+from graph import ChatMessage
 
 from .._budget._policy import Policy
 from .._budget._tokens import TokenCounter
@@ -116,7 +117,7 @@ class Cascade:
 
     def finish(
         self, view: View, ctx: TierContext, render: str = ""
-    ) -> tuple[list[dict[str, Any]], int, list[MessageSource]]:
+    ) -> tuple[list[ChatMessage], int, list[MessageSource]]:
         """The prompt's messages after the integrity repairs, their tokens, and each
         message's source (``render``: the id its sources carry)."""
         messages = view.messages

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-from graph import LayerInfo
+from graph import ChatMessage, LayerInfo
 
 from .._store._source import MessageSource
 from .._tiers._tier import TierContext
@@ -24,7 +23,7 @@ class Decision:
     ctx: TierContext
     view: View
     frame: Frame
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage]
     tokens: int
     layers: tuple[LayerInfo, ...] = ()
     """The layers it made, not stored yet (the commit stores them)."""

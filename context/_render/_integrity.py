@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from graph import text_of
+from graph import ChatMessage, text_of
 
 
 def tool_pair_problems(
@@ -70,7 +70,7 @@ def tool_pair_problems(
     return problems
 
 
-def repair_tool_pairs(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+def repair_tool_pairs(messages: list[ChatMessage]) -> tuple[list[ChatMessage], list[str]]:
     """Drop orphaned results, add a placeholder result for a call without one.
 
     >>> fixed, notes = repair_tool_pairs([
@@ -81,7 +81,7 @@ def repair_tool_pairs(messages: list[dict[str, Any]]) -> tuple[list[dict[str, An
     >>> [m["role"] for m in fixed], len(notes)
     (['assistant', 'tool'], 2)
     """
-    fixed: list[dict[str, Any]] = []
+    fixed: list[ChatMessage] = []
     notes: list[str] = []
     open_calls: list[str] = []
 
@@ -118,19 +118,19 @@ def _join(a: Any, b: Any) -> Any:
     return "\n\n".join(t for t in (text_of(a), text_of(b)) if t)
 
 
-def provider_roles(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+def provider_roles(messages: list[ChatMessage]) -> tuple[list[ChatMessage], list[str]]:
     """Merge same-role neighbours (never across tool calls) and start with a user turn."""
     result, notes, _ = grouped_roles(messages)
     return result, notes
 
 
 def grouped_roles(
-    messages: list[dict[str, Any]],
-) -> tuple[list[dict[str, Any]], list[str], list[list[int]]]:
+    messages: list[ChatMessage],
+) -> tuple[list[ChatMessage], list[str], list[list[int]]]:
     """:func:`provider_roles`, with the indexes of the messages each result was made of
     (empty: the user turn it inserted), so a message's source follows it."""
     notes: list[str] = []
-    result: list[dict[str, Any]] = []
+    result: list[ChatMessage] = []
     groups: list[list[int]] = []
     for index, message in enumerate(messages):
         previous = result[-1] if result else None
@@ -141,7 +141,10 @@ def grouped_roles(
             and previous.get("role") == role
             and not previous.get("tool_calls")
         ):
-            merged = {**previous, "content": _join(previous.get("content"), message.get("content"))}
+            merged: ChatMessage = {
+                **previous,
+                "content": _join(previous.get("content"), message.get("content")),
+            }
             if message.get("tool_calls"):
                 merged["tool_calls"] = message["tool_calls"]
             result[-1] = merged
@@ -158,7 +161,7 @@ def grouped_roles(
     return result, notes, groups
 
 
-def unique_call_ids(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+def unique_call_ids(messages: list[ChatMessage]) -> tuple[list[ChatMessage], list[str]]:
     """Rename a tool-call id used again by a later call (``id~2``, ``id~3``…), with its result.
 
     A graph accepts an id again once its first call is answered; providers want every id in
@@ -176,7 +179,7 @@ def unique_call_ids(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]
     """
     seen: set[str] = set()
     renamed: dict[str, str] = {}
-    fixed: list[dict[str, Any]] = []
+    fixed: list[ChatMessage] = []
     notes: list[str] = []
     for message in messages:
         calls = message.get("tool_calls")

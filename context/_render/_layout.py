@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, cast
+from typing import cast
 
 from graph import (
+    ChatMessage,
     Dialogue,
     GraphState,
     LayerInfo,
@@ -37,7 +38,7 @@ from ._checkpoint import (
     trusted,
 )
 
-Entry = tuple[dict[str, Any], Node | None]
+Entry = tuple[ChatMessage, Node | None]
 
 
 class Grouper:
@@ -54,7 +55,7 @@ class Grouper:
         self._round_start = 0
         self._round_task = task_seen
         self._round_running = False
-        self._assistant: dict[str, Any] = {}
+        self._assistant = cast("ChatMessage", {})
         self._end = 0
 
     def _close_round(self) -> None:

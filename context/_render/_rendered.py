@@ -7,6 +7,8 @@ from typing import Any
 
 import msgspec
 
+from graph import ChatMessage, ToolSchema
+
 from .._store._receipt import RenderReceipt
 from .._store._records import CompactionRecord
 from .._store._source import MessageSource
@@ -16,7 +18,7 @@ from .._store._storage import ContextStorage
 class Rendered(msgspec.Struct, frozen=True):
     """One render: provider-ready messages and what it took to get there."""
 
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage]
     tokens: int
     budget: int
     actions: list[Any]
@@ -71,7 +73,7 @@ class SentPrompt(Rendered, frozen=True):
     """The prompt a receipt says was sent, read back exactly: its messages, its token
     total, its effective budget and its tool schemas (nothing was rendered for it)."""
 
-    tools: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    tools: list[ToolSchema] = msgspec.field(default_factory=list)
     receipt: str = ""
     """The receipt read back (``id`` is the render it was written for)."""
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from graph import GraphReader, Node
+from graph import ChatMessage, GraphReader, Node
 
 from .._budget._policy import Policy
 from .._budget._tokens import TokenCache, TokenCounter
@@ -245,7 +245,7 @@ class Renderer:
         ids = tuple(dict.fromkeys(node.id for _, node in unit.entries if node is not None))
         return Unit(items, unit.kind, position, unit.pinned, unit.running, ids)
 
-    def _item(self, message: dict[str, Any], node: Node | None, ctx: TierContext) -> Item:
+    def _item(self, message: ChatMessage, node: Node | None, ctx: TierContext) -> Item:
         if node is None:
             return ctx.item(message, None, "full")
         tool_name = node.payload.name if node.kind == "tool" else None
@@ -287,7 +287,7 @@ class Renderer:
         cache.loader = None  # every stored count is known now
 
 
-def variant_of(message: dict[str, Any], node: Node) -> Variant:
+def variant_of(message: ChatMessage, node: Node) -> Variant:
     """How a walked node is shown before any tier acts (part of its token-count key)."""
     if node.kind == "tool":
         return "full" if node.result is not None else "pending"

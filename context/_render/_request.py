@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+
+from graph import ToolSchema
 
 from .._budget._anchor import UsageAnchor
 
@@ -24,7 +25,7 @@ class RenderRequest:
     """How the provider's counts map onto ours (read only here: its ``inverse``)."""
     squeeze: float = 1.0
     """Share of ``budget`` a render may use (``recover`` lowers it after an overflow)."""
-    tools: tuple[dict[str, Any], ...] = ()
+    tools: tuple[ToolSchema, ...] = ()
     tool_tokens: int = 0
     preview: bool = False
     """Decide without committing (previews decide on copies of the sticky state)."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import Any
+
+from graph import ToolSchema
 
 from .._budget._tokens import TokenCounter
 from .._errors import BudgetFloorWarning
@@ -15,7 +16,7 @@ from ._rendered import Rendered
 class PromptTools:
     """The schemas and their token count, which every render adds to its prompt's."""
 
-    def __init__(self, counter: TokenCounter, tools: Sequence[dict[str, Any]]) -> None:
+    def __init__(self, counter: TokenCounter, tools: Sequence[ToolSchema]) -> None:
         self.counter = counter
         self.schemas = list(tools)
         self.tokens = counter.count_tools(self.schemas)
@@ -23,7 +24,7 @@ class PromptTools:
         """Whether a render found the floor (tool schemas and system prompt) over the
         budget already: ``BudgetFloorWarning`` is given once per engine."""
 
-    def set(self, tools: Sequence[dict[str, Any]]) -> None:
+    def set(self, tools: Sequence[ToolSchema]) -> None:
         """Other schemas from now on (counted again only when they differ)."""
         if list(tools) != self.schemas:
             self.schemas = list(tools)

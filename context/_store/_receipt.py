@@ -13,9 +13,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from typing import Any
 
 import msgspec
+
+from graph import ChatMessage, ToolSchema
 
 from ._source import MessageSource
 
@@ -88,7 +89,7 @@ _canonical = json.JSONEncoder(
 """One encoder for every message (``json.dumps`` with options builds one per call)."""
 
 
-def canonical_message(message: dict[str, Any]) -> str:
+def canonical_message(message: ChatMessage) -> str:
     """A sent message as canonical JSON (sorted keys): the form it is stored and digested in."""
     return _canonical.encode(message)
 
@@ -98,7 +99,7 @@ def message_digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def tools_digest(tools: Sequence[dict[str, Any]]) -> str:
+def tools_digest(tools: Sequence[ToolSchema]) -> str:
     """A short, stable digest of tool schemas (key order does not matter)."""
     text = json.dumps(list(tools), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:20]

@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from graph import GraphError, SideData, SideImport, SideMigration
+from graph import GraphError, SideData, SideImport, SideMigration, ToolSchema
 
 from .._errors import ContextError, PartialAppend, RecordError
 from ._folder import StateFolder, state_folder
@@ -162,7 +162,7 @@ class ContextStorage:
     def save_receipt(
         self,
         receipt: RenderReceipt,
-        tools: Sequence[dict[str, Any]],
+        tools: Sequence[ToolSchema],
         messages: Mapping[str, str] | None = None,
     ) -> None:
         """Keep what one LLM call was sent: the receipt (logged, and as the last one of its
@@ -232,12 +232,12 @@ class ContextStorage:
             for r in receipts
         ]
 
-    def last_tools(self) -> list[dict[str, Any]]:
+    def last_tools(self) -> list[ToolSchema]:
         """The tool schemas of the last prompt sent (none: no receipt yet)."""
         receipt = self.last_receipt()
         return (self.tools(receipt.tools_digest) or []) if receipt is not None else []
 
-    def tools(self, digest: str) -> list[dict[str, Any]] | None:
+    def tools(self, digest: str) -> list[ToolSchema] | None:
         """The tool schemas a receipt names (None: not stored)."""
         found = self.store.get_values(self.session, TOOLS, [digest]).get(digest)
         if found is None:

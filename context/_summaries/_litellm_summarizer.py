@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from graph import ChatMessage
+
 from .._budget._models import import_litellm, model_info
 from .._budget._tokens import TokenCounter
 from .._errors import SummaryError, UnknownModel
@@ -103,7 +105,7 @@ class LiteLLMSummarizer:
         margin = max(64, window // 10)
         return window - output - margin, output
 
-    def messages(self, request: SummaryRequest) -> tuple[list[dict[str, Any]], list[Any]]:
+    def messages(self, request: SummaryRequest) -> tuple[list[ChatMessage], list[Any]]:
         """The messages and tools to send, the conversation cut so both fit the window."""
         limit, _ = self.limits(request)
         counter = self.counter
@@ -142,9 +144,7 @@ class LiteLLMSummarizer:
             return bool(self.share_prefix)
         return request.model is not None and same_model(request.model, self.model)
 
-    def _build(
-        self, request: SummaryRequest, shared: bool, conversation: str
-    ) -> list[dict[str, Any]]:
+    def _build(self, request: SummaryRequest, shared: bool, conversation: str) -> list[ChatMessage]:
         system = request.system if shared else SYSTEM
         return [
             {"role": "system", "content": system},

@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
-from graph import Node
+from graph import ChatMessage, Node, ToolSchema
 
 from .._budget._tokens import TokenCounter
 from .._errors import SummaryError
@@ -143,7 +143,7 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     conclusion_tokens: int = 120
     """Cap of the "what the agent concluded" section (tokens); 0 turns it off."""
     system: str | None = None
-    tools: tuple[dict[str, Any], ...] = ()
+    tools: tuple[ToolSchema, ...] = ()
     counter: TokenCounter | None = None
     model: str | None = None
     """The agent's model (``Policy.model``): a summarizer on the same model can share the
@@ -168,7 +168,7 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
         return len(self.sources) - len(self.units) if self.sources else 0
 
     @property
-    def messages(self) -> list[dict[str, Any]]:
+    def messages(self) -> list[ChatMessage]:
         """The covered messages identifiers are ranked from (``sources`` when given)."""
         return [item.message for unit in self.covered for item in unit.items]
 

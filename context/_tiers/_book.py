@@ -10,6 +10,7 @@ import msgspec
 
 from graph import (
     LAYER_HANDLE,
+    ChatMessage,
     GraphReader,
     Layer,
     LayerInfo,
@@ -132,7 +133,7 @@ class LayerBook:
         self,
         kind: LayerKind,
         covers: list[str],
-        replacement: list[dict[str, Any]],
+        replacement: list[ChatMessage],
         meta: dict[str, Any],
         *,
         layer_id: str | None = None,

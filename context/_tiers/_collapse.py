@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import msgspec
 
-from graph import HANDLE_KEY
+from graph import HANDLE_KEY, ChatMessage
 
 from .._budget._names import as_layer_kind, as_tier
 from .._summaries._summary import SummaryResult
@@ -166,7 +166,7 @@ def collapse_segment(
     functions = inspectable(covered, ctx)
     if functions:
         text += "\n## Nodes to inspect\n" + "\n".join(functions)
-    message = {"role": "user", "content": text}
+    message: ChatMessage = {"role": "user", "content": text}
     before = sum(u.tokens for u in covered)
     if not force and not pays(ctx, before, ctx.counter.count_message(message)):
         state = ctx.state(CollapseState)

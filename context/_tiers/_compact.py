@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Any
 
 import msgspec
 
-from graph import HANDLE_KEY, LayerInfo, text_of
+from graph import HANDLE_KEY, ChatMessage, LayerInfo, text_of
 
 from .._budget._names import as_layer_kind
 from .._budget._policy import Policy
@@ -157,10 +156,10 @@ def _offloaded(covered: list[Unit], ctx: TierContext) -> list[str]:
     return lines[:_INSPECT]
 
 
-def _recent_users(covered: list[Unit], ctx: TierContext) -> list[dict[str, Any]]:
+def _recent_users(covered: list[Unit], ctx: TierContext) -> list[ChatMessage]:
     """The newest user messages of the covered part, verbatim, within the policy's share."""
     room = ctx.policy.compact_user_tokens
-    chosen: list[dict[str, Any]] = []
+    chosen: list[ChatMessage] = []
     for unit in reversed(covered):
         if unit.kind != "round":
             continue
@@ -276,7 +275,7 @@ def compact_span(
         offloaded=_offloaded(covered, ctx),
         inspect=inspectable(covered, ctx),
     )
-    messages = [*_recent_users(fresh, ctx), {"role": "user", "content": text}]
+    messages: list[ChatMessage] = [*_recent_users(fresh, ctx), {"role": "user", "content": text}]
     tokens = ctx.counter.count_messages(messages)
     declined = _declined(ctx, covered, fresh, tokens) if reason == "budget" else None
     if declined is not None:

@@ -69,7 +69,7 @@ def _cut(item: Item, keeps: dict[int, int], ctx: TierContext) -> Item:
     node = (
         ctx.handle(item.node_id) if item.node_id is not None and item.node_id in ctx.graph else None
     )
-    message = dict(item.message)
+    message = item.message.copy()
     if -1 in keeps:
         keep = keeps[-1]
         head = keep * 3 // 5

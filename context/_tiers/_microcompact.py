@@ -20,6 +20,8 @@ from typing import Any
 
 import msgspec
 
+from graph import ChatMessage
+
 from .._view import Item, Variant, View, map_items, unit_tools
 from ._mentions import mentioned, original_output
 from ._tier import Tier, TierContext, TierState, restored_since
@@ -100,7 +102,7 @@ def apply_cleared(
         if new is None:
             mentions = mentioned(original_output(item, ctx), ctx)
             text = cleared_text(ctx.handle(item.node_id), item.tool_name, mentions)
-            message = {**item.message, "content": text}
+            message: ChatMessage = {**item.message, "content": text}
             new = ctx.item(message, item.node_id, "cleared", item.tool_name)
         if new.tokens >= item.tokens:
             return item  # a placeholder no shorter than the output would only add tokens

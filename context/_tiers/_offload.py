@@ -20,11 +20,10 @@ import stat
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
-from graph import is_safe_id, text_of
+from graph import ChatMessage, is_safe_id, text_of
 
 from .._budget._cut import elided_part, middle_truncate
 from .._budget._readback import is_history_tool, read_from
@@ -153,7 +152,7 @@ def _offload(
     asked: dict[str, str] | None = None
 
     def preview(
-        text: str, message: dict[str, Any], size: tuple[int, int]
+        text: str, message: ChatMessage, size: tuple[int, int]
     ) -> tuple[int, int, str, list[str]]:
         """Head, tail, the lines picked by what the call asked for (they take
         ``offload_asked_share`` of the preview's room when there are any) and the

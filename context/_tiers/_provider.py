@@ -13,9 +13,10 @@ carry it, so it is not offered.)
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from graph import LayerInfo, new_id
+from graph import ChatMessage, LayerInfo, new_id
 
 from .._budget._names import LayerKind
 from .._view import Unit, View
@@ -36,7 +37,7 @@ def request_options(policy: Any, budget: int, edits: dict[str, Any] | None) -> d
     return {"context_management": {"edits": [*kept, compact]}}
 
 
-def readable(items: list[dict[str, Any]]) -> str:
+def readable(items: Sequence[Mapping[str, object]]) -> str:
     """What a person sees of the items: the summary text (an opaque item says only that it
     is there)."""
     texts = [str(i.get("content") or "") for i in items if isinstance(i.get("content"), str)]
@@ -63,7 +64,7 @@ def covered_run(view: View) -> list[Unit]:
 
 
 def provider_layer(
-    ctx: TierContext, view: View, items: list[dict[str, Any]], provider: str
+    ctx: TierContext, view: View, items: Sequence[Mapping[str, object]], provider: str
 ) -> tuple[View, LayerInfo | None]:
     """Store the provider's compaction as a layer over what it replaced (and record it)."""
     started = time.perf_counter()
@@ -71,7 +72,7 @@ def provider_layer(
     if not covered or ctx.layers is None:
         return view, None
     text = readable(items)
-    message = {
+    message: ChatMessage = {
         "role": "assistant",
         # Anthropic's block is the summary; sending its text again would pay for it twice
         "content": None if provider == "anthropic" else text,

@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from graph import text_of
+from graph import ChatMessage, text_of
 
 from .._budget._cut import elided_part, middle_truncate
 from .._budget._readback import is_history_tool
@@ -74,7 +74,7 @@ def reduce_item(item: Item, ctx: TierContext) -> Item:
     mentions = mentioned(elided_part(text, head, tail), ctx)
     ref = None if item.node_id is None else ctx.handle(item.node_id)
     reduced = middle_truncate(text, head, tail, ref, mentions)
-    message = {**item.message, "content": reduced}
+    message: ChatMessage = {**item.message, "content": reduced}
     return ctx.item(message, item.node_id, "reduced", item.tool_name)
 
 

@@ -26,6 +26,8 @@ from typing import Any
 
 import msgspec
 
+from graph import ChatMessage
+
 from .._view import Item, View, map_items
 from ._tier import Tier, TierContext, TierState
 
@@ -234,7 +236,7 @@ def _apply(view: View, ctx: TierContext, targets: Mapping[str, ReadTarget]) -> V
         if target is None or item.message.get("role") != "tool" or item.variant == "superseded":
             return item
         assert item.node_id is not None
-        message = {**item.message, "content": note(ctx.handle(item.node_id), target)}
+        message: ChatMessage = {**item.message, "content": note(ctx.handle(item.node_id), target)}
         new = ctx.item(message, item.node_id, "superseded", item.tool_name)
         return new if new.tokens < item.tokens else item
 

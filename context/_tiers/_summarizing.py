@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from graph import LayerInfo, Redactor, text_of
+from graph import ChatMessage, LayerInfo, Redactor, text_of
 
 from .._budget._cut import middle_truncate
 from .._budget._names import LayerKind
@@ -344,7 +344,7 @@ def make_layer(
     ctx: TierContext,
     kind: LayerKind,
     covered: list[Unit],
-    messages: list[dict[str, Any]],
+    messages: list[ChatMessage],
     result: SummaryResult | None,
     meta: dict[str, Any],
     layer_id: str,

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 
-from graph import GraphReader, new_id
+from graph import ChatMessage, GraphReader, new_id
 
 from .._budget._policy import Policy
 from .._budget._readback import node_ref
@@ -300,7 +300,7 @@ class TierContext:
 
     def item(
         self,
-        message: dict[str, Any],
+        message: ChatMessage,
         node_id: str | None,
         variant: Variant,
         tool_name: str | None = None,

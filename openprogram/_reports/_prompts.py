@@ -12,6 +12,7 @@ through :func:`context_report`, so they agree on which is which.
 from __future__ import annotations
 
 import collections
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,7 +89,7 @@ PARTS = (
 (in the viewer chart's order, bottom first)."""
 
 
-def part_of(message: dict[str, Any], source: MessageSource | None = None) -> str:
+def part_of(message: Mapping[str, object], source: MessageSource | None = None) -> str:
     """Which of :data:`PARTS` a message is, from the source its render gave it (a layer's
     message is a summary; a node shown cut down, cleared or moved out, or a note for
     dropped rounds, is a placeholder), else by its role (a receipt written before sources

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from context import HISTORY_TOOLS, output_redactor
 from graph import (
+    ChatMessage,
     Dialogue,
     Function,
     Node,
@@ -39,7 +40,7 @@ READ_LIMIT = 8_000
 asked for is what it sees); the answer says where the next read starts."""
 
 
-def messages_text(messages: list[dict[str, Any]]) -> str:
+def messages_text(messages: list[ChatMessage]) -> str:
     """Messages as plain text a model reads (role, calls, results)."""
     lines = []
     for message in messages:

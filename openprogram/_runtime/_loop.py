@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import TypeAdapter, ValidationError
 
 from context import ProviderUsage, Rendered, is_context_overflow, provider_request_options
-from graph import Frame, Node
+from graph import ChatMessage, Frame, Node
 from openprogram._errors import ModelError, OutputValidationError, StepLimitExceeded
 from openprogram._runtime._current import FRAME, MODEL, SESSION, TOOL_NODE
 from openprogram._runtime._models import Model, ModelResponse
@@ -52,7 +52,7 @@ _REPAIR = (
 class _Complete:
     """The loop needs the model's answer to these messages."""
 
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage]
     options: dict[str, Any]
 
 
@@ -239,12 +239,12 @@ class Call:
 
     def _answer(self, tool: Node, text: str, error: bool) -> None:
         call_id = tool.payload.call_id  # type: ignore[union-attr]
-        message: dict[str, Any] = {"role": "tool", "tool_call_id": call_id, "content": text}
+        message: ChatMessage = {"role": "tool", "tool_call_id": call_id, "content": text}
         if error:
             message["is_error"] = True
         self.session.graph.append(message, frame=self.frame)
 
-    def _final(self, message: dict[str, Any]) -> tuple[bool, Any]:
+    def _final(self, message: ChatMessage) -> tuple[bool, Any]:
         """(done, value): the answer, or not done when a repair turn was asked for."""
         text = message.get("content") or ""
         if not isinstance(text, str):

@@ -7,12 +7,13 @@ first call, never at import time); ``openprogram.testing`` has fakes with the sa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
 from context import import_litellm
+from graph import ChatMessage, ToolSchema
 
 
 class Usage(msgspec.Struct, frozen=True):
@@ -34,10 +35,10 @@ class Usage(msgspec.Struct, frozen=True):
 class ModelResponse(msgspec.Struct, frozen=True):
     """One assistant message (OpenAI format, tool calls included) and its usage."""
 
-    message: dict[str, Any]
+    message: ChatMessage
     usage: Usage = Usage()
     model: str = ""
-    provider_items: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    provider_items: list[Mapping[str, object]] = msgspec.field(default_factory=list)
     """Provider-side compaction blocks or items returned with the message, if any."""
     id: str = ""
     """The provider's id of the response, when it gave one."""
@@ -54,15 +55,15 @@ class Model(Protocol):
 
     def complete(
         self,
-        messages: Sequence[dict[str, Any]],
-        tools: Sequence[dict[str, Any]] = (),
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSchema] = (),
         **options: Any,
     ) -> ModelResponse: ...
 
     async def acomplete(
         self,
-        messages: Sequence[dict[str, Any]],
-        tools: Sequence[dict[str, Any]] = (),
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSchema] = (),
         **options: Any,
     ) -> ModelResponse: ...
 
@@ -86,7 +87,7 @@ class LiteLLMModel:
         self.kwargs = kwargs
 
     def _arguments(
-        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], options: Any
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSchema], options: Any
     ) -> dict[str, Any]:
         arguments: dict[str, Any] = {"model": self.name, "messages": list(messages)}
         if tools:
@@ -97,8 +98,8 @@ class LiteLLMModel:
 
     def complete(
         self,
-        messages: Sequence[dict[str, Any]],
-        tools: Sequence[dict[str, Any]] = (),
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSchema] = (),
         **options: Any,
     ) -> ModelResponse:
         litellm = _litellm()
@@ -107,8 +108,8 @@ class LiteLLMModel:
 
     async def acomplete(
         self,
-        messages: Sequence[dict[str, Any]],
-        tools: Sequence[dict[str, Any]] = (),
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSchema] = (),
         **options: Any,
     ) -> ModelResponse:
         litellm = _litellm()
@@ -120,7 +121,7 @@ def from_litellm(response: Any, name: str) -> ModelResponse:
     """A litellm ``ModelResponse`` as ours: the message, usage, cost and provider items."""
     choice = response.choices[0]
     raw = choice.message
-    message: dict[str, Any] = {"role": "assistant", "content": raw.content}
+    message: ChatMessage = {"role": "assistant", "content": raw.content}
     calls = getattr(raw, "tool_calls", None) or []
     if calls:
         message["tool_calls"] = [
@@ -148,7 +149,7 @@ def from_litellm(response: Any, name: str) -> ModelResponse:
         cost = float(_litellm().completion_cost(completion_response=response))
     except Exception:  # unknown model or price: cost stays unknown
         cost = None
-    provider: list[dict[str, Any]] = []
+    provider: list[Mapping[str, object]] = []
     fields = getattr(raw, "provider_specific_fields", None) or {}
     if isinstance(fields, dict):
         for key in ("compaction", "compaction_blocks"):

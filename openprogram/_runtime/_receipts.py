@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 import msgspec
 
@@ -25,7 +24,7 @@ from context import (
     sent_prompt,
     tools_digest,
 )
-from graph import new_id
+from graph import ChatMessage, new_id
 
 
 class Receipts:
@@ -36,7 +35,7 @@ class Receipts:
         self._storage = storage
         self._session = session
         self._seq = seq
-        self._sent: dict[int, tuple[dict[str, Any], str, str]] = {}
+        self._sent: dict[int, tuple[ChatMessage, str, str]] = {}
         """The last receipt's messages, by identity, with their canonical JSON and digest:
         a render hands back the very message objects of the last one for what did not
         change (the engine never changes a message it rendered), so a receipt encodes only
@@ -74,12 +73,12 @@ class Receipts:
         tools = list(request.tools)
         engine.storage.save_receipt(receipt, tools, dict(zip(digests, sent, strict=True)))
 
-    def warm(self, messages: Sequence[dict[str, Any]]) -> None:
+    def warm(self, messages: Sequence[ChatMessage]) -> None:
         """Encode ``messages`` (a preview's, the very objects the next render hands back)
         and note which are stored, ahead of the receipt that will name them."""
         self._storage.recall_messages(self._encoded(messages)[1])
 
-    def _encoded(self, messages: Sequence[dict[str, Any]]) -> tuple[list[str], tuple[str, ...]]:
+    def _encoded(self, messages: Sequence[ChatMessage]) -> tuple[list[str], tuple[str, ...]]:
         """Each message's canonical JSON and digest (kept for the next receipt)."""
         known, kept = self._sent, {}
         for message in messages:

@@ -45,6 +45,7 @@ from graph import (
     ScrubReport,
     SessionInfo,
     Store,
+    ToolSchema,
     is_safe_id,
     new_id,
     open_store,
@@ -174,7 +175,7 @@ class Session:
             self.graph.append({"role": "system", "content": system}, frame=TOP)
 
     def _engine(
-        self, tools: Sequence[dict[str, Any]] | None = None, summarizer: Summarizer | None = None
+        self, tools: Sequence[ToolSchema] | None = None, summarizer: Summarizer | None = None
     ) -> ContextEngine:
         """An engine as configured; ``summarizer``: the one the engine it replaces ran with,
         kept unless the session names its own (one set on ``session.engine`` survives a

@@ -17,6 +17,7 @@ from typing import Any, get_type_hints
 import msgspec
 from pydantic import BaseModel, ValidationError, create_model
 
+from graph import ToolSchema
 from openprogram._errors import ToolDefinitionError
 
 _ARGS = re.compile(r"^\s*(?:Args|Arguments|Parameters):\s*$", re.MULTILINE)
@@ -38,7 +39,7 @@ class ToolSpec:
         self.description, notes = _docstring(fn)
         self.arguments = _arguments_model(fn, self.name, notes)
 
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> ToolSchema:
         """The OpenAI ``tools`` entry for this tool."""
         parameters = self.arguments.model_json_schema()
         parameters.pop("title", None)

@@ -32,6 +32,7 @@ from context import (
 )
 from graph import (
     AUDIT,
+    ChatMessage,
     ConversationGraph,
     LayerInfo,
     Node,
@@ -275,7 +276,7 @@ class Viewer:
                 receipt, rows, by_kind, rendered.tokens, rendered.budget, tiers, exact is not None
             )
 
-    def count_message(self, message: dict[str, Any], counter: TokenCounter) -> int:
+    def count_message(self, message: ChatMessage, counter: TokenCounter) -> int:
         """``counter.count_message``, each message counted once: a session's prompts
         share most of their messages (the history they all start with)."""
         key = msgspec.json.encode(message)
@@ -444,7 +445,7 @@ class Viewer:
             found.append((depth, node, dict(fired.get(node.id, {}))))
         return found
 
-    def expand(self, session: str, node_id: str) -> list[dict[str, Any]]:
+    def expand(self, session: str, node_id: str) -> list[ChatMessage]:
         with self.lock:
             _, engine = self.loaded(session)
             return engine.expand(node_id, depth=1)

@@ -14,10 +14,9 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from context import LAYER_TOTALS, TokenCounter
-from graph import GraphReader, LayerInfo, Step, steps_to_messages
+from graph import ChatMessage, GraphReader, LayerInfo, Step, steps_to_messages
 
 CHUNK = 200
 """Entries counted at a time in the background (a few milliseconds of work)."""
@@ -57,7 +56,7 @@ class Originals:
             if node_id in graph and graph.get(node_id).kind in ("dialogue", "function")
         ]
 
-    def messages(self, first: int, size: int) -> list[dict[str, Any]]:
+    def messages(self, first: int, size: int) -> list[ChatMessage]:
         """The messages of entries ``first`` to ``first + size``."""
         steps: list[Step] = []
         for node_id in self.starts[first : first + size]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from graph import LayerInfo
+from graph import ChatMessage, LayerInfo
 from openprogram._reports._views import SAVED
 from openprogram._view._pages import Links, e, tabs
 from openprogram._view._provenance import message_text
@@ -30,7 +30,7 @@ def layers_page(session: str, layers: Sequence[LayerInfo], links: Links) -> str:
     )
 
 
-def _messages(items: Sequence[tuple[dict[str, Any], int]]) -> str:
+def _messages(items: Sequence[tuple[ChatMessage, int]]) -> str:
     rows = "".join(
         f"<tr><td>{e(m.get('role'))}</td><td class='n'>{figure(t)}</td>"
         f"<td><pre>{e(message_text(m))}</pre></td></tr>"

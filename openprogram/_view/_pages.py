@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from context import CompactionRecord, ProviderUsage, as_record_tier, offload_path
-from graph import LayerInfo, Node, text_of
+from graph import ChatMessage, LayerInfo, Node, text_of
 from openprogram._view._facts import FREED, KINDS, Call, Prompt, SessionRow, node_text
 from openprogram._view._provenance import message_text
 from openprogram._view._svg import COLORS, figure, kind_bar, legend, over_mark, timeline_svg
@@ -301,7 +301,7 @@ def _short(value: Any, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def function_page(session: str, node: Node, steps: list[dict[str, Any]], links: Links) -> str:
+def function_page(session: str, node: Node, steps: list[ChatMessage], links: Links) -> str:
     payload: Any = node.payload
     rows = "".join(
         f"<tr><td>{e(m.get('role'))}</td><td><pre>{e(message_text(m))}</pre></td></tr>"

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from context import ContextEngine, MessageSource, Rendered, TokenCounter
-from graph import ConversationGraph, LayerInfo, text_of
+from graph import ChatMessage, ConversationGraph, LayerInfo, text_of
 from openprogram._reports._prompts import part_of, sources_of
 
 
@@ -29,7 +28,7 @@ class PromptRow:
     """How the node is shown (``offloaded``: its output is in a file), from the source."""
 
 
-def message_text(message: dict[str, Any]) -> str:
+def message_text(message: ChatMessage) -> str:
     """A message's text, its tool calls written out after it (as a reader sees them)."""
     text = text_of(message.get("content"))
     for call in message.get("tool_calls") or []:
@@ -43,7 +42,7 @@ def provenance(
     rendered: Rendered,
     engine: ContextEngine,
     *,
-    count: Callable[[dict[str, Any], TokenCounter], int] | None = None,
+    count: Callable[[ChatMessage, TokenCounter], int] | None = None,
 ) -> Iterator[PromptRow]:
     """Each message with where its render said it came from: a node (whole, or a
     placeholder for it), a layer, or a note the cascade wrote; a receipt written before

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from openprogram._errors import BaselineUnavailable, BenchError
 from openprogram.bench._metrics import CountMessage, Message, content_text
@@ -164,7 +164,7 @@ def from_langchain(message: Any) -> Message:
     if role == "tool":
         out["tool_call_id"] = message.tool_call_id
     out.update(extra)
-    return out
+    return cast("Message", out)
 
 
 def trim_baseline(

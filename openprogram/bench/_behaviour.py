@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from graph import ChatMessage
 from openprogram._runtime._history import messages_text
 from openprogram._runtime._models import Model
 from openprogram.bench._metrics import Turn
@@ -75,7 +76,7 @@ def _target(arguments: Any) -> str:
     return ""
 
 
-def action_of(message: dict[str, Any]) -> Action:
+def action_of(message: ChatMessage) -> Action:
     """The action an assistant message took: its first tool call, else an answer."""
     for call in message.get("tool_calls") or ():
         function = call.get("function") or {}
@@ -107,14 +108,14 @@ def agree(one: Action, other: Action) -> bool:
     return not (one.target and other.target) or one.target == other.target
 
 
-def as_question(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def as_question(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
     """A prompt as the model is asked it: system messages, then one transcript and the ask."""
     systems = [m for m in messages if m.get("role") == "system"]
     rest = [m for m in messages if m.get("role") != "system"]
     return [*systems, {"role": "user", "content": f"{messages_text(rest)}\n\n{ASK}"}]
 
 
-def ask_next_action(model: Model, messages: Sequence[dict[str, Any]]) -> tuple[Action, int, int]:
+def ask_next_action(model: Model, messages: Sequence[ChatMessage]) -> tuple[Action, int, int]:
     """The model's next action for ``messages``, with the input and output tokens it used."""
     response = model.complete(as_question(messages), [])
     content = response.message.get("content")

@@ -16,9 +16,10 @@ from typing import Any
 import msgspec
 
 from context import MessageSource, UsageAnchor, tool_pair_problems
+from graph import ChatMessage
 from openprogram._errors import BenchError
 
-Message = dict[str, Any]
+Message = ChatMessage
 CountMessage = Callable[[Message], int]
 
 #: How many characters of the first user message must survive for the task to count as kept

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import cast
 
 import msgspec
 
 from context import Policy
+from graph import ChatMessage
 from openprogram.bench._metrics import TraceMetrics, Turn, compute_metrics, content_text
 from openprogram.bench._programs import Recorder, Sent, generate_program, run_program
 from openprogram.bench._replay import MessageCounter
@@ -27,7 +29,7 @@ HEAD_CHARS, TAIL_CHARS = 200, 100
 engine keeps a quarter of the budget, 1,200 and 800 characters from 8,000 tokens up)."""
 
 
-def request_shown(messages: Sequence[dict[str, object]], request: str) -> bool:
+def request_shown(messages: Sequence[Mapping[str, object]], request: str) -> bool:
     """Whether a prompt holds ``request`` verbatim: whole in a user message, or (a request
     the engine cut) its head and tail around a marker that says where to read the rest."""
     if not request:
@@ -58,7 +60,7 @@ def rows_of(
             one.messages,
             one.tokens,
             budget + 1,  # every request counts, pressured or not
-            {},
+            cast("ChatMessage", {}),  # a program's turn has no assistant message to compare
             [{"role": "user", "content": one.first}, {"role": "user", "content": one.request}],
             one.ms,
         )

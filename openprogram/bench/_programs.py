@@ -23,7 +23,7 @@ from typing import Any
 
 import openprogram
 from context import Policy
-from graph import TOP, Dialogue, text_of
+from graph import TOP, ChatMessage, Dialogue, ToolSchema, text_of
 from openprogram._runtime._current import current_frame, current_session
 from openprogram._runtime._models import ModelResponse
 from openprogram._runtime._session import Session
@@ -247,7 +247,7 @@ def _reply(turns: dict[str, int], request: ModelRequest) -> Any:
     return {"content": f"Round {turn} of step {loop.key}.", "tool_calls": calls}
 
 
-def _texts(messages: Sequence[dict[str, Any]]) -> list[str]:
+def _texts(messages: Sequence[ChatMessage]) -> list[str]:
     return [text_of(m.get("content")) for m in messages]
 
 
@@ -266,7 +266,7 @@ class Sent:
     the floor, the budget, the render's time, and the user's latest request then."""
 
     frame: str | None
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage]
     tokens: int
     floor: int
     budget: int
@@ -285,7 +285,7 @@ class Recorder:
         self.provider: str = str(getattr(inner, "provider", "openprogram.bench"))
         self.sent: list[Sent] = []
 
-    def _note(self, messages: Sequence[dict[str, Any]]) -> None:
+    def _note(self, messages: Sequence[ChatMessage]) -> None:
         session = current_session()
         engine = session.engine
         last = engine.last
@@ -295,7 +295,7 @@ class Recorder:
         self.sent.append(
             Sent(
                 current_frame().function,
-                [dict(m) for m in messages],
+                [m.copy() for m in messages],
                 last.tokens,
                 last.floor,
                 last.budget,
@@ -306,14 +306,14 @@ class Recorder:
         )
 
     def complete(
-        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] = (), **kw: Any
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSchema] = (), **kw: Any
     ) -> ModelResponse:
         self._note(messages)
         response: ModelResponse = self.inner.complete(messages, tools, **kw)
         return response
 
     async def acomplete(
-        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] = (), **kw: Any
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSchema] = (), **kw: Any
     ) -> ModelResponse:
         self._note(messages)
         response: ModelResponse = await self.inner.acomplete(messages, tools, **kw)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from openprogram._errors import BaselineUnavailable
 from openprogram.bench._metrics import Message, content_text
@@ -132,7 +132,7 @@ def _content_back(text: str, meta: Mapping[str, Any]) -> Any:
 def _ordered(values: dict[str, Any], keys: Sequence[str]) -> Message:
     out = {k: values[k] for k in keys if k in values}
     out.update((k, v) for k, v in values.items() if k not in out)
-    return out
+    return cast("Message", out)
 
 
 def _calls_back(calls: list[Any], raw_calls: list[dict[str, Any]] | None) -> list[dict[str, Any]]:

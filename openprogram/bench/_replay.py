@@ -26,7 +26,7 @@ from context import (
     Summarizer,
     TokenCounter,
 )
-from graph import ConversationGraph, Node, Step, seeded_ids, steps_to_messages
+from graph import ChatMessage, ConversationGraph, Node, Step, seeded_ids, steps_to_messages
 from openprogram.bench._baselines import observation_masking, trim_baseline
 from openprogram.bench._charge import Charged
 from openprogram.bench._metrics import TraceMetrics, Turn, compute_metrics, reported_input
@@ -64,10 +64,10 @@ class MessageCounter:
 
     def __init__(self, encoding: str = "cl100k_base") -> None:
         self.counter = TokenCounter(encoding=encoding)
-        self._by_object: dict[int, tuple[dict[str, Any], int]] = {}
+        self._by_object: dict[int, tuple[ChatMessage, int]] = {}
         self._by_bytes: dict[bytes, int] = {}
 
-    def __call__(self, message: dict[str, Any]) -> int:
+    def __call__(self, message: ChatMessage) -> int:
         hit = self._by_object.get(id(message))
         if hit is not None and hit[0] is message:
             return hit[1]
@@ -86,9 +86,9 @@ class Trace:
 
     path: Path
     graph: ConversationGraph
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage]
     turns: list[tuple[int, Node]]
-    native: list[dict[str, Any]] = field(default_factory=list)
+    native: list[ChatMessage] = field(default_factory=list)
     native_index: dict[str, int] = field(default_factory=dict)
     summaries: list[int] = field(default_factory=list)
     label: str | None = None
@@ -111,7 +111,7 @@ class Trace:
         return bool(self.summaries)
 
 
-def _index(steps: Sequence[Step]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+def _index(steps: Sequence[Step]) -> tuple[list[ChatMessage], dict[str, int]]:
     """Messages of a walk and, per dialogue node, the index of its message."""
     index: dict[str, int] = {}
     position = 0
@@ -170,7 +170,7 @@ def _root_tip(graph: ConversationGraph) -> str | None:
     return None
 
 
-def native_prompt(trace: Trace, node: Node) -> list[dict[str, Any]]:
+def native_prompt(trace: Trace, node: Node) -> list[ChatMessage]:
     """What the agent itself sent: everything since its last own compaction summary."""
     end = trace.native_index[node.id]
     start = max((i for i in trace.summaries if i < end), default=None)
@@ -320,7 +320,7 @@ def run_policy(
         )
 
 
-def _really_sent(trace: Trace, node: Node, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _really_sent(trace: Trace, node: Node, history: list[ChatMessage]) -> list[ChatMessage]:
     """What the agent sent for this turn: since its own last compaction, else all history."""
     return native_prompt(trace, node) if trace.has_native else history
 

@@ -13,11 +13,12 @@ the bench anchors its token estimates on it, and a response split in two must no
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from graph import ChatMessage, FunctionCall, ToolCall
 from openprogram.importers._model import Imported
 from openprogram.importers._reading import (
     Bad,
@@ -49,7 +50,7 @@ def read_claude_code(path: Path, *, skip_bad: bool = False) -> Reading:
 class _Response:
     """One assistant API response, collected over its consecutive records."""
 
-    def __init__(self, record: dict[str, Any], reading: Reading) -> None:
+    def __init__(self, record: Mapping[str, object], reading: Reading) -> None:
         message = get(record, "message", dict, "$")
         content = message.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
@@ -67,7 +68,7 @@ class _Response:
         self.sidechain = bool(self.meta.pop("sidechain"))
         self.texts: list[str] = []
         self.thinking: list[str] = []
-        self.calls: list[dict[str, Any]] = []
+        self.calls: list[ToolCall] = []
         self.results: list[Imported] = []
         for i, block in enumerate(blocks):
             self._add(block, f"$.message.content[{i}]", reading)
@@ -84,7 +85,7 @@ class _Response:
             call_id = get_call_id(block, "id", where)
             name = get_name(block, "name", where)
             arguments = json.dumps(get(block, "input", dict, where), ensure_ascii=False)
-            function = {"name": name, "arguments": arguments}
+            function: FunctionCall = {"name": name, "arguments": arguments}
             self.calls.append({"id": call_id, "type": "function", "function": function})
         else:
             reading.warn(f"ignored assistant content block of type {btype!r}")
@@ -112,7 +113,7 @@ class _Response:
                 self.meta.pop("usage", None)
             elif "usage" in self.meta:
                 counted.add(self.id)
-        message: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(self.texts)}
+        message: ChatMessage = {"role": "assistant", "content": "\n\n".join(self.texts)}
         if self.calls:
             message["tool_calls"] = self.calls
         if self.thinking:
@@ -142,13 +143,13 @@ class _Lines:
         self.response: _Response | None = None
         self.counted: set[str] = set()
 
-    def feed(self, number: int, record: dict[str, Any]) -> Iterator[Imported]:
+    def feed(self, number: int, record: Mapping[str, object]) -> Iterator[Imported]:
         reading = self.reading
         rtype = record.get("type")
         if rtype not in ("user", "assistant", "system"):
             return  # progress, file-history-snapshot, summary, queue-operation, ...
-        if reading.session_id is None and isinstance(record.get("sessionId"), str):
-            reading.session_id = record["sessionId"]
+        if reading.session_id is None and isinstance(session := record.get("sessionId"), str):
+            reading.session_id = session
         piece: _Piece
         try:
             if rtype == "assistant":
@@ -192,18 +193,18 @@ class _Lines:
             self.response = None
 
 
-def _at(record: dict[str, Any]) -> datetime | None:
+def _at(record: Mapping[str, object]) -> datetime | None:
     return parse_time(record.get("timestamp"), "$.timestamp")
 
 
-def _common_meta(record: dict[str, Any]) -> dict[str, Any]:
+def _common_meta(record: Mapping[str, object]) -> dict[str, Any]:
     meta: dict[str, Any] = {"sidechain": record.get("isSidechain") is True}
     if isinstance(record.get("uuid"), str):
         meta["uuid"] = record["uuid"]
     return meta
 
 
-def _response_meta(record: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
+def _response_meta(record: Mapping[str, object], message: Mapping[str, object]) -> dict[str, Any]:
     """Model and ids; later records of a response overwrite usage (its output count grows)."""
     meta = {
         "model": message.get("model"),
@@ -213,7 +214,7 @@ def _response_meta(record: dict[str, Any], message: dict[str, Any]) -> dict[str,
     return {key: value for key, value in meta.items() if value is not None}
 
 
-def _user(record: dict[str, Any]) -> tuple[list[Imported], Imported | None]:
+def _user(record: Mapping[str, object]) -> tuple[list[Imported], Imported | None]:
     """Tool messages for the record's tool_result blocks, then a user message for its text."""
     message = get(record, "message", dict, "$")
     content = message.get("content")
@@ -228,7 +229,7 @@ def _user(record: dict[str, Any]) -> tuple[list[Imported], Imported | None]:
         for i, block in enumerate(content):
             where = f"$.message.content[{i}]"
             if isinstance(block, dict) and block.get("type") == "tool_result":
-                tool = {
+                tool: ChatMessage = {
                     "role": "tool",
                     "tool_call_id": get_call_id(block, "tool_use_id", where),
                     "content": flatten_text(block.get("content"), f"{where}.content"),
@@ -255,7 +256,7 @@ def _user(record: dict[str, Any]) -> tuple[list[Imported], Imported | None]:
     return results, user
 
 
-def _system(record: dict[str, Any]) -> Imported | None:
+def _system(record: Mapping[str, object]) -> Imported | None:
     """A compaction boundary marker; other system records (hooks, timings, errors) are noise."""
     if record.get("subtype") != "compact_boundary":
         return None
@@ -268,7 +269,7 @@ def _system(record: dict[str, Any]) -> Imported | None:
         trigger, tokens = details.get("trigger"), details.get("preTokens")
         if trigger is not None or tokens is not None:
             described += f" ({trigger or 'unknown'} trigger, {tokens or '?'} tokens before)"
-    message = {"role": "system", "content": described}
+    message: ChatMessage = {"role": "system", "content": described}
     return Imported(
         message=message,
         at=_at(record),

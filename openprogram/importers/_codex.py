@@ -10,11 +10,12 @@ empty one), so the result pairs calls and outputs like a chat transcript.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from graph import ChatMessage, ToolCall
 from openprogram.importers._model import Imported
 from openprogram.importers._reading import (
     Bad,
@@ -31,7 +32,12 @@ from openprogram.importers._reading import (
 
 __all__ = ["read_codex"]
 
-_ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
+_ROLES: dict[str, Literal["user", "assistant", "system"]] = {
+    "user": "user",
+    "assistant": "assistant",
+    "system": "system",
+    "developer": "system",
+}
 _IGNORED = {"session_meta", "turn_context", "event_msg"}
 
 
@@ -54,7 +60,7 @@ class _State:
             self.open = None
 
     def assistant(self, content: str, at: datetime | None, meta: dict[str, Any]) -> Imported:
-        message: dict[str, Any] = {"role": "assistant", "content": content}
+        message: ChatMessage = {"role": "assistant", "content": content}
         if self.thinking:
             message["thinking"] = "\n\n".join(self.thinking)
             self.thinking = []
@@ -62,7 +68,7 @@ class _State:
             meta = {"model": self.model} | meta
         return Imported(message=message, at=at, meta=meta)
 
-    def call(self, call: dict[str, Any], at: datetime | None) -> None:
+    def call(self, call: ToolCall, at: datetime | None) -> None:
         if self.open is None:
             self.open = self.assistant("", at, {})
         elif self.thinking:
@@ -89,7 +95,7 @@ class _Lines:
         self.reading = reading
         self.state = _State()
 
-    def feed(self, number: int, record: dict[str, Any]) -> Iterator[Imported]:
+    def feed(self, number: int, record: Mapping[str, object]) -> Iterator[Imported]:
         reading, state = self.reading, self.state
         rtype = record.get("type")
         try:
@@ -124,13 +130,13 @@ class _Lines:
         yield from self.state.close()
 
 
-def _compacted(payload: dict[str, Any], at: datetime | None) -> list[Imported]:
+def _compacted(payload: Mapping[str, object], at: datetime | None) -> list[Imported]:
     """A native compaction: a boundary marker, then Codex's summary when it wrote one."""
-    boundary = {"role": "system", "content": "Conversation compacted"}
+    boundary: ChatMessage = {"role": "system", "content": "Conversation compacted"}
     out = [Imported(message=boundary, at=at, marker="compact_boundary")]
     summary = opt(payload, "message", str, "$.payload")
     if summary:
-        user = {"role": "user", "content": summary}
+        user: ChatMessage = {"role": "user", "content": summary}
         out.append(Imported(message=user, at=at, marker="compact_summary"))
     return out
 
@@ -161,12 +167,12 @@ def _item(
     return []
 
 
-def _ids(payload: dict[str, Any]) -> dict[str, Any]:
+def _ids(payload: Mapping[str, object]) -> dict[str, Any]:
     item_id = payload.get("id")
     return {"item_id": item_id} if isinstance(item_id, str) else {}
 
 
-def _reasoning(payload: dict[str, Any]) -> list[str]:
+def _reasoning(payload: Mapping[str, object]) -> list[str]:
     """Readable reasoning (summary, else raw text); encrypted-only reasoning gives nothing."""
     for key in ("summary", "content"):
         parts = payload.get(key)
@@ -177,7 +183,7 @@ def _reasoning(payload: dict[str, Any]) -> list[str]:
     return []
 
 
-def _call(payload: dict[str, Any], itype: str) -> dict[str, Any]:
+def _call(payload: Mapping[str, object], itype: str) -> ToolCall:
     where = "$.payload"
     call_id = get_call_id(payload, "call_id", where)
     if itype == "function_call":
@@ -193,9 +199,9 @@ def _call(payload: dict[str, Any], itype: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
-def _output(payload: dict[str, Any]) -> dict[str, Any]:
+def _output(payload: Mapping[str, object]) -> ChatMessage:
     where = "$.payload"
-    message: dict[str, Any] = {
+    message: ChatMessage = {
         "role": "tool",
         "tool_call_id": get_call_id(payload, "call_id", where),
     }

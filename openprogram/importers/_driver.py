@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from graph import ConversationGraph, GraphError, Store, Tool
+from graph import ConversationGraph, GraphError, Store, Tool, ToolCall
 from openprogram._errors import SessionError, TraceFormatError
 from openprogram.importers._detect import detect_format, read_trace
 from openprogram.importers._model import Imported
@@ -297,7 +297,7 @@ class _Loader:
         self.graph.append(message, at=record.at, meta=meta)
         self.messages += 1
 
-    def _request(self, call: dict[str, Any], taken: set[str]) -> dict[str, Any]:
+    def _request(self, call: ToolCall, taken: set[str]) -> ToolCall:
         """The call with an id the graph accepts: not pending, not used earlier in the message."""
         trace_id = call["id"]
         graph_id, n = trace_id, 1

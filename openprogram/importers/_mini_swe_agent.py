@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
+from graph import ChatMessage, FunctionCall
 from openprogram.importers._model import Imported
 from openprogram.importers._reading import (
     Bad,
@@ -29,6 +30,7 @@ __all__ = ["read_mini_swe_agent"]
 
 _BASH = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
 _RETURNCODE = re.compile(r"\s*<returncode>(-?\d+)</returncode>")
+_Role = Literal["system", "user", "assistant"]
 _ROLES = ("system", "user", "assistant")
 
 
@@ -58,26 +60,30 @@ def _parse(path: Path, reading: Reading) -> Iterator[Imported]:
             elif role == "user" and call_id is not None:
                 item = Imported(message=_output(call_id, content))
             else:
-                item = Imported(message={"role": role, "content": content})
+                said: ChatMessage = {
+                    "role": cast("_Role", role),
+                    "content": content,
+                }  # one of _ROLES
+                item = Imported(message=said)
         except Bad as error:
             reading.bad(error.where, error.problem)
             continue
         yield item
 
 
-def _assistant(raw: dict[str, Any], content: str, call_id: str, where: str) -> Imported:
-    message: dict[str, Any] = {"role": "assistant", "content": content}
+def _assistant(raw: Mapping[str, object], content: str, call_id: str, where: str) -> Imported:
+    message: ChatMessage = {"role": "assistant", "content": content}
     blocks = list(_BASH.finditer(content))
     if len(blocks) == 1:
         block = blocks[0]
         message["content"] = (content[: block.start()] + content[block.end() :]).strip()
         arguments = json.dumps({"command": block.group(1)}, ensure_ascii=False)
-        function = {"name": "bash", "arguments": arguments}
+        function: FunctionCall = {"name": "bash", "arguments": arguments}
         message["tool_calls"] = [{"id": call_id, "type": "function", "function": function}]
     response = _response(raw)
     reply = _first_choice(response)
-    if isinstance(reply.get("reasoning"), str) and reply["reasoning"]:
-        message["thinking"] = reply["reasoning"]
+    if isinstance(reasoning := reply.get("reasoning"), str) and reasoning:
+        message["thinking"] = reasoning
     meta: dict[str, Any] = {
         key: response[key] for key in ("model", "usage", "id", "provider") if key in response
     }
@@ -87,13 +93,13 @@ def _assistant(raw: dict[str, Any], content: str, call_id: str, where: str) -> I
     return Imported(message=message, at=at, meta=meta)
 
 
-def _response(raw: dict[str, Any]) -> dict[str, Any]:
+def _response(raw: Mapping[str, object]) -> Mapping[str, object]:
     extra = raw.get("extra")
     response = extra.get("response") if isinstance(extra, dict) else None
     return response if isinstance(response, dict) else {}
 
 
-def _first_choice(response: dict[str, Any]) -> dict[str, Any]:
+def _first_choice(response: Mapping[str, object]) -> Mapping[str, object]:
     choices = response.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
         message = choices[0].get("message")
@@ -102,8 +108,8 @@ def _first_choice(response: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def _output(call_id: str, content: str) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "tool", "tool_call_id": call_id, "content": content}
+def _output(call_id: str, content: str) -> ChatMessage:
+    message: ChatMessage = {"role": "tool", "tool_call_id": call_id, "content": content}
     code = _RETURNCODE.match(content)
     if code is not None:
         message["is_error"] = int(code.group(1)) != 0

@@ -7,6 +7,8 @@ from typing import Any
 
 import msgspec
 
+from graph import ChatMessage
+
 __all__ = ["MARKERS", "Imported"]
 
 MARKERS = ("compact_boundary", "compact_summary")
@@ -23,7 +25,7 @@ class Imported(msgspec.Struct, frozen=True, kw_only=True):
     marks sub-agent side chains.
     """
 
-    message: dict[str, Any]
+    message: ChatMessage
     at: datetime | None = None
     meta: dict[str, Any] = msgspec.field(default_factory=dict)
     marker: str | None = None

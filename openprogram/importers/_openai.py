@@ -6,12 +6,13 @@ bring it to the canonical form) is shared with the SWE-agent reader, whose histo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
+from graph import ChatMessage
 from openprogram._errors import TraceFormatError
 from openprogram.importers._model import Imported
 from openprogram.importers._reading import (
@@ -30,7 +31,7 @@ from openprogram.importers._reading import (
 
 __all__ = ["chat_message", "is_jsonl", "looks_like_jsonl", "openai_lines", "read_openai"]
 
-_ROLES = {
+_ROLES: dict[str, Literal["system", "user", "assistant", "tool"]] = {
     "system": "system",
     "developer": "system",
     "user": "user",
@@ -46,7 +47,7 @@ def read_openai(path: Path, *, skip_bad: bool = False) -> Reading:
     return Reading(path, _parse, skip_bad=skip_bad)
 
 
-def chat_message(raw: object, where: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def chat_message(raw: object, where: str) -> tuple[ChatMessage, dict[str, Any]]:
     """One chat message in canonical form, and its other keys (kept as meta).
 
     Canonical: ``content`` is a string (parts flattened), ``developer`` becomes ``system``,
@@ -54,12 +55,12 @@ def chat_message(raw: object, where: str) -> tuple[dict[str, Any], dict[str, Any
     """
     if not isinstance(raw, dict):
         raise Bad(where, f"expected a message object, got {kind(raw)}")
-    role = get(raw, "role", str, where)
-    if role not in _ROLES:
-        raise Bad(f"{where}.role", f"expected one of {sorted(_ROLES)}, got {role!r}")
-    role = _ROLES[role]
+    given = get(raw, "role", str, where)
+    if given not in _ROLES:
+        raise Bad(f"{where}.role", f"expected one of {sorted(_ROLES)}, got {given!r}")
+    role = _ROLES[given]
     content = flatten_text(raw.get("content"), f"{where}.content")
-    message: dict[str, Any] = {"role": role, "content": content}
+    message: ChatMessage = {"role": role, "content": content}
     extra = {key: value for key, value in raw.items() if key not in _HANDLED}
     if role == "assistant":
         calls = opt(raw, "tool_calls", list, where)
@@ -112,7 +113,7 @@ class _Lines:
     def __init__(self, reading: Reading) -> None:
         self.reading = reading
 
-    def feed(self, number: int, record: dict[str, Any]) -> Iterator[Imported]:
+    def feed(self, number: int, record: Mapping[str, object]) -> Iterator[Imported]:
         if "messages" in record and "role" not in record:
             path = str(self.reading.path)
             raise TraceFormatError(path, f"line {number}", "expected one message per line")
@@ -125,7 +126,7 @@ class _Lines:
         return iter(())
 
 
-def _thinking(raw: dict[str, Any]) -> str:
+def _thinking(raw: Mapping[str, object]) -> str:
     for key in _THINKING:
         if isinstance(raw.get(key), str) and raw[key]:
             return str(raw[key])

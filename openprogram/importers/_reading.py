@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import msgspec
 
-from graph import call_id_text
+from graph import ToolCall, call_id_text
 from openprogram._errors import TraceFormatError
 from openprogram.importers._model import Imported
 
@@ -115,7 +115,7 @@ def kind(value: object) -> str:
     return _KINDS.get(type(value), type(value).__name__)
 
 
-def get(obj: dict[str, Any], key: str, expected: type[T], where: str) -> T:
+def get(obj: Mapping[str, object], key: str, expected: type[T], where: str) -> T:
     """A required field of the expected JSON type."""
     if key not in obj:
         raise Bad(f"{where}.{key}", f"missing; expected {_KINDS[expected]}")
@@ -125,7 +125,7 @@ def get(obj: dict[str, Any], key: str, expected: type[T], where: str) -> T:
     return value
 
 
-def get_name(obj: dict[str, Any], key: str, where: str) -> str:
+def get_name(obj: Mapping[str, object], key: str, where: str) -> str:
     """A required non-empty string: call ids and tool names, which the graph keys on."""
     value = get(obj, key, str, where)
     if not value:
@@ -133,13 +133,13 @@ def get_name(obj: dict[str, Any], key: str, where: str) -> str:
     return value
 
 
-def get_call_id(obj: dict[str, Any], key: str, where: str) -> str:
+def get_call_id(obj: Mapping[str, object], key: str, where: str) -> str:
     """A tool call id: a non-empty string, or an integer (a provider that sends one means
     it as an id) as its text, as the graph stores it for a call and its result alike."""
     return get_name({key: call_id_text(obj[key])} if key in obj else obj, key, where)
 
 
-def opt(obj: dict[str, Any], key: str, expected: type[T], where: str) -> T | None:
+def opt(obj: Mapping[str, object], key: str, expected: type[T], where: str) -> T | None:
     """An optional field: absent or null gives None, a wrong type is still an error."""
     if obj.get(key) is None:
         return None
@@ -198,7 +198,7 @@ def flatten_text(content: object, where: str) -> str:
     return "\n".join(texts)
 
 
-def tool_call(raw: object, where: str) -> dict[str, Any]:
+def tool_call(raw: object, where: str) -> ToolCall:
     """One OpenAI tool call, with ``arguments`` always a JSON string."""
     if not isinstance(raw, dict):
         raise Bad(where, f"expected a tool call object, got {kind(raw)}")
@@ -218,7 +218,7 @@ class LineParser(Protocol):
     only where it grew): ``feed`` yields the records a line completes, ``end`` those still
     held when the file ends (a record a later line could still have extended)."""
 
-    def feed(self, number: int, record: dict[str, Any]) -> Iterator[Imported]: ...
+    def feed(self, number: int, record: Mapping[str, object]) -> Iterator[Imported]: ...
 
     def end(self) -> Iterator[Imported]: ...
 
@@ -230,7 +230,7 @@ def parse_lines(path: Path, reading: Reading, parser: LineParser) -> Iterator[Im
     yield from parser.end()
 
 
-def iter_jsonl(path: Path, reading: Reading) -> Iterator[tuple[int, dict[str, Any]]]:
+def iter_jsonl(path: Path, reading: Reading) -> Iterator[tuple[int, Mapping[str, object]]]:
     """Each non-blank line's JSON object with its 1-based line number; bad lines go to ``bad``."""
     with path.open("rb") as lines:
         yield from decode_lines(lines, reading)

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, cast
 
+from graph import ChatMessage, FunctionCall, ToolCall
 from openprogram.importers._model import Imported
 from openprogram.importers._openai import chat_message
 from openprogram.importers._reading import Bad, Reading, flatten_text, load_document, opt
@@ -77,7 +78,7 @@ def _is_action(action: object) -> TypeGuard[str]:
 
 
 def _action_call(
-    message: dict[str, Any], extra: dict[str, Any], action: str, call_id: str
+    message: ChatMessage, extra: dict[str, Any], action: str, call_id: str
 ) -> Imported:
     """An older-form assistant turn: its thought as content, its action as one tool call."""
     thought = extra.pop("thought", None)
@@ -85,11 +86,11 @@ def _action_call(
     if isinstance(thought, str) and thought.strip():
         content = thought.strip()
     else:
-        content = _without_block(message["content"], action)
+        content = _without_block(cast(str, message["content"]), action)  # chat_message flattens it
     arguments = json.dumps({"command": action}, ensure_ascii=False)
-    function = {"name": _tool_name(action), "arguments": arguments}
-    call = {"id": call_id, "type": "function", "function": function}
-    reply = {**message, "content": content, "tool_calls": [call]}
+    function: FunctionCall = {"name": _tool_name(action), "arguments": arguments}
+    call: ToolCall = {"id": call_id, "type": "function", "function": function}
+    reply: ChatMessage = {**message, "content": content, "tool_calls": [call]}
     return Imported(message=reply, meta=extra)
 
 
@@ -112,15 +113,15 @@ def _without_block(content: str, action: str) -> str:
     return content
 
 
-def _observation(raw: dict[str, Any], call_id: str, where: str) -> Imported:
+def _observation(raw: Mapping[str, object], call_id: str, where: str) -> Imported:
     """The user message that carried an action's output, as that call's tool result."""
     content = flatten_text(raw.get("content"), f"{where}.content")
     meta = {key: value for key, value in raw.items() if key not in ("role", "content")}
-    message = {"role": "tool", "tool_call_id": call_id, "content": content}
+    message: ChatMessage = {"role": "tool", "tool_call_id": call_id, "content": content}
     return Imported(message=message, meta=meta)
 
 
-def _tool_replies(raw: dict[str, Any], where: str, reading: Reading) -> list[Imported]:
+def _tool_replies(raw: Mapping[str, object], where: str, reading: Reading) -> list[Imported]:
     """One tool message per id; SWE-agent runs one call per turn, so extra ids get no text."""
     ids = opt(raw, "tool_call_ids", list, where) or []
     if not ids or not all(isinstance(call_id, str) and call_id for call_id in ids):

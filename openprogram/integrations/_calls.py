@@ -4,9 +4,9 @@ and a render's graph ids mapped back to the framework's without repeating one.""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from graph import call_id_text
+from graph import ChatMessage, call_id_text
 from openprogram._errors import MalformedMessage
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ class FrameworkIds:
         self.used: set[str] = set()
         self.assigned: dict[str, str] = {}
 
-    def map(self, message: dict[str, Any]) -> dict[str, Any]:
+    def map(self, message: ChatMessage) -> ChatMessage:
         if message.get("role") == "tool":
             graph_id = str(message.get("tool_call_id"))
             out = self.assigned.get(graph_id, self.framework_ids.get(graph_id, graph_id))
@@ -65,7 +65,7 @@ def check_entries(name: str, entries: Sequence[Entry], start: int = 0) -> None:
                 raise MalformedMessage(f"{where}: tool call {n} ({call_id!r}) has no name")
 
 
-def text_ids(message: dict[str, Any]) -> dict[str, Any]:
+def text_ids(message: ChatMessage) -> ChatMessage:
     """``message`` with integer tool call ids (``id=0``, ``tool_call_id=7``) as their text,
     as the graph stores them: a framework's call and its result keep pairing, and a render
     maps them back to the same text."""
@@ -82,17 +82,17 @@ def text_ids(message: dict[str, Any]) -> dict[str, Any]:
         changed["tool_calls"] = [
             {**c, "id": call_id_text(c.get("id"))} if isinstance(c, dict) else c for c in calls
         ]
-    return {**message, **changed} if changed else message
+    return cast("ChatMessage", {**message, **changed}) if changed else message
 
 
-def call_counts(message: dict[str, Any]) -> dict[str, int]:
+def call_counts(message: ChatMessage) -> dict[str, int]:
     counts: dict[str, int] = {}
     for call in message.get("tool_calls") or ():
         counts[call["id"]] = counts.get(call["id"], 0) + 1
     return counts
 
 
-def call_ids(message: dict[str, Any]) -> list[str]:
+def call_ids(message: ChatMessage) -> list[str]:
     if message.get("role") == "tool":
         return [str(message.get("tool_call_id"))]
     return [call["id"] for call in message.get("tool_calls") or ()]

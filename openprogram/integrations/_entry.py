@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from graph import ChatMessage
 from openprogram.integrations._calls import call_ids, text_ids
 
 __all__ = ["Entry", "Paired", "other_ids", "shown_as"]
@@ -27,7 +28,7 @@ class Entry:
     meta (the framework's ids, usage, model); ``label`` names it in an error.
     """
 
-    message: dict[str, Any]
+    message: ChatMessage
     original: Any = None
     meta: dict[str, Any] = field(default_factory=dict)
     label: str = ""
@@ -48,13 +49,13 @@ class Paired:
     or ``None`` when compaction changed or made it (a summary, a cleared output, a note);
     a system message without an entry is the instructions the request goes out with."""
 
-    message: dict[str, Any]
+    message: ChatMessage
     entry: Entry | None
     layer: str | None = None
     """The layer whose summary it shows (a compaction's or a collapse's), if any."""
 
 
-def other_ids(sent: dict[str, Any], shown: dict[str, Any]) -> bool:
+def other_ids(sent: ChatMessage, shown: ChatMessage) -> bool:
     """Whether a message goes out with other call ids than the entry it shows."""
     if sent.get("role") != "tool" and not sent.get("tool_calls") and not shown.get("tool_calls"):
         return False

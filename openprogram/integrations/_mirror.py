@@ -28,10 +28,10 @@ import json
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from context import MessageSource, Rendered
-from graph import Node, Tool, dialogue_message
+from graph import ChatMessage, Node, Tool, ToolCall, ToolSchema, dialogue_message
 from openprogram._runtime._config import ADAPTERS
 from openprogram.integrations._calls import FrameworkIds, call_counts, check_entries
 from openprogram.integrations._entry import Entry, Paired, other_ids
@@ -376,7 +376,7 @@ class Mirror:
     def _append(self, entry: Entry, digest: str) -> _Step:
         graph = self.session.graph
         parent = graph.head
-        message = dict(entry.message)
+        message = entry.message.copy()
         meta = {"integration": self.name, **entry.meta}
         if message.get("role") == "tool":
             return self._answer(message, digest, parent)
@@ -384,7 +384,7 @@ class Mirror:
         if message.get("tool_calls"):
             pending = graph.state.pending
             taken: set[str] = set()
-            renamed = []
+            renamed: list[ToolCall] = []
             for call in message["tool_calls"]:
                 graph_id, n = call["id"], 1
                 while graph_id in pending or graph_id in taken:
@@ -400,7 +400,7 @@ class Mirror:
         node = graph.append(message, meta=meta)
         return _Step(digest, node.id, graph.head, parent, calls)
 
-    def _answer(self, message: dict[str, Any], digest: str, parent: str | None) -> _Step:
+    def _answer(self, message: ChatMessage, digest: str, parent: str | None) -> _Step:
         graph = self.session.graph
         framework_id = message["tool_call_id"]
         for step in reversed(self._path):
@@ -412,7 +412,10 @@ class Mirror:
                         return _Step(digest, tool.id, graph.head, parent)
                 break
         # A result that answers no pending call: keep it, after a synthetic call.
-        call = {"id": framework_id, "type": "function", "function": {"name": "unknown"}}
+        # no arguments: the graph stores "{}" for them
+        call = cast(
+            "ToolCall", {"id": framework_id, "type": "function", "function": {"name": "unknown"}}
+        )
         synthetic = self._append(
             Entry({"role": "assistant", "content": None, "tool_calls": [call]}), digest
         )
@@ -426,7 +429,7 @@ class Mirror:
     def render(
         self,
         entries: Sequence[Entry],
-        tools: Sequence[dict[str, Any]] = (),
+        tools: Sequence[ToolSchema] = (),
         system: str | None = None,
         *,
         conversation: str | None = None,

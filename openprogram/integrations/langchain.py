@@ -44,6 +44,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.runtime import Runtime
 
+from graph import ChatMessage, ToolSchema
 from openprogram import tracing
 from openprogram._runtime._session import Session
 from openprogram.integrations._history import history_functions
@@ -275,10 +276,10 @@ def _tools(session: Session) -> list[BaseTool]:
     ]
 
 
-def _schema(tool: BaseTool | dict[str, Any]) -> dict[str, Any] | None:
+def _schema(tool: BaseTool | dict[str, Any]) -> ToolSchema | None:
     """A tool's schema, counted in the budget (a provider tool it cannot describe is not)."""
     try:
-        return convert_to_openai_tool(tool)
+        return cast("ToolSchema", convert_to_openai_tool(tool))
     except (ValueError, TypeError, NotImplementedError):
         return None
 
@@ -321,7 +322,7 @@ def _meta(message: BaseMessage) -> dict[str, Any]:
     return meta
 
 
-def _message(message: BaseMessage) -> dict[str, Any]:
+def _message(message: BaseMessage) -> ChatMessage:
     chat: dict[str, Any] = dict(convert_to_openai_messages(message))
     chat.pop("name", None)
     role = chat.get("role")
@@ -333,7 +334,7 @@ def _message(message: BaseMessage) -> dict[str, Any]:
         chat["content"] = str(message.text)
         if isinstance(message, ToolMessage) and message.status == "error":
             chat["is_error"] = True
-    return chat
+    return cast("ChatMessage", chat)
 
 
 def _text(content: Any) -> str:
@@ -365,9 +366,9 @@ def from_messages(paired: Sequence[Paired]) -> list[AnyMessage]:
     return messages
 
 
-def _new(message: dict[str, Any], names: dict[str, str]) -> AnyMessage:
+def _new(message: ChatMessage, names: dict[str, str]) -> AnyMessage:
     """A message compaction made or changed, by LangChain's own ``convert_to_messages``."""
-    chat = {key: value for key, value in message.items() if key in CHAT_KEYS}
+    chat: dict[str, Any] = {key: value for key, value in message.items() if key in CHAT_KEYS}
     chat["content"] = chat.get("content") or ""
     if chat.get("role") == "tool" and chat.get("tool_call_id") in names:
         chat["name"] = names[chat["tool_call_id"]]

@@ -34,8 +34,8 @@ import hashlib
 import json
 import threading
 import warnings
-from collections.abc import Sequence
-from typing import Any, TypeVar, cast
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, TypeVar, cast
 
 from agents import (
     Agent,
@@ -57,7 +57,7 @@ from agents.memory.session_settings import resolve_session_limit
 from agents.models.chatcmpl_converter import Converter
 from agents.run_config import CallModelData, ModelInputData
 
-from graph import call_id_text
+from graph import ChatMessage, FunctionSchema, ToolSchema, call_id_text
 from openprogram import tracing
 from openprogram._errors import MalformedMessage
 from openprogram._runtime._session import Session
@@ -211,7 +211,7 @@ class OpenProgramSession(SessionABC):
     def _render(
         self,
         items: list[TResponseInputItem],
-        tools: list[dict[str, Any]],
+        tools: list[ToolSchema],
         system: str | None,
         model: str | None,
     ) -> list[Paired]:
@@ -326,13 +326,13 @@ def _answers(items: Sequence[Any]) -> bool:
     )
 
 
-def _schema(tool: FunctionTool) -> dict[str, Any]:
+def _schema(tool: FunctionTool) -> ToolSchema:
     """The tool as the SDK's chat-completions models send it (its own ``tool_to_openai``:
     ``strict`` and all), counted in the budget as sent."""
     try:
-        return dict(Converter.tool_to_openai(tool))
+        return cast("ToolSchema", dict(Converter.tool_to_openai(tool)))
     except UserError:  # a Responses-only tool: described as it would be, were it sent
-        function = {
+        function: FunctionSchema = {
             "name": tool.name,
             "description": tool.description or "",
             "parameters": tool.params_json_schema,
@@ -422,7 +422,7 @@ def _group(items: Sequence[Any], start: int) -> list[Entry]:
 def _placeholder(item: Any, index: int) -> Entry:
     """An item the converter does not take, named, and sent back as it is."""
     kind = item.get("type") or "item"
-    by = "user" if str(kind).endswith("_output") else "assistant"
+    by: Literal["user", "assistant"] = "user" if str(kind).endswith("_output") else "assistant"
     return Entry(
         {"role": by, "content": f"[{kind}]"}, (item,), {NAME: [_ids(item)]}, f"item {index}"
     )
@@ -432,10 +432,10 @@ def _ids(item: Any) -> dict[str, Any]:
     return {key: item[key] for key in ("id", "type", "call_id") if key in item}
 
 
-def _chat(message: dict[str, Any]) -> dict[str, Any]:
+def _chat(message: Mapping[str, object]) -> ChatMessage:
     """A converter's message as the graph stores it (a developer message is a system one;
     provider fields the graph does not keep are left to the original items)."""
-    chat = {key: value for key, value in message.items() if key in KEPT}
+    chat: dict[str, Any] = {key: value for key, value in message.items() if key in KEPT}
     if message.get("role") == "developer":
         chat["role"] = "system"
     if chat.get("role") in ("user", "system", "tool", "assistant") and "content" in chat:
@@ -447,7 +447,7 @@ def _chat(message: dict[str, Any]) -> dict[str, Any]:
         ]
     if chat.get("role") == "assistant" and "content" not in chat:
         chat["content"] = None
-    return chat
+    return cast("ChatMessage", chat)
 
 
 def _text(content: Any) -> str:

@@ -55,6 +55,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
+from graph import ChatMessage, ToolCall, ToolSchema
 from openprogram._runtime._session import Session
 from openprogram.integrations._history import history_functions
 from openprogram.integrations._mirror import Entry, Mirror, Paired
@@ -213,13 +214,13 @@ def _ids(message: ModelMessage) -> dict[str, str]:
     return {key: value for key, value in ids.items() if value is not None}
 
 
-def _part_message(part: ModelRequestPart) -> dict[str, Any]:
+def _part_message(part: ModelRequestPart) -> ChatMessage:
     if isinstance(part, SystemPromptPart):
         return {"role": "system", "content": part.content}
     if isinstance(part, UserPromptPart):
         return {"role": "user", "content": _user_content(part.content)}
     if isinstance(part, BaseToolReturnPart):
-        message: dict[str, Any] = {"role": "tool", "tool_call_id": part.tool_call_id}
+        message: ChatMessage = {"role": "tool", "tool_call_id": part.tool_call_id}
         message["content"] = part.model_response_str()
         if getattr(part, "outcome", "success") != "success":
             message["is_error"] = True
@@ -254,7 +255,7 @@ def _user_content(content: Any) -> Any:
 def _response_entry(response: ModelResponse) -> Entry:
     texts = [p.content for p in response.parts if isinstance(p, TextPart)]
     thinking = [p.content for p in response.parts if isinstance(p, ThinkingPart) and p.content]
-    calls = [
+    calls: list[ToolCall] = [
         {
             "id": p.tool_call_id,
             "type": "function",
@@ -263,7 +264,7 @@ def _response_entry(response: ModelResponse) -> Entry:
         for p in response.parts
         if isinstance(p, ToolCallPart)
     ]
-    message: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) or None}
+    message: ChatMessage = {"role": "assistant", "content": "\n\n".join(texts) or None}
     if thinking:
         message["thinking"] = "\n\n".join(thinking)
     if calls:
@@ -329,7 +330,7 @@ def from_messages(paired: Sequence[Paired]) -> list[ModelMessage]:
     return messages
 
 
-def _request_part(message: dict[str, Any], names: dict[str, str]) -> ModelRequestPart:
+def _request_part(message: ChatMessage, names: dict[str, str]) -> ModelRequestPart:
     content = message.get("content")
     text = content if isinstance(content, str) else _text(content)
     role = message.get("role")
@@ -341,7 +342,7 @@ def _request_part(message: dict[str, Any], names: dict[str, str]) -> ModelReques
     return UserPromptPart(text)
 
 
-def _response(message: dict[str, Any]) -> ModelResponse:
+def _response(message: ChatMessage) -> ModelResponse:
     parts: list[ModelResponsePart] = []
     if message.get("thinking"):
         parts.append(ThinkingPart(str(message["thinking"])))
@@ -363,7 +364,7 @@ def _text(content: Any) -> str:
     return "\n".join(str(p.get("text", "")) for p in content if p.get("type") == "text")
 
 
-def _schemas(model: Model, parameters: ModelRequestParameters) -> list[dict[str, Any]]:
+def _schemas(model: Model, parameters: ModelRequestParameters) -> list[ToolSchema]:
     """The tools as the model sends them, counted in the budget as sent: the model's own
     ``customize_request_parameters`` first (its schema transformer decides ``strict`` and
     rewrites the schemas), then ``OpenAIChatModel``'s mapping (an empty description kept,
@@ -375,7 +376,7 @@ def _schemas(model: Model, parameters: ModelRequestParameters) -> list[dict[str,
     return [_schema(tool, strict) for tool in tools]
 
 
-def _schema(tool: ToolDefinition, strict: bool = True) -> dict[str, Any]:
+def _schema(tool: ToolDefinition, strict: bool = True) -> ToolSchema:
     function: dict[str, Any] = {
         "name": tool.name,
         "description": tool.description or "",
@@ -383,5 +384,5 @@ def _schema(tool: ToolDefinition, strict: bool = True) -> dict[str, Any]:
     }
     if tool.strict and strict:
         function["strict"] = tool.strict
-    schema: dict[str, Any] = json.loads(json.dumps({"type": "function", "function": function}))
+    schema: ToolSchema = json.loads(json.dumps({"type": "function", "function": function}))
     return schema

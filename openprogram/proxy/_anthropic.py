@@ -14,9 +14,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from graph import ChatMessage, FunctionCall, FunctionSchema, ToolCall, ToolSchema
 from openprogram._errors import MalformedMessage
+from openprogram._messages import AnthropicBlock, AnthropicMessage, ToolResultBlock
 from openprogram.integrations._mirror import Entry, Paired
 from openprogram.proxy._breakpoint import MAX_BREAKPOINTS, mark_after
 from openprogram.proxy._convert import Converted, convert, first_user
@@ -26,11 +28,11 @@ __all__ = ["MAX_BREAKPOINTS", "Blocks", "from_request", "peek", "to_request"]
 
 @dataclass(frozen=True)
 class Blocks:
-    """An entry's original: the client's role and content (a string or its blocks), and
-    the client's message it came from (None: made by compaction)."""
+    """An entry's original: the client's role and content (a string or its blocks, passed
+    on as they came), and the client's message it came from (None: made by compaction)."""
 
     role: str
-    content: str | list[dict[str, Any]]
+    content: str | list[AnthropicBlock]
     source: int | None = None
 
 
@@ -91,9 +93,14 @@ def _user(index: int, content: Any) -> list[Entry]:
                     f"anthropic message {index}: tool_result without tool_use_id"
                 )
             text = content_text(block.get("content"))
-            message = {"role": "tool", "tool_call_id": call_id, "content": text}
+            message: ChatMessage = {"role": "tool", "tool_call_id": call_id, "content": text}
             entries.append(
-                Entry(message, Blocks("user", [block], index), {}, f"{index} tool_result")
+                Entry(
+                    message,
+                    Blocks("user", [cast("ToolResultBlock", block)], index),
+                    {},
+                    f"{index} tool_result",
+                )
             )
         else:
             rest.append(block)
@@ -115,16 +122,23 @@ def _assistant(index: int, content: Any) -> Entry:
         )
     if not isinstance(content, list):
         raise MalformedMessage(f"anthropic message {index}: content is not a string or a list")
-    texts, calls = [], []
+    texts: list[str] = []
+    calls: list[ToolCall] = []
     for block in content:
         if isinstance(block, dict) and block.get("type") == "tool_use":
-            function = {"name": str(block.get("name")), "arguments": _arguments(block.get("input"))}
-            calls.append({"id": block.get("id"), "type": "function", "function": function})
+            function: FunctionCall = {
+                "name": str(block.get("name")),
+                "arguments": _arguments(block.get("input")),
+            }
+            # a missing id is refused when the mirror checks the entries
+            calls.append(
+                cast("ToolCall", {"id": block.get("id"), "type": "function", "function": function})
+            )
         elif isinstance(block, dict) and block.get("type") in ("thinking", "redacted_thinking"):
             continue  # sent back as it came; the provider does not count an old turn's
         else:
             texts.append(block_text(block))
-    message: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
+    message: ChatMessage = {"role": "assistant", "content": "\n".join(texts) or None}
     if calls:
         message["tool_calls"] = calls
     return Entry(message, Blocks("assistant", content, index), {}, f"{index}")
@@ -139,7 +153,7 @@ def message_entries(index: int, message: Any) -> list[Entry]:
         return [_assistant(index, message.get("content"))]
     if role == "system":  # an instruction among the messages (Claude Code sends them)
         content = message.get("content")
-        said = {"role": "system", "content": content_text(content)}
+        said: ChatMessage = {"role": "system", "content": content_text(content)}
         return [Entry(said, Blocks("system", content, index), {}, f"{index}")]
     raise MalformedMessage(
         f"anthropic message {index}: role {role!r} is not user, assistant or system"
@@ -167,12 +181,12 @@ def from_request(body: dict[str, Any], previous: Converted | None = None) -> Con
     shares), its tools as schemas the budget counts."""
     messages = _messages(body)
     entries, parts = convert(messages, message_entries, previous)
-    tools = []
+    tools: list[ToolSchema] = []
     for tool in body.get("tools") or ():
         if not isinstance(tool, dict):
             continue
         schema = tool.get("input_schema") or {"type": "object"}
-        function = {
+        function: FunctionSchema = {
             "name": str(tool.get("name") or tool.get("type")),
             "description": str(tool.get("description") or ""),
             "parameters": schema,
@@ -182,15 +196,19 @@ def from_request(body: dict[str, Any], previous: Converted | None = None) -> Con
     return Converted(entries, tools, system, first_user(entries), messages, parts)
 
 
-def _made(message: dict[str, Any]) -> Blocks:
+def _made(message: ChatMessage) -> Blocks:
     """Blocks for a message compaction changed or made."""
     role = message.get("role")
     content = message.get("content")
     text = content if isinstance(content, str) else content_text(content)
     if role == "tool":
-        block = {"type": "tool_result", "tool_use_id": message.get("tool_call_id"), "content": text}
+        block: ToolResultBlock = {
+            "type": "tool_result",
+            "tool_use_id": cast(str, message.get("tool_call_id")),  # a tool message has one
+            "content": text,
+        }
         return Blocks("user", [block])
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    blocks: list[AnthropicBlock] = [{"type": "text", "text": text}] if text else []
     if role == "assistant":
         for call in message.get("tool_calls") or ():
             try:
@@ -205,17 +223,17 @@ def _made(message: dict[str, Any]) -> Blocks:
     return Blocks("user", blocks or [{"type": "text", "text": "(no content)"}])
 
 
-def _as_list(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _as_list(content: str | list[AnthropicBlock]) -> list[AnthropicBlock]:
     return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
 
 
 def to_request(body: dict[str, Any], paired: Sequence[Paired]) -> dict[str, Any]:
     """The request to send upstream: the client's body with the rendered messages and
     system prompt (the client's own blocks wherever the render left them alone)."""
-    out: list[dict[str, Any]] = []
+    out: list[AnthropicMessage] = []
     sources: list[int | None] = []
     instructions: list[str] = []
-    last_layer: dict[str, Any] | None = None
+    last_layer: AnthropicBlock | None = None
     for item in paired:
         role = item.message.get("role")
         if role == "system" and item.entry is None:

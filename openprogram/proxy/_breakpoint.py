@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from openprogram._messages import AnthropicBlock
+
 __all__ = ["EPHEMERAL", "MAX_BREAKPOINTS", "count_breakpoints", "mark_after"]
 
 MAX_BREAKPOINTS = 4
@@ -35,7 +37,7 @@ def count_breakpoints(request: dict[str, Any]) -> int:
     return count
 
 
-def mark_after(request: dict[str, Any], block: dict[str, Any] | None) -> bool:
+def mark_after(request: dict[str, Any], block: AnthropicBlock | None) -> bool:
     """Mark ``block`` (the last block of the last layer's message, found by identity in
     ``request``'s messages) as a breakpoint when there is room; whether it was marked."""
     if block is None or "cache_control" in block:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from graph import ToolSchema
 from openprogram.integrations._mirror import Entry
 
 __all__ = ["Converted", "convert"]
@@ -24,7 +25,7 @@ class Converted:
     messages each part of the entries came from (for the next request's reuse)."""
 
     entries: list[Entry]
-    tools: list[dict[str, Any]]
+    tools: list[ToolSchema]
     system: str | None
     first_user: str
     messages: Sequence[Any] = ()

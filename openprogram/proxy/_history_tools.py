@@ -10,9 +10,11 @@ its own tools. ``--no-history-tools`` leaves requests as the render made them.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from graph import ToolSchema
 from openprogram._runtime._history import HISTORY_TOOLS
 from openprogram.integrations._history import history_functions
 
@@ -36,7 +38,7 @@ class HistoryCall:
     arguments: str
 
 
-def schemas(session: Session, taken: set[str]) -> list[dict[str, Any]]:
+def schemas(session: Session, taken: set[str]) -> list[ToolSchema]:
     """The history tools as chat schemas (what the budget counts), but for ``taken`` names."""
     return [spec.schema() for spec in session.history.specs() if spec.name not in taken]
 
@@ -55,11 +57,12 @@ def client_names(protocol: str, body: dict[str, Any]) -> set[str]:
     return names
 
 
-def offer(protocol: str, request: dict[str, Any], chat: list[dict[str, Any]]) -> tuple[str, ...]:
+def offer(protocol: str, request: dict[str, Any], chat: list[ToolSchema]) -> tuple[str, ...]:
     """Add the history tools (``chat`` schemas) to ``request`` in its wire's shape; their names."""
-    added = []
+    added: list[Mapping[str, object]] = []
     for schema in chat:
         function = schema["function"]
+        tool: Mapping[str, object]
         if protocol == "openai":
             tool = schema
         elif protocol == "anthropic":

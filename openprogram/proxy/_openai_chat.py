@@ -9,8 +9,9 @@ names, provider fields). The leading system or developer messages are the instru
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
+from graph import ChatMessage, ToolCall, ToolSchema
 from openprogram._errors import MalformedMessage
 from openprogram.integrations._mirror import Entry, Paired
 from openprogram.proxy._convert import Converted, convert, first_user, plain_text
@@ -30,23 +31,23 @@ def _entry(index: int, message: Any) -> Entry:
         role = "tool"
     if role not in ("system", "user", "assistant", "tool"):
         raise MalformedMessage(f"openai message {index}: unknown role {message.get('role')!r}")
-    chat: dict[str, Any] = {"role": role, "content": plain_text(message.get("content"))}
+    chat: ChatMessage = {"role": role, "content": plain_text(message.get("content"))}
     if role == "assistant":
         chat["content"] = chat["content"] or None
-        calls = []
+        calls: list[ToolCall] = []
         for call in message.get("tool_calls") or ():
             function = call.get("function") if isinstance(call, dict) else None
             if not isinstance(function, dict):
                 raise MalformedMessage(f"openai message {index}: a tool call without function")
-            calls.append(
+            calls.append(cast("ToolCall",  # a missing id or name: refused by the mirror's check
                 {"id": call.get("id"), "type": "function",
                  "function": {"name": function.get("name"),
                               "arguments": function.get("arguments") or "{}"}}
-            )  # fmt: skip
+            ))  # fmt: skip
         if calls:
             chat["tool_calls"] = calls
     if role == "tool":
-        chat["tool_call_id"] = message.get("tool_call_id") or message.get("name")
+        chat["tool_call_id"] = cast(str, message.get("tool_call_id") or message.get("name"))
     return Entry(chat, message, {}, str(index))
 
 
@@ -83,7 +84,8 @@ def from_request(body: dict[str, Any], previous: Converted | None = None) -> Con
     messages, lead = _split(body)
     rest = messages[lead:]
     entries, parts = convert(rest, lambda i, m: [_entry(i, m)], previous, offset=lead)
-    tools = [t for t in body.get("tools") or () if isinstance(t, dict)]
+    # the client's own chat schemas, passed on as they came
+    tools = cast("list[ToolSchema]", [t for t in body.get("tools") or () if isinstance(t, dict)])
     return Converted(entries, tools, _system(messages, lead), first_user(entries), rest, parts)
 
 

@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 
 from context import Policy, ProviderUsage, Summarizer, state_folder
-from graph import Store, open_store
+from graph import Store, ToolSchema, open_store
 from openprogram._runtime._session import Session
 from openprogram.integrations._mirror import Mirror
 from openprogram.proxy import _anthropic, _compact, _history_tools, _openai_chat, _responses
@@ -110,7 +110,7 @@ class Proxy:
         self._sessions: dict[str, tuple[Session, Mirror]] = {}
         self._converted: dict[tuple[str, str], Converted] = {}
         """Each conversation's last request, converted (the next converts only what is new)."""
-        self._schemas: list[dict[str, Any]] | None = None
+        self._schemas: list[ToolSchema] | None = None
         self._windows: dict[str, _compact.Window | None] = {}
         self._lock = threading.Lock()
         self._log_lock = threading.Lock()
@@ -216,9 +216,7 @@ class Proxy:
             prepared.prepare_ms = (time.perf_counter() - started) * 1000
         return prepared
 
-    def _offered(
-        self, protocol: str, body: dict[str, Any], session: Session
-    ) -> list[dict[str, Any]]:
+    def _offered(self, protocol: str, body: dict[str, Any], session: Session) -> list[ToolSchema]:
         """The history tools this request gets (chat schemas; none when they are off)."""
         if not self.config.history_tools or protocol not in _history_tools.PROTOCOLS:
             return []

@@ -16,10 +16,12 @@ rendered here, and goes as it came, with the reason (:func:`server_state`).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
+from graph import ChatMessage, FunctionCall, FunctionSchema, ToolCall, ToolSchema
 from openprogram._errors import MalformedMessage
+from openprogram._messages import FunctionCallItem, FunctionCallOutputItem, MessageItem
 from openprogram.integrations._mirror import Entry, Paired
 from openprogram.proxy._convert import Converted, convert, first_user, plain_text
 
@@ -31,7 +33,7 @@ OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
 INSTRUCTION_ROLES = ("system", "developer")
 
 
-def server_state(body: dict[str, Any], raw: bytes | None = None) -> str | None:
+def server_state(body: Mapping[str, object], raw: bytes | None = None) -> str | None:
     """Why a request cannot be rendered here (None: its ``input`` is the whole conversation);
     ``raw``, the body's bytes, spares the walk of the items when none can be a reference."""
     if body.get("previous_response_id"):
@@ -48,7 +50,7 @@ def server_state(body: dict[str, Any], raw: bytes | None = None) -> str | None:
     return None
 
 
-def _role(item: dict[str, Any]) -> str | None:
+def _role(item: Mapping[str, object]) -> str | None:
     """The role of a message item (None: not a message)."""
     if item.get("type", "message") != "message":
         return None
@@ -80,17 +82,18 @@ def _groups(body: dict[str, Any]) -> list[Any]:
     return groups
 
 
-def _call(index: int, item: dict[str, Any]) -> dict[str, Any]:
+def _call(index: int, item: dict[str, Any]) -> ToolCall:
     call_id = item.get("call_id")
     if not isinstance(call_id, str) or not call_id:
         raise MalformedMessage(f"responses item {index}: a {item.get('type')} without call_id")
     arguments = item.get("arguments") if item.get("type") == "function_call" else item.get("input")
-    function = {"name": str(item.get("name")), "arguments": str(arguments or "{}")}
+    function: FunctionCall = {"name": str(item.get("name")), "arguments": str(arguments or "{}")}
     return {"id": call_id, "type": "function", "function": function}
 
 
 def _assistant(index: int, group: list[dict[str, Any]]) -> Entry:
-    texts, calls = [], []
+    texts: list[str] = []
+    calls: list[ToolCall] = []
     for item in group:
         kind = item.get("type", "message")
         if kind in ("function_call", "custom_tool_call"):
@@ -99,7 +102,7 @@ def _assistant(index: int, group: list[dict[str, Any]]) -> Entry:
             texts.append(plain_text(item.get("content")))
         elif kind == "compaction":
             texts.append("[compaction]")
-    message: dict[str, Any] = {
+    message: ChatMessage = {
         "role": "assistant",
         "content": "\n".join(t for t in texts if t) or None,
     }
@@ -118,7 +121,11 @@ def _entries(index: int, unit: Any) -> list[Entry]:
         call_id = unit.get("call_id")
         if not isinstance(call_id, str) or not call_id:
             raise MalformedMessage(f"responses item {index}: {kind} without call_id")
-        said = {"role": "tool", "tool_call_id": call_id, "content": plain_text(unit.get("output"))}
+        said: ChatMessage = {
+            "role": "tool",
+            "tool_call_id": call_id,
+            "content": plain_text(unit.get("output")),
+        }
         return [Entry(said, unit, {}, f"{index} {kind}")]
     role = _role(unit)
     if role in INSTRUCTION_ROLES:
@@ -137,12 +144,12 @@ def _entries(index: int, unit: Any) -> list[Entry]:
     return [Entry({"role": "user", "content": f"[{kind}]"}, unit, {}, f"{index} {kind}")]
 
 
-def _instructions(body: dict[str, Any]) -> str | None:
+def _instructions(body: Mapping[str, object]) -> str | None:
     given = body.get("instructions")
     return plain_text(given) if given is not None else None
 
 
-def peek(body: dict[str, Any]) -> tuple[str, str]:
+def peek(body: Mapping[str, object]) -> tuple[str, str]:
     """What recognises the conversation: the instructions and the first user message."""
     items = body.get("input")
     if isinstance(items, str):
@@ -155,9 +162,9 @@ def peek(body: dict[str, Any]) -> tuple[str, str]:
     return _instructions(body) or "", ""
 
 
-def _schema(tool: dict[str, Any]) -> dict[str, Any]:
+def _schema(tool: dict[str, Any]) -> ToolSchema:
     """A Responses tool as the chat schema the budget counts (a built-in tool by its type)."""
-    function = {
+    function: FunctionSchema = {
         "name": str(tool.get("name") or tool.get("type")),
         "description": str(tool.get("description") or ""),
         "parameters": tool.get("parameters") or {"type": "object"},
@@ -187,7 +194,9 @@ def _with_calls(body: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     return found
 
 
-def _made(message: dict[str, Any], originals: dict[str, list[dict[str, Any]]]) -> list[Any]:
+def _made(
+    message: ChatMessage, originals: dict[str, list[dict[str, Any]]]
+) -> list[Mapping[str, object]]:
     """Items for a message compaction changed or made."""
     role = message.get("role")
     content = message.get("content")
@@ -196,25 +205,31 @@ def _made(message: dict[str, Any], originals: dict[str, list[dict[str, Any]]]) -
     if role == "assistant" and fields.get("compaction_blocks"):
         return list(fields["compaction_blocks"])  # the provider's own compaction, as it came
     if role == "tool":
-        return [
-            {"type": "function_call_output", "call_id": message.get("tool_call_id"), "output": text}
-        ]
+        output: FunctionCallOutputItem = {
+            "type": "function_call_output",
+            "call_id": cast(str, message.get("tool_call_id")),  # a tool message has one
+            "output": text,
+        }
+        return [output]
     if role != "assistant":
-        return [{"role": "user", "content": text or "(no content)"}]
-    out: list[Any] = [{"role": "assistant", "content": text}] if text else []
+        said: MessageItem = {"role": "user", "content": text or "(no content)"}
+        return [said]
+    out: list[Mapping[str, object]] = []
+    if text:
+        spoken: MessageItem = {"role": "assistant", "content": text}
+        out.append(spoken)
     sent: set[int] = set()
     for call in message.get("tool_calls") or ():
         kept = originals.get(str(call["id"]))
         if kept is None:
             function = call["function"]
-            out.append(
-                {
-                    "type": "function_call",
-                    "call_id": call["id"],
-                    "name": function["name"],
-                    "arguments": function.get("arguments") or "{}",
-                }
-            )
+            made: FunctionCallItem = {
+                "type": "function_call",
+                "call_id": call["id"],
+                "name": function["name"],
+                "arguments": function.get("arguments") or "{}",
+            }
+            out.append(made)
             continue
         for item in kept:  # the call with the reasoning it came with, once each
             if id(item) not in sent:
