@@ -24,11 +24,11 @@ from openprogram._errors import (
 from openprogram._reports._plot import plot_functions
 from openprogram._runtime._api import allm, llm
 from openprogram._runtime._config import SessionConfig
-from openprogram._runtime._current import current_frame, current_session
+from openprogram._runtime._current import current_frame
 from openprogram._runtime._functions import function
 from openprogram._runtime._history import HISTORY_TOOLS, HistoryTools, node_text
 from openprogram._runtime._models import LiteLLMModel, Model, ModelResponse, Usage
-from openprogram._runtime._session import Session
+from openprogram._runtime._session import Session, current_session
 from openprogram._runtime._tools import ToolSpec
 from openprogram._traces._replaying import Replay, ReplayTurn, replay
 from openprogram.importers import ImportStats, detect_format, import_trace

@@ -14,7 +14,8 @@ engine gives up after repeated context-overflow errors; everything else is here:
     ├── ModelError           no model configured, or the provider failed (not an overflow)
     ├── StepLimitExceeded    an LLM call used up its steps without a final answer
     ├── OutputValidationError  a structured answer still invalid after one repair turn
-    └── ToolDefinitionError  a Python callable that cannot be a tool (names the parameter)
+    ├── ToolDefinitionError  a Python callable that cannot be a tool (names the parameter)
+    └── UsageError           a command line (or a viewer's, a proxy's options) that makes no sense
 
 Warnings (``UserWarning`` subclasses, so ``filterwarnings`` can select them)::
 
@@ -88,6 +89,11 @@ class ToolDefinitionError(OpenProgramError, TypeError):
 class MalformedMessage(OpenProgramError, ValueError):
     """A framework's message an adapter cannot store as it is (a tool call without an id, a
     result naming no call); says which message of the history, and what is wrong with it."""
+
+
+class UsageError(OpenProgramError):
+    """A command line that does not make sense (exit code 2): a ``--db`` that names a
+    folder, say, whoever checks it (the command line, the viewer, the proxy)."""
 
 
 class ConfigWarning(UserWarning):

@@ -19,10 +19,10 @@ from typing import Any
 
 from rich.console import Console
 
-from context import ContextEngine, Policy, StateFolder, state_folder
-from graph import ConversationGraph, InvalidText, Store, StoreURL, check_text, is_safe_id
-from graph import open_store as graph_open_store
-from openprogram._errors import OpenProgramError, SessionError
+from context import ContextEngine, Policy, StateFolder
+from graph import ConversationGraph, InvalidText, Store, check_text, is_safe_id
+from openprogram import _service as service
+from openprogram._errors import UsageError as UsageError  # the CLI says it where it refuses
 from openprogram._reports._tables import console_width
 
 console = Console(width=console_width(), highlight=False, soft_wrap=True)
@@ -30,10 +30,6 @@ errors = Console(stderr=True, width=console_width(), highlight=False, soft_wrap=
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-class UsageError(OpenProgramError):
-    """A command line that does not make sense (exit code 2)."""
 
 
 def session_id(text: str) -> str:
@@ -85,32 +81,13 @@ def state_dir(args: argparse.Namespace) -> Path | None:
 
 
 def folder_of(args: argparse.Namespace, store: Store) -> StateFolder:
-    """The state folder of ``store``'s database (or ``--state-dir``), checked: a folder
-    that serves another database is refused."""
-    return state_folder(store, state_dir(args))
+    """The state folder of ``store``'s database (or ``--state-dir``), checked."""
+    return service.folder_of(store, state_dir(args))
 
 
 def open_store(args: argparse.Namespace, *, create: bool, read_only: bool = False) -> Store:
-    """The database named by ``--db`` (opened by ``graph.open_store``, after checking what
-    only a command line can get wrong); reading commands refuse one that does not exist and
-    (``read_only``) open it so that nothing is written or migrated, and a folder that does
-    not exist is never created behind the user's back (only the default ``.openprogram``
-    folder is)."""
-    url = getattr(args, "db", None)
-    if url:
-        path = _sqlite_path(str(url))
-        if path is not None and path.is_dir():
-            raise UsageError(
-                f"--db {url} is a folder; name a database file, e.g. {path / 'openprogram.db'}"
-            )
-        if path is not None and create and not path.parent.is_dir():
-            raise UsageError(f"--db {url}: there is no folder {path.parent}; create it first")
-    return graph_open_store(url, create=create, read_only=read_only)
-
-
-def _sqlite_path(url: str) -> Path | None:
-    """The file a SQLite ``--db`` names (a plain path or ``sqlite:///``); None otherwise."""
-    return StoreURL.parse(url).file
+    """The database named by ``--db`` (see :func:`openprogram._service.open_store`)."""
+    return service.open_store(getattr(args, "db", None), create=create, read_only=read_only)
 
 
 def encoding(name: str) -> str:
@@ -180,20 +157,13 @@ def existing_session(
     args: argparse.Namespace, session: str, *, create: bool = False, read_only: bool = False
 ) -> ConversationGraph:
     """A session that must exist (reading never creates one)."""
-    store = open_store(args, create=create, read_only=read_only)
-    if not store.has_session(session):
-        raise SessionError(
-            f"no session {session!r} in {store.url}; `openprogram sessions` lists them"
-        )
-    return ConversationGraph(store, session)
+    return service.find_session(open_store(args, create=create, read_only=read_only), session)
 
 
 def policy_from(args: argparse.Namespace) -> Policy:
     """The policy ``--policy`` and ``--model`` choose (claude-code for a 128k model by
     default)."""
-    name = getattr(args, "policy", None) or "claude-code"
-    model = getattr(args, "model", None)
-    return Policy.named(name, model)
+    return service.policy_named(getattr(args, "policy", None), getattr(args, "model", None))
 
 
 def what_if(args: argparse.Namespace) -> list[str]:
@@ -203,19 +173,14 @@ def what_if(args: argparse.Namespace) -> list[str]:
 
 
 def engine_for(args: argparse.Namespace, graph: ConversationGraph) -> ContextEngine:
-    """An engine configured as the session is: its stored policy and budget, and the tools
-    of the last prompt it sent. ``--policy``/``--model``/``--budget`` make it a what-if:
-    configured as they say, with sticky state of its own (starting afresh)."""
-    from openprogram._runtime._config import load_config, stored_engine
-
-    named = getattr(args, "policy", None) or getattr(args, "model", None)
-    unset = load_config(graph.store, graph.session) is None
-    return stored_engine(
+    """An engine configured as the session is, or the what-if ``--policy``/``--model``/
+    ``--budget`` ask for (see :func:`openprogram._service.engine_for`)."""
+    return service.engine_for(
         graph,
-        policy=policy_from(args) if named or unset else None,
+        policy=getattr(args, "policy", None),
+        model=getattr(args, "model", None),
         budget=getattr(args, "budget", None),
-        state_dir=folder_of(args, graph.store),
-        state_key="what-if" if what_if(args) else None,
+        state_dir=state_dir(args),
     )
 
 

@@ -49,7 +49,11 @@ def cmd_proxy(args: argparse.Namespace) -> int:
             f"[yellow]warning:[/] listening on {host}, not loopback: whoever can reach it and "
             "holds the token sends requests through it"
         )
-    proxy = Proxy(config)
+    try:
+        proxy = Proxy(config)
+    except BaseException:
+        sock.close()  # a database it cannot open leaves no socket listening
+        raise
     token = secrets.token_urlsafe(24)
     for line in env_lines(url_of(host, port), token):
         sys.stdout.write(line + "\n")

@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, overload
 
-from openprogram._runtime._current import current_frame, current_session
+from openprogram._runtime._current import current_frame
 from openprogram._runtime._models import Model
+from openprogram._runtime._session import current_session
 from openprogram._runtime._tools import ToolSpec
 
 T = TypeVar("T")

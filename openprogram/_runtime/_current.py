@@ -8,15 +8,13 @@ run it under ``contextvars.copy_context()`` (as the LLM loop does for tools) to 
 from __future__ import annotations
 
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from graph import TOP, Frame
 from openprogram._errors import NoSession
+from openprogram._runtime._host import SessionHost
 
-if TYPE_CHECKING:
-    from openprogram._runtime._session import Session
-
-SESSION: ContextVar[Session | None] = ContextVar("openprogram_session", default=None)
+SESSION: ContextVar[SessionHost | None] = ContextVar("openprogram_session", default=None)
 FRAME: ContextVar[Frame] = ContextVar("openprogram_frame", default=TOP)
 TOOL_NODE: ContextVar[str | None] = ContextVar("openprogram_tool_node", default=None)
 """The tool node whose call is being executed (a function it starts is ``spawned`` by it)."""
@@ -24,7 +22,7 @@ MODEL: ContextVar[Any] = ContextVar("openprogram_model_override", default=None)
 """A model that replaces every other (``openprogram.testing.override``)."""
 
 
-def current_session() -> Session:
+def current_host() -> SessionHost:
     """The session the running code belongs to; :class:`NoSession` outside one."""
     session = SESSION.get()
     if session is None:

@@ -18,7 +18,8 @@ from typing import Any, TypeVar, overload
 from pydantic import BaseModel
 
 from graph import FunctionHandle
-from openprogram._runtime._current import FRAME, MODEL, TOOL_NODE, current_frame, current_session
+from openprogram._runtime._current import FRAME, MODEL, TOOL_NODE, current_frame
+from openprogram._runtime._session import current_session
 from openprogram.tracing import conversation_attributes, provider_name, semconv, span
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from context import HISTORY_TOOLS, output_redactor
+from context import HISTORY_TOOLS, ContextEngine, Policy, output_redactor
 from graph import (
     ChatMessage,
+    ConversationGraph,
     Dialogue,
     Function,
     Node,
@@ -30,10 +31,14 @@ from graph import (
 )
 from openprogram._runtime._tools import ToolSpec
 
-__all__ = ["HISTORY_TOOLS", "READ_LIMIT", "HistoryTools", "messages_text", "node_text"]
-
-if TYPE_CHECKING:
-    from openprogram._runtime._session import Session
+__all__ = [
+    "HISTORY_TOOLS",
+    "READ_LIMIT",
+    "HistorySource",
+    "HistoryTools",
+    "messages_text",
+    "node_text",
+]
 
 READ_LIMIT = 8_000
 """Characters one read returns at most (under the offload threshold, so what the model
@@ -80,10 +85,24 @@ def _page(text: str, offset: int, limit: int, how: str) -> str:
     return piece
 
 
+class HistorySource(Protocol):
+    """What the history tools read of a session: its graph, and the engine and policy it
+    renders with (a session, or the MCP server's reader of a stored one)."""
+
+    @property
+    def graph(self) -> ConversationGraph: ...
+
+    @property
+    def engine(self) -> ContextEngine: ...
+
+    @property
+    def policy(self) -> Policy: ...
+
+
 class HistoryTools:
     """The six history tools, bound to one session."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: HistorySource) -> None:
         self.session = session
 
     def _clean(self, text: str) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import Token
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -26,6 +26,7 @@ from context import ProviderUsage, Rendered, is_context_overflow, provider_reque
 from graph import ChatMessage, Frame, Node
 from openprogram._errors import ModelError, OutputValidationError, StepLimitExceeded
 from openprogram._runtime._current import FRAME, MODEL, SESSION, TOOL_NODE
+from openprogram._runtime._host import SessionHost
 from openprogram._runtime._models import Model, ModelResponse
 from openprogram._runtime._tools import ToolSpec, arun_tool, as_spec, run_tool
 from openprogram.tracing import (
@@ -37,9 +38,6 @@ from openprogram.tracing import (
     span,
     traced_render,
 )
-
-if TYPE_CHECKING:
-    from openprogram._runtime._session import Session
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
 _REPAIR = (
@@ -82,7 +80,7 @@ class Call:
 
     def __init__(
         self,
-        session: Session,
+        session: SessionHost,
         frame: Frame,
         *,
         tools: Sequence[ToolSpec | Callable[..., Any]],
@@ -284,7 +282,9 @@ class Call:
             "raise max_steps or give the model fewer tools to loop on"
         )
 
-    def _bind(self, tool: Node) -> tuple[Token[Session | None], Token[Frame], Token[str | None]]:
+    def _bind(
+        self, tool: Node
+    ) -> tuple[Token[SessionHost | None], Token[Frame], Token[str | None]]:
         """Run a tool inside this call: its session and frame are bound (even when the code
         that called ``llm`` bound none), so an agentic function the tool starts goes on the
         call's chain, spawned by the tool's node."""

@@ -3,16 +3,13 @@ nodes and functions by status, layers, model, policy and usage, in one table."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from graph import html_table
+from openprogram._runtime._host import SessionHost
+from openprogram._runtime._usage import usage_of
 from openprogram._words import counted
 
-if TYPE_CHECKING:
-    from openprogram._runtime._session import Session
 
-
-def session_html(session: Session) -> str:
+def session_html(session: SessionHost) -> str:
     """The HTML table a notebook shows for ``session``."""
     nodes = session.graph.nodes()
     functions = [n for n in nodes if n.kind == "function"]
@@ -23,7 +20,7 @@ def session_html(session: Session) -> str:
     )
     kinds = counted(len(functions), "function")
     layers = session.graph.layers()
-    total = session.usage()["total"]
+    total = usage_of(session.graph)["total"]
     return html_table(
         f"session {session.id}",
         [

@@ -62,7 +62,7 @@ from openprogram._runtime._config import (
     session_config,
     with_fields,
 )
-from openprogram._runtime._current import SESSION, current_frame
+from openprogram._runtime._current import SESSION, current_frame, current_host
 from openprogram._runtime._history import HistoryTools
 from openprogram._runtime._leases import DEFAULT_TTL, LeaseKeeper, mark_interrupted
 from openprogram._runtime._loop import Call
@@ -468,6 +468,14 @@ class Session:
         """Tokens in and out, cached tokens and cost, in total, per model and per function
         (the innermost agentic function that made the call; ``(top)`` outside any)."""
         return usage_of(self.graph)
+
+
+def current_session() -> Session:
+    """The session the running code belongs to; :class:`NoSession` outside one."""
+    host = current_host()
+    if not isinstance(host, Session):  # only a Session binds itself
+        raise SessionError(f"the running code belongs to {host!r}, not to a Session")
+    return host
 
 
 def scrub_patterns(

@@ -1,6 +1,6 @@
 """What the viewer reads: sessions, the prompts they sent, layers, functions, records.
 
-Everything comes through the public API and the CLI's own helpers (``engine_for``,
+Everything comes through the public API and the helpers the CLI stands on (``engine_for``,
 ``sent_prompt``, ``layer_savings``, ``fired_by_frame``), opened read-only: looking at a
 session never changes what its agent sends. A session's graph and engine are loaded once
 and refreshed (what other processes appended) on each request; the cheap facts — the
@@ -10,7 +10,6 @@ session's first page does not wait for its 100,000 nodes.
 
 from __future__ import annotations
 
-import argparse
 import threading
 from pathlib import Path
 from typing import Any
@@ -40,7 +39,7 @@ from graph import (
     StoreError,
     resolve_ref,
 )
-from openprogram._cli._common import engine_for, folder_of, open_store
+from openprogram import _service as service
 from openprogram._view._facts import (
     KINDS,
     Call,
@@ -64,12 +63,11 @@ class Viewer:
     """One database's sessions as the web app reads them (thread-safe: one lock)."""
 
     def __init__(self, db: str | None, state_dir: str | None, *, allow_write: bool = False):
-        self.args = argparse.Namespace(
-            db=db, state_dir=state_dir, policy=None, model=None, budget=None
-        )
+        self.db = db
+        self.state_dir = state_dir
         self.allow_write = allow_write
         self.lock = threading.RLock()
-        self.store: Store = open_store(self.args, create=False, read_only=True)
+        self.store: Store = service.open_store(db, create=False, read_only=True)
         self._loaded: dict[str, tuple[ConversationGraph, ContextEngine]] = {}
         self._kinds: dict[tuple[str, int], dict[str, int]] = {}
         self._storages: dict[str, ContextStorage] = {}
@@ -88,12 +86,12 @@ class Viewer:
 
     @property
     def state_path(self) -> Path:
-        return folder_of(self.args, self.store).path
+        return service.folder_of(self.store, self.state_dir).path
 
     def storage(self, session: str) -> ContextStorage:
         if session not in self._storages:
             self._storages[session] = ContextStorage(
-                self.store, session, folder_of(self.args, self.store)
+                self.store, session, service.folder_of(self.store, self.state_dir)
             )
         return self._storages[session]
 
@@ -161,7 +159,7 @@ class Viewer:
                 if not self.store.has_session(session):
                     raise KeyError(session)
                 graph = ConversationGraph(self.store, session)
-                self._loaded[session] = (graph, engine_for(self.args, graph))
+                self._loaded[session] = (graph, service.engine_for(graph, state_dir=self.state_dir))
             graph, engine = self._loaded[session]
             graph.refresh()
             return graph, engine
@@ -397,13 +395,11 @@ class Viewer:
         the layers ended, and the next prompt's tokens before and after."""
         if not self.allow_write:
             raise PermissionError("the viewer was started without --allow-write")
-        from graph import SQLStore
-
         with self.lock:
-            store = SQLStore(self.args.db, create=False)
+            store = service.open_store(self.db, create=False)
             try:
                 graph = ConversationGraph(store, session)
-                engine = engine_for(self.args, graph)
+                engine = service.engine_for(graph, state_dir=self.state_dir)
                 before = engine.preview().tokens
                 done = engine.rollback(layer_id, reason="rolled back in openprogram view")
                 after = engine.preview().tokens

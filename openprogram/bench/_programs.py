@@ -24,9 +24,9 @@ from typing import Any
 import openprogram
 from context import Policy
 from graph import TOP, ChatMessage, Dialogue, ToolSchema, text_of
-from openprogram._runtime._current import current_frame, current_session
+from openprogram._runtime._current import current_frame
 from openprogram._runtime._models import ModelResponse
-from openprogram._runtime._session import Session
+from openprogram._runtime._session import Session, current_session
 from openprogram.testing import FunctionModel, ModelRequest, tool_call
 
 __all__ = [

@@ -4,13 +4,10 @@ and a render's graph ids mapped back to the framework's without repeating one.""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 from graph import ChatMessage, call_id_text
 from openprogram._errors import MalformedMessage
-
-if TYPE_CHECKING:
-    from openprogram.integrations._entry import Entry
 
 __all__ = ["FrameworkIds", "call_counts", "call_ids", "check_entries", "text_ids"]
 
@@ -43,7 +40,17 @@ class FrameworkIds:
         return {**message, "tool_calls": calls}
 
 
-def check_entries(name: str, entries: Sequence[Entry], start: int = 0) -> None:
+class _Checked(Protocol):
+    """What :func:`check_entries` reads of an entry (an ``Entry`` is one)."""
+
+    @property
+    def message(self) -> ChatMessage: ...
+
+    @property
+    def label(self) -> str: ...
+
+
+def check_entries(name: str, entries: Sequence[_Checked], start: int = 0) -> None:
     """Refuse, before anything is stored, a message the graph cannot hold as it is (from
     ``start``: those before it were checked when they were first stored)."""
     for index, entry in enumerate(entries[start:], start):

@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from openprogram._runtime._history import HISTORY_TOOLS
-
-if TYPE_CHECKING:
-    from openprogram._runtime._session import Session
+from openprogram._runtime._host import SessionHost
 
 __all__ = ["history_functions"]
 
 
-def history_functions(session: Session) -> list[Callable[..., str]]:
+def history_functions(session: SessionHost) -> list[Callable[..., str]]:
     """``read_output``, ``read_history``, ``expand_layer``, ``expand_function``,
     ``search_history`` and ``inspect_node``, bound to ``session``."""
     return [_guarded(getattr(session.history, name)) for name in HISTORY_TOOLS]

@@ -28,18 +28,16 @@ import json
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from context import MessageSource, Rendered
 from graph import ChatMessage, Node, Tool, ToolCall, ToolSchema, dialogue_message
 from openprogram._runtime._config import ADAPTERS
+from openprogram._runtime._session import Session
 from openprogram.integrations._calls import FrameworkIds, call_counts, check_entries
 from openprogram.integrations._entry import Entry, Paired, other_ids
 from openprogram.integrations._models import record_model
 from openprogram.tracing import traced_render
-
-if TYPE_CHECKING:
-    from openprogram._runtime._session import Session
 
 __all__ = ["NAMESPACE", "Entry", "Mirror", "Paired"]
 

@@ -9,10 +9,7 @@ then shows what the agent runs on, not the 128k default."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from openprogram._runtime._session import Session
+from openprogram._runtime._session import Session
 
 __all__ = ["record_model"]
 

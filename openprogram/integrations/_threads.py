@@ -13,13 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from typing import TYPE_CHECKING
 
 from graph import is_safe_id
+from openprogram._runtime._session import Session
 from openprogram.integrations._mirror import Mirror
-
-if TYPE_CHECKING:
-    from openprogram._runtime._session import Session
 
 __all__ = ["Conversations"]
 
@@ -74,8 +71,6 @@ class Conversations:
         return self._owner == conversation
 
     def _open(self, conversation: str) -> Session:
-        from openprogram._runtime._session import Session
-
         base = self.session
         part = conversation if is_safe_id(conversation) and len(conversation) <= 64 else None
         if part is None:

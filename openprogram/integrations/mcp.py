@@ -67,7 +67,7 @@ class _Reader:
         budget = None if policy is None else policy.budget  # a given policy brings its own
         self.engine = stored_engine(self.graph, policy=policy, budget=budget)
         self.id = session
-        self.history = HistoryTools(self)  # type: ignore[arg-type]
+        self.history = HistoryTools(self)
 
     @property
     def policy(self) -> Policy:

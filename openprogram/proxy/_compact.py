@@ -15,14 +15,12 @@ where the layer stands, and the originals again once the layer is rolled back.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from graph import LayerInfo
-
-if TYPE_CHECKING:
-    from openprogram._runtime._session import Session
-    from openprogram.integrations._mirror import Mirror
-    from openprogram.proxy._convert import Converted
+from openprogram._runtime._host import SessionHost
+from openprogram.integrations._mirror import Mirror
+from openprogram.proxy._convert import Converted
 
 __all__ = ["NAMESPACE", "Window", "adopt", "expand", "window"]
 
@@ -33,7 +31,7 @@ Window = dict[str, Any]
 
 
 def adopt(
-    session: Session, mirror: Mirror, converted: Converted, items: list[Any], given: list[Any]
+    session: SessionHost, mirror: Mirror, converted: Converted, items: list[Any], given: list[Any]
 ) -> tuple[LayerInfo | None, Window | None]:
     """Keep a compact answer's ``items`` as a layer over the history ``given`` (the compact
     request's input, as ``converted``), and the window that stands for it."""
@@ -50,7 +48,7 @@ def adopt(
     return layer, kept
 
 
-def window(session: Session) -> Window | None:
+def window(session: SessionHost) -> Window | None:
     """The session's last compacted window, if it has one."""
     stored = session.store.get_values(session.id, NAMESPACE).get("window")
     return json.loads(stored) if stored else None

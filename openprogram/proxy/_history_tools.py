@@ -12,14 +12,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from graph import ToolSchema
 from openprogram._runtime._history import HISTORY_TOOLS
+from openprogram._runtime._host import SessionHost
 from openprogram.integrations._history import history_functions
-
-if TYPE_CHECKING:
-    from openprogram._runtime._session import Session
 
 __all__ = ["PROTOCOLS", "HistoryCall", "answer", "offer", "schemas"]
 
@@ -38,7 +36,7 @@ class HistoryCall:
     arguments: str
 
 
-def schemas(session: Session, taken: set[str]) -> list[ToolSchema]:
+def schemas(session: SessionHost, taken: set[str]) -> list[ToolSchema]:
     """The history tools as chat schemas (what the budget counts), but for ``taken`` names."""
     return [spec.schema() for spec in session.history.specs() if spec.name not in taken]
 
@@ -84,7 +82,7 @@ def offer(protocol: str, request: dict[str, Any], chat: list[ToolSchema]) -> tup
     return tuple(str(schema["function"]["name"]) for schema in chat)
 
 
-def answer(session: Session, call: HistoryCall) -> str:
+def answer(session: SessionHost, call: HistoryCall) -> str:
     """What the history tool says to ``call`` (a bad id or argument is text the model reads)."""
     tools = {fn.__name__: fn for fn in history_functions(session)}
     if call.name not in tools or call.name not in HISTORY_TOOLS:

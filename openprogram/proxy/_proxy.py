@@ -29,8 +29,9 @@ from typing import Any
 
 import msgspec
 
-from context import Policy, ProviderUsage, Summarizer, state_folder
-from graph import Store, ToolSchema, open_store
+from context import Policy, ProviderUsage, Summarizer
+from graph import Store, ToolSchema
+from openprogram import _service as service
 from openprogram._runtime._session import Session
 from openprogram.integrations._mirror import Mirror
 from openprogram.proxy import _anthropic, _compact, _history_tools, _openai_chat, _responses
@@ -102,8 +103,8 @@ class Proxy:
         self.config = config
         self.summarizer = summarizer
         """What writes new sessions' summaries (None: the policy's ``summarizer_model``)."""
-        self.store = store if store is not None else open_store(config.db)
-        folder = state_folder(self.store, config.state_dir)
+        self.store = store if store is not None else service.open_store(config.db, create=True)
+        folder = service.folder_of(self.store, config.state_dir)
         folder.claim()
         self.folder = folder.path
         self.log = Path(self.folder) / LOG

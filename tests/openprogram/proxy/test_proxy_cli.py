@@ -91,6 +91,28 @@ def test_a_bad_upstream_url_is_one_line(tmp_path: Path) -> None:
     assert code == 2
 
 
+def test_a_db_that_is_a_folder_or_in_no_folder_is_one_line_and_makes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The proxy opens its ``--db`` as every command does (not sqlite's "unable to open
+    database file", and no folder made behind the user's back)."""
+    from openprogram.cli import main
+
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    assert main(["proxy", "--port", "0", "--db", str(folder)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --db {folder} is a folder; name a database file, e.g. "
+        f"{folder / 'openprogram.db'}\n"
+    )
+    missing = tmp_path / "missing" / "p.db"
+    assert main(["proxy", "--port", "0", "--db", str(missing)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --db {missing}: there is no folder {missing.parent}; create it first\n"
+    )
+    assert not missing.parent.exists()
+
+
 def test_no_history_tools_is_a_flag() -> None:
     from openprogram.cli import parser
 
