@@ -30,12 +30,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from context import MessageSource, Rendered
+from context import Rendered
 from graph import Node, Tool, dialogue_message
 from openprogram._config import ADAPTERS
-from openprogram.integrations._calls import FrameworkIds, call_counts, check_entries
-from openprogram.integrations._entry import Entry, Paired, other_ids
+from openprogram.integrations._calls import call_counts, check_entries
+from openprogram.integrations._entry import Entry, Paired
+from openprogram.integrations._gc import freeze_once
 from openprogram.integrations._models import record_model
+from openprogram.integrations._pairing import pair
 from openprogram.tracing import traced_render
 
 if TYPE_CHECKING:
@@ -99,6 +101,8 @@ class Mirror:
         """Whether diverged histories wrote one step twice (a key with several steps)."""
         self.last: Rendered | None = None
         """The last render (tokens, tiers, and the cache edits it asks the provider for)."""
+        self._paired: dict[int, Paired] = {}
+        """The last render's pairs of messages without call ids, by the message's identity."""
 
     # -- the steps this mirror wrote, persisted in the store -------------------------------
     @property
@@ -164,12 +168,12 @@ class Mirror:
         return [step.node for step in self._path]
 
     def warm(self) -> None:
-        """Read now what the first request would (the steps written, the session's render):
-        an adapter built over a long history pays for it when built, not in that request."""
+        """Read the steps this mirror wrote now (the first request looks its history up in
+        them), and set the objects the process holds aside from the garbage collector's full
+        collections (see ``_gc``): an adapter's first request then costs what it does."""
+        freeze_once()
         with self._lock:
             self.index  # noqa: B018 (loads the index)
-            self.session.engine.count_as_sent()
-            self.session._warm()
 
     # -- writing ------------------------------------------------------------------------
     def sync(self, entries: Sequence[Entry], system: str | None = None) -> list[str]:
@@ -335,10 +339,12 @@ class Mirror:
         while True:
             pending: dict[str, tuple[int, int]] = {}  # call id -> (its message, unanswered)
             for index, entry in enumerate(entries[:same]):
-                for call_id, count in call_counts(entry.message).items():
-                    pending[call_id] = (index, count)
-                if entry.message.get("role") == "tool":
-                    call_id = str(entry.message.get("tool_call_id"))
+                message = entry.message
+                if message.get("tool_calls"):
+                    for call_id, count in call_counts(message).items():
+                        pending[call_id] = (index, count)
+                if message.get("role") == "tool":
+                    call_id = str(message.get("tool_call_id"))
                     if call_id in pending:
                         at, count = pending.pop(call_id)
                         if count > 1:
@@ -453,36 +459,13 @@ class Mirror:
             return self._pair(self.last, entries)
 
     def _pair(self, rendered: Rendered, entries: Sequence[Entry]) -> list[Paired]:
-        """Each rendered message with the entry it shows unchanged: its source names the
-        entry's node, shown in full by no tier (never a comparison of texts)."""
+        """Each rendered message with the entry it shows unchanged (see ``pair``); only the
+        current instructions of those this history stored go out."""
         graph = self.session.graph
-        by_node: dict[str, Entry] = {}
-        framework_ids: dict[str, str] = {}
-        for step, entry in zip(self._path, entries, strict=False):
-            for framework_id, graph_ids in step.calls.items():
-                for graph_id in graph_ids:
-                    framework_ids[graph_id] = framework_id
-            if step.node in graph:
-                by_node[step.node] = entry
         current = [s.node for s in self._system[-1:]]
         instructions = [dialogue_message(graph.get(node)) for node in current]
         superseded = {s.node for s in self._system[:-1]} - set(current)
-        ids = FrameworkIds(framework_ids)
-        sources = rendered.sources
-        if len(sources) != len(rendered.messages):  # no sources: nothing is paired
-            sources = [MessageSource()] * len(rendered.messages)
-        paired = []
-        for message, source in zip(rendered.messages, sources, strict=True):
-            node = source.nodes[0] if len(source.nodes) == 1 else None
-            role = message.get("role")
-            old = role == "system" and node in superseded
-            if old and message not in instructions:
-                continue  # counted in the budget, never sent: the framework sends the new ones
-            shows = by_node.pop(node, None) if source.verbatim and node is not None else None
-            if shows is not None and shows.message.get("role") != role:
-                shows = None
-            mapped = ids.map(message)
-            if shows is not None and other_ids(mapped, shows.message):
-                shows = None  # its framework ids would repeat one: sent as a new message
-            paired.append(Paired(mapped, shows, source.layer))
+        paired, self._paired = pair(
+            rendered, entries, self._path, (instructions, superseded), self._paired
+        )
         return paired
