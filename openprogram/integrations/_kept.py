@@ -21,7 +21,7 @@ from typing import Any
 
 from openprogram.integrations._entry import Entry
 
-__all__ = ["KeptEntries", "frozen", "vars_state"]
+__all__ = ["KeptEntries", "frozen"]
 
 _ATOMS = frozenset(
     (str, int, float, bool, bytes, type(None), datetime.datetime, datetime.date, datetime.timedelta)
@@ -44,23 +44,23 @@ def frozen(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
-def vars_state(obj: Any) -> list[dict[str, Any]]:
-    """An object's own attributes (a pydantic model's fields), as its state."""
-    return [vars(obj)]
-
-
 class KeptEntries:
     """Entries of framework objects, converted by ``convert`` (one object to its entries) and
-    kept while ``state`` (the object's values, as a list of its attribute dicts, compared
-    with ``==`` against a :func:`frozen` copy of them) stays the same."""
+    kept while ``state`` (the object's values, as a list of attribute dicts: by default its
+    own) compares equal (``==``) to ``snapshot``, the copy taken when it was converted (by
+    default a :func:`frozen` copy of the state; a framework's own may share the objects its
+    state lists the attributes of, so that they are compared by identity and then by those
+    attributes, never by their own ``__eq__``)."""
 
     def __init__(
         self,
         convert: Callable[[Any], list[Entry]],
-        state: Callable[[Any], list[dict[str, Any]]],
+        state: Callable[[Any], list[dict[str, Any]]] = lambda obj: [vars(obj)],
+        snapshot: Callable[[Any], list[dict[str, Any]]] | None = None,
     ) -> None:
         self._convert = convert
         self._state = state
+        self._copy = snapshot or (lambda obj: [frozen(part) for part in state(obj)])
         self._kept: dict[str | None, dict[int, tuple[Any, list[Any], list[Entry]]]] = {}
 
     def entries(self, objects: Sequence[Any], conversation: str | None = None) -> list[Entry]:
@@ -79,7 +79,7 @@ class KeptEntries:
 
     def _snapshot(self, obj: Any) -> list[Any]:
         try:
-            return [{k: frozen(v) for k, v in part.items()} for part in self._state(obj)]
+            return self._copy(obj)
         except Exception:  # a value that cannot be copied: converted again every time
             return [_Never()]
 

@@ -99,6 +99,9 @@ class Mirror:
         """The last sync's digests, and the graph's last record and head after it."""
         self._shared = False
         """Whether diverged histories wrote one step twice (a key with several steps)."""
+        self._walked: tuple[list[_Step], int] = ([], 0)
+        """The path :meth:`_follow` last walked, and how many changes of instructions are
+        on it (the one after its end not counted)."""
         self.last: Rendered | None = None
         """The last render (tokens, tiers, and the cache edits it asks the provider for)."""
         self._paired: dict[int, Paired] = {}
@@ -209,6 +212,7 @@ class Mirror:
                     self._save()
             except BaseException:
                 self._index, self._new = None, []  # read again: nothing of it was stored
+                self._walked = ([], 0)
                 raise
             self._synced = (digests, graph.state.last_seq, graph.head)
             return self.nodes()
@@ -282,15 +286,23 @@ class Mirror:
 
     def _follow(self, steps: Sequence[_Step]) -> None:
         """Stand after ``steps`` and the changes of instructions on their way (one after
-        the last step included)."""
-        self._path, self._system = [], []
-        parent = self._base
+        the last step included). The part of ``steps`` the last call walked is not walked
+        again: instructions are only ever written after a path's end, so the changes on it
+        are the ones found then (those after its end are looked up again)."""
+        walked, count = self._walked
+        if walked and len(walked) <= len(steps) and steps[: len(walked)] == walked:
+            self._path, self._system = list(walked), self._system[:count]
+            parent: str | None = walked[-1].head
+        else:
+            self._path, self._system = [], []
+            parent = self._base
         systems = self._systems if self._index is not None else None
-        for step in steps:
+        for step in steps[len(self._path) :]:
             if systems is None or (parent or "") in systems:  # most nodes have none
                 parent = self._follow_system(parent)
             self._path.append(step)
             parent = step.head
+        self._walked = (list(self._path), len(self._system))
         self._at = self._follow_system(parent)
 
     def _system_step(self, parent: str | None) -> _Step | None:

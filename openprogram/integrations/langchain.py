@@ -47,7 +47,7 @@ from langgraph.runtime import Runtime
 from openprogram import tracing
 from openprogram._session import Session
 from openprogram.integrations._history import history_functions
-from openprogram.integrations._kept import KeptEntries, vars_state
+from openprogram.integrations._kept import KeptEntries
 from openprogram.integrations._mirror import Entry, Mirror, Paired
 from openprogram.integrations._threads import Conversations
 
@@ -70,7 +70,7 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
         self.session = session
         self.conversations = Conversations(session, NAME)
         self.mirror = self.conversations.mirror
-        self._kept = KeptEntries(_entries, vars_state)
+        self._kept = KeptEntries(_entries)
         self.tools: Sequence[BaseTool] = _tools(session) if history_tools else []
         self._agents: dict[str, Any] = {}
         """The open ``invoke_agent`` span of each LangGraph thread ("" for none)."""
@@ -162,7 +162,7 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
     ) -> None:
         """Store the answer; the input tokens the provider reports correct later estimates."""
         messages = _answered(answer)
-        mirror.sync(self._entries(request, [*request.messages, *messages]), _system(request))
+        mirror.sync([*entries, *to_entries(messages)], _system(request))
         usage = next((m.usage_metadata for m in messages if isinstance(m, AIMessage)), None)
         if usage and usage["input_tokens"] > 0 and mirror.last is not None:
             estimated = mirror.last.tokens

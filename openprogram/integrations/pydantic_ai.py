@@ -57,7 +57,7 @@ from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
 from openprogram._session import Session
 from openprogram.integrations._history import history_functions
-from openprogram.integrations._kept import KeptEntries
+from openprogram.integrations._kept import KeptEntries, frozen
 from openprogram.integrations._mirror import Entry, Mirror, Paired
 from openprogram.integrations._threads import Conversations
 
@@ -88,7 +88,7 @@ class OpenProgramCapability(AbstractCapability[Any]):
     def __post_init__(self) -> None:
         self.conversations = Conversations(self.session, NAME)
         self.mirror = self.conversations.mirror
-        self._kept = KeptEntries(_message_entries, _state)
+        self._kept = KeptEntries(_message_entries, _state, _snapshot)
 
     @property
     def sessions(self) -> dict[str, Session]:
@@ -146,7 +146,7 @@ class OpenProgramCapability(AbstractCapability[Any]):
             settings["extra_headers"] = {**settings.get("extra_headers", {}), **CM_BETA}
             request_context.model_settings = cast(ModelSettings, settings)
         response: ModelResponse = await handler(request_context)
-        answered = self._kept.entries([*messages, response])
+        answered = [*entries, *_message_entries(response)]
         await asyncio.to_thread(mirror.sync, answered, system)
         anchor = self.anchor_usage
         if anchor is None:
@@ -216,9 +216,19 @@ def _message_entries(message: ModelMessage) -> list[Entry]:
 
 
 def _state(message: ModelMessage) -> list[dict[str, Any]]:
-    """What a message's entries are made of: its fields and each part's (the parts by count:
-    a part is compared by its own fields, and read from the message when sent)."""
-    return [{**vars(message), "parts": len(message.parts)}, *map(vars, message.parts)]
+    """What a message's entries are made of: its fields, each part's and its usage's."""
+    usage = [vars(message.usage)] if isinstance(message, ModelResponse) else []
+    return [vars(message), *map(vars, message.parts), *usage]
+
+
+def _snapshot(message: ModelMessage) -> list[dict[str, Any]]:
+    """A copy of :func:`_state` in which the message's parts and usage are the very objects
+    (compared by identity, then by the copies of their own fields)."""
+    shared: dict[str, Any] = {"parts": list(message.parts)}
+    if isinstance(message, ModelResponse):
+        shared["usage"] = message.usage
+    top = {k: shared[k] if k in shared else frozen(v) for k, v in vars(message).items()}
+    return [top, *(frozen(part) for part in _state(message)[1:])]
 
 
 def _ids(message: ModelMessage) -> dict[str, str]:
