@@ -73,11 +73,6 @@ class Receipts:
         tools = list(request.tools)
         engine.storage.save_receipt(receipt, tools, dict(zip(digests, sent, strict=True)))
 
-    def warm(self, messages: Sequence[ChatMessage]) -> None:
-        """Encode ``messages`` (a preview's, the very objects the next render hands back)
-        and note which are stored, ahead of the receipt that will name them."""
-        self._storage.recall_messages(self._encoded(messages)[1])
-
     def _encoded(self, messages: Sequence[ChatMessage]) -> tuple[list[str], tuple[str, ...]]:
         """Each message's canonical JSON and digest (kept for the next receipt)."""
         known, kept = self._sent, {}

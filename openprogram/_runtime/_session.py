@@ -319,13 +319,6 @@ class Session:
         shows the next one."""
         return self._receipts.last_prompt(self.engine)
 
-    def _warm(self) -> None:
-        """Read ahead what the next render reads (its items and token counts, and which of
-        its messages are stored), by a preview that writes nothing: an adapter built over a
-        long history does it when built instead of in its first request."""
-        if len(self.graph):
-            self._receipts.warm(self.engine.preview().messages)
-
     # -- LLM calls ------------------------------------------------------------------------
     def _call(
         self,

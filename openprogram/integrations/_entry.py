@@ -65,12 +65,12 @@ def other_ids(sent: ChatMessage, shown: ChatMessage) -> bool:
 def shown_as(entries: Sequence[Entry], items: Sequence[Any]) -> list[Entry]:
     """``entries`` (each made from a run of items: ``original`` is their tuple) for other
     ``items`` that hold the same, each showing the items at its place (digests kept)."""
-    shown, at = [], 0
+    shown, at, new = [], 0, object.__new__
     for entry in entries:
         size = len(entry.original)
-        again = Entry(entry.message, tuple(items[at : at + size]), entry.meta, entry.label)
-        if "digest" in entry.__dict__:
-            again.__dict__["digest"] = entry.__dict__["digest"]
+        again = new(Entry)  # the same message, meta and digest: only where it comes from differs
+        again.__dict__.update(entry.__dict__)
+        again.__dict__["original"] = tuple(items[at : at + size])
         shown.append(again)
         at += size
     return shown

@@ -30,13 +30,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
-from context import MessageSource, Rendered
+from context import Rendered
 from graph import ChatMessage, Node, Tool, ToolCall, ToolSchema, dialogue_message
 from openprogram._runtime._config import ADAPTERS
 from openprogram._runtime._session import Session
-from openprogram.integrations._calls import FrameworkIds, call_counts, check_entries
-from openprogram.integrations._entry import Entry, Paired, other_ids
+from openprogram.integrations._calls import call_counts, check_entries
+from openprogram.integrations._entry import Entry, Paired
+from openprogram.integrations._gc import freeze_once
 from openprogram.integrations._models import record_model
+from openprogram.integrations._pairing import pair
 from openprogram.tracing import traced_render
 
 __all__ = ["NAMESPACE", "Entry", "Mirror", "Paired"]
@@ -95,8 +97,13 @@ class Mirror:
         """The last sync's digests, and the graph's last record and head after it."""
         self._shared = False
         """Whether diverged histories wrote one step twice (a key with several steps)."""
+        self._walked: tuple[list[_Step], int] = ([], 0)
+        """The path :meth:`_follow` last walked, and how many changes of instructions are
+        on it (the one after its end not counted)."""
         self.last: Rendered | None = None
         """The last render (tokens, tiers, and the cache edits it asks the provider for)."""
+        self._paired: dict[int, Paired] = {}
+        """The last render's pairs of messages without call ids, by the message's identity."""
 
     # -- the steps this mirror wrote, persisted in the store -------------------------------
     @property
@@ -162,12 +169,12 @@ class Mirror:
         return [step.node for step in self._path]
 
     def warm(self) -> None:
-        """Read now what the first request would (the steps written, the session's render):
-        an adapter built over a long history pays for it when built, not in that request."""
+        """Read the steps this mirror wrote now (the first request looks its history up in
+        them), and set the objects the process holds aside from the garbage collector's full
+        collections (see ``_gc``): an adapter's first request then costs what it does."""
+        freeze_once()
         with self._lock:
             self.index  # noqa: B018 (loads the index)
-            self.session.engine.count_as_sent()
-            self.session._warm()
 
     # -- writing ------------------------------------------------------------------------
     def sync(self, entries: Sequence[Entry], system: str | None = None) -> list[str]:
@@ -203,6 +210,7 @@ class Mirror:
                     self._save()
             except BaseException:
                 self._index, self._new = None, []  # read again: nothing of it was stored
+                self._walked = ([], 0)
                 raise
             self._synced = (digests, graph.state.last_seq, graph.head)
             return self.nodes()
@@ -276,15 +284,23 @@ class Mirror:
 
     def _follow(self, steps: Sequence[_Step]) -> None:
         """Stand after ``steps`` and the changes of instructions on their way (one after
-        the last step included)."""
-        self._path, self._system = [], []
-        parent = self._base
+        the last step included). The part of ``steps`` the last call walked is not walked
+        again: instructions are only ever written after a path's end, so the changes on it
+        are the ones found then (those after its end are looked up again)."""
+        walked, count = self._walked
+        if walked and len(walked) <= len(steps) and steps[: len(walked)] == walked:
+            self._path, self._system = list(walked), self._system[:count]
+            parent: str | None = walked[-1].head
+        else:
+            self._path, self._system = [], []
+            parent = self._base
         systems = self._systems if self._index is not None else None
-        for step in steps:
+        for step in steps[len(self._path) :]:
             if systems is None or (parent or "") in systems:  # most nodes have none
                 parent = self._follow_system(parent)
             self._path.append(step)
             parent = step.head
+        self._walked = (list(self._path), len(self._system))
         self._at = self._follow_system(parent)
 
     def _system_step(self, parent: str | None) -> _Step | None:
@@ -333,10 +349,12 @@ class Mirror:
         while True:
             pending: dict[str, tuple[int, int]] = {}  # call id -> (its message, unanswered)
             for index, entry in enumerate(entries[:same]):
-                for call_id, count in call_counts(entry.message).items():
-                    pending[call_id] = (index, count)
-                if entry.message.get("role") == "tool":
-                    call_id = str(entry.message.get("tool_call_id"))
+                message = entry.message
+                if message.get("tool_calls"):
+                    for call_id, count in call_counts(message).items():
+                        pending[call_id] = (index, count)
+                if message.get("role") == "tool":
+                    call_id = str(message.get("tool_call_id"))
                     if call_id in pending:
                         at, count = pending.pop(call_id)
                         if count > 1:
@@ -454,36 +472,13 @@ class Mirror:
             return self._pair(self.last, entries)
 
     def _pair(self, rendered: Rendered, entries: Sequence[Entry]) -> list[Paired]:
-        """Each rendered message with the entry it shows unchanged: its source names the
-        entry's node, shown in full by no tier (never a comparison of texts)."""
+        """Each rendered message with the entry it shows unchanged (see ``pair``); only the
+        current instructions of those this history stored go out."""
         graph = self.session.graph
-        by_node: dict[str, Entry] = {}
-        framework_ids: dict[str, str] = {}
-        for step, entry in zip(self._path, entries, strict=False):
-            for framework_id, graph_ids in step.calls.items():
-                for graph_id in graph_ids:
-                    framework_ids[graph_id] = framework_id
-            if step.node in graph:
-                by_node[step.node] = entry
         current = [s.node for s in self._system[-1:]]
         instructions = [dialogue_message(graph.get(node)) for node in current]
         superseded = {s.node for s in self._system[:-1]} - set(current)
-        ids = FrameworkIds(framework_ids)
-        sources = rendered.sources
-        if len(sources) != len(rendered.messages):  # no sources: nothing is paired
-            sources = [MessageSource()] * len(rendered.messages)
-        paired = []
-        for message, source in zip(rendered.messages, sources, strict=True):
-            node = source.nodes[0] if len(source.nodes) == 1 else None
-            role = message.get("role")
-            old = role == "system" and node in superseded
-            if old and message not in instructions:
-                continue  # counted in the budget, never sent: the framework sends the new ones
-            shows = by_node.pop(node, None) if source.verbatim and node is not None else None
-            if shows is not None and shows.message.get("role") != role:
-                shows = None
-            mapped = ids.map(message)
-            if shows is not None and other_ids(mapped, shows.message):
-                shows = None  # its framework ids would repeat one: sent as a new message
-            paired.append(Paired(mapped, shows, source.layer))
+        paired, self._paired = pair(
+            rendered, entries, self._path, (instructions, superseded), self._paired
+        )
         return paired

@@ -48,6 +48,7 @@ from graph import ChatMessage, ToolSchema
 from openprogram import tracing
 from openprogram._runtime._session import Session
 from openprogram.integrations._history import history_functions
+from openprogram.integrations._kept import KeptEntries
 from openprogram.integrations._mirror import Entry, Mirror, Paired
 from openprogram.integrations._threads import Conversations
 
@@ -70,6 +71,7 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
         self.session = session
         self.conversations = Conversations(session, NAME)
         self.mirror = self.conversations.mirror
+        self._kept = KeptEntries(_entries)
         self.tools: Sequence[BaseTool] = _tools(session) if history_tools else []
         self._agents: dict[str, Any] = {}
         """The open ``invoke_agent`` span of each LangGraph thread ("" for none)."""
@@ -112,7 +114,7 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
 
     # -- model calls --------------------------------------------------------------------
     def wrap_model_call(self, request: ModelRequest[Any], handler: Handler) -> Answer:
-        mirror, entries = self._mirror(request), to_entries(request.messages)
+        mirror, entries = self._mirror(request), self._entries(request, request.messages)
         with tracing.under(self._agent(request)):
             ready = self._request(mirror, request, entries)
             with self._chat(mirror, request) as current:
@@ -122,7 +124,7 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
         return answer
 
     async def awrap_model_call(self, request: ModelRequest[Any], handler: AsyncHandler) -> Answer:
-        mirror, entries = self._mirror(request), to_entries(request.messages)
+        mirror, entries = self._mirror(request), self._entries(request, request.messages)
         with tracing.under(self._agent(request)):
             ready = await asyncio.to_thread(self._request, mirror, request, entries)
             with self._chat(mirror, request) as current:
@@ -152,6 +154,9 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
 
     def _mirror(self, request: ModelRequest[Any]) -> Mirror:
         return self.conversations.mirror_for(_thread(request.runtime) or None)
+
+    def _entries(self, request: ModelRequest[Any], messages: Sequence[BaseMessage]) -> list[Entry]:
+        return self._kept.entries(messages, _thread(request.runtime))
 
     def _record(
         self, mirror: Mirror, request: ModelRequest[Any], entries: list[Entry], answer: Answer
@@ -296,11 +301,12 @@ def _answered(answer: Any) -> list[BaseMessage]:
 def to_entries(messages: Sequence[BaseMessage]) -> list[Entry]:
     """Each message as an :class:`Entry` (``original``: the message itself), converted by
     LangChain's own ``convert_to_openai_messages``."""
-    entries = []
-    for message in messages:
-        label = f"{type(message).__name__} id={message.id}" if message.id else ""
-        entries.append(Entry(_message(message), message, _meta(message), label))
-    return entries
+    return [entry for message in messages for entry in _entries(message)]
+
+
+def _entries(message: BaseMessage) -> list[Entry]:
+    label = f"{type(message).__name__} id={message.id}" if message.id else ""
+    return [Entry(_message(message), message, _meta(message), label)]
 
 
 def _meta(message: BaseMessage) -> dict[str, Any]:

@@ -58,6 +58,7 @@ from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 from graph import ChatMessage, ToolCall, ToolSchema
 from openprogram._runtime._session import Session
 from openprogram.integrations._history import history_functions
+from openprogram.integrations._kept import KeptEntries, frozen
 from openprogram.integrations._mirror import Entry, Mirror, Paired
 from openprogram.integrations._threads import Conversations
 
@@ -83,10 +84,12 @@ class OpenProgramCapability(AbstractCapability[Any]):
     """The mirror of the first conversation (the given session's)."""
     conversations: Conversations = field(init=False, repr=False)
     _toolset: AbstractToolset[Any] | None = field(init=False, repr=False, default=None)
+    _kept: KeptEntries = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.conversations = Conversations(self.session, NAME)
         self.mirror = self.conversations.mirror
+        self._kept = KeptEntries(_message_entries, _state, _snapshot)
 
     @property
     def sessions(self) -> dict[str, Session]:
@@ -111,12 +114,13 @@ class OpenProgramCapability(AbstractCapability[Any]):
         request_context: ModelRequestContext,
         handler: Any,
     ) -> ModelResponse:
-        entries = to_entries(request_context.messages)
-        conversation = _conversation(ctx, request_context.messages, entries)
+        messages = request_context.messages
+        entries = self._kept.entries(messages)
+        conversation = _conversation(ctx, messages, entries)
         mirror = self.conversations.mirror_for(conversation)
         parameters = request_context.model_request_parameters
         tools = _schemas(request_context.model, parameters)
-        system = _instructions(parameters.instruction_parts, request_context.messages)
+        system = _instructions(parameters.instruction_parts, messages)
         paired = await asyncio.to_thread(
             partial(mirror.render, conversation=conversation, model=_model(request_context)),
             entries,
@@ -143,7 +147,8 @@ class OpenProgramCapability(AbstractCapability[Any]):
             settings["extra_headers"] = {**settings.get("extra_headers", {}), **CM_BETA}
             request_context.model_settings = cast(ModelSettings, settings)
         response: ModelResponse = await handler(request_context)
-        await asyncio.to_thread(mirror.sync, [*entries, *to_entries([response])], system)
+        answered = [*entries, *_message_entries(response)]
+        await asyncio.to_thread(mirror.sync, answered, system)
         anchor = self.anchor_usage
         if anchor is None:
             anchor = not isinstance(request_context.model, FunctionModel | TestModel)
@@ -196,17 +201,35 @@ def _instructions(
 def to_entries(messages: Sequence[ModelMessage]) -> list[Entry]:
     """Each request part and each response as an :class:`Entry` (``original``: the part's
     ``(request, index)``, or the response)."""
+    return [entry for message in messages for entry in _message_entries(message)]
+
+
+def _message_entries(message: ModelMessage) -> list[Entry]:
+    if isinstance(message, ModelResponse):
+        return [_response_entry(message)]
     entries: list[Entry] = []
-    for message in messages:
-        if isinstance(message, ModelResponse):
-            entries.append(_response_entry(message))
-            continue
-        for index, part in enumerate(message.parts):
-            chat = _part_message(part)
-            kind = getattr(part, "part_kind", type(part).__name__)
-            meta = {NAME: {"part_kind": kind, **_ids(message)}}
-            entries.append(Entry(chat, (message, index), meta))
+    for index, part in enumerate(message.parts):
+        chat = _part_message(part)
+        kind = getattr(part, "part_kind", type(part).__name__)
+        meta = {NAME: {"part_kind": kind, **_ids(message)}}
+        entries.append(Entry(chat, (message, index), meta))
     return entries
+
+
+def _state(message: ModelMessage) -> list[dict[str, Any]]:
+    """What a message's entries are made of: its fields, each part's and its usage's."""
+    usage = [vars(message.usage)] if isinstance(message, ModelResponse) else []
+    return [vars(message), *map(vars, message.parts), *usage]
+
+
+def _snapshot(message: ModelMessage) -> list[dict[str, Any]]:
+    """A copy of :func:`_state` in which the message's parts and usage are the very objects
+    (compared by identity, then by the copies of their own fields)."""
+    shared: dict[str, Any] = {"parts": list(message.parts)}
+    if isinstance(message, ModelResponse):
+        shared["usage"] = message.usage
+    top = {k: shared[k] if k in shared else frozen(v) for k, v in vars(message).items()}
+    return [top, *(frozen(part) for part in _state(message)[1:])]
 
 
 def _ids(message: ModelMessage) -> dict[str, str]:

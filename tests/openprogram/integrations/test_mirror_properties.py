@@ -160,3 +160,33 @@ def test_a_mirror_that_remembers_its_last_sync_stores_what_a_new_one_does(
             assert [remembering.graph.get(i).kind for i in nodes] == [
                 forgetting.graph.get(i).kind for i in again
             ]
+
+
+@settings(max_examples=100, deadline=None, database=None)
+@given(OPS, st.lists(st.tuples(st.integers(0, 3), st.sampled_from([None, "A", "B"])), max_size=25))
+@example(
+    [("user", "go on"), ("say", "done"), ("user", "why?"), ("say", "done")],
+    [(0, "A"), (2, "B"), (0, "A"), (0, "A")],
+)
+def test_a_mirror_that_remembers_its_walk_follows_instructions_as_a_full_walk_does(
+    ops: list[Op], sends: list[tuple[int, str | None]]
+) -> None:
+    """Instructions that change between syncs (stored where they change), with histories
+    cut and resent: a mirror that keeps the path it last walked, and the changes of
+    instructions on it, stores and stands where one that walks the whole path every time
+    does (its memory of the walk cleared before each sync)."""
+    remembering = Session(":memory:", budget=50_000)
+    walking = Session(":memory:", budget=50_000)
+    mirror, full = Mirror(remembering, "test"), Mirror(walking, "test")
+    history: list[dict[str, Any]] = []
+    for n, op in enumerate(ops):
+        history = _apply(history, op)
+        back, system = sends[n] if n < len(sends) else (0, None)
+        for sent in (history[: max(0, len(history) - back)], history):
+            mirror.sync([Entry(message) for message in sent], system)
+            full._walked = ([], 0)  # internal: the shortcut under test, turned off
+            full.sync([Entry(message) for message in sent], system)
+            assert len(remembering.graph) == len(walking.graph)
+            shown = _shown(remembering, mirror.head)
+            assert shown == _shown(walking, full.head)
+            assert [m for m in shown if m["role"] != "system"] == sent
