@@ -98,9 +98,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.behaviour_turns < 1:
         raise UsageError(f"--behaviour-turns must be at least 1, got {args.behaviour_turns}")
     if args.behaviour:
+        from openprogram._runtime._current import MODEL
         from openprogram._runtime._models import resolve_model
 
-        judge = resolve_model(args.behaviour)
+        judge = MODEL.get() or resolve_model(args.behaviour)  # testing.override's fake judge
     rows = []
     behaviour: list[Any] = []
     missing: dict[str, str] = {}

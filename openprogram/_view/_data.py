@@ -60,9 +60,12 @@ LAYERS_KEPT = 4
 
 
 class Viewer:
-    """One database's sessions as the web app reads them (thread-safe: one lock)."""
+    """One database's sessions as the web app reads them (thread-safe: one lock).
 
-    def __init__(self, db: str | None, state_dir: str | None, *, allow_write: bool = False):
+    ``db``: a store URL or a path (``None``: the default database); ``state_dir``: the state
+    folder beside it (``None``: the store's own)."""
+
+    def __init__(self, db: str | None, state_dir: str | None = None, *, allow_write: bool = False):
         self.db = db
         self.state_dir = state_dir
         self.allow_write = allow_write

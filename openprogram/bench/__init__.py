@@ -5,7 +5,8 @@ policy and collects :class:`Turn` values; :func:`compute_metrics` turns them int
 :class:`TraceMetrics` row, and :func:`format_table` / :func:`to_jsonl` present the rows. The
 baselines, :func:`observation_masking` and :func:`trim_baseline`, are policies like any other, and
 so are the library peers (:data:`PEERS`: pydantic-ai-harness and LangChain's context editing,
-run through their own code).
+run through their own code). :func:`iter_messages` makes the synthetic coding-agent session
+``bench --scale`` measures, for benchmarks of your own.
 """
 
 from context import tool_pair_problems
@@ -46,6 +47,7 @@ from openprogram.bench._replay import (
     trace_files,
     trace_names,
 )
+from openprogram.bench._scale_steps import iter_messages
 from openprogram.bench._table import format_table, to_jsonl
 
 __all__ = [
@@ -72,6 +74,7 @@ __all__ = [
     "generate_program",
     "identifier_losses",
     "identifiers",
+    "iter_messages",
     "load_trace",
     "make_peer",
     "message_text",

@@ -9,7 +9,6 @@ is used (a graph, a batch, an engine), so a step measures what a user's code wou
 from __future__ import annotations
 
 import json
-import resource
 import statistics
 import sys
 import time
@@ -37,6 +36,8 @@ def memory_mb() -> dict[str, float]:
     except OSError:
         pass
     if "VmHWM" not in found:  # not Linux: ru_maxrss is KB on Linux, bytes on macOS
+        import resource  # POSIX only: importing openprogram.bench must not need it
+
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         found["VmHWM"] = peak / (1024 * 1024 if sys.platform == "darwin" else 1024)
     return {"peak_mb": round(found["VmHWM"], 1), "rss_mb": round(found.get("VmRSS", 0.0), 1)}

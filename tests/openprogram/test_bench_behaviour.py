@@ -8,18 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from openprogram.bench import MessageCounter, Turn, load_trace, run_policy
-
-# internal: the --behaviour comparison, below its table
-from openprogram.bench._behaviour import (
-    Action,
-    action_of,
-    agree,
-    check,
-    parse_action,
-    sample_turns,
-)
-from openprogram.testing import FunctionModel, ModelRequest, ModelResponse, Usage
+from openprogram.testing import FunctionModel, ModelRequest, ModelResponse, Usage, override
 
 TASK = "Fix the crash in parse_header (ticket HDR-4471)."
 
@@ -58,86 +47,64 @@ def _agent(request: ModelRequest) -> ModelResponse:
     return ModelResponse(message, usage=Usage(input_tokens=len(text) // 4, output_tokens=20))
 
 
-def _turns(tmp_path: Path, policy: str, budget: int) -> tuple[str, list[Turn]]:
-    trace = load_trace(_trace(tmp_path))
-    turns: list[Turn] = []
-    run_policy(
-        trace,
-        policy,
-        budget,
-        MessageCounter(),
-        on_turn=lambda turn, _: turns.append(turn),
-        state_dir=tmp_path / "state",
-    )
-    return trace.name, turns
+def _behaviour(
+    tmp_path: Path, judge: FunctionModel, policy: str, samples: int, capsys: Any
+) -> dict[str, Any]:
+    """The ``--behaviour`` row ``openprogram bench --json`` writes for one policy."""
+    from openprogram.cli import main
+
+    argv = ["bench", str(_trace(tmp_path)), "--budget", "3000", "--policies", policy, "--json"]
+    with override(model=judge):
+        assert main([*argv, "--behaviour", "fake-judge", "--behaviour-turns", str(samples)]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    (row,) = [line["behaviour"] for line in lines if "behaviour" in line]
+    assert row["policy"] == policy
+    return dict(row)
 
 
-def test_a_policy_that_keeps_the_task_agrees_with_the_full_history(tmp_path: Path) -> None:
-    name, turns = _turns(tmp_path, "claude-code", 3_000)
+def test_a_policy_that_keeps_the_task_agrees_with_the_full_history(
+    tmp_path: Path, capsys: Any
+) -> None:
     model = FunctionModel(_agent, name="fake-judge")
-    row = check(turns, model, trace=name, policy="claude-code", budget=3_000, samples=4)
-    assert row.sampled == 4 and row.failed == 0
-    assert row.calls == 8 == len(model.requests)
-    assert row.agreement == 1.0
-    assert row.tokens_in > 0 and row.tokens_out == 160
+    row = _behaviour(tmp_path, model, "claude-code", 4, capsys)
+    assert row["sampled"] == 4 and row["failed"] == 0
+    assert row["calls"] == 8 == len(model.requests)
+    assert row["agreement"] == 1.0
+    assert row["tokens_in"] > 0 and row["tokens_out"] == 160
     # the agent really read module files, not the ticket's: both disagree with the record
-    assert row.full_vs_real == row.compacted_vs_real == 0.0
+    assert row["full_vs_real"] == row["compacted_vs_real"] == 0.0
     asked = model.requests[0].messages
     assert asked[0] == {"role": "system", "content": "You are a coding agent."}
     assert asked[-1]["content"].endswith("or null}.")
 
 
-def test_a_policy_that_drops_the_task_disagrees(tmp_path: Path) -> None:
-    name, turns = _turns(tmp_path, "trim", 3_000)
-    row = check(turns, FunctionModel(_agent), trace=name, policy="trim", budget=3_000, samples=4)
-    assert row.sampled == 4
-    assert row.agreement == 0.0  # trim_messages cut the ticket from every sampled prompt
+def test_a_policy_that_drops_the_task_disagrees(tmp_path: Path, capsys: Any) -> None:
+    row = _behaviour(tmp_path, FunctionModel(_agent), "trim", 4, capsys)
+    assert row["sampled"] == 4
+    assert row["agreement"] == 0.0  # trim_messages cut the ticket from every sampled prompt
 
 
-def test_failures_are_counted_not_raised(tmp_path: Path) -> None:
-    name, turns = _turns(tmp_path, "claude-code", 3_000)
-
+def test_failures_are_counted_not_raised(tmp_path: Path, capsys: Any) -> None:
     def overflow(request: ModelRequest) -> Any:
         raise RuntimeError("context_length_exceeded")
 
-    row = check(turns, FunctionModel(overflow), trace=name, policy="x", budget=3_000, samples=3)
-    assert row.failed == 3 and row.agreement is None and row.calls == 6
+    row = _behaviour(tmp_path, FunctionModel(overflow), "claude-code", 3, capsys)
+    assert row["failed"] == 3 and row["agreement"] is None and row["calls"] == 6
 
 
-def test_actions_and_sampling() -> None:
-    call = {"name": "Read", "arguments": json.dumps({"file_path": "a.py", "limit": 20})}
-    assert action_of({"role": "assistant", "tool_calls": [{"function": call}]}) == Action(
-        "Read", "a.py"
-    )
-    assert action_of({"role": "assistant", "content": "done"}) == Action(None)
-    assert parse_action('{"tool": "Read", "arguments": {"file_path": "a.py"}}') == Action(
-        "Read", "a.py"
-    )
-    assert parse_action("no json here") == Action("?")
-    assert agree(Action("Read", "a.py"), Action("Read", ""))
-    assert not agree(Action("Read", "a.py"), Action("Read", "b.py"))
-    assert not agree(Action("?"), Action("?"))
-    turns = [Turn([], 0, tokens, {}, [], 0.0) for tokens in range(0, 100, 10)]
-    assert sample_turns(turns, 45, 2) == [6, 8]
-    assert sample_turns(turns, 45, 9) == [5, 6, 7, 8, 9]
-
-
-def test_bench_behaviour_through_the_command_line(
-    tmp_path: Path, monkeypatch: Any, capsys: Any
-) -> None:
-    # internal: resolve_model is patched to hand out the fake judge
-    import openprogram._runtime._models as models
+def test_bench_behaviour_through_the_command_line(tmp_path: Path, capsys: Any) -> None:
     from openprogram.cli import main
 
     judge = FunctionModel(_agent, name="fake-judge")
-    monkeypatch.setattr(models, "resolve_model", lambda name: judge)
     trace = _trace(tmp_path)
     argv = ["bench", str(trace), "--budget", "3000", "--policies", "claude-code,trim"]
-    assert main([*argv, "--behaviour", "fake-judge", "--behaviour-turns", "3"]) == 0
+    with override(model=judge):
+        assert main([*argv, "--behaviour", "fake-judge", "--behaviour-turns", "3"]) == 0
     out = capsys.readouterr().out
     assert "next action, full history vs compacted prompt (fake-judge)" in out
     assert len(judge.requests) == 12  # 3 turns x 2 prompts x 2 policies
-    assert main([*argv, "--behaviour", "fake-judge", "--behaviour-turns", "2", "--json"]) == 0
+    with override(model=judge):
+        assert main([*argv, "--behaviour", "fake-judge", "--behaviour-turns", "2", "--json"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     found = [line["behaviour"] for line in lines if "behaviour" in line]
     assert [(row["policy"], row["sampled"]) for row in found] == [("claude-code", 2), ("trim", 2)]

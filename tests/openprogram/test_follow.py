@@ -18,9 +18,10 @@ from mcp.client.stdio import StdioServerParameters
 
 from graph import ConversationGraph, SQLStore
 
-# internal: `openprogram follow`'s follower, driven step by step
+# internal: `openprogram follow`'s follower driven step by step, its parsers counted
+from openprogram._traces import _follow
 from openprogram._traces._follow import ABANDONED, TraceFollower
-from openprogram.importers import IMPORTED_KEY, import_trace
+from openprogram.importers import IMPORTED_KEY, _growing, import_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = "2026-01-01T10:00:00.000Z"
@@ -184,10 +185,6 @@ class _Counting:
     """Counts the lines the growing reader decodes and the whole-file parses."""
 
     def __init__(self, monkeypatch: Any) -> None:
-        # internal: the follower's parser is patched to fail mid-trace
-        from openprogram._traces import _follow
-        from openprogram.importers import _growing
-
         self.lines = 0
         self.whole = 0
         decode, parse = _growing.decode_lines, _follow.parse_trace

@@ -14,11 +14,9 @@ import pytest
 from context import ContextStorage, LayerFacts, RollbackFacts, SentPrompt, read_jsonl
 from graph import SQLStore
 from openprogram import Session
-
-# internal: the viewer's timeline data (calls and their compactions) over an old database
-from openprogram._view._data import Viewer
 from openprogram.cli import main
 from openprogram.testing import TestModel
+from openprogram.view import Viewer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "main-3976c0a"
 

@@ -45,6 +45,7 @@ SURFACES = {
         "replay",
     ],
     "openprogram.testing": ["FunctionModel", "ModelRequest", "TestModel", "override", "tool_call"],
+    "openprogram.view": ["COOKIE", "Viewer", "create_app"],
     "openprogram.importers": [
         "FORMATS",
         "IMPORTED_KEY",

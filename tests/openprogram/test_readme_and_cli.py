@@ -49,28 +49,36 @@ def test_demo_runs_the_research_agent_and_the_tiers_fire(
     assert "compaction decisions" in out and "share of budget" in out
 
 
-def test_the_demo_session_is_stored_and_sound(tmp_path: Path) -> None:
+def test_the_demo_session_is_stored_and_sound(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from context import tool_pair_problems
+    from openprogram import Session
 
-    # internal: the demo's live Session, which `openprogram demo` only prints
-    from openprogram._demo import run_demo
-
-    run = run_demo(tmp_path / "demo.db", state_dir=tmp_path / "state")
-    graph = run.session.graph
+    db, state = str(tmp_path / "demo.db"), str(tmp_path / "state")
+    assert main(["--db", db, "--state-dir", state, "demo"]) == 0
+    capsys.readouterr()
+    assert main(["--db", db, "sessions", "--json"]) == 0
+    (listed,) = json.loads(capsys.readouterr().out)
+    session = Session(db, listed["id"], state_dir=state)
+    graph = session.graph
     functions = [n for n in graph.nodes() if n.kind == "function"]
     assert {f.payload.name for f in functions} == {  # type: ignore[union-attr]
         "research", "investigate", "synthesize", "review"
     }  # fmt: skip
     assert all(f.status == "completed" for f in functions)
-    assert len(run.answers) == 8 and all(a.startswith("From the findings:") for a in run.answers)
+    answers = [str(f.output) for f in functions if f.payload.name == "research"]  # type: ignore[union-attr]
+    assert len(answers) == 8 and all(a.startswith("From the findings:") for a in answers)
     review = [n for n in graph.nodes() if n.kind == "tool" and n.payload.name == "expand_function"]  # type: ignore[union-attr]
     assert review and review[0].result is not None and '"answer"' in str(review[0].result.content)
-    assert run.review.startswith("Read back from the collapsed investigation")
-    for layer in run.session.engine.layers():
-        assert run.session.engine.expand(layer.id)
-    rendered = run.session.engine.render()
+    (reviewed,) = [f for f in functions if f.payload.name == "review"]  # type: ignore[union-attr]
+    assert str(reviewed.output).startswith("Read back from the collapsed investigation")
+    for layer in session.engine.layers():
+        assert session.engine.expand(layer.id)
+    rendered = session.engine.render()
     assert rendered.fits and tool_pair_problems(rendered.messages) == []
-    assert run.session.usage()["functions"]["investigate"]["calls"] > 0
+    assert session.usage()["functions"]["investigate"]["calls"] > 0
+    session.close()
 
 
 def test_import_show_export_delete(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

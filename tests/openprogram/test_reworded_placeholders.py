@@ -24,11 +24,9 @@ from context._render import _backlog
 from context._tiers import _collapse, _compact, _emergency, _microcompact, _offload, _rereads, _snip
 from graph import seeded_ids
 from openprogram import Session
-
-# internal: the viewer's data layer, whose pages show the reworded placeholders
-from openprogram._view._data import Viewer
 from openprogram.cli import main
 from openprogram.testing import TestModel
+from openprogram.view import Viewer
 
 SWAPS = {
     "Context Compaction": "Prior Work Summary",

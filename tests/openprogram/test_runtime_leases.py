@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,9 +16,6 @@ import pytest
 import openprogram
 from graph import TOP, ConversationGraph, MemoryStore, SQLStore
 from openprogram import LeaseLost, Session
-
-# internal: the lease mechanics under Session
-from openprogram._runtime._leases import LeaseKeeper, Owner, check_lease, process_start
 from openprogram.testing import TestModel
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,29 +80,6 @@ def test_a_stopped_owner_keeps_its_work(store_url: str, tmp_path: Path) -> None:
     assert final.store.leases("s") == {}
 
 
-def test_the_owner_names_its_process_start() -> None:
-    keeper = LeaseKeeper(MemoryStore(), "s")
-    who = Owner.parse(keeper.owner)
-    assert who.host == socket.gethostname() and who.pid == os.getpid()
-    assert who.start == process_start(os.getpid()) and who.start is not None
-    assert Owner.parse("h:12:tok") == Owner("h", 12, None)  # an older lease
-
-
-def test_who_is_dead() -> None:
-    keeper = LeaseKeeper(MemoryStore(), "s", ttl=10)
-    host, me, start = keeper.host, os.getpid(), process_start(os.getpid())
-    now = _now_us()
-    long_ago = now - 60_000_000
-    # this host: by pid and start time, whatever the clock says
-    assert not keeper.dead(f"{host}:{me}:{start}:aa", long_ago, now)
-    assert keeper.dead(f"{host}:{me}:1:aa", now + 60_000_000, now)  # the pid is reused
-    assert keeper.dead(f"{host}:999999999:0:aa", now + 60_000_000, now)
-    # another host: expired, and then a grace period (the ttl) more
-    assert not keeper.dead("far:1:1:aa", now - 5_000_000, now)
-    assert keeper.dead("far:1:1:aa", now - 11_000_000, now)
-    assert not keeper.dead("far:1:1:aa", now + 1, now)
-
-
 def test_another_host_is_reclaimed_only_after_the_grace_period(tmp_path: Path) -> None:
     store = MemoryStore()
     graph = ConversationGraph(store, "s")
@@ -154,17 +127,6 @@ def test_an_owner_whose_lease_was_taken_gets_lease_lost(tmp_path: Path) -> None:
     assert seen
     assert [n.role for n in session.graph.nodes() if n.kind == "message"] == []
     session.close()
-
-
-def test_check_lease_inside_a_transaction(tmp_path: Path) -> None:
-    store = SQLStore(tmp_path / "op.db")
-    store.ensure_session("s")
-    store.put_lease("s", "f", "me", _now_us() + 10**9)
-    with store.transaction():
-        check_lease(store, "s", "me", ["f"])
-        with pytest.raises(LeaseLost, match="held by me"):
-            check_lease(store, "s", "you", ["f"])
-    check_lease(store, "s", "you", [])
 
 
 def test_a_write_into_a_function_whose_lease_was_taken_is_lease_lost(

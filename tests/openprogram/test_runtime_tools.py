@@ -3,17 +3,13 @@ text a model reads back."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import pytest
 from pydantic import BaseModel
 
 from openprogram import ToolDefinitionError, ToolSpec
-
-# internal: the tool runner the loop calls, tested alone
-from openprogram._runtime._tools import arun_tool, result_text, run_tool
 
 
 class Point(BaseModel):
@@ -70,27 +66,6 @@ def test_schema_from_hints_and_docstring() -> None:
     }
 
 
-def test_arguments_are_validated() -> None:
-    spec = ToolSpec(grep, name="search-files")
-    assert spec.name == "search-files"
-    assert spec.bind('{"pattern": "x"}') == {"pattern": "x", "path": ".", "mode": "fast"}
-    with pytest.raises(ValueError, match="mode: Input should be 'fast' or 'full'"):
-        spec.bind('{"pattern": "x", "mode": "slow"}')
-    with pytest.raises(ValueError, match="pattern: Field required"):
-        spec.bind("")  # no arguments at all: an empty object
-    assert run_tool(spec, '{"pattern": "a", "mode": "full"}') == ('[".:a:full"]', False)
-
-
-def test_nested_models_as_arguments() -> None:
-    def plot(points: list[Point]) -> int:
-        """Plot points."""
-        return sum(p.x * p.y for p in points)
-
-    spec = ToolSpec(plot)
-    assert spec.schema()["function"]["parameters"]["$defs"]["Point"]["required"] == ["x", "y"]
-    assert run_tool(spec, '{"points": [{"x": 2, "y": 3}, {"x": 1, "y": 1}]}') == ("7", False)
-
-
 def test_bad_definitions() -> None:
     def untyped(x):  # type: ignore[no-untyped-def]
         return x
@@ -107,33 +82,6 @@ def test_bad_definitions() -> None:
     with pytest.raises(ToolDefinitionError, match="must be 1-64 characters"):
         ToolSpec(lambda: None)  # "<lambda>"
     assert issubclass(ToolDefinitionError, TypeError)
-
-
-def test_result_text() -> None:
-    assert result_text("plain") == "plain"
-    assert result_text(Point(x=1, y=2)) == '{"x":1,"y":2}'
-    assert result_text({"a": [1, 2], "b": None}) == '{"a":[1,2],"b":null}'
-    assert result_text(12) == "12"
-    odd = object()
-    assert result_text(odd) == repr(odd)
-
-
-def test_async_tools_in_sync_and_async_loops() -> None:
-    async def slow(n: int) -> dict[str, Any]:
-        """Sleeps a moment."""
-        await asyncio.sleep(0)
-        return {"n": n}
-
-    def fails(n: int) -> int:
-        """Fails."""
-        raise KeyError(n)
-
-    spec = ToolSpec(slow)
-    assert spec.is_async
-    assert run_tool(spec, '{"n": 1}') == ('{"n":1}', False)
-    assert asyncio.run(arun_tool(spec, '{"n": 2}')) == ('{"n":2}', False)
-    assert asyncio.run(arun_tool(ToolSpec(fails), '{"n": 3}')) == ("Error: 3", True)
-    assert asyncio.run(arun_tool(spec, '{"n": "x"}'))[1] is True
 
 
 def test_a_budget_under_the_tool_schemas_and_system_prompt_warns_once(tmp_path: Path) -> None:

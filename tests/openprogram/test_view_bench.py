@@ -28,15 +28,10 @@ from starlette.testclient import TestClient
 import graph
 from graph import ConversationGraph
 from openprogram import Session
-
-# internal: the web view served in process to a test client, its graph loaded once
-from openprogram._view import Viewer
-from openprogram._view._app import COOKIE, create_app
-
-# internal: the scale bench's synthetic messages as a fixture
-from openprogram.bench._scale_steps import iter_messages
+from openprogram.bench import iter_messages
 from openprogram.cli import main
 from openprogram.testing import TestModel
+from openprogram.view import COOKIE, Viewer, create_app
 from tests.openprogram._browser import chromium
 
 NODES = 100_000
@@ -58,7 +53,7 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             session.llm(f"go on with step {n}")
         layer = session.graph.layers()[0].id
     graph.dispose_engines()
-    viewer = Viewer(str(path), None)
+    viewer = Viewer(str(path))
     viewer.prefetch("big")  # as serving the timeline does: the graph, what search reads
     for thread in list(viewer._prefetching.values()):  # internal: the load's thread
         thread.join()

@@ -10,14 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from starlette.testclient import TestClient
 
-# internal: the viewer's timeline data, its marker words and the SVG it draws from them
-from openprogram._view._data import Viewer
-from openprogram._view._facts import FREED
-from openprogram._view._svg import timeline_svg
 from openprogram.cli import main
+from openprogram.view import COOKIE, Viewer, create_app
 
 WHEN = "2026-01-01T10:00:00.000Z"
+FREED = "the prompt before the call's compactions, less what was sent"
+"""The timeline's label of a call's freed tokens, as its page shows it."""
+HOST = "127.0.0.1:9"
 
 
 def _trace(path: Path, rounds: int = 30) -> Path:
@@ -50,7 +51,7 @@ def test_a_replays_first_compaction_sits_on_the_call_whose_prompt_dropped(
     trace = _trace(tmp_path / "markers.jsonl")
     assert main(["--db", db, "replay", str(trace), "--budget", "3000", "--json"]) == 0
     session = json.loads(capsys.readouterr().out)["session"]
-    viewer = Viewer(db, None)
+    viewer = Viewer(db)
     calls, total = viewer.calls(session, 0, 100, kinds=False)
     marked = [call for call in calls if call.compactions]
     assert total > 10 and marked and marked[0].number > 0
@@ -63,7 +64,10 @@ def test_a_replays_first_compaction_sits_on_the_call_whose_prompt_dropped(
         assert all(r.render == call.receipt.render for r in call.compactions)
     # freed: what the prompt shed (the prompt before, less what was sent), labelled so
     assert first.freed == max(r.tokens_before for r in first.compactions) - first.receipt.tokens
-    assert f"freed {first.freed:,} tokens ({FREED})" in timeline_svg(calls, lambda c: "#")
+    with TestClient(create_app(viewer, token="t", hosts={HOST}), base_url=f"http://{HOST}") as c:
+        c.cookies.set(COOKIE, "t")
+        timeline = c.get(f"/s/{session}").text
+    assert f"freed {first.freed:,} tokens ({FREED})</title>" in timeline
     assert record.clock is not None and record.clock.startswith("2026-01-01T10:00")
     assert not record.timestamp.startswith("2026-01-01T10:00")  # wall clock
 
@@ -79,6 +83,6 @@ def test_the_prompt_pages_kinds_are_context_jsons_parts(
     session = json.loads(capsys.readouterr().out)["session"]
     assert main(["context", session, "--db", db, "--json"]) == 0
     parts = json.loads(capsys.readouterr().out)["last_sent"]["shown"]["parts"]
-    by_kind = Viewer(db, None).prompt(session).by_kind
+    by_kind = Viewer(db).prompt(session).by_kind
     assert {kind: tokens for kind, tokens in by_kind.items() if tokens} == parts
     assert {"summaries (layers)", "tool outputs"} <= set(parts)

@@ -4,7 +4,8 @@
 are measurements, so no test holds them to a goal). The bench runs once; the table and the
 JSON are both made from that run. A step that fails or runs out of time is a row that says
 so, never a crash. Then the metrics' incremental identifier index, the cause ``--losses``
-reads off a losing prompt, and the pydantic-ai peer's merged requests."""
+reads off a losing prompt, the pydantic-ai peer's merged requests, and how ``--behaviour``
+reads, compares and samples next actions."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ from typing import Any
 
 import pytest
 
-# internal: the scale steps run one by one; the identifier index, a loss's cause, merging
+# internal: scale steps one by one, identifier index, loss cause, merging, next actions
 import openprogram.bench._scale as scale
 from graph import SQLStore, dispose_engines
 from openprogram import BenchError
-from openprogram.bench import from_pydantic_ai, to_pydantic_ai
+from openprogram.bench import Turn, from_pydantic_ai, to_pydantic_ai
+from openprogram.bench._behaviour import Action, action_of, agree, parse_action, sample_turns
 from openprogram.bench._losses import _cause
 from openprogram.bench._metrics import _HistoryIdentifiers
 from openprogram.bench._pydantic_ai import merge_requests
@@ -227,3 +229,21 @@ def test_identifier_losses_say_where_in_an_assistant_message() -> None:
     assert _cause("task", [{"role": "user", "content": "the task"}], []) == (
         "user message collapsed, compacted or dropped"
     )
+
+
+def test_actions_and_sampling() -> None:
+    call = {"name": "Read", "arguments": json.dumps({"file_path": "a.py", "limit": 20})}
+    assert action_of({"role": "assistant", "tool_calls": [{"function": call}]}) == Action(
+        "Read", "a.py"
+    )
+    assert action_of({"role": "assistant", "content": "done"}) == Action(None)
+    assert parse_action('{"tool": "Read", "arguments": {"file_path": "a.py"}}') == Action(
+        "Read", "a.py"
+    )
+    assert parse_action("no json here") == Action("?")
+    assert agree(Action("Read", "a.py"), Action("Read", ""))
+    assert not agree(Action("Read", "a.py"), Action("Read", "b.py"))
+    assert not agree(Action("?"), Action("?"))
+    turns = [Turn([], 0, tokens, {}, [], 0.0) for tokens in range(0, 100, 10)]
+    assert sample_turns(turns, 45, 2) == [6, 8]
+    assert sample_turns(turns, 45, 9) == [5, 6, 7, 8, 9]
