@@ -35,6 +35,7 @@ from openprogram import _service as service
 from openprogram._runtime._session import Session
 from openprogram.integrations._mirror import Mirror
 from openprogram.proxy import _anthropic, _compact, _history_tools, _openai_chat, _responses
+from openprogram.proxy._bodies import Request
 from openprogram.proxy._convert import Converted
 from openprogram.proxy._sessions import NAMED, recognise, side_call
 
@@ -86,7 +87,7 @@ class Prepared:
     """How its render got its summaries (``Rendered.summary``)."""
     history: tuple[str, ...] = ()
     """The history tools offered upstream beside the client's (answered by the proxy)."""
-    request: dict[str, Any] | None = None
+    request: Request | None = None
     """The request sent, as an object (kept when history tools were offered)."""
 
 
@@ -161,7 +162,7 @@ class Proxy:
         started = time.perf_counter()
         prepared = Prepared(raw, protocol, "passed", started=started)
         try:
-            body = msgspec.json.decode(raw)
+            body: Request = msgspec.json.decode(raw)
             if not isinstance(body, dict):
                 raise ValueError("the body is not a JSON object")
             prepared.model = str(body.get("model") or "") or None
@@ -217,7 +218,7 @@ class Proxy:
             prepared.prepare_ms = (time.perf_counter() - started) * 1000
         return prepared
 
-    def _offered(self, protocol: str, body: dict[str, Any], session: Session) -> list[ToolSchema]:
+    def _offered(self, protocol: str, body: Request, session: Session) -> list[ToolSchema]:
         """The history tools this request gets (chat schemas; none when they are off)."""
         if not self.config.history_tools or protocol not in _history_tools.PROTOCOLS:
             return []
@@ -237,7 +238,7 @@ class Proxy:
         """Keep what ``/v1/responses/compact`` returned as a provider layer of the request's
         session (``_compact``); the request's record says which layer, or why none."""
         try:
-            body = msgspec.json.decode(raw)
+            body: Request = msgspec.json.decode(raw)
             output = msgspec.json.decode(answer).get("output")
             conversation = recognise(headers, body, *_responses.peek(body))
             prepared.session = conversation.session
