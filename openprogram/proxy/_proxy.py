@@ -25,13 +25,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
 from context import Policy, ProviderUsage, Summarizer
 from graph import Store, ToolSchema
 from openprogram import _service as service
+from openprogram._json import JSONObject
 from openprogram._runtime._session import Session
 from openprogram.integrations._mirror import Mirror
 from openprogram.proxy import _anthropic, _compact, _history_tools, _openai_chat, _responses
@@ -123,7 +123,7 @@ class Proxy:
     def policy(self, model: str | None, *, scratch: bool = False) -> Policy:
         """New sessions' policy; ``scratch``: a counting render's (offline summaries, none
         left running on a worker after it)."""
-        options: dict[str, Any] = {"cache_edits": "off"}
+        options: dict[str, str] = {"cache_edits": "off"}
         if not scratch:
             options["summary_wait"] = self.config.summary_wait
         if self.config.summarizer_model and not scratch:
@@ -342,12 +342,12 @@ class Proxy:
             }
         )
 
-    def record(self, fields: dict[str, Any]) -> None:
+    def record(self, fields: JSONObject) -> None:
         line = {"at": datetime.now(UTC).isoformat(timespec="milliseconds"), **fields}
         with self._log_lock, self.log.open("a", encoding="utf-8") as out:
             out.write(json.dumps(line, ensure_ascii=False) + "\n")
 
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[JSONObject]:
         """Every request's record, oldest first (once those in flight are recorded)."""
         self.settle()
         if not self.log.exists():
