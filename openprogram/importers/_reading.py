@@ -238,7 +238,7 @@ def iter_jsonl(path: Path, reading: Reading) -> Iterator[tuple[int, Mapping[str,
 
 def decode_lines(
     lines: Iterable[bytes], reading: Reading, first: int = 1
-) -> Iterator[tuple[int, dict[str, Any]]]:
+) -> Iterator[tuple[int, Mapping[str, object]]]:
     """``iter_jsonl`` over lines already read, numbered from ``first``. A line holding whole
     objects back to back (a writer that once left out a newline) gives each of them."""
     decode = msgspec.json.Decoder().decode
@@ -329,7 +329,7 @@ def too_deep_at(data: bytes, limit: int = MAX_DEPTH) -> str:
     return "$"
 
 
-def load_document(path: Path, key: str) -> tuple[dict[str, Any], list[Any]]:
+def load_document(path: Path, key: str) -> tuple[Mapping[str, object], list[object]]:
     """A whole-file JSON object and the list under ``key``, or an error naming the JSON path."""
     document = load_json(path)
     if not isinstance(document, dict):
