@@ -8,7 +8,7 @@ sends what it sends, and every key the proxy does not name (``max_tokens``, ``me
 
 from typing import TypeAlias, TypedDict
 
-__all__ = ["Request", "Usage"]
+__all__ = ["Request", "Usage", "UsageCounts"]
 
 
 class Request(TypedDict, total=False):
@@ -29,6 +29,16 @@ class Request(TypedDict, total=False):
     tools: list[object]
     store: bool
     stream: bool
+
+
+class UsageCounts(TypedDict):
+    """A provider's usage in the receipt's terms, as a record says it: ``input`` uncached,
+    cache reads and writes, ``output``."""
+
+    input: int
+    cache_read: int
+    cache_creation: int
+    output: int
 
 
 Usage: TypeAlias = dict[str, "int | Usage"]

@@ -35,7 +35,7 @@ from openprogram._json import JSONObject
 from openprogram._runtime._session import Session
 from openprogram.integrations._mirror import Mirror
 from openprogram.proxy import _anthropic, _compact, _history_tools, _openai_chat, _responses
-from openprogram.proxy._bodies import Request
+from openprogram.proxy._bodies import Request, UsageCounts
 from openprogram.proxy._convert import Converted
 from openprogram.proxy._sessions import NAMED, recognise, side_call
 
@@ -309,7 +309,7 @@ class Proxy:
         with self._settled:
             return self._settled.wait_for(lambda: self._in_flight <= 0, timeout)
 
-    def finish(self, prepared: Prepared, status: int, usage: dict[str, int] | None) -> None:
+    def finish(self, prepared: Prepared, status: int, usage: UsageCounts | None) -> None:
         """Record a request once its answer has passed: the log line, and the provider's
         usage beside the receipt of the render it answered."""
         try:
@@ -319,7 +319,7 @@ class Proxy:
                 self._in_flight -= 1
                 self._settled.notify_all()
 
-    def _finish(self, prepared: Prepared, status: int, usage: dict[str, int] | None) -> None:
+    def _finish(self, prepared: Prepared, status: int, usage: UsageCounts | None) -> None:
         if usage is not None and prepared.receipt is not None and prepared.session is not None:
             found = self._sessions.get(prepared.session)
             storage = found[0].engine.storage if found is not None else None
@@ -355,7 +355,7 @@ class Proxy:
         lines = self.log.read_text(encoding="utf-8").splitlines()
         return [json.loads(line) for line in lines if line.strip()]
 
-    def usage(self, session: str) -> dict[str, dict[str, int]]:
+    def usage(self, session: str) -> dict[str, UsageCounts]:
         """The provider's usage of each of ``session``'s requests, by receipt id (as the
         records say it: ``input`` uncached, ``cache_read``, ``cache_creation``, ``output``)."""
         self.settle()
@@ -374,7 +374,7 @@ class Proxy:
         self.store.close()
 
 
-def provider_usage(usage: dict[str, int]) -> ProviderUsage:
+def provider_usage(usage: UsageCounts) -> ProviderUsage:
     """A record's usage (``_upstream.usage_of``) in the receipt's terms."""
     read, written = usage.get("cache_read", 0), usage.get("cache_creation", 0)
     return ProviderUsage(
@@ -385,7 +385,7 @@ def provider_usage(usage: dict[str, int]) -> ProviderUsage:
     )
 
 
-def usage_fields(usage: ProviderUsage) -> dict[str, int]:
+def usage_fields(usage: ProviderUsage) -> UsageCounts:
     """A receipt's usage as a record says it (the inverse of :func:`provider_usage`)."""
     read, written = usage.cached_input_tokens, usage.cache_write_tokens
     return {

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import httpx
 
 from openprogram._json import JSONObject, count, obj
+from openprogram.proxy._bodies import UsageCounts
 
 __all__ = ["UsageReader", "request_headers", "response_headers", "usage_of"]
 
@@ -40,7 +41,7 @@ def response_headers(headers: httpx.Headers) -> dict[str, str]:
     return {k: v for k, v in headers.items() if k.lower() not in DROPPED_BACK}
 
 
-def usage_of(report: JSONObject) -> dict[str, int]:
+def usage_of(report: JSONObject) -> UsageCounts:
     """A provider's usage object in the receipt's terms: ``input`` (uncached input),
     ``cache_read``, ``cache_creation`` and ``output`` tokens."""
     if "prompt_tokens" in report or "completion_tokens" in report:  # OpenAI
@@ -105,7 +106,7 @@ class UsageReader:
         if isinstance(usage := event.get("usage"), dict):
             self.usage.update({k: v for k, v in usage.items() if v is not None})
 
-    def result(self) -> dict[str, int] | None:
+    def result(self) -> UsageCounts | None:
         if not self.streamed:
             try:
                 body = json.loads(bytes(self._body))
