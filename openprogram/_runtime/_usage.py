@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from graph import ConversationGraph
+from openprogram._json import count
 
 
 class _Totals:
@@ -17,14 +19,20 @@ class _Totals:
         self.output = 0
         self.cost: float | None = 0.0
 
-    def add(self, usage: dict[str, Any]) -> None:
+    def add(self, usage: Mapping[str, object]) -> None:
+        """One call's usage as a node's meta holds it (counts, and a cost when priced)."""
         self.calls += 1
-        read = int(usage.get("cache_read") or 0)
-        self.input += int(usage.get("input") or 0) + read + int(usage.get("cache_creation") or 0)
+        read = count(usage.get("cache_read"))
+        self.input += count(usage.get("input")) + read + count(usage.get("cache_creation"))
         self.cached += read
-        self.output += int(usage.get("output") or 0)
+        self.output += count(usage.get("output"))
         cost = usage.get("cost")
-        self.cost = None if cost is None or self.cost is None else self.cost + float(cost)
+        if cost is None or self.cost is None:
+            self.cost = None
+        elif isinstance(cost, int | float | str):
+            self.cost += float(cost)
+        else:
+            raise TypeError(f"not a cost: {cost!r}")
 
     def as_dict(self) -> dict[str, Any]:
         return {

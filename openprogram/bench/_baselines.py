@@ -11,10 +11,11 @@ baseline is used; without it :func:`trim_baseline` raises :class:`BaselineUnavai
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from openprogram._errors import BaselineUnavailable, BenchError
+from openprogram._json import obj
 from openprogram.bench._metrics import CountMessage, Message, content_text
 
 #: Key in ``additional_kwargs`` carrying what LangChain messages cannot hold (None content, role).
@@ -108,14 +109,16 @@ def to_langchain(message: Message) -> Any:
     return lc.ChatMessage(role=str(role), **common)
 
 
-def _calls_back(message: Any, raw_calls: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+def _calls_back(
+    message: Any, raw_calls: Sequence[Mapping[str, object]] | None
+) -> list[Mapping[str, object]]:
     """OpenAI tool calls from a LangChain AIMessage, reusing the raw call (and its exact argument
     string) wherever the parsed call still agrees with it."""
     raw_by_id = {c.get("id"): c for c in raw_calls or ()}
-    built: dict[Any, dict[str, Any]] = {}
+    built: dict[object, Mapping[str, object]] = {}
     for call in message.tool_calls:
         raw = raw_by_id.get(call["id"])
-        raw_args = ((raw or {}).get("function") or {}).get("arguments")
+        raw_args = obj(obj(raw).get("function")).get("arguments")
         try:
             same = isinstance(raw_args, str) and json.loads(raw_args) == call["args"]
         except ValueError:
@@ -130,9 +133,11 @@ def _calls_back(message: Any, raw_calls: list[dict[str, Any]] | None) -> list[di
     return [built[i] for i in order]
 
 
-def _call(raw: dict[str, Any] | None, call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
+def _call(
+    raw: Mapping[str, object] | None, call_id: object, name: object, arguments: object
+) -> Mapping[str, object]:
     base = raw or {"id": call_id, "type": "function"}
-    function = {**(base.get("function") or {}), "name": name, "arguments": arguments}
+    function = {**obj(base.get("function")), "name": name, "arguments": arguments}
     return {**base, "id": call_id, "function": function}
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -240,7 +240,7 @@ def percentile(values: Sequence[float], p: float) -> float | None:
     return ordered[min(rank, len(ordered)) - 1]
 
 
-def reported_input(meta: dict[str, Any]) -> int | None:
+def reported_input(meta: Mapping[str, object]) -> int | None:
     """The provider's input token total for the call that produced a message, from its meta:
     ``usage`` as the importers store it (input plus cache reads and writes, which Anthropic
     bills apart), or an OpenAI-style ``prompt_tokens``. None when there is no usable count."""

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from openprogram._errors import BaselineUnavailable
+from openprogram._json import obj
 from openprogram.bench._metrics import Message, content_text
 
 _META = "openprogram"
@@ -135,12 +136,16 @@ def _ordered(values: dict[str, Any], keys: Sequence[str]) -> Message:
     return cast("Message", out)
 
 
-def _calls_back(calls: list[Any], raw_calls: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+def _calls_back(
+    calls: list[Any], raw_calls: Sequence[Mapping[str, object]] | None
+) -> list[Mapping[str, object]]:
+    """The OpenAI tool calls of Pydantic AI's ``calls`` (its parts), each the raw call it came
+    from while its arguments still agree (so their string round trips byte for byte)."""
     raw_by_id = {str(c.get("id") or ""): c for c in raw_calls or ()}
-    out = []
+    out: list[Mapping[str, object]] = []
     for call in calls:
         raw = raw_by_id.get(call.tool_call_id)
-        raw_function = (raw or {}).get("function") or {}
+        raw_function = obj(obj(raw).get("function"))
         arguments = call.args
         if not isinstance(arguments, str) and not (
             raw is not None and arguments is None and raw_function.get("arguments") is None

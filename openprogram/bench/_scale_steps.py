@@ -15,7 +15,10 @@ import time
 from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # types only: a step's process measures its own memory
+    from graph import ChatMessage, FunctionCall
 
 BUDGET = 32_000
 FAST_ROUNDS = 5
@@ -43,7 +46,7 @@ def memory_mb() -> dict[str, float]:
     return {"peak_mb": round(found["VmHWM"], 1), "rss_mb": round(found.get("VmRSS", 0.0), 1)}
 
 
-def iter_messages(nodes: int) -> Iterator[dict[str, Any]]:
+def iter_messages(nodes: int) -> Iterator[ChatMessage]:
     """An agent's session of ``nodes`` nodes: a user turn, an assistant calling a tool, its
     output (three nodes a round; outputs of 300 to 3,000 characters, as a coding agent's)."""
     count = turn = 0
@@ -57,7 +60,10 @@ def iter_messages(nodes: int) -> Iterator[dict[str, Any]]:
         output = "".join(
             f"{turn}:{line} src/app/module_{line % 7}.py ok\n" for line in range(size // 28)
         )
-        call = {"name": "bash", "arguments": json.dumps({"cmd": f"pytest -q tests/t{turn}.py"})}
+        call: FunctionCall = {
+            "name": "bash",
+            "arguments": json.dumps({"cmd": f"pytest -q tests/t{turn}.py"}),
+        }
         yield {
             "role": "assistant",
             "content": f"Step {turn}: running the tests.",
@@ -67,7 +73,7 @@ def iter_messages(nodes: int) -> Iterator[dict[str, Any]]:
         count += 2
 
 
-def messages(nodes: int) -> list[dict[str, Any]]:
+def messages(nodes: int) -> list[ChatMessage]:
     """:func:`iter_messages` as a list."""
     return list(iter_messages(nodes))
 

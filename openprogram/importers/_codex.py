@@ -142,7 +142,7 @@ def _compacted(payload: Mapping[str, object], at: datetime | None) -> list[Impor
 
 
 def _item(
-    payload: dict[str, Any], at: datetime | None, state: _State, reading: Reading
+    payload: Mapping[str, object], at: datetime | None, state: _State, reading: Reading
 ) -> list[Imported] | None:
     """The messages one response item yields; None when it only updates ``state``."""
     itype = payload.get("type")

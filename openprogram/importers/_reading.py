@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 import msgspec
 
@@ -238,7 +238,7 @@ def iter_jsonl(path: Path, reading: Reading) -> Iterator[tuple[int, Mapping[str,
 
 def decode_lines(
     lines: Iterable[bytes], reading: Reading, first: int = 1
-) -> Iterator[tuple[int, dict[str, Any]]]:
+) -> Iterator[tuple[int, Mapping[str, object]]]:
     """``iter_jsonl`` over lines already read, numbered from ``first``. A line holding whole
     objects back to back (a writer that once left out a newline) gives each of them."""
     decode = msgspec.json.Decoder().decode
@@ -266,14 +266,14 @@ def decode_lines(
             yield number, record
 
 
-def _back_to_back(line: bytes) -> list[Any] | None:
+def _back_to_back(line: bytes) -> list[object] | None:
     """The values of a line of several whole JSON values in a row; None when it is not one."""
     try:
         text = line.decode().strip()
     except UnicodeDecodeError:
         return None
     decoder = json.JSONDecoder()
-    values: list[Any] = []
+    values: list[object] = []
     at = 0
     try:
         while at < len(text):
@@ -286,7 +286,7 @@ def _back_to_back(line: bytes) -> list[Any] | None:
     return values if len(values) > 1 else None
 
 
-def load_json(path: Path) -> Any:
+def load_json(path: Path) -> object:
     """A whole-file JSON document; a syntax error or too deep a nesting names its line."""
     data = path.read_bytes()
     try:
@@ -302,12 +302,12 @@ def load_json(path: Path) -> Any:
     return document
 
 
-def within_depth(value: Any, limit: int = MAX_DEPTH) -> bool:
+def within_depth(value: object, limit: int = MAX_DEPTH) -> bool:
     """Whether ``value`` nests at most ``limit`` lists and objects deep (checked without
     recursion, so the check itself cannot overflow)."""
     if not isinstance(value, dict | list):
         return True
-    stack: list[tuple[Any, int]] = [(value, 1)]
+    stack: list[tuple[dict[str, object] | list[object], int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if depth > limit:
@@ -329,7 +329,7 @@ def too_deep_at(data: bytes, limit: int = MAX_DEPTH) -> str:
     return "$"
 
 
-def load_document(path: Path, key: str) -> tuple[dict[str, Any], list[Any]]:
+def load_document(path: Path, key: str) -> tuple[Mapping[str, object], list[object]]:
     """A whole-file JSON object and the list under ``key``, or an error naming the JSON path."""
     document = load_json(path)
     if not isinstance(document, dict):

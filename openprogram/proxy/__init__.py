@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import secrets
 import socket
-from typing import Any
+from typing import TYPE_CHECKING
 
 from openprogram._view import bind, hosts_for, url_of
 from openprogram.proxy._app import create_app, env_lines
 from openprogram.proxy._proxy import Prepared, Proxy, ProxyConfig
+
+if TYPE_CHECKING:  # imported when a server is made (it is slow to import)
+    import uvicorn
 
 __all__ = [
     "Prepared",
@@ -37,7 +40,7 @@ __all__ = [
 ]
 
 
-def server(proxy: Proxy, sock: socket.socket, *, token: str | None = None) -> Any:
+def server(proxy: Proxy, sock: socket.socket, *, token: str | None = None) -> uvicorn.Server:
     """A uvicorn server for ``proxy`` on ``sock`` (not started: ``server.run(sockets=[sock])``
     runs it until it is stopped, e.g. from another thread by ``server.should_exit = True``)."""
     import uvicorn

@@ -14,12 +14,14 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 from graph import ChatMessage, FunctionCall, FunctionSchema, ToolCall, ToolSchema
 from openprogram._errors import MalformedMessage
+from openprogram._json import JSONObject, obj, objects
 from openprogram._messages import AnthropicBlock, AnthropicMessage, ToolResultBlock
 from openprogram.integrations._mirror import Entry, Paired
+from openprogram.proxy._bodies import Request
 from openprogram.proxy._breakpoint import MAX_BREAKPOINTS, mark_after
 from openprogram.proxy._convert import Converted, convert, first_user
 
@@ -36,7 +38,7 @@ class Blocks:
     source: int | None = None
 
 
-def system_text(system: Any) -> str | None:
+def system_text(system: object) -> str | None:
     if system is None:
         return None
     if isinstance(system, str):
@@ -48,7 +50,7 @@ def system_text(system: Any) -> str | None:
     raise MalformedMessage("anthropic request: system is neither a string nor a list of blocks")
 
 
-def block_text(block: Any) -> str:
+def block_text(block: object) -> str:
     """What a block says, as the graph stores it (a placeholder for what is not text)."""
     if not isinstance(block, dict):
         return str(block)
@@ -60,7 +62,7 @@ def block_text(block: Any) -> str:
     return f"[{kind}]"
 
 
-def content_text(content: Any) -> str:
+def content_text(content: object) -> str:
     if content is None:
         return ""
     if isinstance(content, str):
@@ -70,11 +72,11 @@ def content_text(content: Any) -> str:
     return str(content)
 
 
-def _arguments(value: Any) -> str:
+def _arguments(value: object) -> str:
     return json.dumps(value if value is not None else {}, ensure_ascii=False, sort_keys=True)
 
 
-def _user(index: int, content: Any) -> list[Entry]:
+def _user(index: int, content: object) -> list[Entry]:
     if isinstance(content, str):
         return [
             Entry(
@@ -112,7 +114,7 @@ def _user(index: int, content: Any) -> list[Entry]:
     return entries
 
 
-def _assistant(index: int, content: Any) -> Entry:
+def _assistant(index: int, content: object) -> Entry:
     if isinstance(content, str):
         return Entry(
             {"role": "assistant", "content": content},
@@ -144,30 +146,32 @@ def _assistant(index: int, content: Any) -> Entry:
     return Entry(message, Blocks("assistant", content, index), {}, f"{index}")
 
 
-def message_entries(index: int, message: Any) -> list[Entry]:
+def message_entries(index: int, message: object) -> list[Entry]:
     """The entries of one message (see the module docstring)."""
-    role = message.get("role") if isinstance(message, dict) else None
+    fields = obj(message)
+    role = fields.get("role")
     if role == "user":
-        return _user(index, message.get("content"))
+        return _user(index, fields.get("content"))
     if role == "assistant":
-        return [_assistant(index, message.get("content"))]
+        return [_assistant(index, fields.get("content"))]
     if role == "system":  # an instruction among the messages (Claude Code sends them)
-        content = message.get("content")
+        content = fields.get("content")
         said: ChatMessage = {"role": "system", "content": content_text(content)}
-        return [Entry(said, Blocks("system", content, index), {}, f"{index}")]
+        given = cast("str | list[AnthropicBlock]", content)  # the client's, passed on as it came
+        return [Entry(said, Blocks("system", given, index), {}, f"{index}")]
     raise MalformedMessage(
         f"anthropic message {index}: role {role!r} is not user, assistant or system"
     )
 
 
-def _messages(body: dict[str, Any]) -> list[Any]:
+def _messages(body: Request) -> list[object]:
     messages = body.get("messages")
     if not isinstance(messages, list):
         raise MalformedMessage("anthropic request: no messages list")
     return messages
 
 
-def peek(body: dict[str, Any]) -> tuple[str, str]:
+def peek(body: Request) -> tuple[str, str]:
     """What recognises the conversation: the system prompt and the first user message."""
     for index, message in enumerate(_messages(body)):
         said = first_user(message_entries(index, message))
@@ -176,7 +180,7 @@ def peek(body: dict[str, Any]) -> tuple[str, str]:
     return system_text(body.get("system")) or "", ""
 
 
-def from_request(body: dict[str, Any], previous: Converted | None = None) -> Converted:
+def from_request(body: Request, previous: Converted | None = None) -> Converted:
     """The request's messages as entries (reusing ``previous``'s for the messages it
     shares), its tools as schemas the budget counts."""
     messages = _messages(body)
@@ -227,7 +231,7 @@ def _as_list(content: str | list[AnthropicBlock]) -> list[AnthropicBlock]:
     return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
 
 
-def to_request(body: dict[str, Any], paired: Sequence[Paired]) -> dict[str, Any]:
+def to_request(body: Request, paired: Sequence[Paired]) -> Request:
     """The request to send upstream: the client's body with the rendered messages and
     system prompt (the client's own blocks wherever the render left them alone)."""
     out: list[AnthropicMessage] = []
@@ -257,11 +261,13 @@ def to_request(body: dict[str, Any], paired: Sequence[Paired]) -> dict[str, Any]
         else:
             out.append({"role": blocks.role, "content": blocks.content})
             sources.append(blocks.source)
-    request = {**body, "messages": out}
+    request: Request = {**body, "messages": [*out]}
     system = body.get("system")
     kept = system_text(system)
     if instructions != ([kept] if kept is not None else []):
-        own = _as_list(system) if isinstance(system, str | list) and kept in instructions else []
+        own: list[object] = []
+        if isinstance(system, str | list) and kept in instructions:
+            own = [{"type": "text", "text": system}] if isinstance(system, str) else list(system)
         made = [{"type": "text", "text": text} for text in instructions if text and text != kept]
         request["system"] = [*own, *made]
         if not request["system"]:
@@ -271,19 +277,17 @@ def to_request(body: dict[str, Any], paired: Sequence[Paired]) -> dict[str, Any]
     return request
 
 
-def limit_breakpoints(request: dict[str, Any]) -> None:
+def limit_breakpoints(request: Request) -> None:
     """Keep at most :data:`MAX_BREAKPOINTS` ``cache_control`` marks (the system's and the
     tools' first, then the newest messages'); a mark dropped is only taken off its block."""
-    marked: list[dict[str, Any]] = []
-    system = request.get("system")
-    front = [b for b in system if isinstance(b, dict)] if isinstance(system, list) else []
-    front += [t for t in request.get("tools") or () if isinstance(t, dict)]
+    marked: list[JSONObject] = []
+    front = objects(request.get("system")) + objects(request.get("tools"))
     for block in front:
         if "cache_control" in block:
             marked.append(block)
-    in_messages = []
+    in_messages: list[JSONObject] = []
     for message in reversed(request["messages"]):
-        content = message["content"]
+        content = obj(message).get("content")
         if isinstance(content, list):
             in_messages += [
                 b for b in reversed(content) if isinstance(b, dict) and "cache_control" in b
@@ -293,11 +297,10 @@ def limit_breakpoints(request: dict[str, Any]) -> None:
         _unmark(request, block)
 
 
-def _unmark(request: dict[str, Any], block: dict[str, Any]) -> None:
+def _unmark(request: Request, block: JSONObject) -> None:
     """Take the mark off ``block`` (a copy: the client's own blocks are never changed)."""
     for message in request["messages"]:
-        content = message["content"]
-        if isinstance(content, list):
+        if isinstance(message, dict) and isinstance(content := message["content"], list):
             for n, candidate in enumerate(content):
                 if candidate is block:
                     copy = dict(block)

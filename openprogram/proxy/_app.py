@@ -19,8 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
-from typing import Any
+from collections.abc import AsyncIterator
 
 import httpx
 from starlette.applications import Starlette
@@ -28,6 +27,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from openprogram._view._app import host_allowed
 from openprogram.proxy._proxy import Prepared, Proxy
@@ -36,8 +36,6 @@ from openprogram.proxy._upstream import UsageReader, request_headers, response_h
 
 __all__ = ["create_app"]
 
-Scope = MutableMapping[str, Any]
-ASGI = Callable[[Scope, Any, Any], Awaitable[None]]
 TIMEOUT = httpx.Timeout(600.0, connect=30.0)
 
 
@@ -49,12 +47,12 @@ def _error(status: int, kind: str, message: str) -> JSONResponse:
 class Gate:
     """The ``Host`` check and the token that starts every path (stripped before routing)."""
 
-    def __init__(self, app: ASGI, *, token: str, hosts: set[str]) -> None:
+    def __init__(self, app: ASGIApp, *, token: str, hosts: set[str]) -> None:
         self.app = app
         self.token = token
         self.hosts = hosts
 
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

@@ -10,9 +10,9 @@ and never on a block of the client's: a layer's blocks are built by the proxy.
 
 from __future__ import annotations
 
-from typing import Any
-
+from openprogram._json import objects
 from openprogram._messages import AnthropicBlock
+from openprogram.proxy._bodies import Request
 
 __all__ = ["EPHEMERAL", "MAX_BREAKPOINTS", "count_breakpoints", "mark_after"]
 
@@ -21,23 +21,15 @@ MAX_BREAKPOINTS = 4
 EPHEMERAL = {"type": "ephemeral"}
 
 
-def count_breakpoints(request: dict[str, Any]) -> int:
+def count_breakpoints(request: Request) -> int:
     """The ``cache_control`` marks of ``request``: system, tools and message blocks."""
-    count = 0
-    system = request.get("system")
-    blocks: list[Any] = list(system) if isinstance(system, list) else []
-    blocks += list(request.get("tools") or ())
-    for message in request.get("messages") or ():
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list):
-            blocks += content
-    for block in blocks:
-        if isinstance(block, dict) and "cache_control" in block:
-            count += 1
-    return count
+    blocks = objects(request.get("system")) + objects(request.get("tools"))
+    for message in objects(request.get("messages")):
+        blocks += objects(message.get("content"))
+    return sum("cache_control" in block for block in blocks)
 
 
-def mark_after(request: dict[str, Any], block: AnthropicBlock | None) -> bool:
+def mark_after(request: Request, block: AnthropicBlock | None) -> bool:
     """Mark ``block`` (the last block of the last layer's message, found by identity in
     ``request``'s messages) as a breakpoint when there is room; whether it was marked."""
     if block is None or "cache_control" in block:
@@ -45,8 +37,7 @@ def mark_after(request: dict[str, Any], block: AnthropicBlock | None) -> bool:
     if count_breakpoints(request) >= MAX_BREAKPOINTS:
         return False
     for message in reversed(request["messages"]):
-        content = message["content"]
-        if not isinstance(content, list):
+        if not isinstance(message, dict) or not isinstance(content := message["content"], list):
             continue
         for n, candidate in enumerate(content):
             if candidate is block:

@@ -15,11 +15,12 @@ where the layer stands, and the originals again once the layer is rolled back.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TypedDict
 
 from graph import LayerInfo
 from openprogram._runtime._host import SessionHost
 from openprogram.integrations._mirror import Mirror
+from openprogram.proxy._bodies import Request
 from openprogram.proxy._convert import Converted
 
 __all__ = ["NAMESPACE", "Window", "adopt", "expand", "window"]
@@ -27,11 +28,23 @@ __all__ = ["NAMESPACE", "Window", "adopt", "expand", "window"]
 NAMESPACE = "proxy.compacted"
 """Store side-data namespace: the session's last compacted window (its compaction item,
 the input it replaced, and the layer it became)."""
-Window = dict[str, Any]
+
+
+class Window(TypedDict):
+    """A compacted window: the compaction item's encrypted content, the input it replaced,
+    and the layer it became."""
+
+    compaction: object
+    input: str | list[object]
+    layer: str
 
 
 def adopt(
-    session: SessionHost, mirror: Mirror, converted: Converted, items: list[Any], given: list[Any]
+    session: SessionHost,
+    mirror: Mirror,
+    converted: Converted,
+    items: list[object],
+    given: str | list[object],
 ) -> tuple[LayerInfo | None, Window | None]:
     """Keep a compact answer's ``items`` as a layer over the history ``given`` (the compact
     request's input, as ``converted``), and the window that stands for it."""
@@ -54,7 +67,7 @@ def window(session: SessionHost) -> Window | None:
     return json.loads(stored) if stored else None
 
 
-def expand(body: dict[str, Any], kept: Window | None) -> dict[str, Any]:
+def expand(body: Request, kept: Window | None) -> Request:
     """``body`` with a compacted window in its input read as the history it replaced."""
     items = body.get("input")
     if kept is None or not isinstance(items, list):

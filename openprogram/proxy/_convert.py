@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from graph import ToolSchema
 from openprogram.integrations._mirror import Entry
 
 __all__ = ["Converted", "convert"]
 
-EntriesOf = Callable[[int, Any], list[Entry]]
+EntriesOf = Callable[[int, object], list[Entry]]
 
 
 @dataclass(frozen=True)
@@ -28,12 +27,12 @@ class Converted:
     tools: list[ToolSchema]
     system: str | None
     first_user: str
-    messages: Sequence[Any] = ()
+    messages: Sequence[object] = ()
     parts: Sequence[list[Entry]] = ()
 
 
 def convert(
-    messages: Sequence[Any], entries_of: EntriesOf, previous: Converted | None, offset: int = 0
+    messages: Sequence[object], entries_of: EntriesOf, previous: Converted | None, offset: int = 0
 ) -> tuple[list[Entry], list[list[Entry]]]:
     """The entries of ``messages`` (each by ``entries_of(index, message)``), reusing
     ``previous``'s for the messages they share from the start."""
@@ -54,7 +53,7 @@ def first_user(entries: Sequence[Entry]) -> str:
     return next((str(e.message["content"]) for e in entries if e.message["role"] == "user"), "")
 
 
-def plain_text(content: Any) -> str:
+def plain_text(content: object) -> str:
     """An OpenAI content value (a string, or a list of parts) as the text the mirror
     stores: text parts joined by lines, any other part named by its type."""
     if content is None:
@@ -64,8 +63,8 @@ def plain_text(content: Any) -> str:
     if isinstance(content, list):
         parts = []
         for part in content:
-            if isinstance(part, dict) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
+            if isinstance(part, dict) and isinstance(text := part.get("text"), str):
+                parts.append(text)
             elif isinstance(part, dict):
                 parts.append(f"[{part.get('type')}]")
         return "\n".join(parts)

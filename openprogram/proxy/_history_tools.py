@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from graph import ToolSchema
+from openprogram._json import obj, objects
 from openprogram._runtime._history import HISTORY_TOOLS
 from openprogram._runtime._host import SessionHost
 from openprogram.integrations._history import history_functions
+from openprogram.proxy._bodies import Request
 
 __all__ = ["PROTOCOLS", "HistoryCall", "answer", "offer", "schemas"]
 
@@ -41,21 +42,16 @@ def schemas(session: SessionHost, taken: set[str]) -> list[ToolSchema]:
     return [spec.schema() for spec in session.history.specs() if spec.name not in taken]
 
 
-def client_names(protocol: str, body: dict[str, Any]) -> set[str]:
+def client_names(protocol: str, body: Request) -> set[str]:
     """The names of the client's own tools."""
     names = set()
-    for tool in body.get("tools") or ():
-        if isinstance(tool, dict):
-            name = (
-                tool.get("name")
-                if protocol != "openai"
-                else (tool.get("function") or {}).get("name")
-            )
-            names.add(str(name))
+    for tool in objects(body.get("tools")):
+        name = tool.get("name") if protocol != "openai" else obj(tool.get("function")).get("name")
+        names.add(str(name))
     return names
 
 
-def offer(protocol: str, request: dict[str, Any], chat: list[ToolSchema]) -> tuple[str, ...]:
+def offer(protocol: str, request: Request, chat: list[ToolSchema]) -> tuple[str, ...]:
     """Add the history tools (``chat`` schemas) to ``request`` in its wire's shape; their names."""
     added: list[Mapping[str, object]] = []
     for schema in chat:

@@ -9,11 +9,13 @@ names, provider fields). The leading system or developer messages are the instru
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import cast
 
 from graph import ChatMessage, ToolCall, ToolSchema
 from openprogram._errors import MalformedMessage
+from openprogram._json import obj, objects
 from openprogram.integrations._mirror import Entry, Paired
+from openprogram.proxy._bodies import Request
 from openprogram.proxy._convert import Converted, convert, first_user, plain_text
 
 __all__ = ["from_request", "peek", "to_request"]
@@ -21,7 +23,7 @@ __all__ = ["from_request", "peek", "to_request"]
 INSTRUCTION_ROLES = ("system", "developer")
 
 
-def _entry(index: int, message: Any) -> Entry:
+def _entry(index: int, message: object) -> Entry:
     if not isinstance(message, dict):
         raise MalformedMessage(f"openai message {index}: not an object")
     role = message.get("role")
@@ -51,7 +53,7 @@ def _entry(index: int, message: Any) -> Entry:
     return Entry(chat, message, {}, str(index))
 
 
-def _split(body: dict[str, Any]) -> tuple[list[Any], int]:
+def _split(body: Request) -> tuple[list[object], int]:
     """The messages, and how many lead them as instructions."""
     messages = body.get("messages")
     if not isinstance(messages, list):
@@ -59,18 +61,19 @@ def _split(body: dict[str, Any]) -> tuple[list[Any], int]:
     lead = 0
     while (
         lead < len(messages)
-        and isinstance(messages[lead], dict)
-        and messages[lead].get("role") in INSTRUCTION_ROLES
+        and isinstance(message := messages[lead], dict)
+        and message.get("role") in INSTRUCTION_ROLES
     ):
         lead += 1
     return messages, lead
 
 
-def _system(messages: list[Any], lead: int) -> str | None:
-    return "\n\n".join(plain_text(m.get("content")) for m in messages[:lead]) if lead else None
+def _system(messages: list[object], lead: int) -> str | None:
+    said = (plain_text(obj(m).get("content")) for m in messages[:lead])
+    return "\n\n".join(said) if lead else None
 
 
-def peek(body: dict[str, Any]) -> tuple[str, str]:
+def peek(body: Request) -> tuple[str, str]:
     """What recognises the conversation: the instructions and the first user message."""
     messages, lead = _split(body)
     for index in range(lead, len(messages)):
@@ -80,23 +83,23 @@ def peek(body: dict[str, Any]) -> tuple[str, str]:
     return _system(messages, lead) or "", ""
 
 
-def from_request(body: dict[str, Any], previous: Converted | None = None) -> Converted:
+def from_request(body: Request, previous: Converted | None = None) -> Converted:
     messages, lead = _split(body)
     rest = messages[lead:]
     entries, parts = convert(rest, lambda i, m: [_entry(i, m)], previous, offset=lead)
     # the client's own chat schemas, passed on as they came
-    tools = cast("list[ToolSchema]", [t for t in body.get("tools") or () if isinstance(t, dict)])
+    tools = cast("list[ToolSchema]", objects(body.get("tools")))
     return Converted(entries, tools, _system(messages, lead), first_user(entries), rest, parts)
 
 
-def to_request(body: dict[str, Any], paired: Sequence[Paired]) -> dict[str, Any]:
+def to_request(body: Request, paired: Sequence[Paired]) -> Request:
     """The client's body with the rendered messages (its own where left alone)."""
     messages = body["messages"]
     lead = [m for m in messages if isinstance(m, dict)]
     lead = lead[: next((n for n, m in enumerate(lead) if m.get("role") not in INSTRUCTION_ROLES),
                        len(lead))]  # fmt: skip
     kept = "\n\n".join(plain_text(m.get("content")) for m in lead) if lead else None
-    out: list[dict[str, Any]] = []
+    out: list[object] = []
     for item in paired:
         if item.entry is not None and isinstance(item.entry.original, dict):
             out.append(item.entry.original)

@@ -25,16 +25,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
 from context import Policy, ProviderUsage, Summarizer
 from graph import Store, ToolSchema
 from openprogram import _service as service
+from openprogram._json import JSONObject
 from openprogram._runtime._session import Session
 from openprogram.integrations._mirror import Mirror
 from openprogram.proxy import _anthropic, _compact, _history_tools, _openai_chat, _responses
+from openprogram.proxy._bodies import Request, UsageCounts
 from openprogram.proxy._convert import Converted
 from openprogram.proxy._sessions import NAMED, recognise, side_call
 
@@ -86,7 +87,7 @@ class Prepared:
     """How its render got its summaries (``Rendered.summary``)."""
     history: tuple[str, ...] = ()
     """The history tools offered upstream beside the client's (answered by the proxy)."""
-    request: dict[str, Any] | None = None
+    request: Request | None = None
     """The request sent, as an object (kept when history tools were offered)."""
 
 
@@ -122,7 +123,7 @@ class Proxy:
     def policy(self, model: str | None, *, scratch: bool = False) -> Policy:
         """New sessions' policy; ``scratch``: a counting render's (offline summaries, none
         left running on a worker after it)."""
-        options: dict[str, Any] = {"cache_edits": "off"}
+        options: dict[str, str] = {"cache_edits": "off"}
         if not scratch:
             options["summary_wait"] = self.config.summary_wait
         if self.config.summarizer_model and not scratch:
@@ -161,7 +162,7 @@ class Proxy:
         started = time.perf_counter()
         prepared = Prepared(raw, protocol, "passed", started=started)
         try:
-            body = msgspec.json.decode(raw)
+            body: Request = msgspec.json.decode(raw)
             if not isinstance(body, dict):
                 raise ValueError("the body is not a JSON object")
             prepared.model = str(body.get("model") or "") or None
@@ -217,7 +218,7 @@ class Proxy:
             prepared.prepare_ms = (time.perf_counter() - started) * 1000
         return prepared
 
-    def _offered(self, protocol: str, body: dict[str, Any], session: Session) -> list[ToolSchema]:
+    def _offered(self, protocol: str, body: Request, session: Session) -> list[ToolSchema]:
         """The history tools this request gets (chat schemas; none when they are off)."""
         if not self.config.history_tools or protocol not in _history_tools.PROTOCOLS:
             return []
@@ -237,7 +238,7 @@ class Proxy:
         """Keep what ``/v1/responses/compact`` returned as a provider layer of the request's
         session (``_compact``); the request's record says which layer, or why none."""
         try:
-            body = msgspec.json.decode(raw)
+            body: Request = msgspec.json.decode(raw)
             output = msgspec.json.decode(answer).get("output")
             conversation = recognise(headers, body, *_responses.peek(body))
             prepared.session = conversation.session
@@ -308,7 +309,7 @@ class Proxy:
         with self._settled:
             return self._settled.wait_for(lambda: self._in_flight <= 0, timeout)
 
-    def finish(self, prepared: Prepared, status: int, usage: dict[str, int] | None) -> None:
+    def finish(self, prepared: Prepared, status: int, usage: UsageCounts | None) -> None:
         """Record a request once its answer has passed: the log line, and the provider's
         usage beside the receipt of the render it answered."""
         try:
@@ -318,7 +319,7 @@ class Proxy:
                 self._in_flight -= 1
                 self._settled.notify_all()
 
-    def _finish(self, prepared: Prepared, status: int, usage: dict[str, int] | None) -> None:
+    def _finish(self, prepared: Prepared, status: int, usage: UsageCounts | None) -> None:
         if usage is not None and prepared.receipt is not None and prepared.session is not None:
             found = self._sessions.get(prepared.session)
             storage = found[0].engine.storage if found is not None else None
@@ -341,12 +342,12 @@ class Proxy:
             }
         )
 
-    def record(self, fields: dict[str, Any]) -> None:
+    def record(self, fields: JSONObject) -> None:
         line = {"at": datetime.now(UTC).isoformat(timespec="milliseconds"), **fields}
         with self._log_lock, self.log.open("a", encoding="utf-8") as out:
             out.write(json.dumps(line, ensure_ascii=False) + "\n")
 
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[JSONObject]:
         """Every request's record, oldest first (once those in flight are recorded)."""
         self.settle()
         if not self.log.exists():
@@ -354,7 +355,7 @@ class Proxy:
         lines = self.log.read_text(encoding="utf-8").splitlines()
         return [json.loads(line) for line in lines if line.strip()]
 
-    def usage(self, session: str) -> dict[str, dict[str, int]]:
+    def usage(self, session: str) -> dict[str, UsageCounts]:
         """The provider's usage of each of ``session``'s requests, by receipt id (as the
         records say it: ``input`` uncached, ``cache_read``, ``cache_creation``, ``output``)."""
         self.settle()
@@ -373,7 +374,7 @@ class Proxy:
         self.store.close()
 
 
-def provider_usage(usage: dict[str, int]) -> ProviderUsage:
+def provider_usage(usage: UsageCounts) -> ProviderUsage:
     """A record's usage (``_upstream.usage_of``) in the receipt's terms."""
     read, written = usage.get("cache_read", 0), usage.get("cache_creation", 0)
     return ProviderUsage(
@@ -384,7 +385,7 @@ def provider_usage(usage: dict[str, int]) -> ProviderUsage:
     )
 
 
-def usage_fields(usage: ProviderUsage) -> dict[str, int]:
+def usage_fields(usage: ProviderUsage) -> UsageCounts:
     """A receipt's usage as a record says it (the inverse of :func:`provider_usage`)."""
     read, written = usage.cached_input_tokens, usage.cache_write_tokens
     return {

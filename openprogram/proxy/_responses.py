@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import cast
 
 from graph import ChatMessage, FunctionCall, FunctionSchema, ToolCall, ToolSchema
 from openprogram._errors import MalformedMessage
+from openprogram._json import JSONObject, obj, objects
 from openprogram._messages import FunctionCallItem, FunctionCallOutputItem, MessageItem
 from openprogram.integrations._mirror import Entry, Paired
+from openprogram.proxy._bodies import Request
 from openprogram.proxy._convert import Converted, convert, first_user, plain_text
 
 __all__ = ["from_request", "peek", "server_state", "to_request"]
@@ -58,7 +60,7 @@ def _role(item: Mapping[str, object]) -> str | None:
     return role if isinstance(role, str) else None
 
 
-def _groups(body: dict[str, Any]) -> list[Any]:
+def _groups(body: Request) -> list[object]:
     """The input as the mirror's units: each run of model items one list, anything else
     itself (a string ``input`` is one user message)."""
     items = body.get("input")
@@ -66,8 +68,8 @@ def _groups(body: dict[str, Any]) -> list[Any]:
         return [{"role": "user", "content": items}]
     if not isinstance(items, list):
         raise MalformedMessage("responses request: input is neither a string nor a list of items")
-    groups: list[Any] = []
-    run: list[dict[str, Any]] | None = None
+    groups: list[object] = []
+    run: list[JSONObject] | None = None
     for item in items:
         if isinstance(item, dict) and (
             item.get("type") in MODEL_ITEMS or item.get("role") == "assistant"
@@ -82,7 +84,7 @@ def _groups(body: dict[str, Any]) -> list[Any]:
     return groups
 
 
-def _call(index: int, item: dict[str, Any]) -> ToolCall:
+def _call(index: int, item: JSONObject) -> ToolCall:
     call_id = item.get("call_id")
     if not isinstance(call_id, str) or not call_id:
         raise MalformedMessage(f"responses item {index}: a {item.get('type')} without call_id")
@@ -91,7 +93,7 @@ def _call(index: int, item: dict[str, Any]) -> ToolCall:
     return {"id": call_id, "type": "function", "function": function}
 
 
-def _assistant(index: int, group: list[dict[str, Any]]) -> Entry:
+def _assistant(index: int, group: list[JSONObject]) -> Entry:
     texts: list[str] = []
     calls: list[ToolCall] = []
     for item in group:
@@ -111,7 +113,7 @@ def _assistant(index: int, group: list[dict[str, Any]]) -> Entry:
     return Entry(message, group, {}, f"{index}")
 
 
-def _entries(index: int, unit: Any) -> list[Entry]:
+def _entries(index: int, unit: object) -> list[Entry]:
     if isinstance(unit, list):
         return [_assistant(index, unit)]
     if not isinstance(unit, dict):
@@ -162,27 +164,27 @@ def peek(body: Mapping[str, object]) -> tuple[str, str]:
     return _instructions(body) or "", ""
 
 
-def _schema(tool: dict[str, Any]) -> ToolSchema:
+def _schema(tool: JSONObject) -> ToolSchema:
     """A Responses tool as the chat schema the budget counts (a built-in tool by its type)."""
     function: FunctionSchema = {
         "name": str(tool.get("name") or tool.get("type")),
         "description": str(tool.get("description") or ""),
-        "parameters": tool.get("parameters") or {"type": "object"},
+        "parameters": obj(tool.get("parameters")) or {"type": "object"},
     }
     return {"type": "function", "function": function}
 
 
-def from_request(body: dict[str, Any], previous: Converted | None = None) -> Converted:
+def from_request(body: Request, previous: Converted | None = None) -> Converted:
     """The request's input as entries (reusing ``previous``'s for the units it shares)."""
     groups = _groups(body)
     entries, parts = convert(groups, _entries, previous)
-    tools = [_schema(t) for t in body.get("tools") or () if isinstance(t, dict)]
+    tools = [_schema(t) for t in objects(body.get("tools"))]
     return Converted(entries, tools, _instructions(body), first_user(entries), groups, parts)
 
 
-def _with_calls(body: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+def _with_calls(body: Request) -> dict[str, list[JSONObject]]:
     """Each call id of the client's input: its run's ``reasoning`` items and the call item."""
-    found: dict[str, list[dict[str, Any]]] = {}
+    found: dict[str, list[JSONObject]] = {}
     items = body.get("input")
     for group in _groups(body) if isinstance(items, list) else ():
         if not isinstance(group, list):
@@ -195,7 +197,7 @@ def _with_calls(body: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 
 
 def _made(
-    message: ChatMessage, originals: dict[str, list[dict[str, Any]]]
+    message: ChatMessage, originals: dict[str, list[JSONObject]]
 ) -> list[Mapping[str, object]]:
     """Items for a message compaction changed or made."""
     role = message.get("role")
@@ -238,12 +240,12 @@ def _made(
     return out or [{"role": "assistant", "content": "(no content)"}]
 
 
-def to_request(body: dict[str, Any], paired: Sequence[Paired]) -> dict[str, Any]:
+def to_request(body: Request, paired: Sequence[Paired]) -> Request:
     """The client's body with the rendered input (its own items where left alone)."""
     kept = _instructions(body)
     instructions: list[str] = []
-    originals: dict[str, list[dict[str, Any]]] | None = None
-    out: list[Any] = []
+    originals: dict[str, list[JSONObject]] | None = None
+    out: list[object] = []
     for item in paired:
         message = item.message
         if message.get("role") == "system" and item.entry is None:
@@ -256,7 +258,7 @@ def to_request(body: dict[str, Any], paired: Sequence[Paired]) -> dict[str, Any]
         if originals is None and message.get("tool_calls"):
             originals = _with_calls(body)
         out.extend(_made(message, originals or {}))
-    request = {**body, "input": out}
+    request: Request = {**body, "input": out}
     if instructions != ([kept] if kept is not None else []):
         request["instructions"] = "\n\n".join(t for t in instructions if t)
         if not request["instructions"]:
@@ -264,10 +266,10 @@ def to_request(body: dict[str, Any], paired: Sequence[Paired]) -> dict[str, Any]
     return request
 
 
-def arguments_of(item: dict[str, Any]) -> dict[str, Any]:
+def arguments_of(item: JSONObject) -> JSONObject:
     """A ``function_call`` item's arguments as an object (``{}`` when they do not parse)."""
     try:
-        parsed = json.loads(item.get("arguments") or "{}")
+        parsed = json.loads(str(item.get("arguments") or "{}"))
     except ValueError:
         return {}
     return parsed if isinstance(parsed, dict) else {}

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
 
 import httpx
 from starlette.concurrency import run_in_threadpool
 
+from openprogram.proxy._bodies import Request
 from openprogram.proxy._history_tools import MAX_ROUNDS
 from openprogram.proxy._proxy import Prepared, Proxy
 from openprogram.proxy._splice_anthropic import AnthropicSplice
@@ -52,7 +52,7 @@ class Rounds:
         self.headers = dict(headers)
         self.splice = SPLICES[prepared.protocol](prepared.history)
 
-    async def _send(self, request: dict[str, Any], *, stream: bool) -> httpx.Response:
+    async def _send(self, request: Request, *, stream: bool) -> httpx.Response:
         upstream = self.client.build_request(
             "POST", self.url, headers=self.headers, content=json.dumps(request).encode()
         )

@@ -19,7 +19,6 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from graph import is_safe_id
 
@@ -42,7 +41,7 @@ class Conversation:
     client_id: str | None
 
 
-def client_session(headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
+def client_session(headers: Mapping[str, str], body: Mapping[str, object]) -> str | None:
     """Claude Code's session id: the header, else ``metadata.user_id`` (JSON with
     ``session_id``, or the older ``user_…_session_<uuid>``)."""
     given = headers.get(CLAUDE_CODE)
@@ -63,7 +62,7 @@ def client_session(headers: Mapping[str, str], body: Mapping[str, Any]) -> str |
 
 
 def recognise(
-    headers: Mapping[str, str], body: Mapping[str, Any], system: str, first_user: str
+    headers: Mapping[str, str], body: Mapping[str, object], system: str, first_user: str
 ) -> Conversation:
     """The conversation of a request (see the module docstring)."""
     named = headers.get(NAMED)
@@ -78,7 +77,7 @@ def recognise(
     return Conversation(f"proxy-{fingerprint}", "fingerprint", None)
 
 
-def side_call(headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
+def side_call(headers: Mapping[str, str], body: Mapping[str, object]) -> str | None:
     """Why a Claude Code request is a side call (None: it is a conversation's turn)."""
     if headers.get(NAMED) or client_session(headers, body) is None:
         return None

@@ -5,8 +5,10 @@ closing events each holds until it is known whether the proxy continues."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import TypeVar
 
+from openprogram._json import JSONObject
+from openprogram.proxy._bodies import Usage
 from openprogram.proxy._history_tools import HistoryCall
 from openprogram.proxy._sse import Event
 
@@ -17,13 +19,16 @@ Answered = list[tuple[HistoryCall, str]]
 """The history calls of a round, each with the text that answers it."""
 
 
-def add_usage(totals: dict[str, Any], usage: dict[str, Any]) -> None:
+def add_usage(totals: Usage, usage: JSONObject) -> None:
     """Adds one round's usage into ``totals``: whole numbers summed, nested counts alike."""
     for key, value in usage.items():
         if isinstance(value, int):
-            totals[key] = totals.get(key, 0) + value
+            had = totals.get(key, 0)
+            totals[key] = (had if isinstance(had, int) else 0) + value
         elif isinstance(value, dict):
-            add_usage(totals.setdefault(key, {}), value)
+            inner = totals.setdefault(key, {})
+            if isinstance(inner, dict):
+                add_usage(inner, value)
 
 
 def answerable(
@@ -39,7 +44,7 @@ def answerable(
 def closing(
     held: Iterable[Event],
     changed: bool,
-    rewrite: Callable[[Event, dict[str, Any]], bytes | None],
+    rewrite: Callable[[Event, JSONObject], bytes | None],
 ) -> list[bytes]:
     """The held closing events as the client gets them: byte for byte while nothing was
     changed; else each with data through ``rewrite`` (``None``: it passes as it came)."""

@@ -11,8 +11,10 @@ tool is called, every event passes byte for byte.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Sequence
 
+from openprogram._json import JSONObject, count, obj, objects
+from openprogram.proxy._bodies import Request, Usage
 from openprogram.proxy._history_tools import HistoryCall
 from openprogram.proxy._splice import Answered, add_usage, answerable, closing
 from openprogram.proxy._sse import Event, encode
@@ -27,7 +29,7 @@ USAGE_KEYS = (
 )
 
 
-def _call(block: dict[str, Any]) -> HistoryCall:
+def _call(block: JSONObject) -> HistoryCall:
     return HistoryCall(str(block["id"]), str(block["name"]), json.dumps(block.get("input") or {}))
 
 
@@ -39,16 +41,16 @@ class AnthropicSplice:
         self.rounds = 0
         self.next_index = 0
         self.changed = False
-        self.totals = dict.fromkeys(USAGE_KEYS, 0)
+        self.totals: Usage = dict.fromkeys(USAGE_KEYS, 0)
         self._new_round()
 
     def _new_round(self) -> None:
         self.mapping: dict[int, int | None] = {}
-        self.blocks: dict[int, dict[str, Any]] = {}
+        self.blocks: dict[int, dict[str, object]] = {}
         self.partial: dict[int, str] = {}
         self.held: list[Event] = []
-        self.closing: dict[str, Any] | None = None
-        self.round_usage: dict[str, int] = {}
+        self.closing: JSONObject | None = None
+        self.round_usage: Usage = {}
         self.client_calls = 0
 
     # -- streamed --------------------------------------------------------------------------
@@ -58,26 +60,27 @@ class AnthropicSplice:
         if not isinstance(data, dict):
             return [event.raw]
         if kind == "message_start":
-            usage = (data.get("message") or {}).get("usage") or {}
-            self.round_usage.update({k: int(v) for k, v in usage.items() if k in USAGE_KEYS and v})
+            usage = obj(obj(data.get("message")).get("usage"))
+            self.round_usage.update(
+                {k: count(v) for k, v in usage.items() if k in USAGE_KEYS and v}
+            )
             return [event.raw] if self.rounds == 0 else []
         if kind in ("message_delta", "message_stop"):
             self.held.append(event)
             if kind == "message_delta":
                 self.closing = data
-                usage = data.get("usage") or {}
+                usage = obj(data.get("usage"))
                 self.round_usage.update(
-                    {k: int(v) for k, v in usage.items() if k in USAGE_KEYS and v is not None}
+                    {k: count(v) for k, v in usage.items() if k in USAGE_KEYS and v is not None}
                 )
             return []
-        if kind.startswith("content_block_") and isinstance(data.get("index"), int):
-            return self._block(event, data)
+        if kind.startswith("content_block_") and isinstance(index := data.get("index"), int):
+            return self._block(event, data, index)
         return [event.raw]
 
-    def _block(self, event: Event, data: dict[str, Any]) -> list[bytes]:
-        index = data["index"]
+    def _block(self, event: Event, data: JSONObject, index: int) -> list[bytes]:
         if event.name == "content_block_start":
-            block = dict(data.get("content_block") or {})
+            block = dict(obj(data.get("content_block")))
             self.blocks[index] = block
             ours = block.get("type") == "tool_use" and block.get("name") in self.names
             if block.get("type") == "tool_use" and not ours:
@@ -86,7 +89,7 @@ class AnthropicSplice:
             if not ours:
                 self.next_index += 1
         elif event.name == "content_block_delta":
-            self._grow(index, data.get("delta") or {})
+            self._grow(index, obj(data.get("delta")))
         shown = self.mapping.get(index, index)
         if shown is None:
             self.changed = True
@@ -96,21 +99,21 @@ class AnthropicSplice:
         self.changed = True
         return [encode(event.name, {**data, "index": shown})]
 
-    def _grow(self, index: int, delta: dict[str, Any]) -> None:
+    def _grow(self, index: int, delta: JSONObject) -> None:
         block = self.blocks.setdefault(index, {})
         kind = delta.get("type")
         if kind == "text_delta":
-            block["text"] = block.get("text", "") + str(delta.get("text", ""))
+            block["text"] = str(block.get("text", "")) + str(delta.get("text", ""))
         elif kind == "thinking_delta":
-            block["thinking"] = block.get("thinking", "") + str(delta.get("thinking", ""))
+            block["thinking"] = str(block.get("thinking", "")) + str(delta.get("thinking", ""))
         elif kind == "signature_delta":
             block["signature"] = str(delta.get("signature", ""))
         elif kind == "input_json_delta":
             self.partial[index] = self.partial.get(index, "") + str(delta.get("partial_json", ""))
 
-    def content(self) -> list[dict[str, Any]]:
+    def content(self) -> list[JSONObject]:
         """The round's assistant content, every block (for the continuation)."""
-        out = []
+        out: list[JSONObject] = []
         for index in sorted(self.blocks):
             block = dict(self.blocks[index])
             if block.get("type") == "tool_use" and index in self.partial:
@@ -129,13 +132,13 @@ class AnthropicSplice:
         ]
         return answerable(ours, self.client_calls, _call)
 
-    def continuation(self, request: dict[str, Any], results: Answered) -> dict[str, Any]:
+    def continuation(self, request: Request, results: Answered) -> Request:
         """The next round's request: this round's answer and the history tools' results."""
-        answered = [
-            {"type": "tool_result", "tool_use_id": call.id, "content": text}
-            for call, text in results
+        answered: list[JSONObject] = [
+            {"type": "tool_result", "tool_use_id": call.id, "content": reply}
+            for call, reply in results
         ]
-        messages = [
+        messages: list[object] = [
             *request["messages"],
             {"role": "assistant", "content": self.content()},
             {"role": "user", "content": answered},
@@ -154,10 +157,10 @@ class AnthropicSplice:
         totals = dict(self.totals)
         add_usage(totals, self.round_usage)
 
-        def rewrite(event: Event, data: dict[str, Any]) -> bytes | None:
+        def rewrite(event: Event, data: JSONObject) -> bytes | None:
             if event.name != "message_delta":
                 return None
-            delta = dict(data.get("delta") or {})
+            delta = dict(obj(data.get("delta")))
             if cut or (delta.get("stop_reason") == "tool_use" and not self.client_calls):
                 delta["stop_reason"] = "end_turn"
             return encode(event.name, {**data, "delta": delta, "usage": totals})
@@ -165,26 +168,26 @@ class AnthropicSplice:
         return closing(self.held, self.changed, rewrite)
 
     # -- a whole JSON answer ----------------------------------------------------------------
-    def json_ours(self, answer: dict[str, Any]) -> bool:
+    def json_ours(self, answer: JSONObject) -> bool:
         """Whether a JSON round calls a history tool at all."""
         return any(
-            isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") in self.names
-            for b in answer.get("content") or ()
+            b.get("type") == "tool_use" and b.get("name") in self.names
+            for b in objects(answer.get("content"))
         )
 
-    def merge(self, answers: list[dict[str, Any]]) -> dict[str, Any]:
+    def merge(self, answers: Sequence[JSONObject]) -> JSONObject:
         """The client's answer from each round's JSON: the first's id, the last's stop, every
         round's content but the history calls, usage summed."""
         content = [
             b
             for a in answers
-            for b in a.get("content") or ()
+            for b in objects(a.get("content"))
             if not (b.get("type") == "tool_use" and b.get("name") in self.names)
         ]
-        totals = dict.fromkeys(USAGE_KEYS, 0)
+        totals: Usage = dict.fromkeys(USAGE_KEYS, 0)
         for one in answers:
-            usage = one.get("usage") or {}
-            add_usage(totals, {key: int(usage.get(key) or 0) for key in USAGE_KEYS})
+            usage = obj(one.get("usage"))
+            add_usage(totals, {key: count(usage.get(key)) for key in USAGE_KEYS})
         last = answers[-1]
         stop = last.get("stop_reason")
         if stop == "tool_use" and not any(b.get("type") == "tool_use" for b in content):
@@ -194,27 +197,21 @@ class AnthropicSplice:
             "content": content,
             "stop_reason": stop,
             "stop_sequence": last.get("stop_sequence"),
-            "usage": {**(answers[0].get("usage") or {}), **totals},
+            "usage": {**obj(answers[0].get("usage")), **totals},
         }
 
-    def json_calls(self, answer: dict[str, Any]) -> list[HistoryCall]:
+    def json_calls(self, answer: JSONObject) -> list[HistoryCall]:
         """A JSON round's history calls the proxy answers (none if the client has calls)."""
-        blocks = [
-            b
-            for b in answer.get("content") or ()
-            if isinstance(b, dict) and b.get("type") == "tool_use"
-        ]
+        blocks = [b for b in objects(answer.get("content")) if b.get("type") == "tool_use"]
         ours = [b for b in blocks if b.get("name") in self.names]
         return answerable(ours, len(blocks) - len(ours), _call)
 
-    def json_continuation(
-        self, request: dict[str, Any], answer: dict[str, Any], results: Answered
-    ) -> dict[str, Any]:
-        answered = [
-            {"type": "tool_result", "tool_use_id": call.id, "content": text}
-            for call, text in results
+    def json_continuation(self, request: Request, answer: JSONObject, results: Answered) -> Request:
+        answered: list[JSONObject] = [
+            {"type": "tool_result", "tool_use_id": call.id, "content": reply}
+            for call, reply in results
         ]
-        messages = [
+        messages: list[object] = [
             *request["messages"],
             {"role": "assistant", "content": answer.get("content") or []},
             {"role": "user", "content": answered},

@@ -12,8 +12,10 @@ event passes byte for byte.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
+from openprogram._json import JSONObject, items, obj, objects, text
+from openprogram.proxy._bodies import Request, Usage
 from openprogram.proxy._history_tools import HistoryCall
 from openprogram.proxy._splice import Answered, add_usage, answerable, closing
 from openprogram.proxy._sse import Event, encode
@@ -24,16 +26,16 @@ CLOSING = ("response.completed", "response.incomplete")
 OPENING = ("response.created", "response.in_progress", "response.queued")
 
 
-def _call(item: dict[str, Any]) -> HistoryCall:
-    return HistoryCall(str(item["call_id"]), str(item["name"]), str(item.get("arguments") or "{}"))
+def _call(item: JSONObject) -> HistoryCall:
+    return HistoryCall(str(item["call_id"]), str(item["name"]), text(item.get("arguments"), "{}"))
 
 
-def input_items(request: dict[str, Any]) -> list[Any]:
+def input_items(request: Request) -> list[object]:
     given = request.get("input")
     return [{"role": "user", "content": given}] if isinstance(given, str) else list(given or ())
 
 
-def _sendable(items: list[dict[str, Any]], request: dict[str, Any]) -> list[dict[str, Any]]:
+def _sendable(items: list[JSONObject], request: Request) -> list[JSONObject]:
     """A round's items as input again: a reasoning item without its encrypted content can
     only be read back from the provider's store, so without ``store`` it stays out."""
     if request.get("store") is not False:
@@ -50,18 +52,18 @@ class ResponsesSplice:
         self.sequence = 0
         self.next_output = 0
         self.changed = False
-        self.first: dict[str, Any] | None = None
-        self.shown: list[dict[str, Any]] = []
-        self.totals: dict[str, Any] = {}
+        self.first: JSONObject | None = None
+        self.shown: list[JSONObject] = []
+        self.totals: Usage = {}
         self._new_round()
 
     def _new_round(self) -> None:
         self.mapping: dict[int, int | None] = {}
-        self.items: dict[int, dict[str, Any]] = {}
+        self.items: dict[int, JSONObject] = {}
         self.held: list[Event] = []
         self.client_calls = 0
 
-    def _ours(self, item: Any) -> bool:
+    def _ours(self, item: object) -> bool:
         return (
             isinstance(item, dict)
             and item.get("type") == "function_call"
@@ -82,8 +84,8 @@ class ResponsesSplice:
             self.held.append(event)
             return []
         if kind in OPENING:
-            if self.first is None:
-                self.first = data.get("response")
+            if self.first is None and isinstance(response := data.get("response"), dict):
+                self.first = response
             if self.rounds:
                 return []
         index = data.get("output_index")
@@ -99,10 +101,10 @@ class ResponsesSplice:
                     self.client_calls += 1
                 self.mapping[index] = None if ours else self.next_output
                 self.next_output += 0 if ours else 1
-            if kind == "response.output_item.done" and isinstance(data.get("item"), dict):
-                self.items[index] = data["item"]
+            if kind == "response.output_item.done" and isinstance(done := data.get("item"), dict):
+                self.items[index] = done
                 if self.mapping.get(index, index) is not None:
-                    self.shown.append(data["item"])
+                    self.shown.append(done)
             shown = self.mapping.get(index, index)
             if shown is None:
                 self.changed = True
@@ -111,7 +113,7 @@ class ResponsesSplice:
                 data = {**data, "output_index": shown}
         return [self._numbered(event, data)]
 
-    def _numbered(self, event: Event, data: dict[str, Any]) -> bytes:
+    def _numbered(self, event: Event, data: JSONObject) -> bytes:
         number = self.sequence
         self.sequence += 1
         if data is event.data and data.get("sequence_number") == number:
@@ -124,26 +126,26 @@ class ResponsesSplice:
         ours = [self.items[i] for i in sorted(self.items) if self._ours(self.items[i])]
         return answerable(ours, self.client_calls, _call)
 
-    def continuation(self, request: dict[str, Any], results: Answered) -> dict[str, Any]:
-        items = _sendable([self.items[i] for i in sorted(self.items)], request)
-        outputs = [
+    def continuation(self, request: Request, results: Answered) -> Request:
+        kept = _sendable([self.items[i] for i in sorted(self.items)], request)
+        outputs: list[JSONObject] = [
             {"type": "function_call_output", "call_id": c.id, "output": text} for c, text in results
         ]
         for event in self.held:
             if isinstance(event.data, dict):
-                add_usage(self.totals, (event.data.get("response") or {}).get("usage") or {})
+                add_usage(self.totals, obj(obj(event.data.get("response")).get("usage")))
         self.rounds += 1
         self.changed = True
         self._new_round()
-        return {**request, "input": [*input_items(request), *items, *outputs]}
+        return {**request, "input": [*input_items(request), *kept, *outputs]}
 
     def finish(self, *, cut: bool = False) -> list[bytes]:
         """The closing event (the first response's id, every item shown, usage summed)."""
 
-        def rewrite(event: Event, data: dict[str, Any]) -> bytes:
-            response = dict(data.get("response") or {})
+        def rewrite(event: Event, data: JSONObject) -> bytes:
+            response = dict(obj(data.get("response")))
             totals = dict(self.totals)
-            add_usage(totals, response.get("usage") or {})
+            add_usage(totals, obj(response.get("usage")))
             first = self.first or {}
             response.update(output=list(self.shown), usage=totals)
             for key in ("id", "created_at"):
@@ -154,35 +156,33 @@ class ResponsesSplice:
         return closing(self.held, self.changed, rewrite)
 
     # -- a whole JSON answer ----------------------------------------------------------------
-    def json_ours(self, answer: dict[str, Any]) -> bool:
+    def json_ours(self, answer: JSONObject) -> bool:
         """Whether a JSON round calls a history tool at all."""
-        return any(self._ours(i) for i in answer.get("output") or ())
+        return any(self._ours(i) for i in objects(answer.get("output")))
 
-    def json_calls(self, answer: dict[str, Any]) -> list[HistoryCall]:
+    def json_calls(self, answer: JSONObject) -> list[HistoryCall]:
         calls = [
             i
-            for i in answer.get("output") or ()
-            if isinstance(i, dict) and i.get("type") in ("function_call", "custom_tool_call")
+            for i in objects(answer.get("output"))
+            if i.get("type") in ("function_call", "custom_tool_call")
         ]
         ours = [i for i in calls if self._ours(i)]
         return answerable(ours, len(calls) - len(ours), _call)
 
-    def json_continuation(
-        self, request: dict[str, Any], answer: dict[str, Any], results: Answered
-    ) -> dict[str, Any]:
-        items = _sendable([i for i in answer.get("output") or () if isinstance(i, dict)], request)
-        outputs = [
+    def json_continuation(self, request: Request, answer: JSONObject, results: Answered) -> Request:
+        kept = _sendable(objects(answer.get("output")), request)
+        outputs: list[JSONObject] = [
             {"type": "function_call_output", "call_id": c.id, "output": text} for c, text in results
         ]
-        return {**request, "input": [*input_items(request), *items, *outputs]}
+        return {**request, "input": [*input_items(request), *kept, *outputs]}
 
-    def merge(self, answers: list[dict[str, Any]]) -> dict[str, Any]:
+    def merge(self, answers: Sequence[JSONObject]) -> JSONObject:
         """The first response's id, the last's status, every item but the history calls,
         usage summed."""
-        output = [i for a in answers for i in a.get("output") or () if not self._ours(i)]
-        totals: dict[str, Any] = {}
+        output = [i for a in answers for i in items(a.get("output")) if not self._ours(i)]
+        totals: Usage = {}
         for one in answers:
-            add_usage(totals, one.get("usage") or {})
+            add_usage(totals, obj(one.get("usage")))
         last = answers[-1]
         return {
             **last,

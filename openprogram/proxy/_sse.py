@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+
+from openprogram._json import JSONObject, JSONValue
 
 __all__ = ["Event", "Events", "encode"]
 
@@ -16,7 +17,7 @@ class Event:
 
     raw: bytes
     name: str
-    data: Any
+    data: JSONValue
 
 
 def _parse(raw: bytes) -> Event:
@@ -32,8 +33,8 @@ def _parse(raw: bytes) -> Event:
         data = json.loads(text) if text and text != b"[DONE]" else None
     except ValueError:
         data = None
-    if not name and isinstance(data, dict) and isinstance(data.get("type"), str):
-        name = data["type"]
+    if not name and isinstance(data, dict) and isinstance(kind := data.get("type"), str):
+        name = kind
     return Event(raw, name, data)
 
 
@@ -63,6 +64,6 @@ class Events:
         return rest
 
 
-def encode(name: str, data: Any) -> bytes:
+def encode(name: str, data: JSONObject) -> bytes:
     """An event written anew (the providers' own layout: ``event:`` then ``data:``)."""
     return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()

@@ -10,9 +10,12 @@ or the SSE events of a stream) without holding the stream.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
 
 import httpx
+
+from openprogram._json import JSONObject, count, obj
+from openprogram.proxy._bodies import UsageCounts
 
 __all__ = ["UsageReader", "request_headers", "response_headers", "usage_of"]
 
@@ -27,7 +30,7 @@ MAX_JSON = 4_000_000
 """A non-streamed answer's body is read for usage up to this many bytes."""
 
 
-def request_headers(headers: httpx.Headers | Any) -> dict[str, str]:
+def request_headers(headers: Mapping[str, str]) -> dict[str, str]:
     out = {k: v for k, v in headers.items() if k.lower() not in HOP_BY_HOP}
     out = {k: v for k, v in out.items() if not k.lower().startswith("x-openprogram-")}
     out["accept-encoding"] = "identity"  # the bytes read for usage are the bytes sent on
@@ -38,32 +41,30 @@ def response_headers(headers: httpx.Headers) -> dict[str, str]:
     return {k: v for k, v in headers.items() if k.lower() not in DROPPED_BACK}
 
 
-def usage_of(report: dict[str, Any]) -> dict[str, int]:
+def usage_of(report: JSONObject) -> UsageCounts:
     """A provider's usage object in the receipt's terms: ``input`` (uncached input),
     ``cache_read``, ``cache_creation`` and ``output`` tokens."""
     if "prompt_tokens" in report or "completion_tokens" in report:  # OpenAI
-        details = report.get("prompt_tokens_details") or {}
-        cached = int(details.get("cached_tokens") or 0)
+        cached = count(obj(report.get("prompt_tokens_details")).get("cached_tokens"))
         return {
-            "input": max(0, int(report.get("prompt_tokens") or 0) - cached),
+            "input": max(0, count(report.get("prompt_tokens")) - cached),
             "cache_read": cached,
             "cache_creation": 0,
-            "output": int(report.get("completion_tokens") or 0),
+            "output": count(report.get("completion_tokens")),
         }
     if "input_tokens_details" in report:  # OpenAI Responses: input counts the cached too
-        details = report.get("input_tokens_details") or {}
-        cached = int(details.get("cached_tokens") or 0)
+        cached = count(obj(report.get("input_tokens_details")).get("cached_tokens"))
         return {
-            "input": max(0, int(report.get("input_tokens") or 0) - cached),
+            "input": max(0, count(report.get("input_tokens")) - cached),
             "cache_read": cached,
             "cache_creation": 0,
-            "output": int(report.get("output_tokens") or 0),
+            "output": count(report.get("output_tokens")),
         }
     return {
-        "input": int(report.get("input_tokens") or 0),
-        "cache_read": int(report.get("cache_read_input_tokens") or 0),
-        "cache_creation": int(report.get("cache_creation_input_tokens") or 0),
-        "output": int(report.get("output_tokens") or 0),
+        "input": count(report.get("input_tokens")),
+        "cache_read": count(report.get("cache_read_input_tokens")),
+        "cache_creation": count(report.get("cache_creation_input_tokens")),
+        "output": count(report.get("output_tokens")),
     }
 
 
@@ -76,7 +77,7 @@ class UsageReader:
         self.streamed = streamed
         self._pending = b""
         self._body = bytearray()
-        self.usage: dict[str, Any] = {}
+        self.usage: dict[str, object] = {}
 
     def feed(self, chunk: bytes) -> None:
         if not self.streamed:
@@ -100,18 +101,18 @@ class UsageReader:
             return
         for key in ("message", "response"):  # Anthropic's message_start, response.completed
             inner = event.get(key)
-            if isinstance(inner, dict) and isinstance(inner.get("usage"), dict):
-                self.usage.update(inner["usage"])
-        if isinstance(event.get("usage"), dict):
-            self.usage.update({k: v for k, v in event["usage"].items() if v is not None})
+            if isinstance(inner, dict) and isinstance(usage := inner.get("usage"), dict):
+                self.usage.update(usage)
+        if isinstance(usage := event.get("usage"), dict):
+            self.usage.update({k: v for k, v in usage.items() if v is not None})
 
-    def result(self) -> dict[str, int] | None:
+    def result(self) -> UsageCounts | None:
         if not self.streamed:
             try:
                 body = json.loads(bytes(self._body))
             except ValueError:
                 return None
-            if isinstance(body, dict) and isinstance(body.get("usage"), dict):
-                return usage_of(body["usage"])
+            if isinstance(body, dict) and isinstance(usage := body.get("usage"), dict):
+                return usage_of(usage)
             return None
         return usage_of(self.usage) if self.usage else None
