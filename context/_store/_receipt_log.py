@@ -63,7 +63,7 @@ def _shared(a: Sequence[object], b: Sequence[object]) -> int:
     """How many leading entries ``a`` and ``b`` have in common."""
     count = 0
     for left, right in zip(a, b, strict=False):
-        if left != right:
+        if left is not right and left != right:  # mostly the very objects: no compare
             break
         count += 1
     return count
