@@ -5,8 +5,10 @@ session and digest, so storage grows with unique messages, not calls × messages
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 from _runtime_helpers import append_read_rounds
 
 from context import ContextStorage, canonical_message, render_receipt, sent_prompt
@@ -15,6 +17,7 @@ from context import ContextStorage, canonical_message, render_receipt, sent_prom
 from context._store._storage import MESSAGES
 from graph import SQLStore
 from openprogram import Session
+from openprogram.cli import main
 from openprogram.testing import TestModel
 
 
@@ -82,7 +85,7 @@ def test_a_rolled_back_transaction_leaves_no_digest_known_but_missing(tmp_path: 
 
 
 def test_a_long_sessions_receipts_store_what_changed_and_read_back_what_was_sent(
-    tmp_path: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Over a long history each receipt stores the changes since a whole one (issue 35):
     every receipt still reads back, in this process and in another, the prompt the model
@@ -109,3 +112,6 @@ def test_a_long_sessions_receipts_store_what_changed_and_read_back_what_was_sent
     logged = SQLStore(db, create=False).read_log("s1", "context.receipts")
     assert sum(len(e.body) for e in logged) < 45 * 20_000  # each whole one is over 60,000
     reopened.close()
+    assert main(["--db", str(db), "context", "s1", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["last_sent"]
+    assert shown["sent"] == model.requests[-1].messages and shown["exact"] is True
