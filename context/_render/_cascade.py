@@ -130,7 +130,7 @@ class Cascade:
         tokens = view.tokens
         done = None
         if self.incremental:
-            done = self.finisher.finish(view, ctx, self.policy.merge_roles)
+            done = self.finisher.finish(view, ctx, self.policy.merge_roles, messages)
         if done is not None:
             fixed, notes, bare = done
             sources = [replace(source, render=render) for source in bare] if render else bare

@@ -19,7 +19,7 @@ from typing import Any
 from .._store._source import MessageSource
 from .._tiers._request import latest_request
 from .._tiers._tier import TierContext
-from .._view import Unit, View
+from .._view import Item, Unit, View
 from ._integrity import _join
 from ._sources import _last_task, _source, added, merged
 
@@ -223,19 +223,27 @@ class Finisher:
         """Each unit's sources when it holds neither a layer, nor the current request,
         nor is the task shown as the request: they name no render and depend on nothing
         else, so they hold while the unit is the same object."""
+        self._items: dict[int, tuple[Item, str, MessageSource]] = {}
+        """Each item's source, in a unit of that kind, with no layer, not the current
+        request (for units made anew around items that did not change)."""
 
     def clear(self) -> None:
         self._scans.clear()
         self._units.clear()
+        self._items.clear()
 
     def finish(
-        self, view: View, ctx: TierContext, merge_roles: bool
+        self,
+        view: View,
+        ctx: TierContext,
+        merge_roles: bool,
+        messages: list[Message] | None = None,
     ) -> tuple[list[Message], list[str], list[MessageSource]] | None:
         """The repaired messages, what the repairs did, and each one's source (its
         ``render`` left empty: the caller names the render); None when a message object
         is shown twice (a source is then looked up by object: the whole pass does it)."""
-        messages = view.messages
-        if len({id(m) for m in messages}) != len(messages):
+        messages = view.messages if messages is None else messages
+        if len(set(map(id, messages))) != len(messages):
             return None
         shown = self._sources(view, ctx)
         scan = self._scans.setdefault(ctx.frame, _Scan())
@@ -253,32 +261,43 @@ class Finisher:
         return list(fixed), notes, list(sources)
 
     def _sources(self, view: View, ctx: TierContext) -> list[MessageSource]:
-        """``view_sources`` (with no render named), each unit's kept while it is the same
-        object and holds neither a layer nor the current request."""
+        """``view_sources`` (with no render named): each unit's kept while it is the same
+        object, else each item's while it is, in a unit of the same kind (tiers make new
+        units of items they did not change); a unit with a layer, the task shown as the
+        request and the current request are made again."""
         request = latest_request(ctx)
         current = None if request is None else request.node_id
         task = _last_task(view) if current is None else None
         found: list[MessageSource] = []
         units: dict[int, tuple[Unit, list[MessageSource], frozenset[str | None]]] = {}
-        known = self._units
+        items: dict[int, tuple[Item, str, MessageSource]] = {}
+        known, known_items = self._units, self._items
         for unit in view.units:
+            plain = unit is not task and unit.layer is None
             kept = known.get(id(unit))
-            if (
-                kept is not None
-                and kept[0] is unit
-                and current not in kept[2]
-                and unit is not task
-                and unit.layer is None
-            ):
+            if kept is not None and kept[0] is unit and plain and current not in kept[2]:
                 sources = kept[1]
                 units[id(unit)] = kept
-            else:
-                sources = [
+                found += sources
+                continue
+            if not plain:
+                found += [
                     _source(item, unit, ctx, "", current, unit is task) for item in unit.items
                 ]
-                ids = frozenset(item.node_id for item in unit.items)
-                if unit is not task and unit.layer is None and current not in ids:
-                    units[id(unit)] = (unit, sources, ids)
+                continue
+            sources = []
+            for item in unit.items:
+                if item.node_id == current:
+                    sources.append(_source(item, unit, ctx, "", current, False))
+                    continue
+                hit = known_items.get(id(item))
+                if hit is None or hit[0] is not item or hit[1] != unit.kind:
+                    hit = (item, unit.kind, _source(item, unit, ctx, "", current, False))
+                items[id(item)] = hit
+                sources.append(hit[2])
+            ids = frozenset(item.node_id for item in unit.items)
+            if current not in ids:
+                units[id(unit)] = (unit, sources, ids)
             found += sources
-        self._units = units
+        self._units, self._items = units, items
         return found
