@@ -24,6 +24,8 @@ from ._integrity import _join
 from ._sources import _last_task, _source, added, merged
 
 Message = dict[str, Any]
+KEPT_FRAMES = 8
+"""Frames whose last passes are kept (a function's frame is rendered while it runs)."""
 _NO_CALLS: tuple[Any, ...] = ()
 
 
@@ -246,7 +248,10 @@ class Finisher:
         if len(set(map(id, messages))) != len(messages):
             return None
         shown = self._sources(view, ctx)
-        scan = self._scans.setdefault(ctx.frame, _Scan())
+        scan = self._scans.pop(ctx.frame, None) or _Scan()
+        self._scans[ctx.frame] = scan  # the newest last: the oldest frames are forgotten
+        while len(self._scans) > KEPT_FRAMES:
+            del self._scans[next(iter(self._scans))]
         scan.repair.run(messages)
         notes = list(scan.repair.notes)
         scan.unique.run(scan.repair.fixed)
