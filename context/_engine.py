@@ -200,6 +200,19 @@ class ContextEngine:
                 frame.layout = Layout()
 
     @property
+    def incremental(self) -> bool:
+        """Whether a render resumes the last render's final passes (integrity repairs,
+        sources) past the messages it shares with it (the default), or makes them over the
+        whole prompt (False: the reference the equivalence tests compare with, and the
+        "before" of the benchmarks). Both give the same prompt, byte for byte."""
+        return self.renderer.cascade.incremental
+
+    @incremental.setter
+    def incremental(self, on: bool) -> None:
+        with self.lock:
+            self.renderer.cascade.incremental = on
+
+    @property
     def writer(self) -> SessionWriter | None:
         """What the engine writes through; None for a reader (a past seq, ``read_only``),
         whose decisions stay in memory and which never writes or migrates anything."""

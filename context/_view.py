@@ -169,14 +169,15 @@ def map_items(view: View, change: Callable[[Item], Item]) -> tuple[View, list[st
     changed: list[str] = []
     units: list[Unit] = []
     for unit in view.units:
-        new_items = [change(item) for item in unit.items]
-        if all(new is old for new, old in zip(new_items, unit.items, strict=True)):
-            units.append(unit)
-            continue
-        changed.extend(
-            old.node_id or "?"
-            for new, old in zip(new_items, unit.items, strict=True)
-            if new is not old
-        )
-        units.append(msgspec.structs.replace(unit, items=tuple(new_items)))
+        items = unit.items
+        fresh: list[Item] | None = None  # made at the first change: most units have none
+        for index, item in enumerate(items):
+            new = change(item)
+            if new is not item:
+                if fresh is None:
+                    fresh = list(items[:index])
+                changed.append(item.node_id or "?")
+            if fresh is not None:
+                fresh.append(new)
+        units.append(unit if fresh is None else msgspec.structs.replace(unit, items=tuple(fresh)))
     return (view.replace(units) if changed else view), changed

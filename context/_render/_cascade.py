@@ -16,6 +16,8 @@ from collections.abc import Sequence
 
 from graph import ChatMessage
 
+from msgspec.structs import replace
+
 from .._budget._policy import Policy
 from .._budget._tokens import TokenCounter
 from .._store._source import MessageSource
@@ -23,6 +25,7 @@ from .._tiers._request import latest_request, shown, top_request, with_request
 from .._tiers._tier import Tier, TierContext, TierFn
 from .._tiers._working import with_working_set
 from .._view import View
+from ._finish import Finisher
 from ._integrity import grouped_roles, repair_tool_pairs, tool_pair_problems, unique_call_ids
 from ._sources import added, merged, view_sources
 
@@ -34,6 +37,10 @@ class Cascade:
         self.tiers = list(tiers)
         self.policy = policy
         self.counter = counter
+        self.finisher = Finisher()
+        """Resumes ``finish``'s passes where the next prompt starts as the last one did."""
+        self.incremental = True
+        """False: every pass over the whole prompt (``ContextEngine.incremental``)."""
 
     def with_request(self, view: View, ctx: TierContext) -> View:
         """The latest user request back in the prompt when the cascade took its round,
@@ -122,16 +129,14 @@ class Cascade:
         message's source (``render``: the id its sources carry)."""
         messages = view.messages
         tokens = view.tokens
-        shown = view_sources(view, ctx, render)
-        fixed, notes = repair_tool_pairs(messages)
-        by_message = {id(m): source for m, source in zip(messages, shown, strict=True)}
-        sources = [by_message.get(id(m)) or added(render) for m in fixed]
-        fixed, renamed = unique_call_ids(fixed)  # one message for one: sources stay
-        notes += renamed
-        if self.policy.merge_roles:
-            fixed, role_notes, groups = grouped_roles(fixed)
-            sources = [merged(sources, group, render) for group in groups]
-            notes += role_notes
+        done = None
+        if self.incremental:
+            done = self.finisher.finish(view, ctx, self.policy.merge_roles, messages)
+        if done is not None:
+            fixed, notes, bare = done
+            sources = [replace(source, render=render) for source in bare] if render else bare
+        else:
+            fixed, notes, sources = self._finish(view, ctx, render)
         if notes:
             ctx.act("integrity", "; ".join(dict.fromkeys(notes)), view, view)
             # Keep the view's per-item counts (an output a context edit clears is counted
@@ -146,3 +151,20 @@ class Cascade:
             )
             tokens += added - removed
         return fixed, tokens, sources
+
+    def _finish(
+        self, view: View, ctx: TierContext, render: str
+    ) -> tuple[list[dict[str, Any]], list[str], list[MessageSource]]:
+        """``finish``'s passes over the whole prompt (what ``Finisher`` resumes)."""
+        messages = view.messages
+        shown = view_sources(view, ctx, render)
+        fixed, notes = repair_tool_pairs(messages)
+        by_message = {id(m): source for m, source in zip(messages, shown, strict=True)}
+        sources = [by_message.get(id(m)) or added(render) for m in fixed]
+        fixed, renamed = unique_call_ids(fixed)  # one message for one: sources stay
+        notes += renamed
+        if self.policy.merge_roles:
+            fixed, role_notes, groups = grouped_roles(fixed)
+            sources = [merged(sources, group, render) for group in groups]
+            notes += role_notes
+        return fixed, notes, sources

@@ -26,7 +26,9 @@ from graph import GraphError, SideData, SideImport, SideMigration, ToolSchema
 
 from .._errors import ContextError, PartialAppend, RecordError
 from ._folder import StateFolder, state_folder
-from ._receipt import ProviderUsage, RenderReceipt, decode_receipt, encode_receipt
+from ._receipt import ProviderUsage, RenderReceipt
+from ._receipt_log import LAST, ReceiptLog
+from ._receipt_log import RECEIPTS as RECEIPTS  # the namespace, for those who read it
 from ._records import (
     CompactionRecord,
     append_jsonl,
@@ -38,8 +40,6 @@ from ._records import (
 
 RECORDS = "context.records"
 STATE = "context.state"
-RECEIPTS = "context.receipts"
-"""The log of every receipt, and (as values) the last one per frame and overall."""
 TOOLS = "context.tools"
 """Tool schemas by digest: a receipt names them, a second process renders with them."""
 MESSAGES = "context.messages"
@@ -51,7 +51,6 @@ the answer reports it)."""
 CONFIG = "context.config"
 """The log of configuration events; each one starts a new epoch of tier state."""
 EPOCH = "~epoch"
-LAST = "~last"
 
 
 _usage = msgspec.json.Decoder(ProviderUsage)
@@ -110,6 +109,7 @@ class ContextStorage:
             store.migrate_side(CONTEXT_MIGRATIONS)
         self._unsaved: list[tuple[CompactionRecord, int]] = []
         self._unlogged: list[CompactionRecord] = []
+        self._receipts = ReceiptLog(store, session)
         self._known: set[str] = set()
         """Message digests this process has seen stored (committed): not asked for again.
         One written now becomes known when a later save finds it, so a transaction that
@@ -166,10 +166,9 @@ class ContextStorage:
         messages: Mapping[str, str] | None = None,
     ) -> None:
         """Keep what one LLM call was sent: the receipt (logged, and as the last one of its
-        frame and of the session), its tool schemas, once per digest, and its messages
-        (``messages``: canonical JSON by digest), each once per session."""
-        text = encode_receipt(receipt)
-        frame = receipt.frame or "-"
+        frame and of the session, as the changes since an earlier one: ``_receipt_log``),
+        its tool schemas, once per digest, and its messages (``messages``: canonical JSON
+        by digest), each once per session."""
         with self.store.transaction():
             if messages:
                 self._save_messages(messages)
@@ -177,8 +176,7 @@ class ContextStorage:
             if not known:
                 schemas = json.dumps(list(tools), sort_keys=True, ensure_ascii=False)
                 self.store.put_values(self.session, TOOLS, {receipt.tools_digest: schemas})
-            self.store.append_log(self.session, RECEIPTS, [(receipt.id, text)], receipt.seq)
-            self.store.put_values(self.session, RECEIPTS, {LAST: text, frame: text})
+            self._receipts.write(receipt)
 
     def _save_messages(self, messages: Mapping[str, str]) -> None:
         unknown = [digest for digest in messages if digest not in self._known]
@@ -204,16 +202,14 @@ class ContextStorage:
     def last_receipt(self, frame: str | bool | None = True) -> RenderReceipt | None:
         """The last receipt of the session (``frame=True``) or of one frame."""
         key = LAST if frame is True else (frame or "-")
-        found = self.store.get_values(self.session, RECEIPTS, [str(key)]).get(str(key))
-        if found is None:
+        receipt = self._receipts.last(str(key))
+        if receipt is None:
             return None
-        receipt = decode_receipt(found)
         return self._with_usage([receipt], [receipt.id])[0]
 
     def receipts(self) -> list[RenderReceipt]:
         """Every receipt, oldest first (with the provider's usage once it was reported)."""
-        found = [decode_receipt(e.body) for e in self.store.read_log(self.session, RECEIPTS)]
-        return self._with_usage(found)
+        return self._with_usage(self._receipts.all())
 
     def put_usage(self, receipt: str, usage: ProviderUsage) -> None:
         """What the provider reported for the call ``receipt`` sent (its answer came after

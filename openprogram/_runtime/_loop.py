@@ -304,8 +304,9 @@ class Call:
                     break
                 except Exception as error:
                     rendered = self._recover(error)
-            _, calls = self._record(response)
-            self._keep_usage(rendered, response)
+            with self.session.graph.batch():  # the answer, its usage and anchor: one commit
+                _, calls = self._record(response)
+                self._keep_usage(rendered, response)
             if not calls:
                 done, value = self._final(response.message)
                 if done:

@@ -5,13 +5,16 @@ session and digest, so storage grows with unique messages, not calls × messages
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 from _runtime_helpers import append_read_rounds
 
 from context import ContextStorage, canonical_message, render_receipt, sent_prompt
 from graph import SQLStore
 from openprogram import Session
+from openprogram.cli import main
 from openprogram.testing import TestModel
 
 MESSAGES = "context.messages"  # the side data the sent messages are stored in, by digest
@@ -78,3 +81,36 @@ def test_a_rolled_back_transaction_leaves_no_digest_known_but_missing(tmp_path: 
     storage._save_messages(message)
     assert storage.messages(["d1"]) == message
     session.close()
+
+
+def test_a_long_sessions_receipts_store_what_changed_and_read_back_what_was_sent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Over a long history each receipt stores the changes since a whole one (issue 35):
+    every receipt still reads back, in this process and in another, the prompt the model
+    received, and the stored receipts stay small while the prompts grow."""
+    db = tmp_path / "a.db"
+    model = TestModel(default="ok")
+    session = Session(db, "s1", model=model, system="Be brief.", budget=200_000)
+    for n in range(300):
+        session.graph.append({"role": "user", "content": f"question {n}"})
+        session.graph.append({"role": "assistant", "content": f"answer {n}"})
+    for n in range(45):
+        assert session.llm(f"and {n}?") == "ok"
+    session.close()
+    reopened = Session(db, "s1", model=TestModel(default="ok"))
+    storage = ContextStorage(reopened.graph.store, "s1", migrate=False)
+    receipts = storage.receipts()
+    assert len(receipts) == len(model.requests) == 45
+    for receipt, request in zip(receipts, model.requests, strict=True):
+        sent = sent_prompt(storage, receipt)
+        assert sent is not None and sent.messages == request.messages
+        assert len(receipt.sources) == len(request.messages) == receipt.messages
+    last = reopened.last_prompt()
+    assert last is not None and last.messages == model.requests[-1].messages
+    logged = SQLStore(db, create=False).read_log("s1", "context.receipts")
+    assert sum(len(e.body) for e in logged) < 45 * 20_000  # each whole one is over 60,000
+    reopened.close()
+    assert main(["--db", str(db), "context", "s1", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["last_sent"]
+    assert shown["sent"] == model.requests[-1].messages and shown["exact"] is True
