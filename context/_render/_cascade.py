@@ -14,9 +14,9 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from graph import ChatMessage
-
 from msgspec.structs import replace
+
+from graph import ChatMessage
 
 from .._budget._policy import Policy
 from .._budget._tokens import TokenCounter
@@ -154,7 +154,7 @@ class Cascade:
 
     def _finish(
         self, view: View, ctx: TierContext, render: str
-    ) -> tuple[list[dict[str, Any]], list[str], list[MessageSource]]:
+    ) -> tuple[list[ChatMessage], list[str], list[MessageSource]]:
         """``finish``'s passes over the whole prompt (what ``Finisher`` resumes)."""
         messages = view.messages
         shown = view_sources(view, ctx, render)

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from graph import ChatMessage
+
 from .._store._source import MessageSource
 from .._tiers._request import latest_request
 from .._tiers._tier import TierContext
@@ -23,7 +25,7 @@ from .._view import Item, Unit, View
 from ._integrity import _join
 from ._sources import _last_task, _source, added, merged
 
-Message = dict[str, Any]
+Message = ChatMessage
 KEPT_FRAMES = 8
 """Frames whose last passes are kept (a function's frame is rendered while it runs)."""
 _NO_CALLS: tuple[Any, ...] = ()
@@ -178,7 +180,7 @@ class _Roles:
                 and previous.get("role") == role
                 and not previous.get("tool_calls")
             ):
-                joined = {
+                joined: ChatMessage = {
                     **previous,
                     "content": _join(previous.get("content"), message.get("content")),
                 }
