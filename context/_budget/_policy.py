@@ -30,7 +30,8 @@ from pydantic import (
 
 from .._errors import PolicyError
 from ._models import is_anthropic
-from ._names import TIER_NAMES, as_tier
+from ._names import as_tier
+from ._policy_checks import check_policy
 from ._policy_sources import POLICY_SCHEMA, filled, restoring, stored_values
 from ._policy_text import fields_doc, policy_error, with_model
 from ._presets import CLAUDE_CODE_CASCADE, DEFAULT_COMPACTABLE, PROGRESSIVE_VALUES
@@ -308,26 +309,7 @@ class Policy(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> Policy:
-        unknown = [t for t in (*self.cascade, *self.always, *self.triggers) if as_tier(t) is None]
-        if unknown:
-            raise PolicyError(f"cascade: unknown tier(s) {unknown}; known: {sorted(TIER_NAMES)}")
-        if self.reduction_head_chars + self.reduction_tail_chars > self.budget_reduction_chars:
-            raise PolicyError(
-                "reduction_head_chars + reduction_tail_chars must not exceed "
-                "budget_reduction_chars, or reduction would not shorten anything"
-            )
-        if self.max_output_tokens >= self.context_window:
-            raise PolicyError("max_output_tokens must be smaller than context_window")
-        if self.collapse_min_rounds > self.collapse_max_rounds:
-            raise PolicyError("collapse_min_rounds must not exceed collapse_max_rounds")
-        if self.cache_read_price >= self.cache_write_price:
-            raise PolicyError(
-                "cache_read_price must be below cache_write_price, or a cached prefix "
-                "would cost no less than rewriting it"
-            )
-        bad = {k: v for k, v in self.triggers.items() if not 0 <= v <= 1}
-        if bad:
-            raise PolicyError(f"triggers must be shares of the budget in [0, 1], got {bad}")
+        check_policy(self)
         return self
 
     def __init__(self, **data: Any) -> None:
