@@ -30,7 +30,8 @@ from pydantic import (
 
 from .._errors import PolicyError
 from ._models import is_anthropic
-from ._names import TIER_NAMES, as_tier
+from ._names import as_tier
+from ._policy_checks import check_policy
 from ._policy_sources import POLICY_SCHEMA, filled, restoring, stored_values
 from ._policy_text import fields_doc, policy_error, with_model
 from ._presets import CLAUDE_CODE_CASCADE, DEFAULT_COMPACTABLE, PROGRESSIVE_VALUES
@@ -180,9 +181,10 @@ class Policy(BaseModel):
     harness: 8k −0.0013 / 0.981 → +0.0093 / 0.908; 16k +0.037 / 1.065 → +0.032 / 0.982."""
     schedule_floor_budget: Count = Field(default=32_000, gt=0)
     """The budget from which the floor is ``schedule_floor_tokens`` itself."""
-    schedule_floor_share: float | None = Field(default=0.25, gt=0, le=1)
-    """...or this share of the budget, if more, and never over ``low_water`` of it: 16k,
-    6k, 12k and 40k kept at budgets of 32k, 8k, 16k and 160k (None: the tokens only)."""
+    schedule_floor_share: float | None = Field(default=0.2, gt=0, le=1)
+    """...or this share of the budget, if more, and never over ``low_water`` of it: binds
+    from 80k up, 32k kept at 160k (None: the tokens only; 0.25 before ``identifier_share``
+    paid for the 8k less: bench-notes/quality5-final.md)."""
     cache_read_price: float = Field(default=0.1, gt=0)
     """A cached prompt token's price against an uncached one (Anthropic's 0.1)..."""
     cache_write_price: float = Field(default=1.25, gt=0)
@@ -200,6 +202,11 @@ class Policy(BaseModel):
     """Cap of a summary's identifier list per segment (never over half the summary); 0 turns
     the lists off. 400 rather than the issue's 80: recall at 32k rose 0.975 → 0.977
     (claude-code) and 0.949 → 0.958 (progressive), at 160k on 8e 0.968 → 0.984 (bench)."""
+    identifier_share: float | None = Field(default=0.0125, gt=0, lt=1)
+    """...or this share of the budget, if more (None: the tokens only), for summaries and
+    placeholders alike: 2,000 at 160k (a summary's half bounds it), 32k and under as
+    before. It pays for keeping less there (``schedule_floor_share``; at 32k 0.025 with a
+    14k floor cost prefix reuse): bench-notes/quality5-final.md."""
     conclusion_tokens: Count = Field(default=120, ge=0)
     """Cap of a summary's "what the agent concluded" section (never over a third of the
     summary): the agent's own findings, decisions, files and next steps, those naming
@@ -308,26 +315,7 @@ class Policy(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> Policy:
-        unknown = [t for t in (*self.cascade, *self.always, *self.triggers) if as_tier(t) is None]
-        if unknown:
-            raise PolicyError(f"cascade: unknown tier(s) {unknown}; known: {sorted(TIER_NAMES)}")
-        if self.reduction_head_chars + self.reduction_tail_chars > self.budget_reduction_chars:
-            raise PolicyError(
-                "reduction_head_chars + reduction_tail_chars must not exceed "
-                "budget_reduction_chars, or reduction would not shorten anything"
-            )
-        if self.max_output_tokens >= self.context_window:
-            raise PolicyError("max_output_tokens must be smaller than context_window")
-        if self.collapse_min_rounds > self.collapse_max_rounds:
-            raise PolicyError("collapse_min_rounds must not exceed collapse_max_rounds")
-        if self.cache_read_price >= self.cache_write_price:
-            raise PolicyError(
-                "cache_read_price must be below cache_write_price, or a cached prefix "
-                "would cost no less than rewriting it"
-            )
-        bad = {k: v for k, v in self.triggers.items() if not 0 <= v <= 1}
-        if bad:
-            raise PolicyError(f"triggers must be shares of the budget in [0, 1], got {bad}")
+        check_policy(self)
         return self
 
     def __init__(self, **data: Any) -> None:
@@ -429,15 +417,28 @@ class Policy(BaseModel):
             wanted = max(wanted, int(replaced * self.compact_summary_share))
         return min(wanted, max(100, target // 3))
 
-    def stub_identifier_tokens(self, hidden: int) -> int:
-        """Tokens a placeholder's identifier list may use for the ``hidden`` tokens it hides.
+    def identifier_cap(self, budget: int) -> int:
+        """Tokens a summary's identifier list may use per segment under ``budget``.
 
-        >>> Policy().stub_identifier_tokens(2_000), Policy().stub_identifier_tokens(50_000)
-        (100, 400)
+        >>> cap = Policy().identifier_cap
+        >>> cap(16_000), cap(32_000), cap(160_000)
+        (400, 400, 2000)
+        """
+        if self.identifier_tokens == 0 or self.identifier_share is None:
+            return self.identifier_tokens
+        return max(self.identifier_tokens, int(budget * self.identifier_share))
+
+    def stub_identifier_tokens(self, hidden: int, budget: int = 0) -> int:
+        """Tokens a placeholder's identifier list may use for the ``hidden`` tokens it hides
+        under ``budget`` (the engine's nominal one: a placeholder never changes).
+
+        >>> stub = Policy().stub_identifier_tokens
+        >>> stub(2_000), stub(50_000), stub(50_000, 32_000), stub(50_000, 160_000)
+        (100, 400, 400, 2000)
         """
         if self.stub_identifier_share is None:
             return 0
-        return min(self.identifier_tokens, int(hidden * self.stub_identifier_share))
+        return min(self.identifier_cap(budget), int(hidden * self.stub_identifier_share))
 
     def trigger(self, tier: str) -> float:
         """Share of the budget above which ``tier`` acts (0 for tiers that run always)."""

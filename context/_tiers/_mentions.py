@@ -39,7 +39,8 @@ def mentioned(text: str, ctx: TierContext, first: Sequence[str] = ()) -> tuple[s
     """The identifiers a placeholder lists for ``text``, which it hides (its size taken at
     four bytes a token: the same list whatever the tokenizer's cache holds); ``first``
     (what the call asked for, ``_asked``) ahead of the most used."""
-    size = ctx.policy.stub_identifier_tokens(utf8_length(text) // 4)
+    budget = ctx.nominal_budget or ctx.budget
+    size = ctx.policy.stub_identifier_tokens(utf8_length(text) // 4, budget)
     if not size:
         return ()
     if len(text) > MENTION_SCAN_CHARS:

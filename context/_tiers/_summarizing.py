@@ -304,7 +304,8 @@ def request_for(
     # way at most half of the summary (a ranked list beside the anchors, not a bag of words)
     rounds = sum(unit.count for unit in units)
     segments = 1 if kind == "collapse" else max(1, -(-rounds // policy.collapse_max_rounds))
-    identifiers = min(policy.identifier_tokens * segments, max_tokens // 2)
+    per_segment = policy.identifier_cap(ctx.nominal_budget or ctx.budget)
+    identifiers = min(per_segment * segments, max_tokens // 2)
     # the agent's statements: one bound whatever the span (each is charged as written
     # output), within a third of the summary
     conclusions = min(policy.conclusion_tokens, max_tokens // 3)

@@ -200,6 +200,15 @@ def test_the_floor_shrinks_under_its_reference_budget(budget: int, scaled: int, 
         assert engine.context(preview=True)[0].target == target
 
 
+def test_a_large_budget_keeps_a_fifth_of_it() -> None:
+    """``schedule_floor_share`` 0.2 (0.25 before): 32k kept at 160k; the identifiers its
+    summaries and placeholders list (``identifier_share``) pay for the 8k less."""
+    sizes = [400] * 30
+    for policy, target in ((Policy(), 32_000), (Policy(schedule_floor_share=0.25), 40_000)):
+        engine = live_prompts(policy, 160_000, sizes)[2]
+        assert engine.context(preview=True)[0].target == target
+
+
 # -- the policy's fields ----------------------------------------------------------------
 
 

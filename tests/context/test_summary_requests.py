@@ -136,3 +136,29 @@ def test_a_short_conversation_is_sent_as_it_is(tmp_path: Path) -> None:
     ContextEngine(g, pol, summarizer, budget=full // 2, clock=clock).render()
     assert summarizer.requests
     assert all(request.sources == () for request in summarizer.requests)
+
+
+def compact_requests(tmp_path: Path, budget: int, **overrides: object) -> list[SummaryRequest]:
+    g = session(24)
+    pol = policy(tmp_path, cascade=("compact", "emergency"), always=(), **overrides)
+    summarizer = Capturing()
+    ContextEngine(g, pol, summarizer, budget=budget, clock=clock).render()
+    assert summarizer.requests
+    return summarizer.requests
+
+
+def test_a_large_budget_gives_a_compaction_more_identifiers_per_segment(tmp_path: Path) -> None:
+    """``identifier_share``: 0.0125 of a 160k budget is 2,000 tokens per segment, five times
+    the fixed 400 (within half the summary); at 32k the fixed cap holds."""
+    wide = {"compact_summary_tokens": 20_000}
+    scaled = compact_requests(tmp_path / "a", 160_000, **wide)[0]
+    fixed = compact_requests(tmp_path / "b", 160_000, identifier_share=None, **wide)[0]
+    half = scaled.max_tokens // 2
+    assert fixed.max_tokens == scaled.max_tokens
+    assert scaled.identifier_tokens > fixed.identifier_tokens
+    assert scaled.identifier_tokens in {min(2_000 * k, half) for k in range(1, 10)}
+    assert fixed.identifier_tokens in {min(400 * k, half) for k in range(1, 10)}
+    small = compact_requests(tmp_path / "c", 32_000, **wide)[0]
+    unscaled = compact_requests(tmp_path / "d", 32_000, identifier_share=None, **wide)[0]
+    assert small.identifier_tokens == unscaled.identifier_tokens > 0
+    assert Policy(identifier_tokens=0).identifier_cap(160_000) == 0  # lists off stay off
