@@ -20,12 +20,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import openprogram._receipts as receipts
-
 import context._commit._committer as committer
 import context._engine as engine
 import context._render._cascade as cascade
 import context._render._renderer as renderer
+import openprogram._runtime._receipts as receipts
 
 TIMES: dict[str, list[float]] = {}
 

@@ -83,6 +83,15 @@ class Unit(msgspec.Struct, frozen=True, dict=True):
     def tokens(self) -> int:
         return sum(item.tokens for item in self.items)
 
+    @cached_property
+    def full_outputs(self) -> bool:
+        """Whether an item is a tool output shown in full: the only items the tiers that
+        shorten outputs may change. A unit is kept across renders while nothing in it
+        changed (``_layout``), so this is found once per unit, not once per render."""
+        return any(
+            item.variant == "full" and item.message.get("role") == "tool" for item in self.items
+        )
+
 
 class View(msgspec.Struct, frozen=True, dict=True):
     """The units of one render, plus tokens that are not messages (tool schemas).
@@ -161,14 +170,21 @@ def unit_tools(unit: Unit, category: Callable[[str], str | None]) -> tuple[list[
     return compactable, others
 
 
-def map_items(view: View, change: Callable[[Item], Item]) -> tuple[View, list[str]]:
+def map_items(
+    view: View, change: Callable[[Item], Item], *, outputs_only: bool = False
+) -> tuple[View, list[str]]:
     """Apply ``change`` to every item; return the new view and the node ids it changed.
 
     Unchanged units (``change`` returned the same objects) are kept as they were.
+    ``outputs_only``: ``change`` leaves every item but a tool output shown in full as it
+    is, so units without one (``Unit.full_outputs``) are not visited.
     """
     changed: list[str] = []
     units: list[Unit] = []
     for unit in view.units:
+        if outputs_only and not unit.full_outputs:
+            units.append(unit)
+            continue
         items = unit.items
         fresh: list[Item] | None = None  # made at the first change: most units have none
         for index, item in enumerate(items):

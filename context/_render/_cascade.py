@@ -106,6 +106,7 @@ class Cascade:
         """Run one tier function fail-open: an exception, or a result that breaks tool
         pairing, is recorded and the view goes on unchanged."""
         ctx.tier = name
+        ctx.incremental = self.incremental
         try:
             after = fn(view, ctx)
         except Exception as error:  # fail-open: a broken tier must not cost the turn

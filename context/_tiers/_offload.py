@@ -214,7 +214,7 @@ def _offload(
         content = placeholder(text, ctx.handle(node_id), head, tail, mentions, lines)
         return ctx.item({**item.message, "content": content}, node_id, "offloaded", item.tool_name)
 
-    after, changed = map_items(view, change)
+    after, changed = map_items(view, change, outputs_only=ctx.incremental)
     return after, changed, written, errors
 
 

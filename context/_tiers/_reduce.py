@@ -95,7 +95,7 @@ def _reduce(view: View, ctx: TierContext, only: set[str] | None) -> tuple[View, 
             return item
         return reduce_item(item, ctx)
 
-    after, changed = map_items(view, change)
+    after, changed = map_items(view, change, outputs_only=ctx.incremental)
     if changed:
         what = f"reduced {len(changed)} tool output(s)"
         ctx.act("budget_reduction", what, view, after, tuple(changed))

@@ -113,10 +113,11 @@ def _scan(units: list[Unit], start: int, ctx: TierContext) -> tuple[int, str | N
 
 
 def shown(view: View, request: Item) -> bool:
-    """Whether the request is in the view as itself (in full, or cut by emergency)."""
+    """Whether the request is in the view as itself (in full, or cut by emergency).
+    Looked for from the end, where it usually is."""
     return any(
         item.node_id == request.node_id and item.message.get("role") == "user"
-        for unit in view.units
+        for unit in reversed(view.units)
         for item in unit.items
     )
 

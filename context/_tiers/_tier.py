@@ -165,6 +165,9 @@ class TierContext:
     """Per-tier caches kept between renders of this frame (never persisted)."""
     tier: str = ""
     """The tier running now (set by the engine)."""
+    incremental: bool = True
+    """Whether tiers may skip units they are known to leave as they are (set by the
+    engine: ``ContextEngine.incremental``; False visits every unit, the reference)."""
     units: list[Unit] = field(default_factory=list)
     """The walk's units before any tier (positions index into it)."""
     first_changed: int = 0

@@ -19,6 +19,7 @@ operations = st.lists(
     st.one_of(
         st.tuples(st.just("ask"), st.integers(1, 300)),
         st.tuples(st.just("tools"), st.integers(1, 3)),
+        st.tuples(st.just("big"), st.integers(1, 30)),
         st.tuples(st.just("pending"), st.integers(1, 2)),
         st.tuples(st.just("users"), st.integers(2, 3)),
         st.tuples(st.just("collapse"), st.integers(0, 1_000)),
@@ -52,6 +53,11 @@ def _apply(session: Session, kind: str, value: int, step: int) -> None:
         if kind == "tools":
             for call_id in ids:
                 graph.append({"role": "tool", "tool_call_id": call_id, "content": "o " * 400})
+    elif kind == "big":  # offloaded or reduced (in units the tiers may skip otherwise)
+        call_id = f"b{step}"
+        graph.append({"role": "user", "content": f"read {step}"})
+        graph.append({"role": "assistant", "content": None, "tool_calls": [_call(call_id)]})
+        graph.append({"role": "tool", "tool_call_id": call_id, "content": "b " * value * 500})
     elif kind == "collapse":
         rounds = [n.id for n in graph.nodes() if n.role == "assistant"]
         if len(rounds) >= 3:
@@ -59,7 +65,8 @@ def _apply(session: Session, kind: str, value: int, step: int) -> None:
             with suppress(ContextError):  # a span a compaction covers: refused, no change
                 engine.collapse(first, rounds[-2])
     elif kind == "compact" and len(graph) > 6:
-        engine.compact()
+        with suppress(ContextError):  # the newest rounds only (a long output's): no change
+            engine.compact()
     elif kind == "rollback":
         active = graph.layers(active=True)
         if active:
