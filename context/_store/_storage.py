@@ -114,6 +114,8 @@ class ContextStorage:
         """Message digests this process has seen stored (committed): not asked for again.
         One written now becomes known when a later save finds it, so a transaction that
         rolls back never leaves a digest known but missing."""
+        self._known_tools: set[str] = set()
+        """Tool schema digests this process has seen stored, as ``_known``."""
 
     # -- token counts -----------------------------------------------------------------
     def load_tokens(self, encoding: str, keys: Collection[str] | None = None) -> dict[str, int]:
@@ -172,11 +174,17 @@ class ContextStorage:
         with self.store.transaction():
             if messages:
                 self._save_messages(messages)
-            known = self.store.get_values(self.session, TOOLS, [receipt.tools_digest])
-            if not known:
-                schemas = json.dumps(list(tools), sort_keys=True, ensure_ascii=False)
-                self.store.put_values(self.session, TOOLS, {receipt.tools_digest: schemas})
+            self._save_tools(receipt.tools_digest, tools)
             self._receipts.write(receipt)
+
+    def _save_tools(self, digest: str, tools: Sequence[ToolSchema]) -> None:
+        if digest in self._known_tools:
+            return
+        if self.store.get_values(self.session, TOOLS, [digest]):
+            self._known_tools.add(digest)
+        else:
+            schemas = json.dumps(list(tools), sort_keys=True, ensure_ascii=False)
+            self.store.put_values(self.session, TOOLS, {digest: schemas})
 
     def _save_messages(self, messages: Mapping[str, str]) -> None:
         unknown = [digest for digest in messages if digest not in self._known]

@@ -14,6 +14,11 @@ summaries) and, for a session, to the receipt of the render it sent
 
 Summaries are written by the policy's ``summarizer_model`` (``--summarizer-model``), else
 offline; under ``--summary-wait never`` no request waits for one (``Policy.summary_wait``).
+
+The first conversation's render sets the objects the process holds aside from the garbage
+collector's full collections (``integrations._gc``; ``OPENPROGRAM_GC_FREEZE=0``: never):
+otherwise a full collection walks a long history's nodes and render state every few dozen
+requests, 100–200 ms inside one of them.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from graph import Store, ToolSchema
 from openprogram import _service as service
 from openprogram._json import JSONObject
 from openprogram._runtime._session import Session
+from openprogram.integrations._gc import freeze_once
 from openprogram.integrations._mirror import Mirror
 from openprogram.proxy import _anthropic, _compact, _history_tools, _openai_chat, _responses
 from openprogram.proxy._bodies import Request, UsageCounts
@@ -196,6 +202,7 @@ class Proxy:
                     conversation=conversation.client_id,
                 )
                 rendered = mirror.last
+                freeze_once()  # what the first conversation loaded: out of full collections
                 if rendered is not None and rendered.id:  # its receipt carries its id
                     prepared.receipt = rendered.id
                 else:
