@@ -26,7 +26,8 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -181,7 +182,7 @@ class Mirror:
         """Make the graph hold ``entries`` (and ``system``, the framework's instructions)
         as the current branch: resume after the longest stored history they extend,
         append the rest; return the node of each entry."""
-        with self._lock:
+        with self._lock, self.writing():
             graph = self.session.graph
             graph.refresh()
             digests = [entry.digest for entry in entries]
@@ -197,23 +198,31 @@ class Mirror:
                     if resumable > resume:
                         best, resume = path, resumable
                 self._follow(best[:resume])
+            self._synced = None
             if graph.head != self._at:
                 self._move(self._at)
-            self._synced = None
-            try:
-                with graph.batch():  # one transaction: the new nodes and their steps
-                    self._instructions(system)
-                    for entry, digest in zip(entries[resume:], digests[resume:], strict=True):
-                        step = self._keep(self._append(entry, digest))
-                        self._path.append(step)
-                        self._at = step.head
-                    self._save()
-            except BaseException:
-                self._index, self._new = None, []  # read again: nothing of it was stored
-                self._walked = ([], 0)
-                raise
+            self._instructions(system)
+            for entry, digest in zip(entries[resume:], digests[resume:], strict=True):
+                step = self._keep(self._append(entry, digest))
+                self._path.append(step)
+                self._at = step.head
+            self._save()
             self._synced = (digests, graph.state.last_seq, graph.head)
             return self.nodes()
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """One transaction for a sync's reads and writes (the graph caught up, the head
+        moved, the new nodes and their steps): a request commits once, not once per step.
+        When it fails, nothing of it is stored, the graph's head is back where it was, and
+        the index is read again."""
+        try:
+            with self.session.graph.batch():
+                yield
+        except BaseException:
+            self._index, self._new, self._synced = None, [], None
+            self._walked = ([], 0)
+            raise
 
     def _unchanged(self, digests: Sequence[str]) -> int:
         """How many of ``digests`` are the last sync's history, unchanged, with nothing
