@@ -35,7 +35,7 @@ from context import Rendered
 from graph import ChatMessage, Node, Tool, ToolCall, ToolSchema, dialogue_message
 from openprogram._runtime._config import ADAPTERS
 from openprogram._runtime._session import Session
-from openprogram.integrations._calls import call_counts, check_entries
+from openprogram.integrations._calls import CallPositions, call_counts, check_entries
 from openprogram.integrations._entry import Entry, Paired
 from openprogram.integrations._gc import freeze_once
 from openprogram.integrations._models import record_model
@@ -98,6 +98,7 @@ class Mirror:
         """The last sync's digests, and the graph's last record and head after it."""
         self._shared = False
         """Whether diverged histories wrote one step twice (a key with several steps)."""
+        self._calls = CallPositions()
         self._walked: tuple[list[_Step], int] = ([], 0)
         """The path :meth:`_follow` last walked, and how many changes of instructions are
         on it (the one after its end not counted)."""
@@ -194,7 +195,7 @@ class Mirror:
                 best: list[_Step] = []
                 for path in [known] if known is not None else self._paths(digests):
                     self._path = path
-                    resumable = self._resumable(entries, len(path))
+                    resumable = self._resumable(entries, digests, len(path))
                     if resumable > resume:
                         best, resume = path, resumable
                 self._follow(best[:resume])
@@ -351,14 +352,17 @@ class Mirror:
         elif graph.head != head:
             graph.fork(head)
 
-    def _resumable(self, entries: Sequence[Entry], same: int) -> int:
+    def _resumable(self, entries: Sequence[Entry], digests: Sequence[str], same: int) -> int:
         """Where appending may resume: at ``same`` or before it, so that every call the
         kept entries leave unanswered is unanswered in the graph too (a result the
         framework dropped or replaced means asking the call again on a new branch)."""
+        marked = self._calls.among(entries, digests, same)
         while True:
             pending: dict[str, tuple[int, int]] = {}  # call id -> (its message, unanswered)
-            for index, entry in enumerate(entries[:same]):
-                message = entry.message
+            for index in marked:
+                if index >= same:
+                    break
+                message = entries[index].message
                 if message.get("tool_calls"):
                     for call_id, count in call_counts(message).items():
                         pending[call_id] = (index, count)
