@@ -42,6 +42,7 @@ class StoredItems:
         self._keys: list[str] | None = None
         self._epoch: str | None = None
         self._chunks = 0
+        self._live: list[TResponseInputItem] | None = None
         self.items: dict[str, TResponseInputItem] = {}
         """The items read or written, by key (the exact ones the SDK wrote, in this process)."""
         self._pending: tuple[list[str], str | None, int, dict[str, TResponseInputItem]] = (
@@ -58,14 +59,18 @@ class StoredItems:
         return self._keys
 
     def live(self) -> list[TResponseInputItem]:
-        """The current list's items (those not read yet fetched in one query)."""
+        """The current list's items (those not read yet fetched in one query); the same
+        list until the next write (read it, never change it)."""
+        if self._live is not None:
+            return self._live
         keys = self.keys()
         missing = [key for key in keys if key not in self.items]
         if missing:
             store, session = self.session.store, self.session.id
             for key, text in store.get_values(session, ITEMS, missing).items():
                 self.items[key] = json.loads(text)
-        return [self.items[key] for key in keys]
+        self._live = [self.items[key] for key in keys]
+        return self._live
 
     def write(self, keys: list[str], new: dict[str, TResponseInputItem]) -> None:
         """Make ``keys`` the list, storing ``new`` (items not stored yet) first: as a chunk
@@ -95,7 +100,7 @@ class StoredItems:
     def written(self) -> None:
         """What :meth:`write` stored is committed: keep it."""
         keys, self._epoch, self._chunks, new = self._pending
-        self._keys = keys
+        self._keys, self._live = keys, None
         self.items.update((k, json.loads(json.dumps(i))) for k, i in new.items())
 
     def _read(self) -> list[str]:
@@ -121,4 +126,4 @@ class StoredItems:
 
     def forget(self) -> None:
         """Read the list again next time (a write that did not commit)."""
-        self._keys = None
+        self._keys, self._live = None, None
