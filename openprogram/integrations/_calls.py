@@ -9,7 +9,7 @@ from typing import Any, Protocol, cast
 from graph import ChatMessage, call_id_text
 from openprogram._errors import MalformedMessage
 
-__all__ = ["FrameworkIds", "call_counts", "call_ids", "check_entries", "text_ids"]
+__all__ = ["CallPositions", "FrameworkIds", "call_counts", "call_ids", "check_entries", "text_ids"]
 
 
 class FrameworkIds:
@@ -103,3 +103,33 @@ def call_ids(message: ChatMessage) -> list[str]:
     if message.get("role") == "tool":
         return [str(message.get("tool_call_id"))]
     return [call["id"] for call in message.get("tool_calls") or ()]
+
+
+class _Messaged(Protocol):
+    @property
+    def message(self) -> ChatMessage: ...
+
+
+class CallPositions:
+    """Where the calls and results are among a history's entries. The part a history shares
+    with the last one read (by digest: the same messages) is not read again, so a framework
+    that resends its history costs what it adds."""
+
+    def __init__(self) -> None:
+        self._digests: Sequence[str] = []
+        self._positions: list[int] = []
+
+    def among(self, entries: Sequence[_Messaged], digests: Sequence[str], end: int) -> list[int]:
+        """The positions of the calls and results among the first ``end`` entries (whose
+        digests are ``digests``), in order."""
+        shared = min(len(self._digests), end)
+        positions = self._positions
+        if self._digests[:shared] != digests[:shared]:
+            shared, positions = 0, []
+        positions = [index for index in positions if index < shared]
+        for index in range(shared, end):
+            message = entries[index].message
+            if message.get("tool_calls") or message.get("role") == "tool":
+                positions.append(index)
+        self._digests, self._positions = list(digests[:end]), positions
+        return positions

@@ -26,7 +26,8 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -34,7 +35,7 @@ from context import Rendered
 from graph import ChatMessage, Node, Tool, ToolCall, ToolSchema, dialogue_message
 from openprogram._runtime._config import ADAPTERS
 from openprogram._runtime._session import Session
-from openprogram.integrations._calls import call_counts, check_entries
+from openprogram.integrations._calls import CallPositions, call_counts, check_entries
 from openprogram.integrations._entry import Entry, Paired
 from openprogram.integrations._gc import freeze_once
 from openprogram.integrations._models import record_model
@@ -97,6 +98,7 @@ class Mirror:
         """The last sync's digests, and the graph's last record and head after it."""
         self._shared = False
         """Whether diverged histories wrote one step twice (a key with several steps)."""
+        self._calls = CallPositions()
         self._walked: tuple[list[_Step], int] = ([], 0)
         """The path :meth:`_follow` last walked, and how many changes of instructions are
         on it (the one after its end not counted)."""
@@ -181,7 +183,7 @@ class Mirror:
         """Make the graph hold ``entries`` (and ``system``, the framework's instructions)
         as the current branch: resume after the longest stored history they extend,
         append the rest; return the node of each entry."""
-        with self._lock:
+        with self._lock, self.writing():
             graph = self.session.graph
             graph.refresh()
             digests = [entry.digest for entry in entries]
@@ -193,27 +195,35 @@ class Mirror:
                 best: list[_Step] = []
                 for path in [known] if known is not None else self._paths(digests):
                     self._path = path
-                    resumable = self._resumable(entries, len(path))
+                    resumable = self._resumable(entries, digests, len(path))
                     if resumable > resume:
                         best, resume = path, resumable
                 self._follow(best[:resume])
+            self._synced = None
             if graph.head != self._at:
                 self._move(self._at)
-            self._synced = None
-            try:
-                with graph.batch():  # one transaction: the new nodes and their steps
-                    self._instructions(system)
-                    for entry, digest in zip(entries[resume:], digests[resume:], strict=True):
-                        step = self._keep(self._append(entry, digest))
-                        self._path.append(step)
-                        self._at = step.head
-                    self._save()
-            except BaseException:
-                self._index, self._new = None, []  # read again: nothing of it was stored
-                self._walked = ([], 0)
-                raise
+            self._instructions(system)
+            for entry, digest in zip(entries[resume:], digests[resume:], strict=True):
+                step = self._keep(self._append(entry, digest))
+                self._path.append(step)
+                self._at = step.head
+            self._save()
             self._synced = (digests, graph.state.last_seq, graph.head)
             return self.nodes()
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """One transaction for a sync's reads and writes (the graph caught up, the head
+        moved, the new nodes and their steps): a request commits once, not once per step.
+        When it fails, nothing of it is stored, the graph's head is back where it was, and
+        the index is read again."""
+        try:
+            with self.session.graph.batch():
+                yield
+        except BaseException:
+            self._index, self._new, self._synced = None, [], None
+            self._walked = ([], 0)
+            raise
 
     def _unchanged(self, digests: Sequence[str]) -> int:
         """How many of ``digests`` are the last sync's history, unchanged, with nothing
@@ -342,14 +352,17 @@ class Mirror:
         elif graph.head != head:
             graph.fork(head)
 
-    def _resumable(self, entries: Sequence[Entry], same: int) -> int:
+    def _resumable(self, entries: Sequence[Entry], digests: Sequence[str], same: int) -> int:
         """Where appending may resume: at ``same`` or before it, so that every call the
         kept entries leave unanswered is unanswered in the graph too (a result the
         framework dropped or replaced means asking the call again on a new branch)."""
+        marked = self._calls.among(entries, digests, same)
         while True:
             pending: dict[str, tuple[int, int]] = {}  # call id -> (its message, unanswered)
-            for index, entry in enumerate(entries[:same]):
-                message = entry.message
+            for index in marked:
+                if index >= same:
+                    break
+                message = entries[index].message
                 if message.get("tool_calls"):
                     for call_id, count in call_counts(message).items():
                         pending[call_id] = (index, count)

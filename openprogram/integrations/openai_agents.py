@@ -61,6 +61,7 @@ from graph import ChatMessage, FunctionSchema, ToolSchema, call_id_text
 from openprogram import tracing
 from openprogram._errors import MalformedMessage
 from openprogram._runtime._session import Session
+from openprogram.integrations._agents_items import StoredItems
 from openprogram.integrations._agents_trace import TracedHooks, chat, model_name, traced_run
 from openprogram.integrations._entry import shown_as
 from openprogram.integrations._history import history_functions
@@ -69,10 +70,6 @@ from openprogram.integrations._mirror import Entry, Mirror, Paired
 __all__ = ["OpenProgramSession", "from_messages", "to_entries"]
 
 NAME = "openai_agents"
-ITEMS = "openai_agents.items"
-"""Store side-data namespace: every item the SDK wrote, by the sha256 of its JSON."""
-LIVE = "openai_agents.live"
-"""Store side-data namespace: the session's current item list (keys into ``ITEMS``)."""
 T = TypeVar("T")
 ASSISTANT_SIDE = ("function_call", "reasoning")
 KEPT = ("role", "content", "tool_calls", "tool_call_id")
@@ -97,10 +94,9 @@ class OpenProgramSession(SessionABC):
         self.mirror.warm()
         self.tools: list[Tool] = [function_tool(fn) for fn in history_functions(session)]
         self._lock = threading.RLock()
-        self._keys: list[str] | None = None
+        self._stored = StoredItems(session, self.session_id)
         self._entries: list[Entry] | None = None
         """The live list's entries, kept so that an append converts only what it adds."""
-        self._items: dict[str, TResponseInputItem] = {}
         self._adds: int | None = None
         self._filtered = False
         self._warned = False
@@ -223,8 +219,8 @@ class OpenProgramSession(SessionABC):
 
     def _entries_of(self, items: list[TResponseInputItem]) -> list[Entry]:
         """A call's entries: the live list's for the items that start with it, shown as them."""
-        entries, keys = self._entries, self._keys
-        if entries is None or keys is None or len(items) < len(keys):
+        entries, keys = self._entries, self._stored.keys()
+        if entries is None or len(items) < len(keys):
             return to_entries(items)
         count = len(keys)
         joined = 0 < count < len(items) and _assistant_side(items[count - 1])
@@ -235,15 +231,7 @@ class OpenProgramSession(SessionABC):
     # -- stored items ---------------------------------------------------------------------
     def _live(self) -> list[TResponseInputItem]:
         with self._lock:
-            store, session = self.session.store, self.session.id
-            if self._keys is None:
-                stored = store.get_values(session, LIVE, [self.session_id])
-                self._keys = json.loads(stored[self.session_id]) if stored else []
-            missing = [k for k in self._keys if k not in self._items]
-            if missing:
-                for key, text in store.get_values(session, ITEMS, missing).items():
-                    self._items[key] = json.loads(text)
-            return [self._items[key] for key in self._keys]
+            return self._stored.live()
 
     def _add(self, items: list[TResponseInputItem]) -> None:
         """Append ``items``: only they are keyed and converted, unless they continue the
@@ -251,10 +239,10 @@ class OpenProgramSession(SessionABC):
         with self._lock:
             live = self._live()
             added = to_entries(items, start=len(live))
-            entries, keys = self._entries, self._keys
+            entries, keys = self._entries, self._stored.keys()
             joined = bool(live and items) and _assistant_side(live[-1])
             joined = joined and _assistant_side(items[0])
-            if entries is None or keys is None or joined:
+            if entries is None or joined:
                 self._set([*live, *items])
                 return
             self._set(
@@ -278,29 +266,26 @@ class OpenProgramSession(SessionABC):
         keys: list[str] | None = None,
         entries: list[Entry] | None = None,
     ) -> None:
-        """Make ``items`` the session's list: new ones stored first (never lost), then the
-        list, then the graph moved to match (``keys`` and ``entries``: the items' own,
-        when the caller has them)."""
+        """Make ``items`` the session's list: new ones stored, then the list (as a chunk
+        when it extends the stored one), then the graph moved to match, all in one
+        transaction (``keys`` and ``entries``: the items' own, when the caller has them)."""
         with self._lock:
             if entries is None:  # a malformed item is refused before anything is stored
                 entries = to_entries(items)
-            store, session = self.session.store, self.session.id
             if keys is None:
                 keys = [_item_key(item) for item in items]
-            new = {k: i for k, i in zip(keys, items, strict=True) if k not in self._items}
-            if new:
-                # A redacting session stores items redacted too; this process keeps the
-                # exact ones the SDK wrote (another process reads them redacted).
-                redactor = self.session.graph.redactor
-                store.put_values(
-                    session,
-                    ITEMS,
-                    {k: json.dumps(redactor.value(i) if redactor else i) for k, i in new.items()},
-                )
-                self._items.update((k, json.loads(json.dumps(i))) for k, i in new.items())
-            store.put_values(session, LIVE, {self.session_id: json.dumps(keys)})
-            self._keys, self._entries = keys, entries
-            self.mirror.sync(entries)
+            known = self._stored.items
+            new = {k: i for k, i in zip(keys, items, strict=True) if k not in known}
+            try:
+                with self.mirror.writing():
+                    self._stored.write(keys, new)
+                    self.mirror.sync(entries)
+            except BaseException:
+                self._stored.forget()
+                self._entries = None
+                raise
+            self._stored.written()
+            self._entries = entries
 
 
 class _Anchoring(TracedHooks):

@@ -194,3 +194,19 @@ def test_a_history_that_grows_onto_a_stored_branch_resumes_there(tmp_path: Path)
     assert mirror.sync(_entries(*one)) == first[:2]
     grown = mirror.sync(_entries(*one, {"role": "user", "content": "more"}))
     assert grown == first and len(session.graph) == 4
+
+
+def test_a_replaced_result_after_a_shared_start_is_asked_again(tmp_path: Path) -> None:
+    """The calls of a history's shared start are found from the last sync's (by digest): a
+    result the framework replaced after that start still asks the call again on a branch."""
+    session = Session(tmp_path / "op.db")
+    mirror = Mirror(session, "test")
+    question = {"role": "user", "content": "q"}
+    mirror.sync(_entries(question, _call("c1"), _result("c1", "old")))
+    mirror.sync(
+        _entries(question, _call("c1"), _result("c1", "new"), {"role": "user", "content": "more"})
+    )
+    shown = session.graph.to_openai(head=mirror.head)
+    assert [m.get("content") for m in shown if m["role"] == "tool"] == ["new"]
+    assert shown[-1] == {"role": "user", "content": "more"}
+    assert [text_of(n.result.content) for n in session.graph.nodes() if n.result] == ["old", "new"]

@@ -1,0 +1,114 @@
+"""The Agents SDK session's item list is stored so that a write costs what it adds (issue 35,
+item 4): each run's input and answer are appended as small chunks beside a base list written
+whole only when the list changes other than at its end, and every reader (a reopened session,
+another process, an import) reads back exactly the items the SDK wrote."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agents")
+
+from agents import Agent, Model, ModelResponse, set_tracing_disabled
+from agents.usage import Usage
+from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+
+from openprogram import Session
+from openprogram.integrations.openai_agents import OpenProgramSession
+
+LIVE, ADDED, ITEMS = "openai_agents.live", "openai_agents.live.added", "openai_agents.items"
+
+
+@pytest.fixture(autouse=True)
+def _no_tracing() -> Iterator[None]:
+    set_tracing_disabled(True)
+    yield
+
+
+class Answering(Model):
+    async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+        part = ResponseOutputText(type="output_text", text="Noted.", annotations=[])
+        message = ResponseOutputMessage(
+            id="msg", type="message", role="assistant", status="completed", content=[part]
+        )
+        return ModelResponse(output=[message], usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+def _history(rounds: int) -> list[Any]:
+    items: list[Any] = []
+    for n in range(rounds):
+        items += [{"role": "user", "content": f"q{n}"}, {"role": "assistant", "content": f"a{n}"}]
+    return items
+
+
+def _items(db: Path) -> list[Any]:
+    return asyncio.run(OpenProgramSession(Session(db, "s")).get_items())
+
+
+def test_a_run_appends_what_it_adds_and_readers_get_the_sdks_items(tmp_path: Path) -> None:
+    db = tmp_path / "op.db"
+    session = Session(db, "s")
+    memory = OpenProgramSession(session)
+    agent = Agent("helper", instructions="Be brief.", model=Answering())
+    asyncio.run(memory.add_items(_history(50)))
+    base = session.store.get_values("s", LIVE, ["s"])["s"]
+    assert len(json.loads(base)["keys"]) == 100
+    for n in range(3):
+        assert memory.run_sync(agent, f"next {n}").final_output == "Noted."
+    assert session.store.get_values("s", LIVE, ["s"])["s"] == base  # the base not written again
+    chunks = [json.loads(v) for v in session.store.get_values("s", ADDED).values()]
+    assert sorted(len(chunk) for chunk in chunks) == [1, 1, 1, 1, 1, 1]  # input, answer: 3 runs
+    items = asyncio.run(memory.get_items())
+    assert len(items) == 106
+    assert items[100] == {"role": "user", "content": "next 0"}
+    assert _items(db) == items  # a reopened session reads base and chunks
+    assert asyncio.run(memory.pop_item()) == items[-1]  # a pop writes a new base
+    assert _items(db) == items[:-1]
+    assert memory.run_sync(agent, "after the pop").final_output == "Noted."
+    assert _items(db) == asyncio.run(memory.get_items())
+    assert len(_items(db)) == 107
+
+
+def test_many_appends_roll_into_a_new_base(tmp_path: Path) -> None:
+    db = tmp_path / "op.db"
+    memory = OpenProgramSession(Session(db, "s"))
+    items = _history(70)
+
+    async def one_at_a_time() -> None:
+        for item in items:
+            await memory.add_items([item])
+
+    asyncio.run(one_at_a_time())
+    assert asyncio.run(memory.get_items()) == items
+    assert _items(db) == items
+    stored = Session(db, "s").store.get_values("s", LIVE, ["s"])["s"]
+    assert 0 < len(json.loads(stored)["keys"]) < len(items)  # rolled over once: a new base
+
+
+def test_a_list_stored_whole_before_chunks_is_read(tmp_path: Path) -> None:
+    """A database written before the chunks holds the list as one JSON array of keys."""
+    db = tmp_path / "op.db"
+    session = Session(db, "s")
+    items = _history(2)
+    keys = [
+        hashlib.sha256(json.dumps(i, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+        for i in items
+    ]
+    session.store.put_values(
+        "s", ITEMS, {k: json.dumps(i) for k, i in zip(keys, items, strict=True)}
+    )
+    session.store.put_values("s", LIVE, {"s": json.dumps(keys)})
+    memory = OpenProgramSession(session)
+    assert asyncio.run(memory.get_items()) == items
+    asyncio.run(memory.add_items([{"role": "user", "content": "more"}]))
+    assert _items(db) == [*items, {"role": "user", "content": "more"}]
