@@ -52,13 +52,15 @@ PROGRESSIVE_VALUES: dict[str, Any] = {
     "offload_asked_share": None,
     "schedule_floor_exponent": None,
     "offload_chars_per_token": None,
-    "identifier_share": None,
+    "identifier_share": 0.025,
     "schedule_floor_share": 0.25,
 }
 """``Policy.progressive``'s settings (harness9's ratio tiers). The claude-code floors tuned
 for cost (``schedule_floor_exponent``, ``offload_chars_per_token``, ``schedule_floor_share``
-0.2) and the identifier lists scaled with the budget (``identifier_share``) are off or as
-before: untuned here.
+0.2) are off or as before: untuned here. ``identifier_share`` 0.025 (claude-code 0.0125):
+identifier lists of up to 800 tokens at 32k and a 40th of the budget above (a summary's half
+bounds them), 400 at 16k and under as before; on the tuning half at 32k recall 0.9754 →
+0.9784 for 0.834 → 0.837× harness's cost, 8k and 16k unchanged (bench-notes/quality5-final.md).
 Its summaries have no "what the agent concluded" section: it summarizes far more often,
 and on the tuning half the section gave no recall at 32k for 1.3% more cost (at 8k +0.005 for +9%).
 ``compact_min_fresh_share`` 0.3: its soft step fired whenever the prompt passed 70% of the

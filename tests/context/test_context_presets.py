@@ -79,6 +79,9 @@ def test_the_progressive_preset() -> None:
     assert p.fingerprint != Policy().fingerprint
     assert Policy.progressive(offload_chars=9_000).offload_chars == 9_000  # overrides win
     assert p.compact_min_fresh_share == 0.3 and Policy().compact_min_fresh_share is None
+    # identifier lists a 40th of the budget from 32k up (recall at 32k on TUNE), as before under it
+    assert [p.identifier_cap(b) for b in (8_000, 16_000, 32_000)] == [400, 400, 800]
+    assert [Policy().identifier_cap(b) for b in (8_000, 16_000, 32_000)] == [400, 400, 400]
 
 
 def test_offload_tokens_caps_the_share_of_a_large_budget() -> None:
