@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from graph import ChatMessage, text_of
+from graph import ChatMessage
+
+from ._passes import RepairPass, RolesPass, UniquePass
 
 
 def tool_pair_problems(
@@ -81,41 +83,9 @@ def repair_tool_pairs(messages: list[ChatMessage]) -> tuple[list[ChatMessage], l
     >>> [m["role"] for m in fixed], len(notes)
     (['assistant', 'tool'], 2)
     """
-    fixed: list[ChatMessage] = []
-    notes: list[str] = []
-    open_calls: list[str] = []
-
-    def close() -> None:
-        for call_id in open_calls:
-            fixed.append(
-                {"role": "tool", "tool_call_id": call_id, "content": "[no result was recorded]"}
-            )
-            notes.append(f"added a placeholder result for call {call_id!r}")
-        open_calls.clear()
-
-    for message in messages:
-        if message.get("role") == "tool":
-            call_id = message.get("tool_call_id")
-            if call_id in open_calls:
-                open_calls.remove(call_id)
-                fixed.append(message)
-            else:
-                notes.append(f"dropped orphaned result {call_id!r}")
-            continue
-        close()
-        fixed.append(message)
-        if message.get("role") == "assistant":
-            open_calls.extend(c.get("id") for c in message.get("tool_calls") or ())
-    close()
-    return fixed, notes
-
-
-def _join(a: Any, b: Any) -> Any:
-    if isinstance(a, list) or isinstance(b, list):
-        parts_a = a if isinstance(a, list) else [{"type": "text", "text": a or ""}]
-        parts_b = b if isinstance(b, list) else [{"type": "text", "text": b or ""}]
-        return [*parts_a, *parts_b]
-    return "\n\n".join(t for t in (text_of(a), text_of(b)) if t)
+    repair = RepairPass()
+    repair.run(messages)
+    return repair.fixed, repair.notes
 
 
 def provider_roles(messages: list[ChatMessage]) -> tuple[list[ChatMessage], list[str]]:
@@ -129,36 +99,7 @@ def grouped_roles(
 ) -> tuple[list[ChatMessage], list[str], list[list[int]]]:
     """:func:`provider_roles`, with the indexes of the messages each result was made of
     (empty: the user turn it inserted), so a message's source follows it."""
-    notes: list[str] = []
-    result: list[ChatMessage] = []
-    groups: list[list[int]] = []
-    for index, message in enumerate(messages):
-        previous = result[-1] if result else None
-        role = message.get("role")
-        if (
-            previous is not None
-            and role in ("user", "assistant")
-            and previous.get("role") == role
-            and not previous.get("tool_calls")
-        ):
-            merged: ChatMessage = {
-                **previous,
-                "content": _join(previous.get("content"), message.get("content")),
-            }
-            if message.get("tool_calls"):
-                merged["tool_calls"] = message["tool_calls"]
-            result[-1] = merged
-            groups[-1].append(index)
-            notes.append(f"merged consecutive {role} messages")
-            continue
-        result.append(message)
-        groups.append([index])
-    first = next((i for i, m in enumerate(result) if m.get("role") != "system"), None)
-    if first is not None and result[first].get("role") != "user":
-        result.insert(first, {"role": "user", "content": "(continuing the conversation)"})
-        groups.insert(first, [])
-        notes.append("inserted a user turn before the first assistant message")
-    return result, notes, groups
+    return RolesPass().run(messages)
 
 
 def unique_call_ids(messages: list[ChatMessage]) -> tuple[list[ChatMessage], list[str]]:
@@ -177,29 +118,6 @@ def unique_call_ids(messages: list[ChatMessage]) -> tuple[list[ChatMessage], lis
     >>> [m.get("tool_call_id") or m["tool_calls"][0]["id"] for m in fixed]
     ['a', 'a', 'a~2', 'a~2']
     """
-    seen: set[str] = set()
-    renamed: dict[str, str] = {}
-    fixed: list[ChatMessage] = []
-    notes: list[str] = []
-    for message in messages:
-        calls = message.get("tool_calls")
-        if message.get("role") == "assistant" and calls:
-            renamed = {}
-            new_calls = []
-            for call in calls:
-                call_id = call.get("id")
-                if call_id in seen:
-                    n = 2
-                    while f"{call_id}~{n}" in seen:
-                        n += 1
-                    renamed[call_id] = f"{call_id}~{n}"
-                    notes.append(f"renamed a repeated call id {call_id!r}")
-                    call = {**call, "id": renamed[call_id]}
-                seen.add(call["id"])
-                new_calls.append(call)
-            fixed.append({**message, "tool_calls": new_calls} if renamed else message)
-            continue
-        if message.get("role") == "tool" and message.get("tool_call_id") in renamed:
-            message = {**message, "tool_call_id": renamed[message["tool_call_id"]]}
-        fixed.append(message)
-    return fixed, notes
+    unique = UniquePass()
+    unique.run(messages)
+    return unique.fixed, unique.notes
