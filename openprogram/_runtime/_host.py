@@ -6,32 +6,23 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from context import ContextEngine, Policy
-from graph import ConversationGraph, Store
-from openprogram._runtime._history import HistoryTools
+from graph import Store
+from openprogram._runtime._history import HistorySource, HistoryTools
 from openprogram._runtime._models import Model
 
 __all__ = ["SessionHost"]
 
 
-class SessionHost(Protocol):
-    """A session as its helpers see it (``Session`` is one): its id and store, its graph,
-    the engine that renders it under its policy, its model and its history tools."""
+class SessionHost(HistorySource, Protocol):
+    """A session as its helpers see it (``Session`` is one): its id and store, its model and
+    its history tools, beside what the history tools read (its graph, and the engine that
+    renders it under its policy)."""
 
     @property
     def id(self) -> str: ...
 
     @property
     def store(self) -> Store: ...
-
-    @property
-    def graph(self) -> ConversationGraph: ...
-
-    @property
-    def engine(self) -> ContextEngine: ...
-
-    @property
-    def policy(self) -> Policy: ...
 
     @property
     def model(self) -> Model | None: ...
