@@ -10,6 +10,7 @@ framework's modules (and the adapter's) are imported first and not counted."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import itertools
 import sys
@@ -161,3 +162,18 @@ if __name__ == "__main__":
     if mode == "adapter":
         importlib.import_module(f"openprogram.integrations.{name}")
     print(*first_request(name, mode == "adapter", Path(path)))
+
+
+def collect_leftovers() -> None:
+    """A test's leftovers collected now (Pydantic AI's run iterators), and the event loop
+    ``run_sync`` kept for this thread closed with its generators, so no later test meets
+    their warnings."""
+    gc.collect()
+    try:  # the loop run_sync kept for this thread: its generators closed while it runs
+        loop = asyncio.get_event_loop()
+    except RuntimeError:
+        return
+    if not loop.is_running() and not loop.is_closed():
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+    asyncio.set_event_loop(None)

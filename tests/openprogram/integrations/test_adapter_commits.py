@@ -6,14 +6,12 @@ item list is stored with its sync. Before, a request committed 8 (Pydantic AI, L
 
 from __future__ import annotations
 
-import asyncio
-import gc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _overhead import ANSWER, FRAMEWORKS, request
+from _overhead import ANSWER, FRAMEWORKS, collect_leftovers, request
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
@@ -34,15 +32,7 @@ def commits() -> Iterator[list[int]]:
     event.listen(Engine, "commit", count)
     yield counted
     event.remove(Engine, "commit", count)
-    gc.collect()  # Pydantic AI's run iterators, collected here where their warning is ignored
-    try:  # the loop run_sync kept for this thread: its generators closed while it runs
-        loop = asyncio.get_event_loop()
-    except RuntimeError:
-        return
-    if not loop.is_running() and not loop.is_closed():
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
-    asyncio.set_event_loop(None)
+    collect_leftovers()
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

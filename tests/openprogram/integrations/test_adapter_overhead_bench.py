@@ -14,8 +14,6 @@ smoke test); ``pytest tests/openprogram/integrations/test_adapter_overhead_bench
 
 from __future__ import annotations
 
-import asyncio
-import gc
 import os
 import subprocess
 import sys
@@ -24,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _overhead import ANSWER, FRAMEWORKS, MESSAGES, open_session, request
+from _overhead import ANSWER, FRAMEWORKS, MESSAGES, collect_leftovers, open_session, request
 
 MODULES = {"pydantic_ai": "pydantic_ai", "langchain": "langchain", "openai_agents": "agents"}
 pytestmark = pytest.mark.filterwarnings(
@@ -40,15 +38,7 @@ def _collected() -> Iterator[None]:
     """Each test's leftovers collected here, where the warning above is ignored, not in a
     later module's test."""
     yield
-    gc.collect()
-    try:  # the loop run_sync kept for this thread: its generators closed while it runs
-        loop = asyncio.get_event_loop()
-    except RuntimeError:
-        return
-    if not loop.is_running() and not loop.is_closed():
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
-    asyncio.set_event_loop(None)
+    collect_leftovers()
 
 
 def _stored(db: Path) -> int:
