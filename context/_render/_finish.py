@@ -13,7 +13,6 @@ what they return is what a full pass returns (``test_render_incremental`` drives
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from graph import ChatMessage
 
@@ -27,7 +26,6 @@ from ._sources import _last_task, _source, added, merged
 Message = ChatMessage
 KEPT_FRAMES = 8
 """Frames whose last passes are kept (a function's frame is rendered while it runs)."""
-_NO_CALLS: tuple[Any, ...] = ()
 
 
 @dataclass

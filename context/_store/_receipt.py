@@ -103,15 +103,3 @@ def tools_digest(tools: Sequence[ToolSchema]) -> str:
     """A short, stable digest of tool schemas (key order does not matter)."""
     text = json.dumps(list(tools), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:20]
-
-
-_encoder = msgspec.json.Encoder()
-_decoder = msgspec.json.Decoder(RenderReceipt)
-
-
-def encode_receipt(receipt: RenderReceipt) -> str:
-    return _encoder.encode(receipt).decode()
-
-
-def decode_receipt(data: str | bytes) -> RenderReceipt:
-    return _decoder.decode(data)

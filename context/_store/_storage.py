@@ -196,13 +196,6 @@ class ContextStorage:
             self.store.put_values(self.session, MESSAGES, new)
         self._known.update(stored)
 
-    def recall_messages(self, digests: Collection[str]) -> None:
-        """Note which of ``digests`` are stored already, read now rather than by the next
-        receipt that names them (an adapter's first prompt over a long history)."""
-        unknown = [digest for digest in digests if digest not in self._known]
-        if unknown:
-            self._known.update(self.store.get_values(self.session, MESSAGES, unknown))
-
     def messages(self, digests: Collection[str]) -> dict[str, str]:
         """Stored sent messages (canonical JSON) by digest; those not stored are left out."""
         return self.store.get_values(self.session, MESSAGES, list(dict.fromkeys(digests)))
