@@ -116,8 +116,11 @@ class ContextEngine:
             if store is None
             else ContextStorage(store, graph.session, self.folder, migrate=writer is not None)
         )
+        self.epoch = self.storage.epoch() if self.storage is not None else 0
+        """The configuration epoch this engine renders under, read once: its tier state is
+        kept under it, so a later configuration event (a new epoch) needs a new engine."""
         if state_key is None:
-            state_key = f"e{self.storage.epoch() if self.storage is not None else 0}"
+            state_key = f"e{self.epoch}"
         """Tier state is kept by this key and the frame: the configuration epoch, which
         only an explicit, recorded configuration event changes (never a new Policy field)."""
         self._shared = Shared(

@@ -100,7 +100,7 @@ class Committer:
                     storage.save_tokens(self.encoding, dirty)
                 storage.write_records(records, self.graph.last_seq)
                 if rendered is not None:
-                    self.hooks.committed(Committed(decision.request, rendered))
+                    self.hooks.committed(Committed(decision.request, rendered, decision.sources))
         except LayerError as conflict:
             raise Redo(str(conflict)) from conflict
         except GraphError as error:  # fail-open: the prompt matters more than the cache

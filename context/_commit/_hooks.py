@@ -8,7 +8,7 @@ after the transaction the record callbacks, once per record.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from graph import ChatMessage
@@ -16,6 +16,7 @@ from graph import ChatMessage
 from .._render._rendered import Rendered
 from .._render._request import RenderRequest
 from .._store._records import CompactionRecord
+from .._store._source import MessageSource
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,9 @@ class Committed:
 
     request: RenderRequest
     rendered: Rendered
+    sources: Sequence[MessageSource] | None = None
+    """Each message's source as a receipt keeps it, with no render named (None: those of
+    ``rendered``, whose sources name it)."""
 
     @property
     def tokens(self) -> int:

@@ -14,8 +14,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from msgspec.structs import replace
-
 from graph import ChatMessage
 
 from .._budget._policy import Policy
@@ -124,20 +122,17 @@ class Cascade:
         return after
 
     def finish(
-        self, view: View, ctx: TierContext, render: str = ""
+        self, view: View, ctx: TierContext
     ) -> tuple[list[ChatMessage], int, list[MessageSource]]:
         """The prompt's messages after the integrity repairs, their tokens, and each
-        message's source (``render``: the id its sources carry)."""
+        message's source, with no render named (``Decision.rendered`` names it: a receipt
+        keeps them so, and a render that decides again stamps only its last pass)."""
         messages = view.messages
         tokens = view.tokens
         done = None
         if self.incremental:
             done = self.finisher.finish(view, ctx, self.policy.merge_roles, messages)
-        if done is not None:
-            fixed, notes, bare = done
-            sources = [replace(source, render=render) for source in bare] if render else bare
-        else:
-            fixed, notes, sources = self._finish(view, ctx, render)
+        fixed, notes, sources = done if done is not None else self._finish(view, ctx)
         if notes:
             ctx.act("integrity", "; ".join(dict.fromkeys(notes)), view, view)
             # Keep the view's per-item counts (an output a context edit clears is counted
@@ -154,18 +149,18 @@ class Cascade:
         return fixed, tokens, sources
 
     def _finish(
-        self, view: View, ctx: TierContext, render: str
+        self, view: View, ctx: TierContext
     ) -> tuple[list[ChatMessage], list[str], list[MessageSource]]:
         """``finish``'s passes over the whole prompt (what ``Finisher`` resumes)."""
         messages = view.messages
-        shown = view_sources(view, ctx, render)
+        shown = view_sources(view, ctx, "")
         fixed, notes = repair_tool_pairs(messages)
         by_message = {id(m): source for m, source in zip(messages, shown, strict=True)}
-        sources = [by_message.get(id(m)) or added(render) for m in fixed]
+        sources = [by_message.get(id(m)) or added("") for m in fixed]
         fixed, renamed = unique_call_ids(fixed)  # one message for one: sources stay
         notes += renamed
         if self.policy.merge_roles:
             fixed, role_notes, groups = grouped_roles(fixed)
-            sources = [merged(sources, group, render) for group in groups]
+            sources = [merged(sources, group, "") for group in groups]
             notes += role_notes
         return fixed, notes, sources

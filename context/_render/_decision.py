@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from msgspec.structs import replace
+
 from graph import ChatMessage, LayerInfo
 
 from .._store._source import MessageSource
@@ -30,7 +32,8 @@ class Decision:
     problems: list[str] = field(default_factory=list)
     """What went wrong on the way and did not stop the render (said in its actions)."""
     sources: list[MessageSource] = field(default_factory=list)
-    """Where each of ``messages`` came from."""
+    """Where each of ``messages`` came from, with no render named (as a receipt keeps
+    them; ``rendered`` names the render in the sources the caller gets)."""
 
     @property
     def key(self) -> str | None:
@@ -53,6 +56,13 @@ class Decision:
             preview=self.request.preview,
             floor=view.extra_tokens + system,
             id=ctx.decisions.render,
-            sources=self.sources,
+            sources=stamped(self.sources, ctx.decisions.render),
             summary=ctx.decisions.summary,
         )
+
+
+def stamped(sources: list[MessageSource], render: str) -> list[MessageSource]:
+    """``sources`` naming ``render`` (a copy of each: a source is immutable)."""
+    if not render:
+        return list(sources)
+    return [replace(source, render=render) for source in sources]

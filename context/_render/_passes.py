@@ -8,24 +8,15 @@ with the one before (``_finish.Finisher``). A fresh pass over a whole prompt is 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from graph import ChatMessage, text_of
 
+from .._prefix import same_prefix
+
 Message = ChatMessage
 _NO_CALLS: tuple[Any, ...] = ()
-
-
-def _shared(old: Sequence[object], new: Sequence[object]) -> int:
-    """How many leading entries are the same objects."""
-    count = 0
-    for a, b in zip(old, new, strict=False):
-        if a is not b:
-            break
-        count += 1
-    return count
 
 
 def _resume(marks: list[int], shared: int) -> int:
@@ -57,7 +48,7 @@ class RepairPass:
     sizes: list[tuple[int, int]] = field(default_factory=lambda: [(0, 0)])
 
     def run(self, messages: list[Message]) -> None:
-        at = _resume(self.marks, _shared(self.inputs, messages))
+        at = _resume(self.marks, same_prefix(self.inputs, messages))
         start, (kept, noted) = self.marks[at], self.sizes[at]
         del self.marks[at + 1 :], self.sizes[at + 1 :]
         fixed, notes, shown = self.fixed[:kept], self.notes[:noted], self.origin[:kept]
@@ -110,7 +101,7 @@ class UniquePass:
     sizes: list[tuple[int, int]] = field(default_factory=lambda: [(0, 0)])
 
     def run(self, messages: list[Message]) -> None:
-        at = _resume(self.marks, _shared(self.inputs, messages))
+        at = _resume(self.marks, same_prefix(self.inputs, messages))
         start, (noted, known) = self.marks[at], self.sizes[at]
         del self.marks[at + 1 :], self.sizes[at + 1 :]
         fixed, notes = self.fixed[:start], self.notes[:noted]
@@ -160,7 +151,7 @@ class RolesPass:
     sizes: list[tuple[int, int]] = field(default_factory=lambda: [(0, 0)])
 
     def run(self, messages: list[Message]) -> tuple[list[Message], list[str], list[list[int]]]:
-        at = _resume(self.marks, _shared(self.inputs, messages))
+        at = _resume(self.marks, same_prefix(self.inputs, messages))
         start, (size, noted) = self.marks[at], self.sizes[at]
         del self.marks[at + 1 :], self.sizes[at + 1 :]
         result, notes = self.result[:size], self.notes[:noted]

@@ -92,7 +92,6 @@ class Renderer:
         book = self.book.draft() if request.preview else self.book
         cache = self.cache.draft() if request.preview else self.cache
         decisions = TierDecisions()
-        render = decisions.render
         carried = None
         for _ in range(MAX_PASSES):
             known = len(book.overlay)
@@ -111,14 +110,14 @@ class Renderer:
             if self._checkpoints(request):  # layers this render made may hide a span
                 changed = (state.layout.rebuilds, ctx.layer_key) != taken
                 self.checkpoint(state, view if changed else projected, ctx, book)
-            messages, tokens, sources = self.cascade.finish(view, ctx, render)
+            messages, tokens, sources = self.cascade.finish(view, ctx)
             if tokens > ctx.budget >= view.tokens:
                 # Integrity added a turn (a provider's role rules): make room for it too.
                 budget = ctx.budget
                 ctx.budget = budget - (tokens - view.tokens)
                 view = self.cascade.compact_pass(view, ctx)
                 ctx.budget = budget
-                messages, tokens, sources = self.cascade.finish(view, ctx, render)
+                messages, tokens, sources = self.cascade.finish(view, ctx)
             if len(book.overlay) == known:
                 break
         if request.preview:

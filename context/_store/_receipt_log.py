@@ -12,13 +12,14 @@ otherwise), so old databases read as they did.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 import msgspec
 
 from graph import SideData
 
 from .._errors import ContextError
+from .._prefix import equal_prefix
 from ._receipt import RenderReceipt
 
 RECEIPTS = "context.receipts"
@@ -57,16 +58,6 @@ def _whole(stored: StoredReceipt, base: RenderReceipt | None) -> RenderReceipt:
         fields["message_digests"] = base.message_digests[: stored.shared] + stored.message_digests
         fields["sources"] = base.sources[: stored.shared] + stored.sources
     return RenderReceipt(**fields)
-
-
-def _shared(a: Sequence[object], b: Sequence[object]) -> int:
-    """How many leading entries ``a`` and ``b`` have in common."""
-    count = 0
-    for left, right in zip(a, b, strict=False):
-        if left is not right and left != right:  # mostly the very objects: no compare
-            break
-        count += 1
-    return count
 
 
 class ReceiptLog:
@@ -113,9 +104,8 @@ class ReceiptLog:
         digests, sources = receipt.message_digests, receipt.sources
         if len(sources) != len(digests) or len(base.sources) != len(base.message_digests):
             return None
-        shared = _shared(base.message_digests, digests)
-        if base.sources[:shared] != sources[:shared]:  # one compare in C: mostly equal
-            shared = _shared(base.sources, sources[:shared])
+        shared = equal_prefix(base.message_digests, digests)
+        shared = equal_prefix(base.sources[:shared], sources[:shared])
         suffix = len(digests) - shared
         if not shared or suffix > max(DELTA_MIN, len(base.message_digests) // 4):
             return None

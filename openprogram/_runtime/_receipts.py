@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from itertools import compress, count
+from operator import is_not
 
 import msgspec
 
@@ -16,6 +18,7 @@ from context import (
     Committed,
     ContextEngine,
     ContextStorage,
+    MessageSource,
     Rendered,
     RenderReceipt,
     canonical_message,
@@ -35,11 +38,11 @@ class Receipts:
         self._storage = storage
         self._session = session
         self._seq = seq
-        self._sent: dict[int, tuple[ChatMessage, str, str]] = {}
-        """The last receipt's messages, by identity, with their canonical JSON and digest:
-        a render hands back the very message objects of the last one for what did not
-        change (the engine never changes a message it rendered), so a receipt encodes only
-        what is new instead of the whole history each time."""
+        self._sent: tuple[list[ChatMessage], list[str], list[str]] = ([], [], [])
+        """The last receipt's messages with their canonical JSON and digests: a render
+        hands back the very message objects of the last one for what did not change (the
+        engine never changes a message it rendered), so a receipt encodes only what is
+        new instead of the whole history each time."""
 
     def write(self, engine: ContextEngine, committed: Committed) -> None:
         """Keep what a render decided to send, in its commit's transaction: a receipt lands
@@ -60,13 +63,13 @@ class Receipts:
             configured_budget=request.budget,
             tokens=rendered.tokens,
             messages=len(rendered.messages),
-            epoch=self._storage.epoch(),
+            epoch=engine.epoch,
             at=datetime.now(UTC).isoformat(timespec="milliseconds"),
             anchor=request.anchor.state(),
             floor_tokens=rendered.floor,
             message_digests=digests,
             render=rendered.id or None,
-            sources=tuple(msgspec.structs.replace(s, render="") for s in rendered.sources),
+            sources=_bare(committed),
             records=tuple(record.id for record in rendered.records),
             summary=rendered.summary,
         )
@@ -74,16 +77,25 @@ class Receipts:
         engine.storage.save_receipt(receipt, tools, dict(zip(digests, sent, strict=True)))
 
     def _encoded(self, messages: Sequence[ChatMessage]) -> tuple[list[str], tuple[str, ...]]:
-        """Each message's canonical JSON and digest (kept for the next receipt)."""
-        known, kept = self._sent, {}
-        for message in messages:
-            found = known.get(id(message))
-            if found is None or found[0] is not message:
-                text = canonical_message(message)
-                found = (message, text, message_digest(text))
-            kept[id(message)] = found
-        self._sent = kept
-        return [kept[id(m)][1] for m in messages], tuple(kept[id(m)][2] for m in messages)
+        """Each message's canonical JSON and digest (kept for the next receipt): those of
+        the messages the last receipt started with are taken as they are, found in C, and
+        any other message it held is looked up by identity."""
+        last, last_texts, last_digests = self._sent
+        shared = _same_prefix(last, messages)
+        texts, digests = last_texts[:shared], last_digests[:shared]
+        if shared < len(messages):
+            at = dict(zip(map(id, last), range(len(last)), strict=True))
+            for message in messages[shared:]:
+                index = at.get(id(message))
+                if index is not None and last[index] is message:
+                    texts.append(last_texts[index])
+                    digests.append(last_digests[index])
+                else:
+                    text = canonical_message(message)
+                    texts.append(text)
+                    digests.append(message_digest(text))
+        self._sent = (list(messages), texts, digests)
+        return texts, tuple(digests)
 
     def last(self) -> RenderReceipt | None:
         """The receipt of the last prompt sent (None: none sent yet)."""
@@ -96,3 +108,15 @@ class Receipts:
         if receipt is None:
             return None
         return sent_prompt(self._storage, receipt) or render_receipt(engine, receipt)
+
+
+def _same_prefix(old: Sequence[object], new: Sequence[object]) -> int:
+    """How many leading entries of ``old`` and ``new`` are the very same objects (in C)."""
+    return next(compress(count(), map(is_not, old, new)), min(len(old), len(new)))
+
+
+def _bare(committed: Committed) -> tuple[MessageSource, ...]:
+    """The render's sources as a receipt keeps them: with no render named."""
+    if committed.sources is not None:
+        return tuple(committed.sources)
+    return tuple(msgspec.structs.replace(s, render="") for s in committed.rendered.sources)

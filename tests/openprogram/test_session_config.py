@@ -119,6 +119,25 @@ def test_a_configuration_change_starts_new_tier_state(tmp_path: Path) -> None:
     session.close()
 
 
+def test_a_receipt_names_the_epoch_its_render_was_decided_under(tmp_path: Path) -> None:
+    db = tmp_path / "e.db"
+    session = Session(db, model=agent(), budget=3_000)
+    session.llm("read the pages", tools=[read_page])
+    assert (receipt := session.receipt()) is not None and receipt.epoch == 0
+    session.configure(budget=2_500)
+    session.engine.render()
+    assert (receipt := session.receipt()) is not None and receipt.epoch == 1
+    other = Session(db, session.id)  # another process starts a new epoch...
+    other.configure(budget=2_000)
+    session.engine.render()  # ...which an engine that has not followed it does not use
+    assert (receipt := session.receipt()) is not None and receipt.epoch == 1
+    session.llm("and once more")  # a call follows the stored configuration first
+    assert (receipt := session.receipt()) is not None and receipt.epoch == 2
+    assert session.engine._state_key == "e2"
+    other.close()
+    session.close()
+
+
 def test_configure_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = str(tmp_path / "c.db")
     session = Session(db, model=TestModel(), budget=900)
