@@ -19,6 +19,13 @@ Message = ChatMessage
 _NO_CALLS: tuple[Any, ...] = ()
 
 
+def _shared(old: list[Message], new: list[Message], same: int) -> int:
+    """How many leading messages of ``new`` are the very objects of ``old``; the first
+    ``same`` are known to be (the pass before kept them), so only the rest is compared."""
+    same = min(same, len(old), len(new))
+    return same + same_prefix(old[same:], new[same:])
+
+
 def _resume(marks: list[int], shared: int) -> int:
     """The last mark at or before ``shared`` (marks ascend; 0 is always one)."""
     at = len(marks) - 1
@@ -46,10 +53,13 @@ class RepairPass:
     notes: list[str] = field(default_factory=list)
     marks: list[int] = field(default_factory=lambda: [0])
     sizes: list[tuple[int, int]] = field(default_factory=lambda: [(0, 0)])
+    carried: int = 0
+    """How many leading ``fixed`` messages the last run kept from the one before."""
 
-    def run(self, messages: list[Message]) -> None:
-        at = _resume(self.marks, same_prefix(self.inputs, messages))
+    def run(self, messages: list[Message], same: int = 0) -> None:
+        at = _resume(self.marks, _shared(self.inputs, messages, same))
         start, (kept, noted) = self.marks[at], self.sizes[at]
+        self.carried = kept
         del self.marks[at + 1 :], self.sizes[at + 1 :]
         fixed, notes, shown = self.fixed[:kept], self.notes[:noted], self.origin[:kept]
         marks, sizes = self.marks, self.sizes
@@ -99,10 +109,13 @@ class UniquePass:
     seen: list[str] = field(default_factory=list)
     marks: list[int] = field(default_factory=lambda: [0])
     sizes: list[tuple[int, int]] = field(default_factory=lambda: [(0, 0)])
+    carried: int = 0
+    """How many leading ``fixed`` messages the last run kept from the one before."""
 
-    def run(self, messages: list[Message]) -> None:
-        at = _resume(self.marks, same_prefix(self.inputs, messages))
+    def run(self, messages: list[Message], same: int = 0) -> None:
+        at = _resume(self.marks, _shared(self.inputs, messages, same))
         start, (noted, known) = self.marks[at], self.sizes[at]
+        self.carried = start
         del self.marks[at + 1 :], self.sizes[at + 1 :]
         fixed, notes = self.fixed[:start], self.notes[:noted]
         order = self.seen[:known]
@@ -150,8 +163,10 @@ class RolesPass:
     marks: list[int] = field(default_factory=lambda: [0])
     sizes: list[tuple[int, int]] = field(default_factory=lambda: [(0, 0)])
 
-    def run(self, messages: list[Message]) -> tuple[list[Message], list[str], list[list[int]]]:
-        at = _resume(self.marks, same_prefix(self.inputs, messages))
+    def run(
+        self, messages: list[Message], same: int = 0
+    ) -> tuple[list[Message], list[str], list[list[int]]]:
+        at = _resume(self.marks, _shared(self.inputs, messages, same))
         start, (size, noted) = self.marks[at], self.sizes[at]
         del self.marks[at + 1 :], self.sizes[at + 1 :]
         result, notes = self.result[:size], self.notes[:noted]

@@ -18,8 +18,9 @@ provider's rules added, ``request`` for the current request cut to its share; No
 node shown as stored."""
 
 
-class MessageSource(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """One prompt message's provenance."""
+class MessageSource(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
+    """One prompt message's provenance (untracked by the cyclic collector: it holds only
+    strings, numbers and a tuple of strings, and a render makes one per message)."""
 
     nodes: tuple[str, ...] = ()
     """The node it shows (a layer's messages name ``layer`` instead, whose covers are

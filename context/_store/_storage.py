@@ -187,9 +187,9 @@ class ContextStorage:
             self.store.put_values(self.session, TOOLS, {digest: schemas})
 
     def _save_messages(self, messages: Mapping[str, str]) -> None:
-        unknown = [digest for digest in messages if digest not in self._known]
-        if not unknown:
+        if not messages.keys() - self._known:  # in C: mostly every one is known
             return
+        unknown = [digest for digest in messages if digest not in self._known]
         stored = self.store.get_values(self.session, MESSAGES, unknown)
         new = {digest: messages[digest] for digest in unknown if digest not in stored}
         if new:

@@ -27,6 +27,7 @@ operations = st.lists(
         st.tuples(st.just("rollback"), st.integers(0, 1_000)),
         st.tuples(st.just("budget"), st.sampled_from([900, 2_500, 40_000])),
         st.tuples(st.just("merge"), st.sampled_from(["on", "off"])),
+        st.tuples(st.just("back"), st.integers(0, 1_000)),
     ),
     min_size=1,
     max_size=22,
@@ -75,6 +76,10 @@ def _apply(session: Session, kind: str, value: int, step: int) -> None:
         session.configure(budget=value)
     elif kind == "merge":
         session.configure(merge_same_role=value)
+    elif kind == "back":  # the head back to an answer: an earlier request is the latest
+        answers = [n.id for n in graph.nodes() if n.role == "assistant"]
+        if answers:
+            graph.fork(answers[value % len(answers)])
 
 
 def _plain(rendered: Rendered) -> list[Any]:
