@@ -85,6 +85,9 @@ class SQLStore(Store):
         self.engine = engine_for(self.url, read_only=read_only)
         self._local = threading.local()
         self._side = SideTables(self.url, self.engine, self._connection, self._create)
+        self._holds_database = self.engine.dialect.name == "sqlite" and not read_only
+        """Whether a transaction holds the database's write lock from its start (SQLite's
+        ``BEGIN IMMEDIATE``, see ``engine_for``)."""
         self._audited: bool | None = None if read_only else True
         """Whether the database has the audit log a scrub writes (one that predates it,
         opened read-only, was never migrated: its sessions were never scrubbed either)."""
@@ -170,6 +173,11 @@ class SQLStore(Store):
             return connection.execute(query).first() is not None
 
     def lock_session(self, session: str) -> None:
+        """Hold the session's row until the transaction ends. A writable SQLite database's
+        transactions begin ``IMMEDIATE``: they hold the whole database's write lock from
+        their start, so there is nothing more to take (every render's commit asks)."""
+        if self._holds_database:
+            return
         query = select(SESSIONS.c.id).where(SESSIONS.c.id == session).with_for_update()
         with self._connection() as connection:
             connection.execute(query)
