@@ -16,6 +16,7 @@ import json
 import os
 import warnings
 from collections.abc import Collection, Mapping, Sequence
+from contextlib import nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -166,12 +167,16 @@ class ContextStorage:
         receipt: RenderReceipt,
         tools: Sequence[ToolSchema],
         messages: Mapping[str, str] | None = None,
+        *,
+        atomic: bool = True,
     ) -> None:
         """Keep what one LLM call was sent: the receipt (logged, and as the last one of its
         frame and of the session, as the changes since an earlier one: ``_receipt_log``),
         its tool schemas, once per digest, and its messages (``messages``: canonical JSON
-        by digest), each once per session."""
-        with self.store.transaction():
+        by digest), each once per session. All in one transaction of its own (a savepoint
+        inside the caller's); ``atomic=False``: in the caller's, which holds them all or
+        none already (a render's commit hook)."""
+        with self.store.transaction() if atomic else nullcontext():
             if messages:
                 self._save_messages(messages)
             self._save_tools(receipt.tools_digest, tools)

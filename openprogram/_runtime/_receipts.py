@@ -74,7 +74,8 @@ class Receipts:
             summary=rendered.summary,
         )
         tools = list(request.tools)
-        engine.storage.save_receipt(receipt, tools, dict(zip(digests, sent, strict=True)))
+        sent_by_digest = dict(zip(digests, sent, strict=True))
+        engine.storage.save_receipt(receipt, tools, sent_by_digest, atomic=False)
 
     def _encoded(self, messages: Sequence[ChatMessage]) -> tuple[list[str], tuple[str, ...]]:
         """Each message's canonical JSON and digest (kept for the next receipt): those of

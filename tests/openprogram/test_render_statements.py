@@ -2,7 +2,8 @@
 (issue 35): what other writers stored since it last looked, before deciding and again under
 the commit's lock, then writes its receipt. No configuration epoch (the engine renders under
 the one it was built with), no lock statement where SQLite's ``BEGIN IMMEDIATE`` holds the
-database already, no lookup of the messages and tools it has seen stored."""
+database already, no savepoint for the receipt inside the commit's transaction, no lookup
+of the messages and tools it has seen stored."""
 
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ def test_a_steady_render_reads_only_what_other_writers_may_have_changed(tmp_path
     writes = [s for s in seen if s.startswith("INSERT")]
     assert [w.split()[2] for w in writes] == ["graph_logs", "graph_values"]  # the receipt
     assert sum(s.startswith("BEGIN") for s in seen) == 2
+    assert not [s for s in seen if "SAVEPOINT" in s]  # the receipt is in the commit's own
     receipt = session.receipt()
     assert receipt is not None and receipt.render == rendered.id and receipt.epoch == 0
     session.close()
