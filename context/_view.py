@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from functools import cached_property
+from itertools import compress
+from operator import attrgetter
 from typing import Literal, TypeAlias
 
 import msgspec
@@ -177,14 +179,15 @@ def map_items(
 
     Unchanged units (``change`` returned the same objects) are kept as they were.
     ``outputs_only``: ``change`` leaves every item but a tool output shown in full as it
-    is, so units without one (``Unit.full_outputs``) are not visited.
+    is, so units without one (``Unit.full_outputs``) are not visited (found in C).
     """
     changed: list[str] = []
-    units: list[Unit] = []
-    for unit in view.units:
-        if outputs_only and not unit.full_outputs:
-            units.append(unit)
-            continue
+    units = list(view.units)
+    visited: Iterable[int] = range(len(units))
+    if outputs_only:
+        visited = list(compress(visited, map(_FULL_OUTPUTS, units)))
+    for at in visited:
+        unit = units[at]
         items = unit.items
         fresh: list[Item] | None = None  # made at the first change: most units have none
         for index, item in enumerate(items):
@@ -195,5 +198,9 @@ def map_items(
                 changed.append(item.node_id or "?")
             if fresh is not None:
                 fresh.append(new)
-        units.append(unit if fresh is None else msgspec.structs.replace(unit, items=tuple(fresh)))
+        if fresh is not None:
+            units[at] = msgspec.structs.replace(unit, items=tuple(fresh))
     return (view.replace(units) if changed else view), changed
+
+
+_FULL_OUTPUTS = attrgetter("full_outputs")
