@@ -31,31 +31,29 @@ from typing import Any, cast
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import (
-    AIMessage,
-    AnyMessage,
-    BaseMessage,
-    SystemMessage,
-    ToolMessage,
-    convert_to_messages,
-    convert_to_openai_messages,
-)
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.runtime import Runtime
 
-from graph import ChatMessage, ToolSchema
+from graph import ToolSchema
 from openprogram import tracing
 from openprogram._runtime._session import Session
 from openprogram.integrations._history import history_functions
 from openprogram.integrations._kept import KeptEntries
-from openprogram.integrations._mirror import Entry, Mirror, Paired
+from openprogram.integrations._langchain_messages import (
+    NAME,
+    Outgoing,
+    entries_of,
+    from_messages,
+    snapshot,
+    to_entries,
+)
+from openprogram.integrations._mirror import Entry, Mirror
 from openprogram.integrations._threads import Conversations
 
 __all__ = ["OpenProgramMiddleware", "from_messages", "history_tools", "to_entries"]
 
-NAME = "langchain"
-CHAT_KEYS = ("role", "content", "tool_calls", "tool_call_id")
 Handler = Callable[[ModelRequest[Any]], ModelResponse[Any]]
 AsyncHandler = Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
 Answer = ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]
@@ -71,7 +69,9 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
         self.session = session
         self.conversations = Conversations(session, NAME)
         self.mirror = self.conversations.mirror
-        self._kept = KeptEntries(_entries)
+        self._kept = KeptEntries(entries_of, snapshot=snapshot)
+        self._outgoing: dict[str, Outgoing] = {}
+        """What the last call of each thread sent."""
         self.tools: Sequence[BaseTool] = _tools(session) if history_tools else []
         self._agents: dict[str, Any] = {}
         """The open ``invoke_agent`` span of each LangGraph thread ("" for none)."""
@@ -181,16 +181,12 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
         thread = _thread(request.runtime)
         model = _named_model(request.model)
         paired = mirror.render(entries, schemas, system, conversation=thread or None, model=model)
-        instructions = "\n\n".join(
-            _text(p.message.get("content"))
-            for p in paired
-            if p.entry is None and p.message.get("role") == "system"
-        )
+        outgoing = self._outgoing.get(thread) or self._outgoing.setdefault(thread, Outgoing())
+        instructions, messages = outgoing.messages(paired)
         message = request.system_message
         if instructions != (system or ""):
             message = SystemMessage(instructions) if instructions else None
-        rest = [p for p in paired if p.entry is not None or p.message.get("role") != "system"]
-        return request.override(messages=from_messages(rest), system_message=message, tools=tools)
+        return request.override(messages=messages, system_message=message, tools=tools)
 
 
 class _Unfinished(Exception):
@@ -295,87 +291,3 @@ def _answered(answer: Any) -> list[BaseMessage]:
     if isinstance(answer, ModelResponse):
         return list(answer.result)
     return [answer] if isinstance(answer, BaseMessage) else []
-
-
-# -- LangChain messages -> chat messages ---------------------------------------------------
-def to_entries(messages: Sequence[BaseMessage]) -> list[Entry]:
-    """Each message as an :class:`Entry` (``original``: the message itself), converted by
-    LangChain's own ``convert_to_openai_messages``."""
-    return [entry for message in messages for entry in _entries(message)]
-
-
-def _entries(message: BaseMessage) -> list[Entry]:
-    label = f"{type(message).__name__} id={message.id}" if message.id else ""
-    return [Entry(_message(message), message, _meta(message), label)]
-
-
-def _meta(message: BaseMessage) -> dict[str, Any]:
-    meta: dict[str, Any] = {NAME: {"id": message.id, "type": message.type}}
-    if isinstance(message, AIMessage):
-        metadata = message.response_metadata or {}
-        meta["model"] = metadata.get("model_name") or metadata.get("model")
-        usage = message.usage_metadata
-        if usage:
-            details = usage.get("input_token_details") or {}
-            read = int(details.get("cache_read") or 0)
-            written = int(details.get("cache_creation") or 0)
-            meta["usage"] = {
-                "input": max(0, usage["input_tokens"] - read - written),
-                "cache_read": read,
-                "cache_creation": written,
-                "output": usage["output_tokens"],
-            }
-    return meta
-
-
-def _message(message: BaseMessage) -> ChatMessage:
-    chat: dict[str, Any] = dict(convert_to_openai_messages(message))
-    chat.pop("name", None)
-    role = chat.get("role")
-    if role == "developer":
-        chat["role"] = "system"
-    if role == "assistant":
-        chat["content"] = str(message.text) or None
-    elif role == "tool":
-        chat["content"] = str(message.text)
-        if isinstance(message, ToolMessage) and message.status == "error":
-            chat["is_error"] = True
-    return cast("ChatMessage", chat)
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    texts = []
-    for block in content or ():
-        if isinstance(block, str):
-            texts.append(block)
-        elif block.get("type") == "text":
-            texts.append(str(block.get("text", "")))
-    return "\n".join(texts)
-
-
-# -- rendered chat messages -> LangChain messages ------------------------------------------
-def from_messages(paired: Sequence[Paired]) -> list[AnyMessage]:
-    """The messages a call goes out with: the state's own objects for what compaction left
-    alone, new ones for the rest."""
-    names: dict[str, str] = {}
-    messages: list[AnyMessage] = []
-    for item in paired:
-        message = item.message
-        for call in message.get("tool_calls") or ():
-            names[call["id"]] = call["function"]["name"]
-        if item.entry is not None and isinstance(item.entry.original, BaseMessage):
-            messages.append(cast("AnyMessage", item.entry.original))
-        else:
-            messages.append(_new(message, names))
-    return messages
-
-
-def _new(message: ChatMessage, names: dict[str, str]) -> AnyMessage:
-    """A message compaction made or changed, by LangChain's own ``convert_to_messages``."""
-    chat: dict[str, Any] = {key: value for key, value in message.items() if key in CHAT_KEYS}
-    chat["content"] = chat.get("content") or ""
-    if chat.get("role") == "tool" and chat.get("tool_call_id") in names:
-        chat["name"] = names[chat["tool_call_id"]]
-    return cast("AnyMessage", convert_to_messages([chat])[0])
