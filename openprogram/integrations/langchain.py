@@ -40,7 +40,7 @@ from graph import ToolSchema
 from openprogram import tracing
 from openprogram._runtime._session import Session
 from openprogram.integrations._history import history_functions
-from openprogram.integrations._kept import KeptEntries
+from openprogram.integrations._kept import KeptEntries, frozen
 from openprogram.integrations._langchain_messages import (
     NAME,
     Outgoing,
@@ -71,6 +71,7 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
         self.mirror = self.conversations.mirror
         self._kept = KeptEntries(entries_of, snapshot=snapshot)
         self._outgoing: dict[str, Outgoing] = {}
+        self._schemas = _Schemas()
         """What the last call of each thread sent."""
         self.tools: Sequence[BaseTool] = _tools(session) if history_tools else []
         self._agents: dict[str, Any] = {}
@@ -115,9 +116,10 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
     # -- model calls --------------------------------------------------------------------
     def wrap_model_call(self, request: ModelRequest[Any], handler: Handler) -> Answer:
         mirror, entries = self._mirror(request), self._entries(request, request.messages)
+        model = _named_model(request.model)
         with tracing.under(self._agent(request)):
-            ready = self._request(mirror, request, entries)
-            with self._chat(mirror, request) as current:
+            ready = self._request(mirror, request, entries, model)
+            with self._chat(mirror, request, model) as current:
                 answer = handler(ready)
                 _traced(current, answer)
         self._record(mirror, request, entries, answer)
@@ -125,16 +127,18 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
 
     async def awrap_model_call(self, request: ModelRequest[Any], handler: AsyncHandler) -> Answer:
         mirror, entries = self._mirror(request), self._entries(request, request.messages)
+        model = _named_model(request.model)
         with tracing.under(self._agent(request)):
-            ready = await asyncio.to_thread(self._request, mirror, request, entries)
-            with self._chat(mirror, request) as current:
+            ready = await asyncio.to_thread(self._request, mirror, request, entries, model)
+            with self._chat(mirror, request, model) as current:
                 answer = await handler(ready)
                 _traced(current, answer)
         await asyncio.to_thread(self._record, mirror, request, entries, answer)
         return answer
 
-    def _chat(self, mirror: Mirror, request: ModelRequest[Any]) -> Any:
-        model = _model_name(request.model)
+    def _chat(self, mirror: Mirror, request: ModelRequest[Any], named: str | None) -> Any:
+        """The call's ``chat`` span (named after the model's own name, else its class)."""
+        model = named or type(request.model).__name__
 
         def attributes() -> dict[str, Any]:
             g = tracing.semconv()
@@ -170,16 +174,15 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
             mirror.session.engine.anchor_usage(usage["input_tokens"], estimated=estimated)
 
     def _request(
-        self, mirror: Mirror, request: ModelRequest[Any], entries: list[Entry]
+        self, mirror: Mirror, request: ModelRequest[Any], entries: list[Entry], model: str | None
     ) -> ModelRequest[Any]:
         tools = request.tools
         if not _binds_tools(request.model):  # the model could not take even ours
             ours = {tool.name for tool in self.tools}
             tools = [t for t in tools if not (isinstance(t, BaseTool) and t.name in ours)]
-        schemas = [schema for tool in tools if (schema := _schema(tool))]
+        schemas = self._schemas.of(tools)
         system = _system(request)
         thread = _thread(request.runtime)
-        model = _named_model(request.model)
         paired = mirror.render(entries, schemas, system, conversation=thread or None, model=model)
         outgoing = self._outgoing.get(thread) or self._outgoing.setdefault(thread, Outgoing())
         instructions, messages = outgoing.messages(paired)
@@ -208,10 +211,6 @@ def _ls_params(model: Any) -> dict[str, Any]:
 
 def _provider(model: Any) -> str:
     return str(_ls_params(model).get("ls_provider") or "")
-
-
-def _model_name(model: Any) -> str:
-    return _named_model(model) or type(model).__name__
 
 
 def _named_model(model: Any) -> str | None:
@@ -283,6 +282,40 @@ def _schema(tool: BaseTool | dict[str, Any]) -> ToolSchema | None:
         return cast("ToolSchema", convert_to_openai_tool(tool))
     except (ValueError, TypeError, NotImplementedError):
         return None
+
+
+class _Schemas:
+    """The tools' schemas, a tool's converted again only when what LangChain builds it from
+    changed: its class, name, description and argument schema (what LangChain keys its own
+    memo of the schema on) and its metadata (a custom tool's format)."""
+
+    def __init__(self) -> None:
+        self._kept: dict[int, tuple[BaseTool, Any, ToolSchema | None]] = {}
+
+    def of(self, tools: Sequence[BaseTool | dict[str, Any]]) -> list[ToolSchema]:
+        kept, now = self._kept, {}
+        schemas = []
+        for tool in tools:
+            if not isinstance(tool, BaseTool):  # a provider's tool, as a dict
+                schema = _schema(tool)
+            else:
+                found = kept.get(id(tool))
+                if found is None or found[0] is not tool or found[1] != _made_from(tool):
+                    try:
+                        made_from = frozen(_made_from(tool))
+                    except Exception:  # a value that cannot be copied: converted each time
+                        made_from = None
+                    found = (tool, made_from, _schema(tool))
+                now[id(tool)] = found
+                schema = found[2]
+            if schema:
+                schemas.append(schema)
+        self._kept = now  # (replaced whole: a concurrent call reads either)
+        return schemas
+
+
+def _made_from(tool: BaseTool) -> tuple[Any, ...]:
+    return (type(tool), tool.name, tool.description, tool.args_schema, tool.metadata)
 
 
 def _answered(answer: Any) -> list[BaseMessage]:

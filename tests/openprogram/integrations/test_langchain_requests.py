@@ -18,6 +18,7 @@ pytest.importorskip("langchain")
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, convert_to_openai_messages
+from langchain_core.tools import StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
@@ -200,3 +201,26 @@ def test_each_call_sends_what_converting_its_whole_render_sends(
     assert len(model.received) == len(expected.received) == 33
     for got, want in zip(model.received, expected.received, strict=True):
         assert convert_to_openai_messages(got) == convert_to_openai_messages(want)
+
+
+def test_a_tool_changed_between_calls_is_counted_as_it_is_sent(tmp_path: Path) -> None:
+    session = Session(tmp_path / "op.db", budget=50_000)
+    model = Recording(messages=iter([AIMessage(content=f"answer {n}") for n in range(3)]))
+    described = StructuredTool.from_function(lookup)
+    shaped = StructuredTool(
+        name="shaped",
+        description="Takes a shape.",
+        args_schema={"type": "object", "properties": {"a": {"type": "string"}}},
+        func=lambda **kwargs: "ok",
+    )
+    middleware = OpenProgramMiddleware(session, history_tools=False)
+    agent = create_agent(model, tools=[described, shaped], middleware=[middleware])
+    messages: list[Any] = []
+    for question in ("q1", "q2", "q3"):
+        asked = {"role": "user", "content": question}
+        messages = agent.invoke({"messages": [*messages, asked]})["messages"]
+        assert session.engine.tools == [convert_to_openai_tool(t) for t in model.bound[-1]]
+        described.description = f"Look up a key (asked {question})."  # reassigned
+        shaped.args_schema["properties"][question] = {"type": "integer"}  # type: ignore[index]
+    assert "asked q2" in session.engine.tools[0]["function"]["description"]
+    assert "q2" in session.engine.tools[1]["function"]["parameters"]["properties"]
