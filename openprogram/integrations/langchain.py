@@ -115,10 +115,9 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
 
     # -- model calls --------------------------------------------------------------------
     def wrap_model_call(self, request: ModelRequest[Any], handler: Handler) -> Answer:
-        mirror, entries = self._mirror(request), self._entries(request, request.messages)
-        model = _named_model(request.model)
+        mirror, model = self._mirror(request), _named_model(request.model)
         with tracing.under(self._agent(request)):
-            ready = self._request(mirror, request, entries, model)
+            ready, entries = self._request(mirror, request, model)
             with self._chat(mirror, request, model) as current:
                 answer = handler(ready)
                 _traced(current, answer)
@@ -126,10 +125,9 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
         return answer
 
     async def awrap_model_call(self, request: ModelRequest[Any], handler: AsyncHandler) -> Answer:
-        mirror, entries = self._mirror(request), self._entries(request, request.messages)
-        model = _named_model(request.model)
+        mirror, model = self._mirror(request), _named_model(request.model)
         with tracing.under(self._agent(request)):
-            ready = await asyncio.to_thread(self._request, mirror, request, entries, model)
+            ready, entries = await asyncio.to_thread(self._request, mirror, request, model)
             with self._chat(mirror, request, model) as current:
                 answer = await handler(ready)
                 _traced(current, answer)
@@ -159,9 +157,6 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
     def _mirror(self, request: ModelRequest[Any]) -> Mirror:
         return self.conversations.mirror_for(_thread(request.runtime) or None)
 
-    def _entries(self, request: ModelRequest[Any], messages: Sequence[BaseMessage]) -> list[Entry]:
-        return self._kept.entries(messages, _thread(request.runtime))
-
     def _record(
         self, mirror: Mirror, request: ModelRequest[Any], entries: list[Entry], answer: Answer
     ) -> None:
@@ -174,22 +169,25 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
             mirror.session.engine.anchor_usage(usage["input_tokens"], estimated=estimated)
 
     def _request(
-        self, mirror: Mirror, request: ModelRequest[Any], entries: list[Entry], model: str | None
-    ) -> ModelRequest[Any]:
+        self, mirror: Mirror, request: ModelRequest[Any], model: str | None
+    ) -> tuple[ModelRequest[Any], list[Entry]]:
+        """The request as it goes out, and the entries of its messages (off the event loop on
+        the async path, as the render: both walk the whole history on a first request)."""
+        thread = _thread(request.runtime)
+        entries = self._kept.entries(request.messages, thread)
         tools = request.tools
         if not _binds_tools(request.model):  # the model could not take even ours
             ours = {tool.name for tool in self.tools}
             tools = [t for t in tools if not (isinstance(t, BaseTool) and t.name in ours)]
         schemas = self._schemas.of(tools)
         system = _system(request)
-        thread = _thread(request.runtime)
         paired = mirror.render(entries, schemas, system, conversation=thread or None, model=model)
         outgoing = self._outgoing.get(thread) or self._outgoing.setdefault(thread, Outgoing())
         instructions, messages = outgoing.messages(paired)
         message = request.system_message
         if instructions != (system or ""):
             message = SystemMessage(instructions) if instructions else None
-        return request.override(messages=messages, system_message=message, tools=tools)
+        return request.override(messages=messages, system_message=message, tools=tools), entries
 
 
 class _Unfinished(Exception):
