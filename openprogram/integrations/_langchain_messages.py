@@ -147,11 +147,15 @@ def snapshot(message: BaseMessage) -> list[dict[str, Any]]:
     :func:`frozen`'s, with the immutable values and the empty containers a message mostly
     holds copied without a call each."""
     fields = vars(message)
-    copied = dict(fields)
+    copied = fields.copy()
     for key, value in fields.items():
         kind = type(value)
-        if kind not in _ATOMS:
-            copied[key] = kind() if (kind is dict or kind is list) and not value else frozen(value)
+        if kind in _ATOMS:
+            continue
+        if (kind is dict or kind is list) and not value:
+            copied[key] = kind()
+        else:
+            copied[key] = frozen(value)
     return [copied]
 
 

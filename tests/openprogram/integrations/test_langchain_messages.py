@@ -35,6 +35,7 @@ from openprogram.integrations._langchain_messages import (  # internal: see the 
     entries_of,
     from_messages,
     plain,
+    snapshot,
     text,
 )
 
@@ -108,6 +109,23 @@ def test_a_plain_message_converts_as_langchain_converts_it(message: BaseMessage)
 @given(plain_messages | other_messages)
 def test_any_message_converts_as_langchain_converts_it(message: BaseMessage) -> None:
     assert list(chat_message(message).items()) == list(converted(message).items())
+
+
+@settings(max_examples=200, deadline=None)
+@given(plain_messages | other_messages, st.data())
+def test_a_snapshot_tells_a_message_changed_in_place(message: BaseMessage, data: Any) -> None:
+    taken = snapshot(message)
+    assert taken == [vars(message)]
+    containers = [key for key, value in vars(message).items() if isinstance(value, (dict, list))]
+    key = data.draw(st.sampled_from([*containers, "content"]))
+    value = vars(message)[key]
+    if isinstance(value, dict):
+        value["changed"] = True  # an empty container at first sight, too
+    elif isinstance(value, list):
+        value.append("changed")
+    else:
+        message.content = f"{value}, changed"
+    assert taken != [vars(message)]
 
 
 # -- a call's messages: the last call's reused for what did not change ----------------------
