@@ -84,8 +84,9 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
         self._kept = KeptEntries(entries_of, snapshot=snapshot)
         self._outgoing: dict[str, Outgoing] = {}
         """What the last call of each thread sent."""
-        self._schemas = _Schemas()
         self.tools: Sequence[BaseTool] = _tools(session) if history_tools else []
+        self._schemas = _Schemas()
+        self._schemas.of(self.tools)  # converted here, ahead of the first request
         self._agents: dict[str, Any] = {}
         """The open ``invoke_agent`` span of each LangGraph thread ("" for none)."""
 
