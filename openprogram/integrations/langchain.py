@@ -16,8 +16,9 @@ of its own (see ``Conversations``); ``middleware.session`` is the first thread's
 ``middleware.sessions`` all of them: layers, rollback and records. Needs
 ``pip install 'openprogram[langchain]'``.
 
-With tracing on, each agent invocation is one ``invoke_agent`` span (opened in
-``before_agent``, closed in ``after_agent``: LangChain has no OpenTelemetry of its own) with
+With tracing on (when the middleware is built: off, the agent has no hook nodes for it),
+each agent invocation is one ``invoke_agent`` span (opened in ``before_agent``, closed in
+``after_agent``: LangChain has no OpenTelemetry of its own) with
 a ``chat`` span per model call and its ``render_context`` beside it; the conversation id is
 the LangGraph thread id when the run has one.
 """
@@ -31,31 +32,29 @@ from typing import Any, cast
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import (
-    AIMessage,
-    AnyMessage,
-    BaseMessage,
-    SystemMessage,
-    ToolMessage,
-    convert_to_messages,
-    convert_to_openai_messages,
-)
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.runtime import Runtime
 
-from graph import ChatMessage, ToolSchema
+from graph import ToolSchema
 from openprogram import tracing
 from openprogram._runtime._session import Session
 from openprogram.integrations._history import history_functions
-from openprogram.integrations._kept import KeptEntries
-from openprogram.integrations._mirror import Entry, Mirror, Paired
+from openprogram.integrations._kept import KeptEntries, frozen
+from openprogram.integrations._langchain_messages import (
+    NAME,
+    Outgoing,
+    entries_of,
+    from_messages,
+    snapshot,
+    to_entries,
+)
+from openprogram.integrations._mirror import Entry, Mirror
 from openprogram.integrations._threads import Conversations
 
 __all__ = ["OpenProgramMiddleware", "from_messages", "history_tools", "to_entries"]
 
-NAME = "langchain"
-CHAT_KEYS = ("role", "content", "tool_calls", "tool_call_id")
 Handler = Callable[[ModelRequest[Any]], ModelResponse[Any]]
 AsyncHandler = Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
 Answer = ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]
@@ -64,15 +63,30 @@ Answer = ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]
 class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
     """Stores a ``create_agent`` agent's messages in ``session`` (each other thread in a
     session of its own) and sends each model call the session's compacted render of
-    them; registers the history tools unless ``history_tools=False``."""
+    them; registers the history tools unless ``history_tools=False``. Its ``invoke_agent``
+    spans are opened when tracing is on as it is built: off, its agent runs without the two
+    graph nodes they take (about 0.5 ms a request)."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> OpenProgramMiddleware:
+        if cls is OpenProgramMiddleware and not tracing.enabled():
+            cls = _Untraced
+        return super().__new__(cls)
+
+    @property
+    def name(self) -> str:
+        return "OpenProgramMiddleware"
 
     def __init__(self, session: Session, *, history_tools: bool = True) -> None:
         super().__init__()
         self.session = session
         self.conversations = Conversations(session, NAME)
         self.mirror = self.conversations.mirror
-        self._kept = KeptEntries(_entries)
+        self._kept = KeptEntries(entries_of, snapshot=snapshot)
+        self._outgoing: dict[str, Outgoing] = {}
+        """What the last call of each thread sent."""
         self.tools: Sequence[BaseTool] = _tools(session) if history_tools else []
+        self._schemas = _Schemas()
+        self._schemas.of(self.tools)  # converted here, ahead of the first request
         self._agents: dict[str, Any] = {}
         """The open ``invoke_agent`` span of each LangGraph thread ("" for none)."""
 
@@ -114,27 +128,28 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
 
     # -- model calls --------------------------------------------------------------------
     def wrap_model_call(self, request: ModelRequest[Any], handler: Handler) -> Answer:
-        mirror, entries = self._mirror(request), self._entries(request, request.messages)
+        mirror, model = self._mirror(request), _named_model(request.model)
         with tracing.under(self._agent(request)):
-            ready = self._request(mirror, request, entries)
-            with self._chat(mirror, request) as current:
+            ready, entries = self._request(mirror, request, model)
+            with self._chat(mirror, request, model) as current:
                 answer = handler(ready)
                 _traced(current, answer)
         self._record(mirror, request, entries, answer)
         return answer
 
     async def awrap_model_call(self, request: ModelRequest[Any], handler: AsyncHandler) -> Answer:
-        mirror, entries = self._mirror(request), self._entries(request, request.messages)
+        mirror, model = self._mirror(request), _named_model(request.model)
         with tracing.under(self._agent(request)):
-            ready = await asyncio.to_thread(self._request, mirror, request, entries)
-            with self._chat(mirror, request) as current:
+            ready, entries = await asyncio.to_thread(self._request, mirror, request, model)
+            with self._chat(mirror, request, model) as current:
                 answer = await handler(ready)
                 _traced(current, answer)
         await asyncio.to_thread(self._record, mirror, request, entries, answer)
         return answer
 
-    def _chat(self, mirror: Mirror, request: ModelRequest[Any]) -> Any:
-        model = _model_name(request.model)
+    def _chat(self, mirror: Mirror, request: ModelRequest[Any], named: str | None) -> Any:
+        """The call's ``chat`` span (named after the model's own name, else its class)."""
+        model = named or type(request.model).__name__
 
         def attributes() -> dict[str, Any]:
             g = tracing.semconv()
@@ -155,9 +170,6 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
     def _mirror(self, request: ModelRequest[Any]) -> Mirror:
         return self.conversations.mirror_for(_thread(request.runtime) or None)
 
-    def _entries(self, request: ModelRequest[Any], messages: Sequence[BaseMessage]) -> list[Entry]:
-        return self._kept.entries(messages, _thread(request.runtime))
-
     def _record(
         self, mirror: Mirror, request: ModelRequest[Any], entries: list[Entry], answer: Answer
     ) -> None:
@@ -170,27 +182,35 @@ class OpenProgramMiddleware(AgentMiddleware[Any, Any, Any]):
             mirror.session.engine.anchor_usage(usage["input_tokens"], estimated=estimated)
 
     def _request(
-        self, mirror: Mirror, request: ModelRequest[Any], entries: list[Entry]
-    ) -> ModelRequest[Any]:
+        self, mirror: Mirror, request: ModelRequest[Any], model: str | None
+    ) -> tuple[ModelRequest[Any], list[Entry]]:
+        """The request as it goes out, and the entries of its messages (off the event loop on
+        the async path, as the render: both walk the whole history on a first request)."""
+        thread = _thread(request.runtime)
+        entries = self._kept.entries(request.messages, thread)
         tools = request.tools
         if not _binds_tools(request.model):  # the model could not take even ours
             ours = {tool.name for tool in self.tools}
             tools = [t for t in tools if not (isinstance(t, BaseTool) and t.name in ours)]
-        schemas = [schema for tool in tools if (schema := _schema(tool))]
+        schemas = self._schemas.of(tools)
         system = _system(request)
-        thread = _thread(request.runtime)
-        model = _named_model(request.model)
         paired = mirror.render(entries, schemas, system, conversation=thread or None, model=model)
-        instructions = "\n\n".join(
-            _text(p.message.get("content"))
-            for p in paired
-            if p.entry is None and p.message.get("role") == "system"
-        )
+        outgoing = self._outgoing.get(thread) or self._outgoing.setdefault(thread, Outgoing())
+        instructions, messages = outgoing.messages(paired)
         message = request.system_message
         if instructions != (system or ""):
             message = SystemMessage(instructions) if instructions else None
-        rest = [p for p in paired if p.entry is not None or p.message.get("role") != "system"]
-        return request.override(messages=from_messages(rest), system_message=message, tools=tools)
+        return request.override(messages=messages, system_message=message, tools=tools), entries
+
+
+class _Untraced(OpenProgramMiddleware):
+    """The middleware built while tracing is off: no ``before_agent``/``after_agent`` hooks,
+    so ``create_agent`` adds no graph nodes for them."""
+
+    before_agent = AgentMiddleware.before_agent
+    after_agent = AgentMiddleware.after_agent
+    abefore_agent = AgentMiddleware.abefore_agent
+    aafter_agent = AgentMiddleware.aafter_agent
 
 
 class _Unfinished(Exception):
@@ -212,10 +232,6 @@ def _ls_params(model: Any) -> dict[str, Any]:
 
 def _provider(model: Any) -> str:
     return str(_ls_params(model).get("ls_provider") or "")
-
-
-def _model_name(model: Any) -> str:
-    return _named_model(model) or type(model).__name__
 
 
 def _named_model(model: Any) -> str | None:
@@ -289,93 +305,43 @@ def _schema(tool: BaseTool | dict[str, Any]) -> ToolSchema | None:
         return None
 
 
+class _Schemas:
+    """The tools' schemas, a tool's converted again only when what LangChain builds it from
+    changed: its class, name, description and argument schema (what LangChain keys its own
+    memo of the schema on) and its metadata (a custom tool's format)."""
+
+    def __init__(self) -> None:
+        self._kept: dict[int, tuple[BaseTool, Any, ToolSchema | None]] = {}
+
+    def of(self, tools: Sequence[BaseTool | dict[str, Any]]) -> list[ToolSchema]:
+        kept, now = self._kept, {}
+        schemas = []
+        for tool in tools:
+            if not isinstance(tool, BaseTool):  # a provider's tool, as a dict
+                schema = _schema(tool)
+            else:
+                found = kept.get(id(tool))
+                if found is None or found[0] is not tool or found[1] != _made_from(tool):
+                    try:
+                        made_from = frozen(_made_from(tool))
+                    except Exception:  # a value that cannot be copied: converted each time
+                        made_from = None
+                    found = (tool, made_from, _schema(tool))
+                now[id(tool)] = found
+                schema = found[2]
+            if schema:
+                schemas.append(schema)
+        self._kept = now  # (replaced whole: a concurrent call reads either)
+        return schemas
+
+
+def _made_from(tool: BaseTool) -> tuple[Any, ...]:
+    return (type(tool), tool.name, tool.description, tool.args_schema, tool.metadata)
+
+
 def _answered(answer: Any) -> list[BaseMessage]:
     if isinstance(answer, ExtendedModelResponse):
         answer = answer.model_response
     if isinstance(answer, ModelResponse):
         return list(answer.result)
     return [answer] if isinstance(answer, BaseMessage) else []
-
-
-# -- LangChain messages -> chat messages ---------------------------------------------------
-def to_entries(messages: Sequence[BaseMessage]) -> list[Entry]:
-    """Each message as an :class:`Entry` (``original``: the message itself), converted by
-    LangChain's own ``convert_to_openai_messages``."""
-    return [entry for message in messages for entry in _entries(message)]
-
-
-def _entries(message: BaseMessage) -> list[Entry]:
-    label = f"{type(message).__name__} id={message.id}" if message.id else ""
-    return [Entry(_message(message), message, _meta(message), label)]
-
-
-def _meta(message: BaseMessage) -> dict[str, Any]:
-    meta: dict[str, Any] = {NAME: {"id": message.id, "type": message.type}}
-    if isinstance(message, AIMessage):
-        metadata = message.response_metadata or {}
-        meta["model"] = metadata.get("model_name") or metadata.get("model")
-        usage = message.usage_metadata
-        if usage:
-            details = usage.get("input_token_details") or {}
-            read = int(details.get("cache_read") or 0)
-            written = int(details.get("cache_creation") or 0)
-            meta["usage"] = {
-                "input": max(0, usage["input_tokens"] - read - written),
-                "cache_read": read,
-                "cache_creation": written,
-                "output": usage["output_tokens"],
-            }
-    return meta
-
-
-def _message(message: BaseMessage) -> ChatMessage:
-    chat: dict[str, Any] = dict(convert_to_openai_messages(message))
-    chat.pop("name", None)
-    role = chat.get("role")
-    if role == "developer":
-        chat["role"] = "system"
-    if role == "assistant":
-        chat["content"] = str(message.text) or None
-    elif role == "tool":
-        chat["content"] = str(message.text)
-        if isinstance(message, ToolMessage) and message.status == "error":
-            chat["is_error"] = True
-    return cast("ChatMessage", chat)
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    texts = []
-    for block in content or ():
-        if isinstance(block, str):
-            texts.append(block)
-        elif block.get("type") == "text":
-            texts.append(str(block.get("text", "")))
-    return "\n".join(texts)
-
-
-# -- rendered chat messages -> LangChain messages ------------------------------------------
-def from_messages(paired: Sequence[Paired]) -> list[AnyMessage]:
-    """The messages a call goes out with: the state's own objects for what compaction left
-    alone, new ones for the rest."""
-    names: dict[str, str] = {}
-    messages: list[AnyMessage] = []
-    for item in paired:
-        message = item.message
-        for call in message.get("tool_calls") or ():
-            names[call["id"]] = call["function"]["name"]
-        if item.entry is not None and isinstance(item.entry.original, BaseMessage):
-            messages.append(cast("AnyMessage", item.entry.original))
-        else:
-            messages.append(_new(message, names))
-    return messages
-
-
-def _new(message: ChatMessage, names: dict[str, str]) -> AnyMessage:
-    """A message compaction made or changed, by LangChain's own ``convert_to_messages``."""
-    chat: dict[str, Any] = {key: value for key, value in message.items() if key in CHAT_KEYS}
-    chat["content"] = chat.get("content") or ""
-    if chat.get("role") == "tool" and chat.get("tool_call_id") in names:
-        chat["name"] = names[chat["tool_call_id"]]
-    return cast("AnyMessage", convert_to_messages([chat])[0])

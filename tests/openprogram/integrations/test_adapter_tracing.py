@@ -181,6 +181,32 @@ def test_a_langchain_invocation_is_one_trace(
         assert attributes["openprogram.session.id"] == session.id
 
 
+def test_a_langchain_middleware_built_while_tracing_is_off_adds_no_graph_nodes(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("langchain")
+    from langchain.agents import create_agent
+
+    from openprogram.integrations.langchain import OpenProgramMiddleware
+
+    hooks = {"OpenProgramMiddleware.before_agent", "OpenProgramMiddleware.after_agent"}
+    session = small_session(tmp_path)
+    assert not tracing.enabled()
+    untraced = OpenProgramMiddleware(session)
+    agent = create_agent(_Chat.make(), tools=[lookup], middleware=[untraced])
+    assert isinstance(untraced, OpenProgramMiddleware)
+    assert untraced.name == "OpenProgramMiddleware"
+    assert not hooks & set(agent.get_graph().nodes)  # no hook nodes a request would pass
+    task = {"messages": [{"role": "user", "content": "Look up k_1 to k_10."}]}
+    assert agent.invoke(task)["messages"][-1].content == "done"  # type: ignore[arg-type]
+    tracing.enable(TracerProvider())
+    try:
+        traced = create_agent(_Chat.make(), middleware=[OpenProgramMiddleware(session)])
+        assert hooks <= set(traced.get_graph().nodes)
+    finally:
+        tracing.disable()
+
+
 def test_each_agents_sdk_run_is_one_trace(
     provider: tuple[TracerProvider, InMemorySpanExporter],
     tmp_path: Path,

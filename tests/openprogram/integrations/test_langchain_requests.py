@@ -4,19 +4,21 @@ and a model that cannot bind tools."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _adapter_helpers import lookup
+from _adapter_helpers import SYSTEM, TASK, lookup, small_session
 
 pytest.importorskip("langchain")
 
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, convert_to_openai_messages
+from langchain_core.tools import StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
@@ -25,8 +27,10 @@ from graph import Tool
 from openprogram import Session
 from openprogram.cli import main as cli
 from openprogram.integrations import MalformedMessage
+from openprogram.integrations._langchain_messages import Outgoing  # internal: see below
 from openprogram.integrations.langchain import OpenProgramMiddleware
 
+THREAD: Any = {"configurable": {"thread_id": "t"}}
 LONG = "Follow the house rules. " + " ".join(
     f"Rule {i}: keep key k_{i} in mind." for i in range(300)
 )
@@ -164,3 +168,59 @@ def test_a_model_that_cannot_bind_tools_gets_none(tmp_path: Path) -> None:
     state = agent.invoke({"messages": [{"role": "user", "content": "hi"}]})
     assert state["messages"][-1].content == "hello"
     assert [n.role for n in session.graph.nodes()] == ["user", "assistant"]
+
+
+def _compacted_runs(tmp_path: Path) -> tuple[Recording, OpenProgramMiddleware]:
+    """Three runs of ten lookups each on one thread, under a budget that collapses rounds and
+    clears results (so calls go out with new messages among the state's own)."""
+    session = small_session(tmp_path)
+    model = Recording(messages=itertools.chain(_calls(10, "a"), _calls(10, "b"), _calls(10, "c")))
+    middleware = OpenProgramMiddleware(session)
+    agent = create_agent(model, tools=[lookup], middleware=[middleware], system_prompt=SYSTEM)
+    messages: list[Any] = []
+    for run in range(3):
+        asked = {"role": "user", "content": f"{TASK} (run {run})"}
+        messages = agent.invoke({"messages": [*messages, asked]}, THREAD)["messages"]
+    return model, middleware
+
+
+def test_each_call_sends_what_converting_its_whole_render_sends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, middleware = _compacted_runs(tmp_path / "reused")
+    assert middleware.session.graph.layers(active=True)  # compaction changed what is sent
+
+    whole = Outgoing.messages
+
+    def afresh(outgoing: Outgoing, paired: Any) -> tuple[str, list[Any]]:
+        outgoing.__init__()  # nothing of the last call reused
+        return whole(outgoing, paired)
+
+    monkeypatch.setattr(Outgoing, "messages", afresh)  # internal: the full conversion
+    expected, _ = _compacted_runs(tmp_path / "afresh")
+    assert len(model.received) == len(expected.received) == 33
+    for got, want in zip(model.received, expected.received, strict=True):
+        assert convert_to_openai_messages(got) == convert_to_openai_messages(want)
+
+
+def test_a_tool_changed_between_calls_is_counted_as_it_is_sent(tmp_path: Path) -> None:
+    session = Session(tmp_path / "op.db", budget=50_000)
+    model = Recording(messages=iter([AIMessage(content=f"answer {n}") for n in range(3)]))
+    described = StructuredTool.from_function(lookup)
+    shaped = StructuredTool(
+        name="shaped",
+        description="Takes a shape.",
+        args_schema={"type": "object", "properties": {"a": {"type": "string"}}},
+        func=lambda **kwargs: "ok",
+    )
+    middleware = OpenProgramMiddleware(session, history_tools=False)
+    agent = create_agent(model, tools=[described, shaped], middleware=[middleware])
+    messages: list[Any] = []
+    for question in ("q1", "q2", "q3"):
+        asked = {"role": "user", "content": question}
+        messages = agent.invoke({"messages": [*messages, asked]})["messages"]
+        assert session.engine.tools == [convert_to_openai_tool(t) for t in model.bound[-1]]
+        described.description = f"Look up a key (asked {question})."  # reassigned
+        shaped.args_schema["properties"][question] = {"type": "integer"}  # type: ignore[index]
+    assert "asked q2" in session.engine.tools[0]["function"]["description"]
+    assert "q2" in session.engine.tools[1]["function"]["parameters"]["properties"]
