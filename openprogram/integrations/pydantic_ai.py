@@ -21,10 +21,12 @@ as the capability's toolset, so the model can read back what was put away. Needs
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import dataclasses
 import hashlib
 import json
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -85,6 +87,7 @@ class OpenProgramCapability(AbstractCapability[Any]):
     conversations: Conversations = field(init=False, repr=False)
     _toolset: AbstractToolset[Any] | None = field(init=False, repr=False, default=None)
     _kept: KeptEntries = field(init=False, repr=False)
+    _outgoing: dict[str | None, _Outgoing] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.conversations = Conversations(self.session, NAME)
@@ -133,7 +136,8 @@ class OpenProgramCapability(AbstractCapability[Any]):
             if p.entry is None and p.message.get("role") == "system"
         )
         rest = [p for p in paired if p.entry is not None or p.message.get("role") != "system"]
-        request_context.messages = from_messages(rest)
+        outgoing = self._outgoing.setdefault(conversation, _Outgoing())
+        request_context.messages = outgoing.messages(rest)
         if instructions != (system or ""):
             parts = [InstructionPart(instructions)] if instructions else []
             request_context.model_request_parameters = dataclasses.replace(
@@ -315,12 +319,44 @@ def _response_entry(response: ModelResponse) -> Entry:
 def from_messages(paired: Sequence[Paired]) -> list[ModelMessage]:
     """The messages a request goes out with: the originals for what compaction left alone
     (a whole original request when all its parts are there in order), new ones for the rest."""
+    return _convert(paired, 0)[0]
+
+
+class _Outgoing:
+    """:func:`from_messages` of one conversation's requests, the last request's messages
+    reused for the pairs it shared with this one (the same objects, found in C), so a
+    request converts only what it adds. Pydantic AI writes on the last message it sends
+    (its run's ids, the instructions it records), so that one is never kept."""
+
+    def __init__(self) -> None:
+        self._last: tuple[list[Paired], list[ModelMessage], list[int]] = ([], [], [])
+
+    def messages(self, paired: list[Paired]) -> list[ModelMessage]:
+        last_paired, last_messages, last_ends = self._last
+        same = list(map(operator.is_, paired, last_paired))
+        shared = same.index(False) if False in same else len(same)
+        # a message is kept when the pair after its last one is shared too (so it ends there
+        # this time as well): never the last request's last message, which Pydantic AI wrote
+        # on, and never this request's last, which is made here
+        keep = bisect.bisect_right(last_ends, shared - 1)
+        start = last_ends[keep - 1] if keep else 0
+        made, ends = _convert(paired, start)
+        messages = [*last_messages[:keep], *made]
+        self._last = (paired, messages, [*last_ends[:keep], *ends])
+        return list(messages)
+
+
+def _convert(paired: Sequence[Paired], start: int) -> tuple[list[ModelMessage], list[int]]:
+    """:func:`from_messages` of ``paired[start:]`` (``start``: where a message began), and
+    for each message the index in ``paired`` after its last pair."""
     messages: list[ModelMessage] = []
+    ends: list[int] = []
     parts: list[ModelRequestPart] = []
     sources: list[tuple[ModelRequest, int] | None] = []
     names: dict[str, str] = {}
+    named = start == 0
 
-    def flush() -> None:
+    def flush(end: int) -> None:
         if not parts:
             return
         first = sources[0]
@@ -330,27 +366,43 @@ def from_messages(paired: Sequence[Paired]) -> list[ModelMessage]:
             and [s[1] for s in sources if s is not None] == list(range(len(first[0].parts)))
         )
         messages.append(first[0] if whole and first is not None else ModelRequest(parts=parts[:]))
+        ends.append(end)
         parts.clear()
         sources.clear()
 
-    for item in paired:
+    for index in range(start, len(paired)):
+        item = paired[index]
         message, entry = item.message, item.entry
         if message.get("role") == "assistant":
-            flush()
+            flush(index)
             for call in message.get("tool_calls") or ():
                 names[call["id"]] = call["function"]["name"]
             original = entry.original if entry is not None else None
             messages.append(original if isinstance(original, ModelResponse) else _response(message))
+            ends.append(index + 1)
             continue
         source = entry.original if entry is not None else None
         if isinstance(source, tuple):
             parts.append(source[0].parts[source[1]])
             sources.append(source)
         else:
+            if not named and message.get("role") == "tool":
+                names = {**_call_names(paired[:start]), **names}
+                named = True
             parts.append(_request_part(message, names))
             sources.append(None)
-    flush()
-    return messages
+    flush(len(paired))
+    return messages, ends
+
+
+def _call_names(paired: Sequence[Paired]) -> dict[str, str]:
+    """The tool name of each call id the assistant messages of ``paired`` make."""
+    return {
+        call["id"]: call["function"]["name"]
+        for item in paired
+        if item.message.get("role") == "assistant"
+        for call in item.message.get("tool_calls") or ()
+    }
 
 
 def _request_part(message: ChatMessage, names: dict[str, str]) -> ModelRequestPart:
