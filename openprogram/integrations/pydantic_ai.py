@@ -24,6 +24,7 @@ import asyncio
 import bisect
 import contextlib
 import dataclasses
+import datetime
 import hashlib
 import json
 import operator
@@ -229,11 +230,26 @@ def _state(message: ModelMessage) -> list[dict[str, Any]]:
 def _snapshot(message: ModelMessage) -> list[dict[str, Any]]:
     """A copy of :func:`_state` in which the message's parts and usage are the very objects
     (compared by identity, then by the copies of their own fields)."""
-    shared: dict[str, Any] = {"parts": list(message.parts)}
-    if isinstance(message, ModelResponse):
-        shared["usage"] = message.usage
-    top = {k: shared[k] if k in shared else frozen(v) for k, v in vars(message).items()}
-    return [top, *(frozen(part) for part in _state(message)[1:])]
+    top = dict(vars(message))
+    parts, usage = top.pop("parts"), top.pop("usage", None)
+    fields = [_copy(top), *(_copy(vars(part)) for part in parts)]
+    fields[0]["parts"] = list(parts)
+    if usage is not None:
+        fields[0]["usage"] = usage
+        fields.append(_copy(vars(usage)))
+    return fields
+
+
+_PLAIN = frozenset((str, int, float, bool, type(None), datetime.datetime))
+"""Immutable values, shared by a copy (found in C: most fields are of these)."""
+
+
+def _copy(fields: dict[str, Any]) -> dict[str, Any]:
+    """A :func:`frozen` copy of an object's fields."""
+    if _PLAIN.issuperset(map(type, fields.values())):
+        return fields.copy()
+    copied: dict[str, Any] = frozen(fields)
+    return copied
 
 
 def _ids(message: ModelMessage) -> dict[str, str]:

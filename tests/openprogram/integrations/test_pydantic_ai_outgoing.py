@@ -1,6 +1,7 @@
 """The Pydantic AI capability converts only what a request adds (issue 35, item 4): the
-messages of the pairs it shares with the last request are that request's. Whatever the
-sequence of renders, each request goes out exactly as a whole conversion would send it."""
+messages of the pairs it shares with the last request are that request's, and a message it
+saw before is kept by a copy of its fields. Whatever the sequence of renders, each request
+goes out exactly as a whole conversion would send it, and any change in place is noticed."""
 
 from __future__ import annotations
 
@@ -30,10 +31,14 @@ from graph import ChatMessage
 from openprogram import Session
 from openprogram.integrations import Paired
 
-# internal: _Outgoing, the conversion that reuses the last request's messages, against the whole one
+# internal: the capability's fast paths (_Outgoing: the conversion that reuses the last
+# request's messages; _snapshot: the copy a message is kept by) against the whole ones
+from openprogram.integrations._kept import frozen
 from openprogram.integrations.pydantic_ai import (
     OpenProgramCapability,
     _Outgoing,
+    _snapshot,
+    _state,
     from_messages,
     to_entries,
 )
@@ -150,3 +155,71 @@ def test_each_request_sends_the_history_as_the_framework_would(tmp_path: Path) -
         assert [m for m in seen[1] if isinstance(m, ModelResponse)] == [
             m for m in history[: len(seen[1])] if isinstance(m, ModelResponse)
         ]
+
+
+VALUES = st.recursive(
+    st.none() | st.text(max_size=3) | st.integers() | st.booleans(),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+EDITABLE = st.dictionaries(st.text(max_size=2), VALUES, min_size=1, max_size=3)
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(EDITABLE, EDITABLE, st.text(max_size=3), st.integers(0, 2))
+def test_a_message_snapshot_notices_any_change_in_place(
+    args: dict[str, Any], details: dict[str, Any], text: str, where: int
+) -> None:
+    """The copy a message is kept by equals the message's state as a whole copy does, and
+    a value changed in place anywhere in it (a part's, a nested one, the usage's) makes it
+    differ."""
+    response = ModelResponse(
+        parts=[TextPart(text), ToolCallPart("f", args, "c1")], provider_details=details
+    )
+    request = ModelRequest(parts=[ToolReturnPart("f", dict(details), "c1"), UserPromptPart(text)])
+    for message in (response, request):
+        kept = _snapshot(message)
+        assert kept == _state(message)
+        assert kept == [frozen(fields) for fields in _state(message)]
+    edits = [
+        lambda: args.update({"edited": [1]}),
+        lambda: details.update({"edited": {"x": None}}),
+        lambda: setattr(response.usage, "input_tokens", 7),
+    ]
+    before = _snapshot(response)
+    edits[where]()
+    assert before != _state(response)
+    before = _snapshot(request)
+    request.parts[0].content["edited"] = True
+    assert before != _state(request)
+
+
+def test_tool_arguments_changed_in_place_are_stored_again(tmp_path: Path) -> None:
+    """A call's arguments, a dict edited in place in the history a run continues, reach the
+    graph."""
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if isinstance(messages[-1].parts[-1], UserPromptPart):
+            return ModelResponse(parts=[ToolCallPart("double", {"n": 1}, "c1")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    session = Session(tmp_path / "op.db")
+    agent = Agent(FunctionModel(model), capabilities=[OpenProgramCapability(session)])
+
+    @agent.tool_plain
+    def double(n: int) -> int:
+        return 2 * n
+
+    history = agent.run_sync("go").all_messages()
+    call = history[1].parts[0]
+    assert isinstance(call, ToolCallPart) and isinstance(call.args, dict)
+    call.args["n"] = 5
+    agent.run_sync("again", message_history=history)
+    calls = [
+        c["function"]["arguments"]
+        for m in session.engine.preview().messages
+        for c in m.get("tool_calls") or ()
+    ]
+    assert calls[0] == '{"n":5}'
