@@ -178,7 +178,8 @@ def test_a_message_snapshot_notices_any_change_in_place(
     response = ModelResponse(
         parts=[TextPart(text), ToolCallPart("f", args, "c1")], provider_details=details
     )
-    request = ModelRequest(parts=[ToolReturnPart("f", dict(details), "c1"), UserPromptPart(text)])
+    returned = dict(details)
+    request = ModelRequest(parts=[ToolReturnPart("f", returned, "c1"), UserPromptPart(text)])
     for message in (response, request):
         kept = _snapshot(message)
         assert kept == _state(message)
@@ -192,7 +193,7 @@ def test_a_message_snapshot_notices_any_change_in_place(
     edits[where]()
     assert before != _state(response)
     before = _snapshot(request)
-    request.parts[0].content["edited"] = True
+    returned["edited"] = True
     assert before != _state(request)
 
 
@@ -214,8 +215,11 @@ def test_tool_arguments_changed_in_place_are_stored_again(tmp_path: Path) -> Non
 
     history = agent.run_sync("go").all_messages()
     call = history[1].parts[0]
-    assert isinstance(call, ToolCallPart) and isinstance(call.args, dict)
-    call.args["n"] = 5
+    args: dict[str, Any] = {"n": 1}
+    assert isinstance(call, ToolCallPart) and call.args == args
+    call.args = args  # the dict the next run's history holds, edited after it was stored
+    agent.run_sync("next", message_history=history)
+    args["n"] = 5
     agent.run_sync("again", message_history=history)
     calls = [
         c["function"]["arguments"]
