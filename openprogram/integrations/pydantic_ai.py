@@ -94,6 +94,7 @@ class OpenProgramCapability(AbstractCapability[Any]):
         self.conversations = Conversations(self.session, NAME)
         self.mirror = self.conversations.mirror
         self._kept = KeptEntries(_message_entries, _state, _snapshot)
+        self.get_toolset()  # built with the agent: not in its first request
 
     @property
     def sessions(self) -> dict[str, Session]:
@@ -107,7 +108,7 @@ class OpenProgramCapability(AbstractCapability[Any]):
     def get_toolset(self) -> AbstractToolset[Any] | None:
         if not self.history_tools:
             return None
-        if self._toolset is None:  # built once: its schemas cost ~10 ms a run
+        if self._toolset is None:  # built once: its schemas cost ~10 ms
             self._toolset = FunctionToolset(history_functions(self.session))
         return self._toolset
 
