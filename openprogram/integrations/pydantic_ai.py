@@ -24,7 +24,6 @@ import asyncio
 import bisect
 import contextlib
 import dataclasses
-import datetime
 import hashlib
 import json
 import operator
@@ -61,8 +60,8 @@ from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 from graph import ChatMessage, ToolCall, ToolSchema
 from openprogram._runtime._session import Session
 from openprogram.integrations._history import history_functions
-from openprogram.integrations._kept import KeptEntries, frozen
 from openprogram.integrations._mirror import Entry, Mirror, Paired
+from openprogram.integrations._pydantic_kept import KeptMessages
 from openprogram.integrations._threads import Conversations
 
 __all__ = ["OpenProgramCapability", "from_messages", "to_entries"]
@@ -87,13 +86,13 @@ class OpenProgramCapability(AbstractCapability[Any]):
     """The mirror of the first conversation (the given session's)."""
     conversations: Conversations = field(init=False, repr=False)
     _toolset: AbstractToolset[Any] | None = field(init=False, repr=False, default=None)
-    _kept: KeptEntries = field(init=False, repr=False)
+    _kept: KeptMessages = field(init=False, repr=False)
     _outgoing: dict[str | None, _Outgoing] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.conversations = Conversations(self.session, NAME)
         self.mirror = self.conversations.mirror
-        self._kept = KeptEntries(_message_entries, _state, _snapshot)
+        self._kept = KeptMessages(_message_entries)
         self.get_toolset()  # built with the agent: not in its first request
 
     @property
@@ -220,37 +219,6 @@ def _message_entries(message: ModelMessage) -> list[Entry]:
         meta = {NAME: {"part_kind": kind, **_ids(message)}}
         entries.append(Entry(chat, (message, index), meta))
     return entries
-
-
-def _state(message: ModelMessage) -> list[dict[str, Any]]:
-    """What a message's entries are made of: its fields, each part's and its usage's."""
-    usage = [vars(message.usage)] if isinstance(message, ModelResponse) else []
-    return [vars(message), *map(vars, message.parts), *usage]
-
-
-def _snapshot(message: ModelMessage) -> list[dict[str, Any]]:
-    """A copy of :func:`_state` in which the message's parts and usage are the very objects
-    (compared by identity, then by the copies of their own fields)."""
-    top = dict(vars(message))
-    parts, usage = top.pop("parts"), top.pop("usage", None)
-    fields = [_copy(top), *(_copy(vars(part)) for part in parts)]
-    fields[0]["parts"] = list(parts)
-    if usage is not None:
-        fields[0]["usage"] = usage
-        fields.append(_copy(vars(usage)))
-    return fields
-
-
-_PLAIN = frozenset((str, int, float, bool, type(None), datetime.datetime))
-"""Immutable values, shared by a copy (found in C: most fields are of these)."""
-
-
-def _copy(fields: dict[str, Any]) -> dict[str, Any]:
-    """A :func:`frozen` copy of an object's fields."""
-    if _PLAIN.issuperset(map(type, fields.values())):
-        return fields.copy()
-    copied: dict[str, Any] = frozen(fields)
-    return copied
 
 
 def _ids(message: ModelMessage) -> dict[str, str]:

@@ -32,13 +32,12 @@ from openprogram import Session
 from openprogram.integrations import Paired
 
 # internal: the capability's fast paths (_Outgoing: the conversion that reuses the last
-# request's messages; _snapshot: the copy a message is kept by) against the whole ones
+# request's messages; snapshot: the copy a message is kept by) against the whole ones
 from openprogram.integrations._kept import frozen
+from openprogram.integrations._pydantic_kept import snapshot, state
 from openprogram.integrations.pydantic_ai import (
     OpenProgramCapability,
     _Outgoing,
-    _snapshot,
-    _state,
     from_messages,
     to_entries,
 )
@@ -181,20 +180,20 @@ def test_a_message_snapshot_notices_any_change_in_place(
     returned = dict(details)
     request = ModelRequest(parts=[ToolReturnPart("f", returned, "c1"), UserPromptPart(text)])
     for message in (response, request):
-        kept = _snapshot(message)
-        assert kept == _state(message)
-        assert kept == [frozen(fields) for fields in _state(message)]
+        kept = snapshot(message)
+        assert kept == state(message)
+        assert kept == [frozen(fields) for fields in state(message)]
     edits = [
         lambda: args.update({"edited": [1]}),
         lambda: details.update({"edited": {"x": None}}),
         lambda: setattr(response.usage, "input_tokens", 7),
     ]
-    before = _snapshot(response)
+    before = snapshot(response)
     edits[where]()
-    assert before != _state(response)
-    before = _snapshot(request)
+    assert before != state(response)
+    before = snapshot(request)
     returned["edited"] = True
-    assert before != _state(request)
+    assert before != state(request)
 
 
 def test_tool_arguments_changed_in_place_are_stored_again(tmp_path: Path) -> None:
