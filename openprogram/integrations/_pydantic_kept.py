@@ -47,10 +47,12 @@ def snapshot(message: ModelMessage) -> list[Any]:
     try:
         top = dict(vars(message))
         parts, usage = top.pop("parts"), top.pop("usage", None)
-        fields = [_copy(top), *(_copy(vars(part)) for part in parts)]
-        fields[0]["parts"] = list(parts)
+        if not _PLAIN.issuperset(map(type, top.values())):
+            top = frozen(top)
+        top["parts"] = list(parts)
+        fields = [top, *[_copy(vars(part)) for part in parts]]
         if usage is not None:
-            fields[0]["usage"] = usage
+            top["usage"] = usage
             fields.append(_copy(vars(usage)))
     except Exception:  # a value that cannot be copied: converted again every time
         usages = 1 if isinstance(message, ModelResponse) else 0
