@@ -61,7 +61,7 @@ from graph import ChatMessage, ToolCall, ToolSchema
 from openprogram._runtime._session import Session
 from openprogram.integrations._history import history_functions
 from openprogram.integrations._mirror import Entry, Mirror, Paired
-from openprogram.integrations._pydantic_kept import KeptMessages
+from openprogram.integrations._pydantic_kept import KeptMessages, snapshot, state
 from openprogram.integrations._threads import Conversations
 
 __all__ = ["OpenProgramCapability", "from_messages", "to_entries"]
@@ -311,31 +311,55 @@ class _Outgoing:
     """:func:`from_messages` of one conversation's requests, the last request's messages
     reused for the pairs it shared with this one (the same objects, found in C), so a
     request converts only what it adds. Pydantic AI writes on the last message it sends
-    (its run's ids, the instructions it records), so that one is never kept."""
+    (its run's ids, the instructions it records), so that one is never kept; a message made
+    here (not the framework's own) is kept only while it holds what it was made with (a
+    hook may have changed it in place)."""
 
     def __init__(self) -> None:
-        self._last: tuple[list[Paired], list[ModelMessage], list[int]] = ([], [], [])
+        self._last: tuple[list[Paired], list[ModelMessage], list[int], list[_Made]] = (
+            [],
+            [],
+            [],
+            [],
+        )
 
     def messages(self, paired: list[Paired]) -> list[ModelMessage]:
-        last_paired, last_messages, last_ends = self._last
+        last_paired, last_messages, last_ends, last_made = self._last
         same = list(map(operator.is_, paired, last_paired))
         shared = same.index(False) if False in same else len(same)
         # a message is kept when the pair after its last one is shared too (so it ends there
         # this time as well): never the last request's last message, which Pydantic AI wrote
         # on, and never this request's last, which is made here
         keep = bisect.bisect_right(last_ends, shared - 1)
+        made = []
+        for at, copy in last_made:
+            if at >= keep:
+                break
+            if copy != state(last_messages[at]):
+                keep = at
+                break
+            made.append((at, copy))
         start = last_ends[keep - 1] if keep else 0
-        made, ends = _convert(paired, start)
-        messages = [*last_messages[:keep], *made]
-        self._last = (paired, messages, [*last_ends[:keep], *ends])
+        new, ends, fresh = _convert(paired, start)
+        made += [(keep + at, snapshot(new[at])) for at in fresh]
+        messages = [*last_messages[:keep], *new]
+        self._last = (paired, messages, [*last_ends[:keep], *ends], made)
         return list(messages)
 
 
-def _convert(paired: Sequence[Paired], start: int) -> tuple[list[ModelMessage], list[int]]:
-    """:func:`from_messages` of ``paired[start:]`` (``start``: where a message began), and
-    for each message the index in ``paired`` after its last pair."""
+_Made = tuple[int, list[Any]]
+"""A message made here (its index) and a copy of its fields when it was made."""
+
+
+def _convert(
+    paired: Sequence[Paired], start: int
+) -> tuple[list[ModelMessage], list[int], list[int]]:
+    """:func:`from_messages` of ``paired[start:]`` (``start``: where a message began), for
+    each message the index in ``paired`` after its last pair, and the indexes of the
+    messages made here (not the framework's own)."""
     messages: list[ModelMessage] = []
     ends: list[int] = []
+    made: list[int] = []
     parts: list[ModelRequestPart] = []
     sources: list[tuple[ModelRequest, int] | None] = []
     names: dict[str, str] = {}
@@ -350,7 +374,11 @@ def _convert(paired: Sequence[Paired], start: int) -> tuple[list[ModelMessage], 
             and all(s is not None and s[0] is first[0] for s in sources)
             and [s[1] for s in sources if s is not None] == list(range(len(first[0].parts)))
         )
-        messages.append(first[0] if whole and first is not None else ModelRequest(parts=parts[:]))
+        if whole and first is not None:
+            messages.append(first[0])
+        else:
+            made.append(len(messages))
+            messages.append(ModelRequest(parts=parts[:]))
         ends.append(end)
         parts.clear()
         sources.clear()
@@ -363,7 +391,10 @@ def _convert(paired: Sequence[Paired], start: int) -> tuple[list[ModelMessage], 
             for call in message.get("tool_calls") or ():
                 names[call["id"]] = call["function"]["name"]
             original = entry.original if entry is not None else None
-            messages.append(original if isinstance(original, ModelResponse) else _response(message))
+            if not isinstance(original, ModelResponse):
+                made.append(len(messages))
+                original = _response(message)
+            messages.append(original)
             ends.append(index + 1)
             continue
         source = entry.original if entry is not None else None
@@ -377,7 +408,7 @@ def _convert(paired: Sequence[Paired], start: int) -> tuple[list[ModelMessage], 
             parts.append(_request_part(message, names))
             sources.append(None)
     flush(len(paired))
-    return messages, ends
+    return messages, ends, made
 
 
 def _call_names(paired: Sequence[Paired]) -> dict[str, str]:

@@ -81,7 +81,9 @@ ORIGINALS = {
     if p.entry is not None
 }
 ITEMS = st.lists(st.sampled_from(POOL), max_size=12)
-RENDERS = st.tuples(ITEMS, st.lists(st.tuples(st.integers(0, 14), ITEMS), max_size=6))
+RENDERS = st.tuples(
+    ITEMS, st.lists(st.tuples(st.integers(0, 14), ITEMS, st.booleans()), max_size=6)
+)
 
 
 def _shape(message: ModelMessage) -> tuple[Any, ...]:
@@ -105,7 +107,7 @@ def test_reused_messages_equal_a_whole_conversion(renders: Any) -> None:
     first, changes = renders
     outgoing = _Outgoing()
     paired = list(first)
-    for cut, added in [(0, []), *changes]:
+    for cut, added, hooked in [(0, [], False), *changes]:
         paired = [*paired[: len(paired) - cut], *added]
         sent = outgoing.messages(list(paired))
         whole = from_messages(paired)
@@ -116,9 +118,11 @@ def test_reused_messages_equal_a_whole_conversion(renders: Any) -> None:
             else:
                 assert id(fast) not in ORIGINALS
                 assert _shape(fast) == _shape(slow)
-        if sent and id(sent[-1]) not in ORIGINALS:  # as Pydantic AI does to what it sends last
-            sent[-1].run_id = "written by the run"
-            sent[-1].parts = [*sent[-1].parts, UserPromptPart("recorded")]
+        # as Pydantic AI does to what it sends last, or a hook to every message it is given
+        written = [m for m in (sent if hooked else sent[-1:]) if id(m) not in ORIGINALS]
+        for message in written:
+            message.run_id = "written by the run"
+            message.parts = [*message.parts, UserPromptPart("recorded")]
         sent.clear()  # the list is the request's own
 
 
