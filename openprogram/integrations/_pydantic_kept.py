@@ -6,13 +6,15 @@ objects it holds, so most of a request is the last one's messages again, in the 
 order. Those are found in C (``map(operator.is_, …)``) and checked all at once, in C
 (``map(vars, …)`` compared with the copies of their fields taken when they were converted),
 and their entries reused: no Python call per message. Any other message (the request's
-new ones, a history whose order changed, one edited in place) is looked up by identity and
-compared on its own, as :class:`~openprogram.integrations._kept.KeptEntries` does, and
-converted again when it changed. Only the last request's messages are kept.
+new ones, those of a history whose order changed, one edited in place and those after it)
+is looked up by identity and compared on its own, as
+:class:`~openprogram.integrations._kept.KeptEntries` does, and converted again when it
+changed. Only the last request's messages are kept.
 """
 
 from __future__ import annotations
 
+import bisect
 import datetime
 import itertools
 import operator
@@ -98,20 +100,28 @@ class _Seen:
     ends: list[tuple[int, int, int]] = field(default_factory=lambda: [(0, 0, 0)])
     """Per message, the number of parts, usages and entries up to it (the first: none)."""
 
-    def unchanged(self, messages: Sequence[ModelMessage]) -> bool:
-        """Whether ``messages`` (this one's first ones, the same objects) hold the values
-        they were converted with, checked in C."""
-        parts, usages, _ = self.ends[len(messages)]
+    def unchanged(self, messages: Sequence[ModelMessage]) -> int:
+        """How many of ``messages`` (this one's first ones, the same objects) still hold the
+        values they were converted with: all of them, checked at once in C, or up to the
+        first that changed."""
+        count = len(messages)
         try:
-            return bool(
-                self.tops[: len(messages)] == list(map(vars, messages))
-                and self.parts[:parts]
-                == list(map(vars, itertools.chain.from_iterable(map(_parts, messages))))
-                and self.usages[:usages]
-                == list(map(vars, map(_usage, itertools.compress(messages, self.responses))))
+            tops = list(map(vars, messages))
+            if self.tops[:count] != tops:
+                count = _first_other(self.tops, tops)
+            parts = list(map(vars, itertools.chain.from_iterable(map(_parts, messages[:count]))))
+            if self.parts[: self.ends[count][0]] != parts:
+                ends = [end[0] for end in self.ends]
+                count = bisect.bisect_right(ends, _first_other(self.parts, parts)) - 1
+            usages = list(
+                map(vars, map(_usage, itertools.compress(messages[:count], self.responses)))
             )
+            if self.usages[: self.ends[count][1]] != usages:
+                ends = [end[1] for end in self.ends]
+                count = bisect.bisect_right(ends, _first_other(self.usages, usages)) - 1
         except TypeError:  # an object without fields of its own
-            return False
+            return 0
+        return count
 
     def add(self, message: ModelMessage, entries: list[Entry], copy: list[Any]) -> None:
         response = isinstance(message, ModelResponse)
@@ -142,6 +152,12 @@ class _Seen:
         )
 
 
+def _first_other(kept: list[Any], now: list[Any]) -> int:
+    """The index of the first value of ``now`` that differs from ``kept``'s."""
+    same = list(map(operator.eq, kept, now))
+    return same.index(False) if False in same else len(same)
+
+
 class KeptMessages:
     """The entries of Pydantic AI messages, converted by ``convert`` the first time a
     message is seen and again only when it changed (see the module docstring)."""
@@ -156,8 +172,8 @@ class KeptMessages:
         seen = self._seen
         same = list(map(operator.is_, messages, seen.messages))
         shared = same.index(False) if False in same else len(same)
-        if shared and not seen.unchanged(messages[:shared]):
-            shared = 0
+        if shared:
+            shared = seen.unchanged(messages[:shared])
         now = seen.head(shared)
         rest = seen.messages[shared:]
         at = {id(message): shared + index for index, message in enumerate(rest)}
