@@ -9,7 +9,9 @@ and their entries reused: no Python call per message. Any other message (the req
 new ones, those of a history whose order changed, one edited in place and those after it)
 is looked up by identity and compared on its own, as
 :class:`~openprogram.integrations._kept.KeptEntries` does, and converted again when it
-changed. Only the last request's messages are kept.
+changed. Only the last request's messages of each of the last few histories are kept (a
+history is known by its first message: each conversation through one capability keeps its
+own).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import bisect
 import datetime
 import itertools
 import operator
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -160,16 +163,28 @@ def _first_other(kept: list[Any], now: list[Any]) -> int:
 
 class KeptMessages:
     """The entries of Pydantic AI messages, converted by ``convert`` the first time a
-    message is seen and again only when it changed (see the module docstring)."""
+    message is seen and again only when it changed (see the module docstring). Histories
+    that begin with another message (another conversation through the same capability)
+    are kept apart, the last ``histories`` of them."""
 
-    def __init__(self, convert: Callable[[ModelMessage], list[Entry]]) -> None:
+    def __init__(self, convert: Callable[[ModelMessage], list[Entry]], histories: int = 8) -> None:
         self._convert = convert
-        self._seen = _Seen()
+        self._histories = histories
+        self._seen: dict[int, _Seen] = {}
+        """By the identity of the history's first message, the last used last."""
+        self._last = _Seen()
+        self._lock = threading.Lock()
 
     def entries(self, messages: Sequence[ModelMessage]) -> list[Entry]:
         """The entries of ``messages``, in order (the same :class:`Entry` objects as the
         last call for the messages that did not change, their digests with them)."""
-        seen = self._seen
+        if not messages:
+            return []
+        key = id(messages[0])
+        with self._lock:
+            seen = self._seen.get(key)
+            if seen is None or not seen.messages or seen.messages[0] is not messages[0]:
+                seen = self._last  # a history not seen yet, or a window moved on
         same = list(map(operator.is_, messages, seen.messages))
         shared = same.index(False) if False in same else len(same)
         if shared:
@@ -187,5 +202,9 @@ class KeptMessages:
                 now.add(message, seen.entries[index], seen.copies[index])
             else:
                 now.add(message, self._convert(message), snapshot(message))
-        self._seen = now  # (replaced whole: a concurrent call reads either)
+        with self._lock:
+            self._seen.pop(key, None)
+            self._seen[key] = self._last = now
+            while len(self._seen) > self._histories:
+                del self._seen[next(iter(self._seen))]
         return list(now.flat)

@@ -94,13 +94,24 @@ def _same(kept: list[Entry], whole: list[Entry]) -> None:
 
 
 @settings(max_examples=300, deadline=None, database=None)
-@given(OPS)
-def test_kept_entries_equal_a_whole_conversion(ops: list[tuple[str, int]]) -> None:
+@given(OPS, st.lists(st.booleans(), max_size=30))
+def test_kept_entries_equal_a_whole_conversion(
+    ops: list[tuple[str, int]], other: list[bool]
+) -> None:
+    """Each op goes to one of two conversations (two histories) through the same object."""
     kept = KeptMessages(lambda message: to_entries([message]))
-    history: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart("hello")])]
-    for op in [("again", 0), *ops]:
-        history = _apply(history, op)
+    histories: list[list[ModelMessage]] = [
+        [ModelRequest(parts=[UserPromptPart(text)])] for text in ("hello", "hi")
+    ]
+    last: list[list[Entry]] = [[], []]
+    steps: list[tuple[str, int]] = [("again", 0), *ops]
+    whiches = [False, *other, *[False] * len(steps)][: len(steps)]
+    for op, which in zip(steps, whiches, strict=True):
+        history = histories[which] = _apply(histories[which], op)
         entries = kept.entries(history)
         _same(entries, to_entries(history))
         again = kept.entries(list(history))
         assert all(a is b for a, b in zip(again, entries, strict=True))
+        if op[0] == "again" and history and last[which]:  # the other one's in between
+            assert all(a is b for a, b in zip(entries, last[which], strict=False))
+        last[which] = entries
