@@ -21,10 +21,12 @@ as the capability's toolset, so the model can read back what was put away. Needs
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import dataclasses
 import hashlib
 import json
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -58,8 +60,8 @@ from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 from graph import ChatMessage, ToolCall, ToolSchema
 from openprogram._runtime._session import Session
 from openprogram.integrations._history import history_functions
-from openprogram.integrations._kept import KeptEntries, frozen
 from openprogram.integrations._mirror import Entry, Mirror, Paired
+from openprogram.integrations._pydantic_kept import KeptMessages, snapshot, state
 from openprogram.integrations._threads import Conversations
 
 __all__ = ["OpenProgramCapability", "from_messages", "to_entries"]
@@ -84,12 +86,14 @@ class OpenProgramCapability(AbstractCapability[Any]):
     """The mirror of the first conversation (the given session's)."""
     conversations: Conversations = field(init=False, repr=False)
     _toolset: AbstractToolset[Any] | None = field(init=False, repr=False, default=None)
-    _kept: KeptEntries = field(init=False, repr=False)
+    _kept: KeptMessages = field(init=False, repr=False)
+    _outgoing: dict[str | None, _Outgoing] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.conversations = Conversations(self.session, NAME)
         self.mirror = self.conversations.mirror
-        self._kept = KeptEntries(_message_entries, _state, _snapshot)
+        self._kept = KeptMessages(_message_entries)
+        self.get_toolset()  # built with the agent: not in its first request
 
     @property
     def sessions(self) -> dict[str, Session]:
@@ -103,7 +107,7 @@ class OpenProgramCapability(AbstractCapability[Any]):
     def get_toolset(self) -> AbstractToolset[Any] | None:
         if not self.history_tools:
             return None
-        if self._toolset is None:  # built once: its schemas cost ~10 ms a run
+        if self._toolset is None:  # built once: its schemas cost ~10 ms
             self._toolset = FunctionToolset(history_functions(self.session))
         return self._toolset
 
@@ -133,7 +137,8 @@ class OpenProgramCapability(AbstractCapability[Any]):
             if p.entry is None and p.message.get("role") == "system"
         )
         rest = [p for p in paired if p.entry is not None or p.message.get("role") != "system"]
-        request_context.messages = from_messages(rest)
+        outgoing = self._outgoing.setdefault(conversation, _Outgoing())
+        request_context.messages = outgoing.messages(rest)
         if instructions != (system or ""):
             parts = [InstructionPart(instructions)] if instructions else []
             request_context.model_request_parameters = dataclasses.replace(
@@ -214,22 +219,6 @@ def _message_entries(message: ModelMessage) -> list[Entry]:
         meta = {NAME: {"part_kind": kind, **_ids(message)}}
         entries.append(Entry(chat, (message, index), meta))
     return entries
-
-
-def _state(message: ModelMessage) -> list[dict[str, Any]]:
-    """What a message's entries are made of: its fields, each part's and its usage's."""
-    usage = [vars(message.usage)] if isinstance(message, ModelResponse) else []
-    return [vars(message), *map(vars, message.parts), *usage]
-
-
-def _snapshot(message: ModelMessage) -> list[dict[str, Any]]:
-    """A copy of :func:`_state` in which the message's parts and usage are the very objects
-    (compared by identity, then by the copies of their own fields)."""
-    shared: dict[str, Any] = {"parts": list(message.parts)}
-    if isinstance(message, ModelResponse):
-        shared["usage"] = message.usage
-    top = {k: shared[k] if k in shared else frozen(v) for k, v in vars(message).items()}
-    return [top, *(frozen(part) for part in _state(message)[1:])]
 
 
 def _ids(message: ModelMessage) -> dict[str, str]:
@@ -315,12 +304,68 @@ def _response_entry(response: ModelResponse) -> Entry:
 def from_messages(paired: Sequence[Paired]) -> list[ModelMessage]:
     """The messages a request goes out with: the originals for what compaction left alone
     (a whole original request when all its parts are there in order), new ones for the rest."""
+    return _convert(paired, 0)[0]
+
+
+class _Outgoing:
+    """:func:`from_messages` of one conversation's requests, the last request's messages
+    reused for the pairs it shared with this one (the same objects, found in C), so a
+    request converts only what it adds. Pydantic AI writes on the last message it sends
+    (its run's ids, the instructions it records), so that one is never kept; a message made
+    here (not the framework's own) is kept only while it holds what it was made with (a
+    hook may have changed it in place)."""
+
+    def __init__(self) -> None:
+        self._last: tuple[list[Paired], list[ModelMessage], list[int], list[_Made]] = (
+            [],
+            [],
+            [],
+            [],
+        )
+
+    def messages(self, paired: list[Paired]) -> list[ModelMessage]:
+        last_paired, last_messages, last_ends, last_made = self._last
+        same = list(map(operator.is_, paired, last_paired))
+        shared = same.index(False) if False in same else len(same)
+        # a message is kept when the pair after its last one is shared too (so it ends there
+        # this time as well): never the last request's last message, which Pydantic AI wrote
+        # on, and never this request's last, which is made here
+        keep = bisect.bisect_right(last_ends, shared - 1)
+        made = []
+        for at, copy in last_made:
+            if at >= keep:
+                break
+            if copy != state(last_messages[at]):
+                keep = at
+                break
+            made.append((at, copy))
+        start = last_ends[keep - 1] if keep else 0
+        new, ends, fresh = _convert(paired, start)
+        made += [(keep + at, snapshot(new[at])) for at in fresh]
+        messages = [*last_messages[:keep], *new]
+        self._last = (paired, messages, [*last_ends[:keep], *ends], made)
+        return list(messages)
+
+
+_Made = tuple[int, list[Any]]
+"""A message made here (its index) and a copy of its fields when it was made."""
+
+
+def _convert(
+    paired: Sequence[Paired], start: int
+) -> tuple[list[ModelMessage], list[int], list[int]]:
+    """:func:`from_messages` of ``paired[start:]`` (``start``: where a message began), for
+    each message the index in ``paired`` after its last pair, and the indexes of the
+    messages made here (not the framework's own)."""
     messages: list[ModelMessage] = []
+    ends: list[int] = []
+    made: list[int] = []
     parts: list[ModelRequestPart] = []
     sources: list[tuple[ModelRequest, int] | None] = []
     names: dict[str, str] = {}
+    named = start == 0
 
-    def flush() -> None:
+    def flush(end: int) -> None:
         if not parts:
             return
         first = sources[0]
@@ -329,28 +374,51 @@ def from_messages(paired: Sequence[Paired]) -> list[ModelMessage]:
             and all(s is not None and s[0] is first[0] for s in sources)
             and [s[1] for s in sources if s is not None] == list(range(len(first[0].parts)))
         )
-        messages.append(first[0] if whole and first is not None else ModelRequest(parts=parts[:]))
+        if whole and first is not None:
+            messages.append(first[0])
+        else:
+            made.append(len(messages))
+            messages.append(ModelRequest(parts=parts[:]))
+        ends.append(end)
         parts.clear()
         sources.clear()
 
-    for item in paired:
+    for index in range(start, len(paired)):
+        item = paired[index]
         message, entry = item.message, item.entry
         if message.get("role") == "assistant":
-            flush()
+            flush(index)
             for call in message.get("tool_calls") or ():
                 names[call["id"]] = call["function"]["name"]
             original = entry.original if entry is not None else None
-            messages.append(original if isinstance(original, ModelResponse) else _response(message))
+            if not isinstance(original, ModelResponse):
+                made.append(len(messages))
+                original = _response(message)
+            messages.append(original)
+            ends.append(index + 1)
             continue
         source = entry.original if entry is not None else None
         if isinstance(source, tuple):
             parts.append(source[0].parts[source[1]])
             sources.append(source)
         else:
+            if not named and message.get("role") == "tool":
+                names = {**_call_names(paired[:start]), **names}
+                named = True
             parts.append(_request_part(message, names))
             sources.append(None)
-    flush()
-    return messages
+    flush(len(paired))
+    return messages, ends, made
+
+
+def _call_names(paired: Sequence[Paired]) -> dict[str, str]:
+    """The tool name of each call id the assistant messages of ``paired`` make."""
+    return {
+        call["id"]: call["function"]["name"]
+        for item in paired
+        if item.message.get("role") == "assistant"
+        for call in item.message.get("tool_calls") or ()
+    }
 
 
 def _request_part(message: ChatMessage, names: dict[str, str]) -> ModelRequestPart:
