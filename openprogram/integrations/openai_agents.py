@@ -32,6 +32,7 @@ import copy
 import dataclasses
 import hashlib
 import json
+import operator
 import threading
 import warnings
 from collections.abc import Mapping, Sequence
@@ -63,7 +64,6 @@ from openprogram._errors import MalformedMessage
 from openprogram._runtime._session import Session
 from openprogram.integrations._agents_items import StoredItems
 from openprogram.integrations._agents_trace import TracedHooks, chat, model_name, traced_run
-from openprogram.integrations._entry import shown_as
 from openprogram.integrations._history import history_functions
 from openprogram.integrations._mirror import Entry, Mirror, Paired
 
@@ -96,7 +96,11 @@ class OpenProgramSession(SessionABC):
         self._lock = threading.RLock()
         self._stored = StoredItems(session, self.session_id)
         self._entries: list[Entry] | None = None
-        """The live list's entries, kept so that an append converts only what it adds."""
+        """The live list's entries, kept so that an append converts only what it adds (and
+        handed to every call that continues the list: the same objects, whose pairs the
+        mirror keeps from one render to the next)."""
+        self._starts: dict[int, int] = {}
+        """Where each of those entries' items start in the live list, by the entry's id."""
         self._adds: int | None = None
         self._filtered = False
         self._warned = False
@@ -193,7 +197,7 @@ class OpenProgramSession(SessionABC):
         system = data.model_data.instructions
         name = model_name(data.agent, self._configured)
         with tracing.under(chat(data.agent, self._configured, name)):
-            paired = await asyncio.to_thread(self._render, items, tools, system, name)
+            paired, starts = await asyncio.to_thread(self._render, items, tools, system, name)
         instructions = "\n\n".join(
             _text(p.message.get("content"))
             for p in paired
@@ -202,7 +206,7 @@ class OpenProgramSession(SessionABC):
         rest = [p for p in paired if p.entry is not None or p.message.get("role") != "system"]
         if instructions != (system or ""):
             system = instructions or None
-        return ModelInputData(input=from_messages(rest), instructions=system)
+        return ModelInputData(input=_sent(rest, items, starts), instructions=system)
 
     def _render(
         self,
@@ -210,23 +214,27 @@ class OpenProgramSession(SessionABC):
         tools: list[ToolSchema],
         system: str | None,
         model: str | None,
-    ) -> list[Paired]:
+    ) -> tuple[list[Paired], dict[int, int]]:
+        """The call rendered, and where the live list's entries it used start in ``items``
+        (empty when it used entries of its own)."""
         with self._lock:
-            entries = self._entries_of(items)
-            return self.mirror.render(
+            entries, starts = self._entries_of(items)
+            paired = self.mirror.render(
                 entries, tools, system, conversation=self.session_id, model=model
             )
+            return paired, starts
 
-    def _entries_of(self, items: list[TResponseInputItem]) -> list[Entry]:
-        """A call's entries: the live list's for the items that start with it, shown as them."""
+    def _entries_of(self, items: list[TResponseInputItem]) -> tuple[list[Entry], dict[int, int]]:
+        """A call's entries: the live list's for the items that start with it (the same
+        objects: they show items equal to the call's, at the places ``starts`` gives)."""
         entries, keys = self._entries, self._stored.keys()
         if entries is None or len(items) < len(keys):
-            return to_entries(items)
+            return to_entries(items), {}
         count = len(keys)
         joined = 0 < count < len(items) and _assistant_side(items[count - 1])
         if (joined and _assistant_side(items[count])) or items[:count] != self._live():
-            return to_entries(items)  # (joined: the rest continues the live list's last turn)
-        return [*shown_as(entries, items), *to_entries(items[count:], start=count)]
+            return to_entries(items), {}  # (joined: the rest continues the live list's turn)
+        return [*entries, *to_entries(items[count:], start=count)], self._starts
 
     # -- stored items ---------------------------------------------------------------------
     def _live(self) -> list[TResponseInputItem]:
@@ -282,9 +290,10 @@ class OpenProgramSession(SessionABC):
                     self.mirror.sync(entries)
             except BaseException:
                 self._stored.forget()
-                self._entries = None
+                self._entries, self._starts = None, {}
                 raise
             self._stored.written()
+            self._starts = _starts(entries, self._entries, self._starts)
             self._entries = entries
 
 
@@ -450,6 +459,41 @@ def _text(content: Any) -> str:
 
 
 # -- rendered chat messages -> items ------------------------------------------------------
+def _starts(
+    entries: list[Entry], before: list[Entry] | None, known: dict[int, int]
+) -> dict[int, int]:
+    """Where each of ``entries``' items start in their list, by the entry's id (``known``:
+    the same for ``before``, reused when ``entries`` begins with its very objects). A new
+    dict: a render that holds the old one keeps reading it."""
+    same = len(before) if before and len(before) <= len(entries) else 0
+    if same and not all(map(operator.is_, entries[:same], before or ())):
+        same = 0
+    starts, at = {}, 0
+    if same and before:
+        starts = dict(known)
+        at = known[id(before[-1])] + len(before[-1].original)
+    for entry in entries[same:]:
+        starts[id(entry)] = at
+        at += len(entry.original)
+    return starts
+
+
+def _sent(
+    paired: Sequence[Paired], items: list[TResponseInputItem], starts: Mapping[int, int]
+) -> list[TResponseInputItem]:
+    """The items a call goes out with (see ``from_messages``): for an entry of the live
+    list, the call's own items at its place."""
+    sent: list[Any] = []
+    for item in paired:
+        entry = item.entry
+        start = starts.get(id(entry)) if entry is not None else None
+        if entry is not None and start is not None:
+            sent.extend(items[start : start + len(entry.original)])
+        else:
+            sent.extend(from_messages([item]))
+    return sent
+
+
 def from_messages(paired: Sequence[Paired]) -> list[TResponseInputItem]:
     """The items a call goes out with: the SDK's own for what compaction left alone, new
     ones for the rest."""
