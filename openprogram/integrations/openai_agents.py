@@ -73,6 +73,9 @@ NAME = "openai_agents"
 T = TypeVar("T")
 ASSISTANT_SIDE = ("function_call", "reasoning")
 KEPT = ("role", "content", "tool_calls", "tool_call_id")
+TEXT_KEYS = {"role", "content"}
+TEXT_ROLES = ("user", "assistant", "system", "developer")
+"""A text message as the SDK's converter takes it the easy way (``maybe_easy_input_message``)."""
 
 
 class OpenProgramSession(SessionABC):
@@ -105,6 +108,18 @@ class OpenProgramSession(SessionABC):
         self._filtered = False
         self._warned = False
         self._configured: str | Model | None = None
+        self._read_ahead()
+
+    def _read_ahead(self) -> None:
+        """Read the stored list and convert it now, as the mirror reads its steps: the first
+        request then converts only what it adds (a malformed item is left to it, named)."""
+        with self._lock:
+            try:
+                entries = to_entries(self._live())
+            except MalformedMessage:
+                return
+            self._starts = _starts(entries, None, {})
+            self._entries = entries
 
     # -- the three pieces, wired -------------------------------------------------------------
     def agent(self, agent: Agent[T]) -> Agent[T]:
@@ -356,22 +371,46 @@ def to_entries(items: Sequence[TResponseInputItem], start: int = 0) -> list[Entr
         if _assistant_side(items[at]):
             while end < len(items) and _assistant_side(items[end]):
                 end += 1
-        entries.extend(_group(items[at:end], start + at))
+        plain = _plain(items[at]) if end == at + 1 else None
+        if plain is not None:
+            meta = {NAME: [_ids(items[at])]}
+            entries.append(Entry(plain, (items[at],), meta, f"item {start + at}"))
+        else:
+            entries.extend(_group(items[at:end], start + at))
         at = end
     return entries
 
 
+def _plain(item: Any) -> ChatMessage | None:
+    """What ``_group`` makes of a text message alone (what the SDK's converter takes as an
+    easy message, its content a string), without the converter; None for any other item."""
+    content, role = item.get("content"), item.get("role")
+    if not isinstance(content, str):
+        return None
+    if item.keys() == TEXT_KEYS:  # the common case, as the converter takes it
+        if role not in TEXT_ROLES:
+            return None
+    elif not Converter.maybe_easy_input_message(item):
+        return None
+    return cast(
+        "ChatMessage", {"role": "system" if role == "developer" else role, "content": content}
+    )
+
+
 def _check(index: int, item: Any) -> None:
     kind = item.get("type") if isinstance(item, dict) else None
-    where = f"{NAME} item {index} ({kind or type(item).__name__})"
+
+    def where() -> str:
+        return f"{NAME} item {index} ({kind or type(item).__name__})"
+
     if not isinstance(item, dict):
-        raise MalformedMessage(f"{where}: expected a dict")
+        raise MalformedMessage(f"{where()}: expected a dict")
     if kind in ("function_call", "function_call_output"):
         call_id = call_id_text(item.get("call_id"))  # an integer is an id: stored as text
         if not isinstance(call_id, str) or not call_id:
-            raise MalformedMessage(f"{where}: no call_id")
+            raise MalformedMessage(f"{where()}: no call_id")
     if kind == "function_call" and not isinstance(item.get("name"), str):
-        raise MalformedMessage(f"{where} ({item['call_id']!r}): no name")
+        raise MalformedMessage(f"{where()} ({item['call_id']!r}): no name")
 
 
 def _assistant_side(item: Any) -> bool:

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 from _adapter_helpers import lookup
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("agents")
 
@@ -248,9 +250,56 @@ def test_each_call_goes_out_with_the_sdks_own_items(tmp_path: Path) -> None:
     asyncio.run(memory.add_items([{"type": "reasoning", "id": "rs", "summary": []}]))
     asyncio.run(Runner.run(agent, "Last.", session=memory, run_config=config))
     assert len(seen) == 6
-    for given, sent in seen:
-        assert len(sent) == len(given) and all(a is b for a, b in zip(sent, given, strict=True))
+    for asked, sent in seen:
+        assert len(sent) == len(asked) and all(a is b for a, b in zip(sent, asked, strict=True))
     last = memory.mirror.last
     assert last is not None
     stored = [e.message for e in to_entries(seen[-1][0])]
     assert [m for m in last.messages if m["role"] != "system"] == stored
+
+
+TEXTS = st.one_of(st.text(max_size=5), st.sampled_from(["", "hi", "a\nb"]))
+PARTS = st.lists(
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["input_text", "output_text", "text"])}, optional={"text": TEXTS}
+    ),
+    max_size=2,
+)
+ANY = st.one_of(TEXTS, st.none(), st.integers(0, 3), PARTS)
+ROLES = st.sampled_from(["user", "assistant", "system", "developer", "tool", "other"])
+ITEM = st.one_of(
+    st.fixed_dictionaries(
+        {"role": ROLES, "content": st.one_of(TEXTS, PARTS, st.none())},
+        optional={
+            "type": st.sampled_from(["message", "function_call_output", "reasoning"]),
+            "phase": st.sampled_from([None, "commentary", "final_answer", "other"]),
+            "id": st.sampled_from(["m1", "m2"]),
+            "status": st.sampled_from(["completed"]),
+        },
+    ),
+    st.dictionaries(st.sampled_from(["role", "content", "type", "phase", "id"]), ANY),
+)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(ITEM)
+@example({"role": "developer", "content": "rules"})
+@example({"role": "assistant", "content": "", "type": "message", "phase": "final_answer"})
+@example({"role": "user", "content": "x", "phase": "other"})
+@example({"role": "tool", "content": "x"})
+def test_a_text_item_converts_as_the_sdks_converter_makes_it(item: dict[str, Any]) -> None:
+    """The text items converted without the SDK's converter (the first request converts a
+    whole stored list) give exactly the entry the converter's path gives, any other item
+    goes through the converter."""
+    from openprogram.integrations import openai_agents
+    from openprogram.integrations.openai_agents import to_entries
+
+    try:
+        entries = to_entries([item], start=3)
+    except MalformedMessage:
+        return
+    # internal: _group is the converter's path, the one a text item must equal
+    expected = openai_agents._group([item], 3)
+    assert [(e.message, e.original, e.meta, e.label) for e in entries] == [
+        (e.message, e.original, e.meta, e.label) for e in expected
+    ]
