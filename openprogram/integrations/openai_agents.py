@@ -111,13 +111,16 @@ class OpenProgramSession(SessionABC):
         self._read_ahead()
 
     def _read_ahead(self) -> None:
-        """Read the stored list and convert it now, as the mirror reads its steps: the first
-        request then converts only what it adds (a malformed item is left to it, named)."""
+        """Read the stored list and convert it now (the digests the mirror knows them by
+        taken too), as the mirror reads its steps: the first request then converts only what
+        it adds (a malformed item is left to it, named)."""
         with self._lock:
             try:
                 entries = to_entries(self._live())
             except MalformedMessage:
                 return
+            for entry in entries:
+                entry.digest  # noqa: B018 (kept on the entry)
             self._starts = _starts(entries, None, {})
             self._entries = entries
 
@@ -171,12 +174,10 @@ class OpenProgramSession(SessionABC):
     # -- the Session protocol -------------------------------------------------------------
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         self._adds, self._filtered = 0, False
-        items = await asyncio.to_thread(self._live)
         limit = resolve_session_limit(limit, self.session_settings)
-        if limit is not None and limit >= 0:  # as SQLiteSession: 0 is none, negative all
-            items = items[-limit:] if limit > 0 else []
-        # The stored items are JSON (as read from the store): JSON copies them exactly, in C.
-        return cast(list[TResponseInputItem], json.loads(json.dumps(items)))
+        if limit is not None and limit < 0:  # as SQLiteSession: 0 is none, negative all
+            limit = None
+        return await asyncio.to_thread(self._copied, limit)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         if self._adds is not None:  # the first write after a read is the run's input
@@ -255,6 +256,10 @@ class OpenProgramSession(SessionABC):
     def _live(self) -> list[TResponseInputItem]:
         with self._lock:
             return self._stored.live()
+
+    def _copied(self, limit: int | None) -> list[TResponseInputItem]:
+        with self._lock:
+            return self._stored.copied(limit)
 
     def _add(self, items: list[TResponseInputItem]) -> None:
         """Append ``items``: only they are keyed and converted, unless they continue the

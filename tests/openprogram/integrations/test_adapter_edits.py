@@ -5,12 +5,23 @@ a new branch from where the history changed, with nothing stored lost."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _overhead import collect_leftovers
 
 from openprogram import Session
+
+
+@pytest.fixture(autouse=True)
+def _collected() -> Iterator[None]:
+    """Each test's leftovers (Pydantic AI's run iterators, on the loop its ``run_sync``
+    keeps) collected here, before the Agents SDK's ``run_sync`` of a later test shuts that
+    loop's generators down under them."""
+    yield
+    collect_leftovers()
 
 
 def _user_texts(session: Session) -> list[str]:

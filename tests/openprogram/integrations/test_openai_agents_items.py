@@ -112,3 +112,26 @@ def test_a_list_stored_whole_before_chunks_is_read(tmp_path: Path) -> None:
     assert asyncio.run(memory.get_items()) == items
     asyncio.run(memory.add_items([{"role": "user", "content": "more"}]))
     assert _items(db) == [*items, {"role": "user", "content": "more"}]
+
+
+def test_each_read_is_a_copy_of_its_own(tmp_path: Path) -> None:
+    """``get_items`` parses each read from the items' JSON: what a reader changes (the SDK
+    normalizes what it reads) never reaches the stored list or another read, an item the
+    list holds twice comes back as two objects, and a run sees the list as stored."""
+    memory = OpenProgramSession(Session(tmp_path / "op.db", "s"))
+    nested = {
+        "id": "m",
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "a", "annotations": []}],
+    }
+    items = [{"role": "user", "content": "q"}, nested, {"role": "user", "content": "q"}]
+    asyncio.run(memory.add_items(items))
+    read = asyncio.run(memory.get_items())
+    assert read == items and read[0] is not read[2]
+    read[0]["content"] = "changed"
+    read[1]["content"][0]["text"] = "changed"
+    assert asyncio.run(memory.get_items()) == items
+    assert asyncio.run(memory.get_items(limit=1)) == items[2:]
+    memory.run_sync(Agent("a", model=Answering()), "next")
+    assert _items(tmp_path / "op.db")[:3] == items
