@@ -328,7 +328,8 @@ class _Anchoring(TracedHooks):
     async def on_llm_end(
         self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse
     ) -> None:
-        await asyncio.to_thread(self.memory._anchor, response.usage.input_tokens)
+        if response.usage.input_tokens > 0:  # (a model that reports none: nothing to anchor)
+            await asyncio.to_thread(self.memory._anchor, response.usage.input_tokens)
         await super().on_llm_end(context, agent, response)
 
 
