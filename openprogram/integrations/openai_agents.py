@@ -527,15 +527,22 @@ def _sent(
     paired: Sequence[Paired], items: list[TResponseInputItem], starts: Mapping[int, int]
 ) -> list[TResponseInputItem]:
     """The items a call goes out with (see ``from_messages``): for an entry of the live
-    list, the call's own items at its place."""
+    list, the call's own items at its place (a run of such entries in order is one slice)."""
     sent: list[Any] = []
+    begin = end = 0
+    get = starts.get
     for item in paired:
         entry = item.entry
-        start = starts.get(id(entry)) if entry is not None else None
-        if entry is not None and start is not None:
-            sent.extend(items[start : start + len(entry.original)])
+        if entry is None or (start := get(id(entry))) is None:
+            sent += items[begin:end]
+            begin = end
+            sent += from_messages((item,))
+        elif start == end:
+            end += len(entry.original)
         else:
-            sent.extend(from_messages([item]))
+            sent += items[begin:end]
+            begin, end = start, start + len(entry.original)
+    sent += items[begin:end]
     return sent
 
 

@@ -303,3 +303,45 @@ def test_a_text_item_converts_as_the_sdks_converter_makes_it(item: dict[str, Any
     assert [(e.message, e.original, e.meta, e.label) for e in entries] == [
         (e.message, e.original, e.meta, e.label) for e in expected
     ]
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(st.lists(st.tuples(st.booleans(), st.booleans()), max_size=30), st.integers(0, 3))
+def test_a_call_goes_out_with_its_own_items_around_what_compaction_made(
+    kept: list[tuple[bool, bool]], calls: int
+) -> None:
+    """Whatever a render keeps of the stored list's entries (in order, with summaries and
+    notes between), the call's input holds, for each kept entry, the call's own items at
+    its place, the very objects, and a new item for each message compaction made."""
+    from openprogram.integrations import openai_agents
+    from openprogram.integrations._entry import Paired
+
+    history: list[Any] = []
+    for n in range(len(kept)):
+        history.append({"role": "user", "content": f"q{n}"})
+        if n < calls:  # two calls in parallel: one entry of two items
+            for c in (f"c{n}", f"d{n}"):
+                history.append(
+                    {"type": "function_call", "call_id": c, "name": "f", "arguments": "{}"}
+                )
+            for c in (f"c{n}", f"d{n}"):
+                history.append({"type": "function_call_output", "call_id": c, "output": "v"})
+        history.append({"role": "assistant", "content": f"a{n}"})
+    entries = openai_agents.to_entries(history)
+    # internal: the starts a session keeps for its entries, and its own sending of a call
+    starts = openai_agents._starts(entries, None, {})
+    items = json.loads(json.dumps(history))  # the call's own copies, equal to the stored
+    paired, expected = [], []
+    for (keep, note), entry in zip(kept * 4, entries, strict=False):
+        if note:
+            made = Paired({"role": "user", "content": "a summary"}, None)
+            paired.append(made)
+            expected += openai_agents.from_messages([made])
+        if keep:
+            paired.append(Paired(entry.message, entry))
+            start = starts[id(entry)]
+            expected += items[start : start + len(entry.original)]
+    sent = openai_agents._sent(paired, items, starts)
+    assert sent == expected
+    mine = {id(i) for i in items}
+    assert all(a is b for a, b in zip(sent, expected, strict=True) if id(b) in mine)
