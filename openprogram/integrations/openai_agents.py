@@ -214,15 +214,12 @@ class OpenProgramSession(SessionABC):
         name = model_name(data.agent, self._configured)
         with tracing.under(chat(data.agent, self._configured, name)):
             paired, starts = await asyncio.to_thread(self._render, items, tools, system, name)
-        instructions = "\n\n".join(
-            _text(p.message.get("content"))
-            for p in paired
-            if p.entry is None and p.message.get("role") == "system"
-        )
-        rest = [p for p in paired if p.entry is not None or p.message.get("role") != "system"]
+        shown: list[str] = []
+        sent = _sent(paired, items, starts, shown)
+        instructions = "\n\n".join(shown)
         if instructions != (system or ""):
             system = instructions or None
-        return ModelInputData(input=_sent(rest, items, starts), instructions=system)
+        return ModelInputData(input=sent, instructions=system)
 
     def _render(
         self,
@@ -524,16 +521,22 @@ def _starts(
 
 
 def _sent(
-    paired: Sequence[Paired], items: list[TResponseInputItem], starts: Mapping[int, int]
+    paired: Sequence[Paired],
+    items: list[TResponseInputItem],
+    starts: Mapping[int, int],
+    instructions: list[str],
 ) -> list[TResponseInputItem]:
     """The items a call goes out with (see ``from_messages``): for an entry of the live
-    list, the call's own items at its place (a run of such entries in order is one slice)."""
+    list, the call's own items at its place (a run of such entries in order is one slice);
+    the texts of the instructions it shows go to ``instructions`` instead."""
     sent: list[Any] = []
     begin = end = 0
     get = starts.get
     for item in paired:
         entry = item.entry
-        if entry is None or (start := get(id(entry))) is None:
+        if entry is None and item.message.get("role") == "system":
+            instructions.append(_text(item.message.get("content")))
+        elif entry is None or (start := get(id(entry))) is None:
             sent += items[begin:end]
             begin = end
             sent += from_messages((item,))

@@ -341,7 +341,7 @@ def test_a_call_goes_out_with_its_own_items_around_what_compaction_made(
             paired.append(Paired(entry.message, entry))
             start = starts[id(entry)]
             expected += items[start : start + len(entry.original)]
-    sent = openai_agents._sent(paired, items, starts)
+    sent = openai_agents._sent(paired, items, starts, [])
     assert sent == expected
     mine = {id(i) for i in items}
     assert all(a is b for a, b in zip(sent, expected, strict=True) if id(b) in mine)
