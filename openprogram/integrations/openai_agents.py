@@ -505,14 +505,15 @@ def _starts(
     entries: list[Entry], before: list[Entry] | None, known: dict[int, int]
 ) -> dict[int, int]:
     """Where each of ``entries``' items start in their list, by the entry's id (``known``:
-    the same for ``before``, reused when ``entries`` begins with its very objects). A new
-    dict: a render that holds the old one keeps reading it."""
+    the same for ``before``, extended when ``entries`` begins with its very objects: their
+    places stay, and a render that holds ``known`` meets only ids of entries it was not
+    given; a new dict otherwise)."""
     same = len(before) if before and len(before) <= len(entries) else 0
     if same and not all(map(operator.is_, entries[:same], before or ())):
         same = 0
     starts, at = {}, 0
     if same and before:
-        starts = dict(known)
+        starts = known
         at = known[id(before[-1])] + len(before[-1].original)
     for entry in entries[same:]:
         starts[id(entry)] = at
