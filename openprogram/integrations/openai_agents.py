@@ -259,21 +259,25 @@ class OpenProgramSession(SessionABC):
             return self._stored.copied(limit)
 
     def _add(self, items: list[TResponseInputItem]) -> None:
-        """Append ``items``: only they are keyed and converted, unless they continue the
-        live list's last run of assistant-side items (then the whole list is)."""
+        """Append ``items``: only they are keyed and converted (with the live list's last
+        run of assistant-side items, when they continue it: one turn, one message)."""
         with self._lock:
             live = self._live()
-            added = to_entries(items, start=len(live))
             entries, keys = self._entries, self._stored.keys()
-            joined = bool(live and items) and _assistant_side(live[-1])
-            joined = joined and _assistant_side(items[0])
-            if entries is None or joined:
+            if entries is None:
                 self._set([*live, *items])
                 return
+            start = len(live)
+            if live and items and _assistant_side(live[-1]) and _assistant_side(items[0]):
+                while start > 0 and _assistant_side(live[start - 1]):
+                    start -= 1  # the run's start: what comes before it converts alone
+                starts = self._starts
+                entries = [e for e in entries if starts[id(e)] < start]
             self._set(
                 [*live, *items],
                 keys=[*keys, *(_item_key(item) for item in items)],
-                entries=[*entries, *added],
+                entries=[*entries, *to_entries([*live[start:], *items], start=start)],
+                added=len(live),
             )
 
     def _pop(self) -> TResponseInputItem | None:
@@ -290,17 +294,20 @@ class OpenProgramSession(SessionABC):
         *,
         keys: list[str] | None = None,
         entries: list[Entry] | None = None,
+        added: int = 0,
     ) -> None:
         """Make ``items`` the session's list: new ones stored, then the list (as a chunk
         when it extends the stored one), then the graph moved to match, all in one
-        transaction (``keys`` and ``entries``: the items' own, when the caller has them)."""
+        transaction (``keys`` and ``entries``: the items' own, when the caller has them;
+        ``added``: where the items not stored yet may begin)."""
         with self._lock:
             if entries is None:  # a malformed item is refused before anything is stored
                 entries = to_entries(items)
             if keys is None:
                 keys = [_item_key(item) for item in items]
             known = self._stored.items
-            new = {k: i for k, i in zip(keys, items, strict=True) if k not in known}
+            pairs = zip(keys[added:], items[added:], strict=True)
+            new = {k: i for k, i in pairs if k not in known}
             try:
                 with self.mirror.writing():
                     self._stored.write(keys, new)
