@@ -291,15 +291,15 @@ def test_a_text_item_converts_as_the_sdks_converter_makes_it(item: dict[str, Any
     """The text items converted without the SDK's converter (the first request converts a
     whole stored list) give exactly the entry the converter's path gives, any other item
     goes through the converter."""
-    from openprogram.integrations import openai_agents
+    # internal: _group is the converter's path, the one a text item must equal
+    from openprogram.integrations._agents_convert import _group
     from openprogram.integrations.openai_agents import to_entries
 
     try:
         entries = to_entries([item], start=3)
     except MalformedMessage:
         return
-    # internal: _group is the converter's path, the one a text item must equal
-    expected = openai_agents._group([item], 3)
+    expected = _group([item], 3)
     assert [(e.message, e.original, e.meta, e.label) for e in entries] == [
         (e.message, e.original, e.meta, e.label) for e in expected
     ]
@@ -313,6 +313,8 @@ def test_a_call_goes_out_with_its_own_items_around_what_compaction_made(
     """Whatever a render keeps of the stored list's entries (in order, with summaries and
     notes between), the call's input holds, for each kept entry, the call's own items at
     its place, the very objects, and a new item for each message compaction made."""
+    # internal: the places a session keeps for its entries, its sending of a call, Paired
+    from openprogram.integrations import _agents_convert as agents_convert
     from openprogram.integrations import openai_agents
     from openprogram.integrations._entry import Paired
 
@@ -328,8 +330,7 @@ def test_a_call_goes_out_with_its_own_items_around_what_compaction_made(
                 history.append({"type": "function_call_output", "call_id": c, "output": "v"})
         history.append({"role": "assistant", "content": f"a{n}"})
     entries = openai_agents.to_entries(history)
-    # internal: the starts a session keeps for its entries, and its own sending of a call
-    starts = openai_agents._starts(entries, None, {})
+    starts = agents_convert.entry_starts(entries, None, {})
     items = json.loads(json.dumps(history))  # the call's own copies, equal to the stored
     paired, expected = [], []
     for (keep, note), entry in zip(kept * 4, entries, strict=False):
@@ -341,7 +342,7 @@ def test_a_call_goes_out_with_its_own_items_around_what_compaction_made(
             paired.append(Paired(entry.message, entry))
             start = starts[id(entry)]
             expected += items[start : start + len(entry.original)]
-    sent = openai_agents._sent(paired, items, starts, [])
+    sent = agents_convert.sent_items(paired, items, starts, [])
     assert sent == expected
     mine = {id(i) for i in items}
     assert all(a is b for a, b in zip(sent, expected, strict=True) if id(b) in mine)
