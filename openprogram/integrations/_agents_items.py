@@ -45,6 +45,8 @@ class StoredItems:
         self._live: list[TResponseInputItem] | None = None
         self.items: dict[str, TResponseInputItem] = {}
         """The items read or written, by key (the exact ones the SDK wrote, in this process)."""
+        self._texts: dict[str, str] = {}
+        """Each of those items' JSON, by key: a reader's copy is parsed from it."""
         self._pending: tuple[list[str], str | None, int, dict[str, TResponseInputItem]] = (
             [],
             None,
@@ -68,9 +70,18 @@ class StoredItems:
         if missing:
             store, session = self.session.store, self.session.id
             for key, text in store.get_values(session, ITEMS, missing).items():
-                self.items[key] = json.loads(text)
+                self.items[key], self._texts[key] = json.loads(text), text
         self._live = [self.items[key] for key in keys]
         return self._live
+
+    def copied(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """A copy of the current list (its last ``limit`` items, if given), new objects a
+        reader may change: parsed from the items' JSON, in C."""
+        self.live()
+        keys = self.keys() if limit is None else self.keys()[-limit:] if limit else []
+        texts = self._texts
+        copy: list[TResponseInputItem] = json.loads(f"[{','.join([texts[k] for k in keys])}]")
+        return copy
 
     def write(self, keys: list[str], new: dict[str, TResponseInputItem]) -> None:
         """Make ``keys`` the list, storing ``new`` (items not stored yet) first: as a chunk
@@ -101,7 +112,9 @@ class StoredItems:
         """What :meth:`write` stored is committed: keep it."""
         keys, self._epoch, self._chunks, new = self._pending
         self._keys, self._live = keys, None
-        self.items.update((k, json.loads(json.dumps(i))) for k, i in new.items())
+        for key, item in new.items():
+            text = json.dumps(item)
+            self.items[key], self._texts[key] = json.loads(text), text
 
     def _read(self) -> list[str]:
         store, session, sid = self.session.store, self.session.id, self.session_id

@@ -34,8 +34,8 @@ import hashlib
 import json
 import threading
 import warnings
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal, TypeVar, cast
+from collections.abc import Sequence
+from typing import Any, TypeVar, cast
 
 from agents import (
     Agent,
@@ -57,13 +57,20 @@ from agents.memory.session_settings import resolve_session_limit
 from agents.models.chatcmpl_converter import Converter
 from agents.run_config import CallModelData, ModelInputData
 
-from graph import ChatMessage, FunctionSchema, ToolSchema, call_id_text
+from graph import FunctionSchema, ToolSchema
 from openprogram import tracing
 from openprogram._errors import MalformedMessage
 from openprogram._runtime._session import Session
+from openprogram.integrations._agents_convert import (
+    ASSISTANT_SIDE,
+    assistant_side,
+    entry_starts,
+    from_messages,
+    sent_items,
+    to_entries,
+)
 from openprogram.integrations._agents_items import StoredItems
 from openprogram.integrations._agents_trace import TracedHooks, chat, model_name, traced_run
-from openprogram.integrations._entry import shown_as
 from openprogram.integrations._history import history_functions
 from openprogram.integrations._mirror import Entry, Mirror, Paired
 
@@ -71,8 +78,6 @@ __all__ = ["OpenProgramSession", "from_messages", "to_entries"]
 
 NAME = "openai_agents"
 T = TypeVar("T")
-ASSISTANT_SIDE = ("function_call", "reasoning")
-KEPT = ("role", "content", "tool_calls", "tool_call_id")
 
 
 class OpenProgramSession(SessionABC):
@@ -96,11 +101,30 @@ class OpenProgramSession(SessionABC):
         self._lock = threading.RLock()
         self._stored = StoredItems(session, self.session_id)
         self._entries: list[Entry] | None = None
-        """The live list's entries, kept so that an append converts only what it adds."""
+        """The live list's entries, kept so that an append converts only what it adds (and
+        handed to every call that continues the list: the same objects, whose pairs the
+        mirror keeps from one render to the next)."""
+        self._starts: dict[int, int] = {}
+        """Where each of those entries' items start in the live list, by the entry's id."""
         self._adds: int | None = None
         self._filtered = False
         self._warned = False
         self._configured: str | Model | None = None
+        self._read_ahead()
+
+    def _read_ahead(self) -> None:
+        """Read the stored list and convert it now (the digests the mirror knows them by
+        taken too), as the mirror reads its steps: the first request then converts only what
+        it adds (a malformed item is left to it, named)."""
+        with self._lock:
+            try:
+                entries = to_entries(self._live())
+            except MalformedMessage:
+                return
+            for entry in entries:
+                entry.digest  # noqa: B018 (kept on the entry)
+            self._starts = entry_starts(entries, None, {})
+            self._entries = entries
 
     # -- the three pieces, wired -------------------------------------------------------------
     def agent(self, agent: Agent[T]) -> Agent[T]:
@@ -152,12 +176,10 @@ class OpenProgramSession(SessionABC):
     # -- the Session protocol -------------------------------------------------------------
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         self._adds, self._filtered = 0, False
-        items = await asyncio.to_thread(self._live)
         limit = resolve_session_limit(limit, self.session_settings)
-        if limit is not None and limit >= 0:  # as SQLiteSession: 0 is none, negative all
-            items = items[-limit:] if limit > 0 else []
-        # The stored items are JSON (as read from the store): JSON copies them exactly, in C.
-        return cast(list[TResponseInputItem], json.loads(json.dumps(items)))
+        if limit is not None and limit < 0:  # as SQLiteSession: 0 is none, negative all
+            limit = None
+        return await asyncio.to_thread(self._copied, limit)
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         if self._adds is not None:  # the first write after a read is the run's input
@@ -193,16 +215,13 @@ class OpenProgramSession(SessionABC):
         system = data.model_data.instructions
         name = model_name(data.agent, self._configured)
         with tracing.under(chat(data.agent, self._configured, name)):
-            paired = await asyncio.to_thread(self._render, items, tools, system, name)
-        instructions = "\n\n".join(
-            _text(p.message.get("content"))
-            for p in paired
-            if p.entry is None and p.message.get("role") == "system"
-        )
-        rest = [p for p in paired if p.entry is not None or p.message.get("role") != "system"]
+            paired, starts = await asyncio.to_thread(self._render, items, tools, system, name)
+        shown: list[str] = []
+        sent = sent_items(paired, items, starts, shown)
+        instructions = "\n\n".join(shown)
         if instructions != (system or ""):
             system = instructions or None
-        return ModelInputData(input=from_messages(rest), instructions=system)
+        return ModelInputData(input=sent, instructions=system)
 
     def _render(
         self,
@@ -210,45 +229,57 @@ class OpenProgramSession(SessionABC):
         tools: list[ToolSchema],
         system: str | None,
         model: str | None,
-    ) -> list[Paired]:
+    ) -> tuple[list[Paired], dict[int, int]]:
+        """The call rendered, and where the live list's entries it used start in ``items``
+        (empty when it used entries of its own)."""
         with self._lock:
-            entries = self._entries_of(items)
-            return self.mirror.render(
+            entries, starts = self._entries_of(items)
+            paired = self.mirror.render(
                 entries, tools, system, conversation=self.session_id, model=model
             )
+            return paired, starts
 
-    def _entries_of(self, items: list[TResponseInputItem]) -> list[Entry]:
-        """A call's entries: the live list's for the items that start with it, shown as them."""
+    def _entries_of(self, items: list[TResponseInputItem]) -> tuple[list[Entry], dict[int, int]]:
+        """A call's entries: the live list's for the items that start with it (the same
+        objects: they show items equal to the call's, at the places ``starts`` gives)."""
         entries, keys = self._entries, self._stored.keys()
         if entries is None or len(items) < len(keys):
-            return to_entries(items)
+            return to_entries(items), {}
         count = len(keys)
-        joined = 0 < count < len(items) and _assistant_side(items[count - 1])
-        if (joined and _assistant_side(items[count])) or items[:count] != self._live():
-            return to_entries(items)  # (joined: the rest continues the live list's last turn)
-        return [*shown_as(entries, items), *to_entries(items[count:], start=count)]
+        joined = 0 < count < len(items) and assistant_side(items[count - 1])
+        if (joined and assistant_side(items[count])) or items[:count] != self._live():
+            return to_entries(items), {}  # (joined: the rest continues the live list's turn)
+        return [*entries, *to_entries(items[count:], start=count)], self._starts
 
     # -- stored items ---------------------------------------------------------------------
     def _live(self) -> list[TResponseInputItem]:
         with self._lock:
             return self._stored.live()
 
+    def _copied(self, limit: int | None) -> list[TResponseInputItem]:
+        with self._lock:
+            return self._stored.copied(limit)
+
     def _add(self, items: list[TResponseInputItem]) -> None:
-        """Append ``items``: only they are keyed and converted, unless they continue the
-        live list's last run of assistant-side items (then the whole list is)."""
+        """Append ``items``: only they are keyed and converted (with the live list's last
+        run of assistant-side items, when they continue it: one turn, one message)."""
         with self._lock:
             live = self._live()
-            added = to_entries(items, start=len(live))
             entries, keys = self._entries, self._stored.keys()
-            joined = bool(live and items) and _assistant_side(live[-1])
-            joined = joined and _assistant_side(items[0])
-            if entries is None or joined:
+            if entries is None:
                 self._set([*live, *items])
                 return
+            start = len(live)
+            if live and items and assistant_side(live[-1]) and assistant_side(items[0]):
+                while start > 0 and assistant_side(live[start - 1]):
+                    start -= 1  # the run's start: what comes before it converts alone
+                starts = self._starts
+                entries = [e for e in entries if starts[id(e)] < start]
             self._set(
                 [*live, *items],
                 keys=[*keys, *(_item_key(item) for item in items)],
-                entries=[*entries, *added],
+                entries=[*entries, *to_entries([*live[start:], *items], start=start)],
+                added=len(live),
             )
 
     def _pop(self) -> TResponseInputItem | None:
@@ -265,26 +296,30 @@ class OpenProgramSession(SessionABC):
         *,
         keys: list[str] | None = None,
         entries: list[Entry] | None = None,
+        added: int = 0,
     ) -> None:
         """Make ``items`` the session's list: new ones stored, then the list (as a chunk
         when it extends the stored one), then the graph moved to match, all in one
-        transaction (``keys`` and ``entries``: the items' own, when the caller has them)."""
+        transaction (``keys`` and ``entries``: the items' own, when the caller has them;
+        ``added``: where the items not stored yet may begin)."""
         with self._lock:
             if entries is None:  # a malformed item is refused before anything is stored
                 entries = to_entries(items)
             if keys is None:
                 keys = [_item_key(item) for item in items]
             known = self._stored.items
-            new = {k: i for k, i in zip(keys, items, strict=True) if k not in known}
+            pairs = zip(keys[added:], items[added:], strict=True)
+            new = {k: i for k, i in pairs if k not in known}
             try:
                 with self.mirror.writing():
                     self._stored.write(keys, new)
                     self.mirror.sync(entries)
             except BaseException:
                 self._stored.forget()
-                self._entries = None
+                self._entries, self._starts = None, {}
                 raise
             self._stored.written()
+            self._starts = entry_starts(entries, self._entries, self._starts)
             self._entries = entries
 
 
@@ -299,7 +334,8 @@ class _Anchoring(TracedHooks):
     async def on_llm_end(
         self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse
     ) -> None:
-        await asyncio.to_thread(self.memory._anchor, response.usage.input_tokens)
+        if response.usage.input_tokens > 0:  # (a model that reports none: nothing to anchor)
+            await asyncio.to_thread(self.memory._anchor, response.usage.input_tokens)
         await super().on_llm_end(context, agent, response)
 
 
@@ -329,153 +365,3 @@ def _schema(tool: FunctionTool) -> ToolSchema:
 def _item_key(item: Any) -> str:
     text = json.dumps(item, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-# -- items -> chat messages ---------------------------------------------------------------
-def to_entries(items: Sequence[TResponseInputItem], start: int = 0) -> list[Entry]:
-    """The items as chat messages by the SDK's ``Converter.items_to_messages``: one entry
-    per message (``original``: the tuple of items it was made from), so the calls of one
-    turn are one assistant message; an item the converter does not take (a hosted tool's
-    call or output) is an entry of its own, named. ``start``: the index of the first item
-    in the whole list (labels count from it)."""
-    for index, item in enumerate(items, start):
-        _check(index, item)
-    entries: list[Entry] = []
-    at = 0
-    while at < len(items):
-        end = at + 1
-        if _assistant_side(items[at]):
-            while end < len(items) and _assistant_side(items[end]):
-                end += 1
-        entries.extend(_group(items[at:end], start + at))
-        at = end
-    return entries
-
-
-def _check(index: int, item: Any) -> None:
-    kind = item.get("type") if isinstance(item, dict) else None
-    where = f"{NAME} item {index} ({kind or type(item).__name__})"
-    if not isinstance(item, dict):
-        raise MalformedMessage(f"{where}: expected a dict")
-    if kind in ("function_call", "function_call_output"):
-        call_id = call_id_text(item.get("call_id"))  # an integer is an id: stored as text
-        if not isinstance(call_id, str) or not call_id:
-            raise MalformedMessage(f"{where}: no call_id")
-    if kind == "function_call" and not isinstance(item.get("name"), str):
-        raise MalformedMessage(f"{where} ({item['call_id']!r}): no name")
-
-
-def _assistant_side(item: Any) -> bool:
-    return item.get("type") in ASSISTANT_SIDE or (
-        item.get("role") == "assistant" and item.get("type", "message") == "message"
-    )
-
-
-def _group(items: Sequence[Any], start: int) -> list[Entry]:
-    """The entries of a run of items: each message the converter makes of them, with the
-    items it was made from (a reasoning item goes with the message after it)."""
-    try:
-        messages = Converter.items_to_messages(list(items))
-        owner = (
-            [  # the last item's prefix is all of them: its messages are known
-                max(0, len(Converter.items_to_messages(list(items[: k + 1]))) - 1)
-                for k in range(len(items) - 1)
-            ]
-            + [max(0, len(messages) - 1)]
-        )
-    except (UserError, KeyError, TypeError):
-        return [_placeholder(item, start + k) for k, item in enumerate(items)]
-    if not messages:
-        return [_placeholder(item, start + k) for k, item in enumerate(items)]
-    entries = []
-    for n, message in enumerate(messages):
-        own = tuple(item for item, o in zip(items, owner, strict=True) if o == n)
-        chat = _chat(dict(message))
-        meta = {NAME: [_ids(item) for item in own]}
-        models = [
-            i["provider_data"]["model"]
-            for i in own
-            if isinstance(i.get("provider_data"), dict) and i["provider_data"].get("model")
-        ]
-        if models:
-            meta["model"] = models[0]
-        first = start + next(k for k, o in enumerate(owner) if o == n)
-        entries.append(Entry(chat, own, meta, f"item {first}"))
-    return entries
-
-
-def _placeholder(item: Any, index: int) -> Entry:
-    """An item the converter does not take, named, and sent back as it is."""
-    kind = item.get("type") or "item"
-    by: Literal["user", "assistant"] = "user" if str(kind).endswith("_output") else "assistant"
-    return Entry(
-        {"role": by, "content": f"[{kind}]"}, (item,), {NAME: [_ids(item)]}, f"item {index}"
-    )
-
-
-def _ids(item: Any) -> dict[str, Any]:
-    return {key: item[key] for key in ("id", "type", "call_id") if key in item}
-
-
-def _chat(message: Mapping[str, object]) -> ChatMessage:
-    """A converter's message as the graph stores it (a developer message is a system one;
-    provider fields the graph does not keep are left to the original items)."""
-    chat: dict[str, Any] = {key: value for key, value in message.items() if key in KEPT}
-    if message.get("role") == "developer":
-        chat["role"] = "system"
-    if chat.get("role") in ("user", "system", "tool", "assistant") and "content" in chat:
-        chat["content"] = _text(chat["content"]) if chat["content"] is not None else None
-    if chat.get("tool_calls"):
-        chat["tool_calls"] = [
-            {"id": c["id"], "type": "function", "function": dict(c["function"])}
-            for c in chat["tool_calls"]
-        ]
-    if chat.get("role") == "assistant" and "content" not in chat:
-        chat["content"] = None
-    return cast("ChatMessage", chat)
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, dict):
-        content = [content]
-    texts = []
-    for part in content or ():
-        if isinstance(part, dict) and isinstance(part.get("text"), str):
-            texts.append(part["text"])
-        elif isinstance(part, dict):
-            texts.append(f"[{part.get('type')}]")
-    return "\n".join(texts)
-
-
-# -- rendered chat messages -> items ------------------------------------------------------
-def from_messages(paired: Sequence[Paired]) -> list[TResponseInputItem]:
-    """The items a call goes out with: the SDK's own for what compaction left alone, new
-    ones for the rest."""
-    items: list[Any] = []
-    for item in paired:
-        if item.entry is not None and isinstance(item.entry.original, tuple):
-            items.extend(item.entry.original)
-            continue
-        message = item.message
-        content = message.get("content")
-        text = content if isinstance(content, str) else _text(content)
-        role = message.get("role")
-        if role == "tool":
-            call_id = message.get("tool_call_id")
-            items.append({"type": "function_call_output", "call_id": call_id, "output": text})
-            continue
-        if text or role != "assistant":
-            items.append({"role": role, "content": text})
-        for call in message.get("tool_calls") or ():
-            function = call["function"]
-            items.append(
-                {
-                    "type": "function_call",
-                    "call_id": call["id"],
-                    "name": function["name"],
-                    "arguments": function.get("arguments") or "{}",
-                }
-            )
-    return items

@@ -5,12 +5,23 @@ a new branch from where the history changed, with nothing stored lost."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _overhead import collect_leftovers
 
 from openprogram import Session
+
+
+@pytest.fixture(autouse=True)
+def _collected() -> Iterator[None]:
+    """Each test's leftovers (Pydantic AI's run iterators, on the loop its ``run_sync``
+    keeps) collected here, before the Agents SDK's ``run_sync`` of a later test shuts that
+    loop's generators down under them."""
+    yield
+    collect_leftovers()
 
 
 def _user_texts(session: Session) -> list[str]:
@@ -82,3 +93,65 @@ def test_langchain_a_message_edited_in_place_is_stored_again(tmp_path: Path) -> 
     calls = [m for m in session.engine.preview().messages if m.get("tool_calls")]
     assert '"k_2"' in calls[0]["tool_calls"][0]["function"]["arguments"]
     assert _user_texts(session) == ["first, edited", "second", "third", "fourth"]
+
+
+def test_openai_agents_an_item_edited_in_place_is_sent_and_stored(tmp_path: Path) -> None:
+    """The session hands each call the entries it keeps for its stored list (issue 35, item
+    4): an item a filter of the user's edits in the call's input before the session's is
+    rendered, sent and stored as edited, on a new branch (the session's list, what the SDK
+    wrote, stays as it was); the next call, unedited, goes out with the SDK's own items."""
+    pytest.importorskip("agents")
+    from agents import Agent, Model, ModelResponse, RunConfig, Runner, set_tracing_disabled
+    from agents.run_config import CallModelData, ModelInputData
+    from agents.usage import Usage
+    from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+
+    from openprogram.integrations.openai_agents import OpenProgramSession
+
+    set_tracing_disabled(True)
+    received: list[list[Any]] = []
+
+    class Answering(Model):
+        async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+            received.append(list(kwargs["input"]))
+            part = ResponseOutputText(type="output_text", text="ok", annotations=[])
+            message = ResponseOutputMessage(
+                id="m", type="message", role="assistant", status="completed", content=[part]
+            )
+            return ModelResponse(output=[message], usage=Usage(), response_id=None)
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+    session = Session(tmp_path / "op.db", budget=50_000)
+    memory = OpenProgramSession(session)
+    edit = False
+    given: list[list[Any]] = []
+
+    async def editing(data: CallModelData[Any]) -> ModelInputData:
+        if edit:
+            data.model_data.input[0]["content"] = "first, edited"  # the call's own item
+        given.append(list(data.model_data.input))
+        return await memory.input_filter(data)
+
+    agent = Agent("a", model=Answering())
+    config = RunConfig(call_model_input_filter=editing)
+    for question in ("first", "second"):
+        Runner.run_sync(agent, question, session=memory, run_config=config)
+    stored = len(session.graph)
+    edit = True
+    Runner.run_sync(agent, "third", session=memory, run_config=config)
+    assert received[-1][0]["content"] == "first, edited"
+    last = memory.mirror.last  # the call's render: the edited item, stored on a new branch
+    assert last is not None
+    assert [m["content"] for m in last.messages if m["role"] == "user"] == [
+        "first, edited",
+        "second",
+        "third",
+    ]
+    assert len(session.graph) > stored + 2  # the old branch is still stored
+
+    edit = False
+    Runner.run_sync(agent, "fourth", session=memory, run_config=config)
+    assert _user_texts(session) == ["first", "second", "third", "fourth"]
+    assert all(a is b for a, b in zip(received[-1], given[-1], strict=True))

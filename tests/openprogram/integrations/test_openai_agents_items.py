@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("agents")
 
@@ -21,7 +23,7 @@ from agents.usage import Usage
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 
 from openprogram import Session
-from openprogram.integrations.openai_agents import OpenProgramSession
+from openprogram.integrations.openai_agents import OpenProgramSession, to_entries
 
 LIVE, ADDED, ITEMS = "openai_agents.live", "openai_agents.live.added", "openai_agents.items"
 
@@ -112,3 +114,68 @@ def test_a_list_stored_whole_before_chunks_is_read(tmp_path: Path) -> None:
     assert asyncio.run(memory.get_items()) == items
     asyncio.run(memory.add_items([{"role": "user", "content": "more"}]))
     assert _items(db) == [*items, {"role": "user", "content": "more"}]
+
+
+def test_each_read_is_a_copy_of_its_own(tmp_path: Path) -> None:
+    """``get_items`` parses each read from the items' JSON: what a reader changes (the SDK
+    normalizes what it reads) never reaches the stored list or another read, an item the
+    list holds twice comes back as two objects, and a run sees the list as stored."""
+    memory = OpenProgramSession(Session(tmp_path / "op.db", "s"))
+    nested = {
+        "id": "m",
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "a", "annotations": []}],
+    }
+    items = [{"role": "user", "content": "q"}, nested, {"role": "user", "content": "q"}]
+    asyncio.run(memory.add_items(items))
+    read = asyncio.run(memory.get_items())
+    assert read == items and read[0] is not read[2]
+    read[0]["content"] = "changed"
+    read[1]["content"][0]["text"] = "changed"
+    assert asyncio.run(memory.get_items()) == items
+    assert asyncio.run(memory.get_items(limit=1)) == items[2:]
+    memory.run_sync(Agent("a", model=Answering()), "next")
+    assert _items(tmp_path / "op.db")[:3] == items
+
+
+KINDS = st.sampled_from(["user", "assistant", "call", "output", "reasoning"])
+
+
+def _item(kind: str, n: int) -> dict[str, Any]:
+    made: dict[str, dict[str, Any]] = {
+        "user": {"role": "user", "content": f"q{n}"},
+        "assistant": {"role": "assistant", "content": f"a{n}"},
+        "call": {"type": "function_call", "call_id": f"c{n}", "name": "f", "arguments": "{}"},
+        "output": {"type": "function_call_output", "call_id": f"c{n - 1}", "output": "v"},
+        "reasoning": {"type": "reasoning", "id": f"rs{n}", "summary": []},
+    }
+    return made[kind]
+
+
+@settings(max_examples=25, deadline=None, database=None)
+@given(st.lists(st.tuples(KINDS, st.booleans()), min_size=1, max_size=12))
+def test_items_added_in_any_chunks_store_what_the_whole_list_does(
+    tmp_path_factory: pytest.TempPathFactory, kinds: list[tuple[str, bool]]
+) -> None:
+    """Appends convert only what they add, with the last turn's assistant-side items when
+    they continue it: written in any chunks, a list is kept as the same entries as the list
+    converted at once (a turn's calls one assistant message either way) and reads back the
+    same."""
+    items = [_item(kind, n) for n, (kind, _) in enumerate(kinds)]
+    chunked = OpenProgramSession(Session(tmp_path_factory.mktemp("c") / "op.db", "s"))
+    chunk: list[Any] = []
+    for item, (_, cut) in zip(items, kinds, strict=True):
+        chunk.append(item)
+        if cut:
+            asyncio.run(chunked.add_items(chunk))
+            chunk = []
+    if chunk:
+        asyncio.run(chunked.add_items(chunk))
+    assert asyncio.run(chunked.get_items()) == items
+    # internal: the entries the session keeps for its list, against a whole conversion
+    kept = chunked._entries
+    assert kept is not None
+    assert [(e.message, e.original, e.meta, e.label) for e in kept] == [
+        (e.message, e.original, e.meta, e.label) for e in to_entries(items)
+    ]

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 from _adapter_helpers import lookup
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("agents")
 
@@ -248,9 +250,99 @@ def test_each_call_goes_out_with_the_sdks_own_items(tmp_path: Path) -> None:
     asyncio.run(memory.add_items([{"type": "reasoning", "id": "rs", "summary": []}]))
     asyncio.run(Runner.run(agent, "Last.", session=memory, run_config=config))
     assert len(seen) == 6
-    for given, sent in seen:
-        assert len(sent) == len(given) and all(a is b for a, b in zip(sent, given, strict=True))
+    for asked, sent in seen:
+        assert len(sent) == len(asked) and all(a is b for a, b in zip(sent, asked, strict=True))
     last = memory.mirror.last
     assert last is not None
     stored = [e.message for e in to_entries(seen[-1][0])]
     assert [m for m in last.messages if m["role"] != "system"] == stored
+
+
+TEXTS = st.one_of(st.text(max_size=5), st.sampled_from(["", "hi", "a\nb"]))
+PARTS = st.lists(
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["input_text", "output_text", "text"])}, optional={"text": TEXTS}
+    ),
+    max_size=2,
+)
+ANY = st.one_of(TEXTS, st.none(), st.integers(0, 3), PARTS)
+ROLES = st.sampled_from(["user", "assistant", "system", "developer", "tool", "other"])
+ITEM = st.one_of(
+    st.fixed_dictionaries(
+        {"role": ROLES, "content": st.one_of(TEXTS, PARTS, st.none())},
+        optional={
+            "type": st.sampled_from(["message", "function_call_output", "reasoning"]),
+            "phase": st.sampled_from([None, "commentary", "final_answer", "other"]),
+            "id": st.sampled_from(["m1", "m2"]),
+            "status": st.sampled_from(["completed"]),
+        },
+    ),
+    st.dictionaries(st.sampled_from(["role", "content", "type", "phase", "id"]), ANY),
+)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(ITEM)
+@example({"role": "developer", "content": "rules"})
+@example({"role": "assistant", "content": "", "type": "message", "phase": "final_answer"})
+@example({"role": "user", "content": "x", "phase": "other"})
+@example({"role": "tool", "content": "x"})
+def test_a_text_item_converts_as_the_sdks_converter_makes_it(item: dict[str, Any]) -> None:
+    """The text items converted without the SDK's converter (the first request converts a
+    whole stored list) give exactly the entry the converter's path gives, any other item
+    goes through the converter."""
+    # internal: _group is the converter's path, the one a text item must equal
+    from openprogram.integrations._agents_convert import _group
+    from openprogram.integrations.openai_agents import to_entries
+
+    try:
+        entries = to_entries([item], start=3)
+    except MalformedMessage:
+        return
+    expected = _group([item], 3)
+    assert [(e.message, e.original, e.meta, e.label) for e in entries] == [
+        (e.message, e.original, e.meta, e.label) for e in expected
+    ]
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(st.lists(st.tuples(st.booleans(), st.booleans()), max_size=30), st.integers(0, 3))
+def test_a_call_goes_out_with_its_own_items_around_what_compaction_made(
+    kept: list[tuple[bool, bool]], calls: int
+) -> None:
+    """Whatever a render keeps of the stored list's entries (in order, with summaries and
+    notes between), the call's input holds, for each kept entry, the call's own items at
+    its place, the very objects, and a new item for each message compaction made."""
+    # internal: the places a session keeps for its entries, its sending of a call, Paired
+    from openprogram.integrations import _agents_convert as agents_convert
+    from openprogram.integrations import openai_agents
+    from openprogram.integrations._entry import Paired
+
+    history: list[Any] = []
+    for n in range(len(kept)):
+        history.append({"role": "user", "content": f"q{n}"})
+        if n < calls:  # two calls in parallel: one entry of two items
+            for c in (f"c{n}", f"d{n}"):
+                history.append(
+                    {"type": "function_call", "call_id": c, "name": "f", "arguments": "{}"}
+                )
+            for c in (f"c{n}", f"d{n}"):
+                history.append({"type": "function_call_output", "call_id": c, "output": "v"})
+        history.append({"role": "assistant", "content": f"a{n}"})
+    entries = openai_agents.to_entries(history)
+    starts = agents_convert.entry_starts(entries, None, {})
+    items = json.loads(json.dumps(history))  # the call's own copies, equal to the stored
+    paired, expected = [], []
+    for (keep, note), entry in zip(kept * 4, entries, strict=False):
+        if note:
+            made = Paired({"role": "user", "content": "a summary"}, None)
+            paired.append(made)
+            expected += openai_agents.from_messages([made])
+        if keep:
+            paired.append(Paired(entry.message, entry))
+            start = starts[id(entry)]
+            expected += items[start : start + len(entry.original)]
+    sent = agents_convert.sent_items(paired, items, starts, [])
+    assert sent == expected
+    mine = {id(i) for i in items}
+    assert all(a is b for a, b in zip(sent, expected, strict=True) if id(b) in mine)
