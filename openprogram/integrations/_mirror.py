@@ -39,7 +39,7 @@ from openprogram.integrations._calls import CallPositions, call_counts, check_en
 from openprogram.integrations._entry import Entry, Paired
 from openprogram.integrations._gc import freeze_once
 from openprogram.integrations._models import record_model
-from openprogram.integrations._pairing import pair
+from openprogram.integrations._pairing import Pairing
 from openprogram.tracing import traced_render
 
 __all__ = ["NAMESPACE", "Entry", "Mirror", "Paired"]
@@ -104,8 +104,7 @@ class Mirror:
         on it (the one after its end not counted)."""
         self.last: Rendered | None = None
         """The last render (tokens, tiers, and the cache edits it asks the provider for)."""
-        self._paired: dict[int, Paired] = {}
-        """The last render's pairs of messages without call ids, by the message's identity."""
+        self._pairing = Pairing()
 
     # -- the steps this mirror wrote, persisted in the store -------------------------------
     @property
@@ -485,13 +484,10 @@ class Mirror:
             return self._pair(self.last, entries)
 
     def _pair(self, rendered: Rendered, entries: Sequence[Entry]) -> list[Paired]:
-        """Each rendered message with the entry it shows unchanged (see ``pair``); only the
+        """Each rendered message with the entry it shows unchanged (see ``Pairing``); only the
         current instructions of those this history stored go out."""
         graph = self.session.graph
         current = [s.node for s in self._system[-1:]]
         instructions = [dialogue_message(graph.get(node)) for node in current]
         superseded = {s.node for s in self._system[:-1]} - set(current)
-        paired, self._paired = pair(
-            rendered, entries, self._path, (instructions, superseded), self._paired
-        )
-        return paired
+        return self._pairing.pair(rendered, entries, self._path, (instructions, superseded))
