@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import cast
 
 from context import Rendered
@@ -40,6 +40,8 @@ from openprogram.integrations._entry import Entry, Paired
 from openprogram.integrations._gc import freeze_once
 from openprogram.integrations._models import record_model
 from openprogram.integrations._pairing import Pairing
+from openprogram.integrations._steps import Step as _Step
+from openprogram.integrations._steps import shared_start as _shared
 from openprogram.tracing import traced_render
 
 __all__ = ["NAMESPACE", "Entry", "Mirror", "Paired"]
@@ -49,33 +51,9 @@ NAMESPACE = ADAPTERS
 steps are in ``integrations.<name>``, keyed by the node they hang on and their digest."""
 SYSTEM = "@system"
 """The digest slot of an instructions step in the index (one per node it hangs on)."""
+_NODE = operator.attrgetter("node")
 MAX_PATHS = 64
 """How many stored paths a sync weighs where diverged histories wrote the same steps."""
-
-
-@dataclass
-class _Step:
-    """What the mirror wrote for one entry (or one change of instructions): its digest, the
-    node it made or filled (a tool node for a result), the heads before and after it, and
-    the graph call ids of each framework call id, in the order of the message's calls."""
-
-    digest: str
-    node: str
-    head: str | None
-    parent: str | None
-    calls: dict[str, list[str]] = field(default_factory=dict)
-
-    @property
-    def key(self) -> str:
-        return f"{self.parent or ''}:{self.digest}"
-
-    def dump(self) -> str:
-        return json.dumps([self.digest, self.node, self.head, self.parent, self.calls])
-
-    @classmethod
-    def load(cls, text: str) -> _Step:
-        digest, node, head, parent, calls = json.loads(text)
-        return cls(digest, node, head, parent, {k: list(v) for k, v in calls.items()})
 
 
 class Mirror:
@@ -99,9 +77,12 @@ class Mirror:
         self._shared = False
         """Whether diverged histories wrote one step twice (a key with several steps)."""
         self._calls = CallPositions()
-        self._walked: tuple[list[_Step], int] = ([], 0)
-        """The path :meth:`_follow` last walked, and how many changes of instructions are
-        on it (the one after its end not counted)."""
+        self._walked: tuple[list[_Step], list[tuple[int, _Step]]] = ([], [])
+        """The path :meth:`_follow` last walked, and the changes of instructions on it,
+        each with where it was followed (before which step; the one after its end not
+        counted)."""
+        self._digested: tuple[list[Entry], list[str]] = ([], [])
+        """The last sync's entries and their digests."""
         self.last: Rendered | None = None
         """The last render (tokens, tiers, and the cache edits it asks the provider for)."""
         self._pairing = Pairing()
@@ -167,7 +148,7 @@ class Mirror:
 
     def nodes(self) -> list[str]:
         """The node each entry of the last history mirrored made or filled, in order."""
-        return [step.node for step in self._path]
+        return list(map(_NODE, self._path))
 
     def warm(self) -> None:
         """Read the steps this mirror wrote now (the first request looks its history up in
@@ -185,7 +166,7 @@ class Mirror:
         with self._lock, self.writing():
             graph = self.session.graph
             graph.refresh()
-            digests = [entry.digest for entry in entries]
+            digests = self._digests(entries)
             resume = self._unchanged(digests)
             known = self._prefix(digests) if resume < 0 else None
             checked = len(known) if known is not None else resume
@@ -210,6 +191,14 @@ class Mirror:
             self._synced = (digests, graph.state.last_seq, graph.head)
             return self.nodes()
 
+    def _digests(self, entries: Sequence[Entry]) -> list[str]:
+        """The digest of each entry: the last sync's for the very entries it started with."""
+        last, digests = self._digested
+        same = _shared(entries, last)
+        digests = [*digests[:same], *(entry.digest for entry in entries[same:])]
+        self._digested = (list(entries), digests)
+        return digests
+
     @contextmanager
     def writing(self) -> Iterator[None]:
         """One transaction for a sync's reads and writes (the graph caught up, the head
@@ -221,7 +210,7 @@ class Mirror:
                 yield
         except BaseException:
             self._index, self._new, self._synced = None, [], None
-            self._walked = ([], 0)
+            self._walked = ([], [])
             raise
 
     def _unchanged(self, digests: Sequence[str]) -> int:
@@ -293,23 +282,27 @@ class Mirror:
 
     def _follow(self, steps: Sequence[_Step]) -> None:
         """Stand after ``steps`` and the changes of instructions on their way (one after
-        the last step included). The part of ``steps`` the last call walked is not walked
-        again: instructions are only ever written after a path's end, so the changes on it
-        are the ones found then (those after its end are looked up again)."""
-        walked, count = self._walked
-        if walked and len(walked) <= len(steps) and steps[: len(walked)] == walked:
-            self._path, self._system = list(walked), self._system[:count]
-            parent: str | None = walked[-1].head
-        else:
-            self._path, self._system = [], []
-            parent = self._base
+        the last step included). The start ``steps`` share with the path the last call
+        walked (the very steps, found in C) is not walked again: instructions are only
+        ever written after the end of the path walked (or beyond it), so the changes on
+        that start are the ones found then, at the same places (those from its end on are
+        looked up again)."""
+        walked, found = self._walked
+        same = _shared(steps, walked)
+        kept = [(at, step) for at, step in found if at < same]
+        self._path, self._system = list(steps[:same]), [step for _, step in kept]
+        parent = steps[same - 1].head if same else self._base
         systems = self._systems if self._index is not None else None
-        for step in steps[len(self._path) :]:
+        for step in steps[same:]:
             if systems is None or (parent or "") in systems:  # most nodes have none
-                parent = self._follow_system(parent)
+                system = self._system_step(parent)
+                if system is not None:
+                    self._system.append(system)
+                    kept.append((len(self._path), system))
+                    parent = system.head
             self._path.append(step)
             parent = step.head
-        self._walked = (list(self._path), len(self._system))
+        self._walked = (list(self._path), kept)
         self._at = self._follow_system(parent)
 
     def _system_step(self, parent: str | None) -> _Step | None:

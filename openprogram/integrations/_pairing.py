@@ -18,6 +18,7 @@ from context import MessageSource, Rendered
 from graph import ChatMessage
 from openprogram.integrations._calls import FrameworkIds
 from openprogram.integrations._entry import Entry, Paired, other_ids
+from openprogram.integrations._steps import shared_start as _shared
 
 __all__ = ["Pairing"]
 
@@ -36,13 +37,6 @@ class Step(Protocol):
 
     @property
     def calls(self) -> dict[str, list[str]]: ...
-
-
-def _shared(a: Sequence[Any], b: Sequence[Any]) -> int:
-    """How many of the first elements of ``a`` and ``b`` are the very same objects."""
-    same = list(map(operator.is_, a, b))
-    same.append(False)
-    return same.index(False)
 
 
 @dataclass

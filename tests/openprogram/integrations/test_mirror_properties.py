@@ -171,23 +171,34 @@ def test_a_mirror_that_remembers_its_last_sync_stores_what_a_new_one_does(
     [("user", "go on"), ("say", "done"), ("user", "why?"), ("say", "done")],
     [(0, "A"), (2, "B"), (0, "A"), (0, "A")],
 )
+@example(
+    [("user", "go on"), ("say", "done"), ("user", "why?"), ("say", "done"), ("user", "stop")],
+    [(0, "A"), (0, "A"), (0, "B"), (0, "B"), (3, "B")],
+)
 def test_a_mirror_that_remembers_its_walk_follows_instructions_as_a_full_walk_does(
     ops: list[Op], sends: list[tuple[int, str | None]]
 ) -> None:
     """Instructions that change between syncs (stored where they change), with histories
-    cut and resent: a mirror that keeps the path it last walked, and the changes of
-    instructions on it, stores and stands where one that walks the whole path every time
-    does (its memory of the walk cleared before each sync)."""
+    cut and resent (as the same entry objects): a mirror that keeps the path it last walked
+    (resuming from the start a new one shares with it, longer or shorter), the changes of
+    instructions on it and the digests of the entries, stores and stands where one that
+    walks the whole path and digests every entry every time does."""
     remembering = Session(":memory:", budget=50_000)
     walking = Session(":memory:", budget=50_000)
     mirror, full = Mirror(remembering, "test"), Mirror(walking, "test")
     history: list[dict[str, Any]] = []
+    kept: list[Entry] = []
     for n, op in enumerate(ops):
         history = _apply(history, op)
         back, system = sends[n] if n < len(sends) else (0, None)
         for sent in (history[: max(0, len(history) - back)], history):
-            mirror.sync([Entry(message) for message in sent], system)
-            full._walked = ([], 0)  # internal: the shortcut under test, turned off
+            kept = [  # the very entries again where the message is the same (digests kept)
+                kept[i] if i < len(kept) and kept[i].message == m else Entry(m)
+                for i, m in enumerate(sent)
+            ]
+            mirror.sync(kept, system)
+            full._walked = ([], [])  # internal: the shortcuts under test, turned off
+            full._digested = ([], [])
             full.sync([Entry(message) for message in sent], system)
             assert len(remembering.graph) == len(walking.graph)
             shown = _shown(remembering, mirror.head)
