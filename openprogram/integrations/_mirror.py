@@ -38,6 +38,7 @@ from openprogram._runtime._session import Session
 from openprogram.integrations._calls import CallPositions, call_counts, check_entries
 from openprogram.integrations._entry import Entry, Paired
 from openprogram.integrations._gc import freeze_once
+from openprogram.integrations._heads import behind, move
 from openprogram.integrations._models import record_model
 from openprogram.integrations._pairing import Pairing
 from openprogram.integrations._steps import Step as _Step
@@ -72,8 +73,9 @@ class Mirror:
         self._system: list[_Step] = []
         self._at: str | None = None
         self._new: list[_Step] = []
-        self._synced: tuple[list[str], int, str | None] | None = None
-        """The last sync's digests, and the graph's last record and head after it."""
+        self._synced: tuple[list[str], int, str | None, str | None] | None = None
+        """The last sync's digests, the graph's last record and head after it, and the
+        mirror's head (the graph's may be further on: see ``behind``)."""
         self._shared = False
         """Whether diverged histories wrote one step twice (a key with several steps)."""
         self._calls = CallPositions()
@@ -180,15 +182,16 @@ class Mirror:
                         best, resume = path, resumable
                 self._follow(best[:resume])
             self._synced = None
-            if graph.head != self._at:
-                self._move(self._at)
+            writes = resume < len(entries) or self._instructing(system) is not None
+            if graph.head != self._at and (writes or not behind(graph, self._at)):
+                move(graph, self._at)
             self._instructions(system)
             for entry, digest in zip(entries[resume:], digests[resume:], strict=True):
                 step = self._keep(self._append(entry, digest))
                 self._path.append(step)
                 self._at = step.head
             self._save()
-            self._synced = (digests, graph.state.last_seq, graph.head)
+            self._synced = (digests, graph.state.last_seq, graph.head, self._at)
             return self.nodes()
 
     def _digests(self, entries: Sequence[Entry]) -> list[str]:
@@ -220,9 +223,9 @@ class Mirror:
         the digests, done in C, instead of a walk of the index and a replay of the calls."""
         if self._synced is None:
             return -1
-        last, seq, head = self._synced
+        last, seq, graph_head, head = self._synced
         graph = self.session.graph
-        if graph.state.last_seq != seq or graph.head != head or self._at != head:
+        if graph.state.last_seq != seq or graph.head != graph_head or self._at != head:
             return -1
         if self._shared or len(digests) < len(last) or digests[: len(last)] != last:
             return -1  # where diverged histories share steps, another path may go further
@@ -240,9 +243,9 @@ class Mirror:
         the stored answer of its last request, each call)."""
         if self._synced is None or self._shared:
             return None
-        last, seq, head = self._synced
+        last, seq, graph_head, head = self._synced
         graph = self.session.graph
-        if graph.state.last_seq != seq or graph.head != head or self._at != head:
+        if graph.state.last_seq != seq or graph.head != graph_head or self._at != head:
             return None
         same = min(len(digests), len(last))
         if last[:same] != list(digests[:same]):
@@ -320,29 +323,29 @@ class Mirror:
         self._system.append(step)
         return step.head
 
-    def _instructions(self, system: str | None) -> None:
-        """Append the instructions where they are not the current ones yet."""
+    def _instructing(self, system: str | None) -> str | None:
+        """The digest of ``system`` when it is not the current instructions yet."""
         if system is None:
-            return
+            return None
         digest = hashlib.sha256(system.encode()).hexdigest()[:32]
         current = self._system[-1] if self._system else None
         graph = self.session.graph
         if current is not None and graph.get(current.node).meta.get("instructions") == digest:
+            return None
+        return digest
+
+    def _instructions(self, system: str | None) -> None:
+        """Append the instructions where they are not the current ones yet."""
+        digest = self._instructing(system)
+        if system is None or digest is None:
             return
+        graph = self.session.graph
         node = graph.append(
             {"role": "system", "content": system},
             meta={"integration": self.name, "instructions": digest},
         )
         self._system.append(self._keep(_Step(SYSTEM, node.id, graph.head, self._at)))
         self._at = graph.head
-
-    def _move(self, head: str | None) -> None:
-        graph = self.session.graph
-        if head is None:
-            if graph.head is not None:
-                graph.restart()
-        elif graph.head != head:
-            graph.fork(head)
 
     def _resumable(self, entries: Sequence[Entry], digests: Sequence[str], same: int) -> int:
         """Where appending may resume: at ``same`` or before it, so that every call the
