@@ -33,28 +33,36 @@ class Parted:
 
     def __init__(self, texts: list[str]) -> None:
         self.parts = [Part(text) for text in texts]
+        self.usage: Part | None = Part("0") if len(texts) > 1 else None
 
 
 def _convert(message: Any) -> list[Entry]:
     if isinstance(message, Parted):
-        return [Entry({"role": "user", "content": part.text}, message) for part in message.parts]
+        usage = message.usage.text if message.usage else None
+        return [
+            Entry({"role": "user", "content": f"{part.text} {usage}"}, message)
+            for part in message.parts
+        ]
     return [Entry({"role": "user", "content": f"{message.text} {message.tags}"}, message)]
 
 
 def _parted_state(message: Parted) -> list[dict[str, Any]]:
-    return [vars(message), *map(vars, message.parts)]
+    usage = [vars(message.usage)] if message.usage else []
+    return [vars(message), *map(vars, message.parts), *usage]
 
 
 def _parted_snapshot(message: Parted) -> list[dict[str, Any]]:
     """The parts themselves, compared by identity, then their fields by value."""
-    return [{"parts": list(message.parts)}, *(dict(vars(part)) for part in message.parts)]
+    usage = [dict(vars(message.usage))] if message.usage else []
+    top = {"parts": list(message.parts), "usage": message.usage}
+    return [top, *(dict(vars(part)) for part in message.parts), *usage]
 
 
 Op = tuple[str, int, str]
 OPS = st.lists(
     st.lists(
         st.tuples(
-            st.sampled_from(["add", "edit", "tag", "replace", "drop", "move", "part"]),
+            st.sampled_from(["add", "edit", "tag", "replace", "drop", "move", "part", "usage"]),
             st.integers(0, 20),
             st.sampled_from(["a", "b", "c"]),
         ),
@@ -66,12 +74,12 @@ OPS = st.lists(
 
 def _apply(history: list[Any], op: Op, parted: bool, edited: set[int]) -> list[Any]:
     kind, at, text = op
-    new = Parted([text, text]) if parted else Message(text)
+    new = Parted([text] * (1 + at % 2)) if parted else Message(text)
     if kind == "add" or not history:
         return [*history, new]
     at %= len(history)
     target = history[at]
-    if kind in ("edit", "tag", "part"):
+    if kind in ("edit", "tag", "part", "usage"):
         edited.add(id(target))
     if kind == "edit":
         if isinstance(target, Parted):
@@ -82,6 +90,11 @@ def _apply(history: list[Any], op: Op, parted: bool, edited: set[int]) -> list[A
         target.tags.append(text)
     elif kind == "part" and isinstance(target, Parted):
         target.parts[0].text += text
+    elif kind == "usage" and isinstance(target, Parted):
+        if target.usage is None or text == "c":
+            target.usage = Part(text)  # (another object, or one where there was none)
+        else:
+            target.usage.text += text
     elif kind == "replace":
         return [*history[:at], new, *history[at + 1 :]]
     elif kind == "drop":
@@ -92,13 +105,18 @@ def _apply(history: list[Any], op: Op, parted: bool, edited: set[int]) -> list[A
 
 
 @settings(max_examples=150, deadline=None, database=None)
-@given(OPS, st.booleans())
+@given(OPS, st.sampled_from(["vars", "held", "state"]))
 def test_kept_entries_are_a_fresh_conversion_of_every_object(
-    requests: list[list[Op]], parted: bool
+    requests: list[list[Op]], compared: str
 ) -> None:
-    kept = (
-        KeptEntries(_convert, _parted_state, _parted_snapshot) if parted else KeptEntries(_convert)
-    )
+    """Objects compared by their own attributes (``vars``), or holding others whose
+    attributes count too, named (``held``) or listed by a state function of the adapter's."""
+    parted = compared != "vars"
+    kept = {
+        "vars": lambda: KeptEntries(_convert),
+        "held": lambda: KeptEntries(_convert, held=("parts", "usage")),
+        "state": lambda: KeptEntries(_convert, _parted_state, _parted_snapshot),
+    }[compared]()
     history: list[Any] = []
     before: dict[int, tuple[Any, list[Entry]]] = {}
     for ops in requests:
