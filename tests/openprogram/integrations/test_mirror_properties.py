@@ -171,9 +171,9 @@ def test_a_mirror_that_remembers_its_last_sync_stores_what_a_new_one_does(
     [("user", "go on"), ("say", "done"), ("user", "why?"), ("say", "done")],
     [(0, "A"), (2, "B"), (0, "A"), (0, "A")],
 )
-@example(
-    [("user", "go on"), ("say", "done"), ("user", "why?"), ("say", "done"), ("user", "stop")],
-    [(0, "A"), (0, "A"), (0, "B"), (0, "B"), (3, "B")],
+@example(  # instructions found past where a shorter history stops are not its own
+    [("result", "ok"), *[("user", "go on")] * 5],
+    [(0, "B"), (0, "A"), (2, "A"), (0, None), (0, "A"), (3, "A")],
 )
 def test_a_mirror_that_remembers_its_walk_follows_instructions_as_a_full_walk_does(
     ops: list[Op], sends: list[tuple[int, str | None]]
