@@ -9,6 +9,7 @@ paired one by one."""
 from __future__ import annotations
 
 import bisect
+import itertools
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ _KEY = operator.attrgetter("nodes", "variant", "merged", "layer")
 """What pairing reads of a message's source (its render id aside)."""
 _NODE = operator.attrgetter("node")
 _DIGEST = operator.attrgetter("digest")
+_MESSAGE, _LAYER = operator.itemgetter(0), operator.itemgetter(2)
 
 
 class Step(Protocol):
@@ -135,12 +137,14 @@ class Pairing:
             start = min(start, bisect.bisect_left(last.top, changed, 0, start + 1) - 1)
         count = last.out[start]
         paired, at = last.paired[:count], last.at[:count]
-        entries, new = now.entries, object.__new__
-        for n in [n for n, position in enumerate(at) if position >= same]:
-            pair = new(Paired)  # the last pair, pointed at this call's entry
-            pair.__dict__.update(last.paired[n].__dict__)
-            pair.__dict__["entry"] = entries[at[n]]
-            paired[n] = pair
+        moved = [n for n, position in enumerate(at) if position >= same]
+        if moved:  # the last pairs, pointed at this call's entries (made in C)
+            pairs = list(map(paired.__getitem__, moved))
+            shown = map(now.entries.__getitem__, map(at.__getitem__, moved))
+            fields = zip(map(_MESSAGE, pairs), shown, map(_LAYER, pairs), strict=True)
+            made = map(tuple.__new__, itertools.repeat(Paired), fields)
+            for n, pair in zip(moved, made, strict=True):
+                paired[n] = pair
         now.paired, now.at = paired, at
         now.taken = last.taken[: last.took[start]]
         for name in ("out", "took", "used", "assigned", "top"):
