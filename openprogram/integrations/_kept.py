@@ -107,17 +107,20 @@ class KeptEntries:
         shared = same.index(False)
         if not shared:
             return 0
-        held = self._held
+        held, snapshots = self._held, last.snapshots[:shared]
         try:
-            if held and held.states(objects[:shared]) == held.snapshots(last.snapshots[:shared]):
+            if held and held.states(objects[:shared]) == held.snapshots(snapshots):
                 return shared
-            states = list(map(self._state, objects[:shared]))
+            if self._state is vars:  # the objects' own dicts: nothing is made
+                if list(map(vars, objects[:shared])) == snapshots:
+                    return shared
+            # Each state compared as it is made and dropped at once (thousands of them
+            # kept alive together would be promoted through the collector's generations).
+            elif all(map(operator.eq, map(self._state, objects[:shared]), snapshots)):
+                return shared
+            equal = list(map(operator.eq, map(self._state, objects[:shared]), snapshots))
         except Exception:  # an object whose state cannot be read: looked at one by one
             return 0
-        snapshots = last.snapshots[:shared]
-        if states == snapshots:
-            return shared
-        equal = [state == snapshot for state, snapshot in zip(states, snapshots, strict=True)]
         equal.append(False)
         return equal.index(False)
 
