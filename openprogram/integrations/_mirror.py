@@ -198,7 +198,8 @@ class Mirror:
         """The digest of each entry: the last sync's for the very entries it started with."""
         last, digests = self._digested
         same = _shared(entries, last)
-        digests = [*digests[:same], *(entry.digest for entry in entries[same:])]
+        digests = digests[:same]
+        digests += [entry.digest for entry in entries[same:]]
         self._digested = (list(entries), digests)
         return digests
 
