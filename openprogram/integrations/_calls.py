@@ -14,12 +14,28 @@ __all__ = ["CallPositions", "FrameworkIds", "call_counts", "call_ids", "check_en
 
 class FrameworkIds:
     """Maps a render's graph call ids back to the framework's, never to one already used in
-    the same prompt (two calls the framework gave one id keep their graph ids)."""
+    the same prompt (two calls the framework gave one id keep their graph ids).
+
+    What each mapping used and assigned is logged in order (``used_log``,
+    ``assigned_log``), so that a later render sharing a start with this one resumes from
+    the state after it (:meth:`resumed`) instead of mapping it again."""
 
     def __init__(self, framework_ids: dict[str, str]) -> None:
         self.framework_ids = framework_ids
         self.used: set[str] = set()
         self.assigned: dict[str, str] = {}
+        self.used_log: list[str] = []
+        self.assigned_log: list[tuple[str, str]] = []
+
+    @classmethod
+    def resumed(
+        cls, framework_ids: dict[str, str], used: list[str], assigned: list[tuple[str, str]]
+    ) -> FrameworkIds:
+        """The state after mapping the messages that used and assigned these, in order."""
+        ids = cls(framework_ids)
+        ids.used, ids.assigned = set(used), dict(assigned)
+        ids.used_log, ids.assigned_log = used, assigned
+        return ids
 
     def map(self, message: ChatMessage) -> ChatMessage:
         if message.get("role") == "tool":
@@ -36,6 +52,8 @@ class FrameworkIds:
                 out = graph_id
             self.used.add(out)
             self.assigned[graph_id] = out
+            self.used_log.append(out)
+            self.assigned_log.append((graph_id, out))
             calls.append(call if out == graph_id else {**call, "id": out})
         return {**message, "tool_calls": calls}
 

@@ -16,7 +16,10 @@ from __future__ import annotations
 import copy
 import datetime
 import enum
-from collections.abc import Callable, Sequence
+import itertools
+import operator
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from openprogram.integrations._entry import Entry
@@ -47,41 +50,201 @@ def frozen(value: Any) -> Any:
 class KeptEntries:
     """Entries of framework objects, converted by ``convert`` (one object to its entries) and
     kept while ``state`` (the object's values, as a list of attribute dicts: by default its
-    own) compares equal (``==``) to ``snapshot``, the copy taken when it was converted (by
-    default a :func:`frozen` copy of the state; a framework's own may share the objects its
-    state lists the attributes of, so that they are compared by identity and then by those
-    attributes, never by their own ``__eq__``)."""
+    own ``vars``) compares equal (``==``) to ``snapshot``, the copy taken when it was
+    converted (by default a :func:`frozen` copy of the state; a framework's own may share
+    the objects its state lists the attributes of, so that they are compared by identity
+    and then by those attributes, never by their own ``__eq__``).
+
+    A history that starts with the last call's objects (a framework resending its history
+    with a new message) is checked as one: the shared start found by identity, then all of
+    its states against their snapshots in one list comparison, both in C; only the objects
+    after it are looked up one by one."""
 
     def __init__(
         self,
         convert: Callable[[Any], list[Entry]],
-        state: Callable[[Any], list[dict[str, Any]]] = lambda obj: [vars(obj)],
+        state: Callable[[Any], list[dict[str, Any]]] | None = None,
         snapshot: Callable[[Any], list[dict[str, Any]]] | None = None,
+        *,
+        held: Sequence[str] = (),
     ) -> None:
         self._convert = convert
-        self._state = state
-        self._copy = snapshot or (lambda obj: [frozen(part) for part in state(obj)])
-        self._kept: dict[str | None, dict[int, tuple[Any, list[Any], list[Entry]]]] = {}
+        self._held = _Held(tuple(held)) if held else None
+        # The default state is the object's own dict, taken by the builtin ``vars`` (no
+        # Python call per object); a snapshot is then one frozen dict.
+        self._state: Callable[[Any], Any] = state or (self._held.state if self._held else vars)
+        if snapshot is not None:
+            self._copy: Callable[[Any], Any] = snapshot
+        elif state is not None:
+            self._copy = lambda obj: [frozen(part) for part in state(obj)]
+        elif self._held is not None:
+            self._copy = self._held.snapshot
+        else:
+            self._copy = lambda obj: frozen(vars(obj))
+        self._kept: dict[str | None, _Kept] = {}
 
     def entries(self, objects: Sequence[Any], conversation: str | None = None) -> list[Entry]:
         """The entries of ``objects``, in order (the same :class:`Entry` objects as the last
         call of ``conversation`` for what did not change, their digests with them)."""
-        kept, now, state = self._kept.get(conversation, {}), {}, self._state
-        entries: list[Entry] = []
-        for obj in objects:
-            found = kept.get(id(obj))
-            if found is None or found[0] is not obj or found[1] != state(obj):
-                found = (obj, self._snapshot(obj), self._convert(obj))
-            now[id(obj)] = found
-            entries += found[2]
+        objects = list(objects)
+        last = self._kept.get(conversation)
+        shared = 0 if last is None else self._unchanged(objects, last)
+        now = _Kept(objects[:shared], last.snapshots[:shared] if last else [], [])
+        if last is not None:
+            now.converted = last.converted[:shared]
+            now.offsets = last.offsets[: shared + 1]
+            now.entries = last.entries[: now.offsets[-1]]
+        if shared < len(objects):
+            self._rest(now, objects[shared:], last)
         self._kept[conversation] = now  # (replaced whole: a concurrent call reads either)
-        return entries
+        return list(now.entries)
 
-    def _snapshot(self, obj: Any) -> list[Any]:
+    def _unchanged(self, objects: list[Any], last: _Kept) -> int:
+        """How many of ``objects`` start as the last call's did: the very objects, with the
+        values they had when they were converted."""
+        same = list(map(operator.is_, objects, last.objects))
+        same.append(False)
+        shared = same.index(False)
+        if not shared:
+            return 0
+        held, snapshots = self._held, last.snapshots[:shared]
+        try:
+            if held and held.states(objects[:shared]) == held.snapshots(snapshots):
+                return shared
+            if self._state is vars:  # the objects' own dicts: nothing is made
+                if list(map(vars, objects[:shared])) == snapshots:
+                    return shared
+            # Each state compared as it is made and dropped at once (thousands of them
+            # kept alive together would be promoted through the collector's generations).
+            elif all(map(operator.eq, map(self._state, objects[:shared]), snapshots)):
+                return shared
+            equal = list(map(operator.eq, map(self._state, objects[:shared]), snapshots))
+        except Exception:  # an object whose state cannot be read: looked at one by one
+            return 0
+        equal.append(False)
+        return equal.index(False)
+
+    def _rest(self, now: _Kept, objects: list[Any], last: _Kept | None) -> None:
+        """Convert ``objects`` (those after the shared start), each kept from the last call
+        where it is the same object with the same values."""
+        for obj in objects:
+            at = last.find(obj, len(objects)) if last is not None else None
+            if at is not None and last is not None:
+                snapshot, converted = last.snapshots[at], last.converted[at]
+                if not self._same(obj, snapshot):
+                    snapshot, converted = self._snapshot(obj), self._convert(obj)
+            else:
+                snapshot, converted = self._snapshot(obj), self._convert(obj)
+            now.objects.append(obj)
+            now.snapshots.append(snapshot)
+            now.converted.append(converted)
+            now.entries += converted
+            now.offsets.append(len(now.entries))
+
+    def _same(self, obj: Any, snapshot: Any) -> bool:
+        try:
+            return bool(self._state(obj) == snapshot)
+        except Exception:  # its values cannot be read: converted again
+            return False
+
+    def _snapshot(self, obj: Any) -> Any:
         try:
             return self._copy(obj)
         except Exception:  # a value that cannot be copied: converted again every time
-            return [_Never()]
+            return _Never()
+
+
+@dataclass
+class _Kept:
+    """One conversation's last objects, each with its snapshot and entries (``offsets``:
+    where each object's entries start in ``entries``, and where the last one's end)."""
+
+    objects: list[Any]
+    snapshots: list[Any]
+    converted: list[list[Entry]]
+    offsets: list[int] = field(default_factory=lambda: [0])
+    entries: list[Entry] = field(default_factory=list)
+
+    _where: dict[int, int] | None = field(default=None, init=False, repr=False)
+
+    def find(self, obj: Any, looked: int) -> int | None:
+        """Where ``obj`` (the very object) is among :attr:`objects`, if anywhere: a scan in
+        C for the first few objects looked up (a history with a new message or two), the
+        positions by identity for more."""
+        if looked <= _SCANS:
+            try:
+                return operator.indexOf(
+                    map(operator.is_, itertools.repeat(obj), self.objects), True
+                )
+            except ValueError:
+                return None
+        if self._where is None:
+            objects = self.objects
+            self._where = dict(zip(map(id, objects), range(len(objects)), strict=True))
+        at = self._where.get(id(obj))
+        return at if at is not None and self.objects[at] is obj else None
+
+
+class _Held:
+    """The state of objects that hold others (a message's parts, its usage) whose own
+    attributes count too: the object's own dict, in which those are compared by identity
+    (a list of them as a copy of the list), and the dicts of what each field named holds.
+    The states of many are taken in C, field by field (``vars`` of every object, then of
+    every object a field holds)."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+
+    def state(self, obj: Any) -> tuple[dict[str, Any], tuple[list[Any], ...]]:
+        return vars(obj), tuple(list(map(vars, _flat([getattr(obj, n, None)]))) for n in self.names)
+
+    def snapshot(self, obj: Any) -> tuple[dict[str, Any], tuple[list[Any], ...]]:
+        top = {
+            key: (list(value) if isinstance(value, list) else value)
+            if key in self.names
+            else frozen(value)
+            for key, value in vars(obj).items()
+        }
+        held = (_flat([getattr(obj, name, None)]) for name in self.names)
+        return top, tuple([frozen(vars(x)) for x in objects] for objects in held)
+
+    def states(self, objects: list[Any]) -> list[Any]:
+        """The states of ``objects`` as one flat list."""
+        states = list(map(vars, objects))
+        for name in self.names:
+            states += map(vars, _flat(map(getattr, objects, itertools.repeat(name), _NONES)))
+        return states
+
+    def snapshots(self, snapshots: list[Any]) -> list[Any]:
+        """The snapshots of as many objects laid out as :meth:`states` lays out theirs."""
+        flat = list(map(operator.itemgetter(0), snapshots))
+        held = list(map(operator.itemgetter(1), snapshots))
+        for n in range(len(self.names)):
+            flat += itertools.chain.from_iterable(map(operator.itemgetter(n), held))
+        return flat
+
+
+_NONES = itertools.repeat(None)
+
+
+def _flat(values: Iterable[Any]) -> list[Any]:
+    """The objects ``values`` hold: a list's (or tuple's) elements, any other but None
+    (joined in C where all are lists, or none is)."""
+    values = list(values)
+    kinds = set(map(type, values))
+    if kinds <= _SEQUENCES:
+        return list(itertools.chain.from_iterable(values))
+    if not kinds & _SEQUENCES:
+        return [v for v in values if v is not None]
+    return [x for v in values if v is not None for x in (v if type(v) in _SEQUENCES else (v,))]
+
+
+_SEQUENCES = frozenset((list, tuple))
+
+
+_SCANS = 4
+"""Up to how many objects a call looks up by a scan of the last ones (each ~20 ns an
+object, in C) rather than by a table of their positions (built once a call)."""
 
 
 class _Never:

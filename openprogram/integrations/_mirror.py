@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import cast
 
 from context import Rendered
@@ -38,8 +38,11 @@ from openprogram._runtime._session import Session
 from openprogram.integrations._calls import CallPositions, call_counts, check_entries
 from openprogram.integrations._entry import Entry, Paired
 from openprogram.integrations._gc import freeze_once
+from openprogram.integrations._heads import behind, move
 from openprogram.integrations._models import record_model
-from openprogram.integrations._pairing import pair
+from openprogram.integrations._pairing import Pairing
+from openprogram.integrations._steps import Step as _Step
+from openprogram.integrations._steps import shared_start as _shared
 from openprogram.tracing import traced_render
 
 __all__ = ["NAMESPACE", "Entry", "Mirror", "Paired"]
@@ -49,33 +52,9 @@ NAMESPACE = ADAPTERS
 steps are in ``integrations.<name>``, keyed by the node they hang on and their digest."""
 SYSTEM = "@system"
 """The digest slot of an instructions step in the index (one per node it hangs on)."""
+_NODE = operator.attrgetter("node")
 MAX_PATHS = 64
 """How many stored paths a sync weighs where diverged histories wrote the same steps."""
-
-
-@dataclass
-class _Step:
-    """What the mirror wrote for one entry (or one change of instructions): its digest, the
-    node it made or filled (a tool node for a result), the heads before and after it, and
-    the graph call ids of each framework call id, in the order of the message's calls."""
-
-    digest: str
-    node: str
-    head: str | None
-    parent: str | None
-    calls: dict[str, list[str]] = field(default_factory=dict)
-
-    @property
-    def key(self) -> str:
-        return f"{self.parent or ''}:{self.digest}"
-
-    def dump(self) -> str:
-        return json.dumps([self.digest, self.node, self.head, self.parent, self.calls])
-
-    @classmethod
-    def load(cls, text: str) -> _Step:
-        digest, node, head, parent, calls = json.loads(text)
-        return cls(digest, node, head, parent, {k: list(v) for k, v in calls.items()})
 
 
 class Mirror:
@@ -94,18 +73,21 @@ class Mirror:
         self._system: list[_Step] = []
         self._at: str | None = None
         self._new: list[_Step] = []
-        self._synced: tuple[list[str], int, str | None] | None = None
-        """The last sync's digests, and the graph's last record and head after it."""
+        self._synced: tuple[list[str], int, str | None, str | None] | None = None
+        """The last sync's digests, the graph's last record and head after it, and the
+        mirror's head (the graph's may be further on: see ``behind``)."""
         self._shared = False
         """Whether diverged histories wrote one step twice (a key with several steps)."""
         self._calls = CallPositions()
-        self._walked: tuple[list[_Step], int] = ([], 0)
-        """The path :meth:`_follow` last walked, and how many changes of instructions are
-        on it (the one after its end not counted)."""
+        self._walked: tuple[list[_Step], list[tuple[int, _Step]]] = ([], [])
+        """The path :meth:`_follow` last walked, and the changes of instructions on it,
+        each with where it was followed (before which step; the one after its end not
+        counted)."""
+        self._digested: tuple[list[Entry], list[str]] = ([], [])
+        """The last sync's entries and their digests."""
         self.last: Rendered | None = None
         """The last render (tokens, tiers, and the cache edits it asks the provider for)."""
-        self._paired: dict[int, Paired] = {}
-        """The last render's pairs of messages without call ids, by the message's identity."""
+        self._pairing = Pairing()
 
     # -- the steps this mirror wrote, persisted in the store -------------------------------
     @property
@@ -168,7 +150,7 @@ class Mirror:
 
     def nodes(self) -> list[str]:
         """The node each entry of the last history mirrored made or filled, in order."""
-        return [step.node for step in self._path]
+        return list(map(_NODE, self._path))
 
     def warm(self) -> None:
         """Read the steps this mirror wrote now (the first request looks its history up in
@@ -186,7 +168,7 @@ class Mirror:
         with self._lock, self.writing():
             graph = self.session.graph
             graph.refresh()
-            digests = [entry.digest for entry in entries]
+            digests = self._digests(entries)
             resume = self._unchanged(digests)
             known = self._prefix(digests) if resume < 0 else None
             checked = len(known) if known is not None else resume
@@ -200,16 +182,26 @@ class Mirror:
                         best, resume = path, resumable
                 self._follow(best[:resume])
             self._synced = None
-            if graph.head != self._at:
-                self._move(self._at)
+            writes = resume < len(entries) or self._instructing(system) is not None
+            if graph.head != self._at and (writes or not behind(graph, self._at)):
+                move(graph, self._at)
             self._instructions(system)
             for entry, digest in zip(entries[resume:], digests[resume:], strict=True):
                 step = self._keep(self._append(entry, digest))
                 self._path.append(step)
                 self._at = step.head
             self._save()
-            self._synced = (digests, graph.state.last_seq, graph.head)
+            self._synced = (digests, graph.state.last_seq, graph.head, self._at)
             return self.nodes()
+
+    def _digests(self, entries: Sequence[Entry]) -> list[str]:
+        """The digest of each entry: the last sync's for the very entries it started with."""
+        last, digests = self._digested
+        same = _shared(entries, last)
+        digests = digests[:same]
+        digests += [entry.digest for entry in entries[same:]]
+        self._digested = (list(entries), digests)
+        return digests
 
     @contextmanager
     def writing(self) -> Iterator[None]:
@@ -222,7 +214,7 @@ class Mirror:
                 yield
         except BaseException:
             self._index, self._new, self._synced = None, [], None
-            self._walked = ([], 0)
+            self._walked = ([], [])
             raise
 
     def _unchanged(self, digests: Sequence[str]) -> int:
@@ -232,9 +224,9 @@ class Mirror:
         the digests, done in C, instead of a walk of the index and a replay of the calls."""
         if self._synced is None:
             return -1
-        last, seq, head = self._synced
+        last, seq, graph_head, head = self._synced
         graph = self.session.graph
-        if graph.state.last_seq != seq or graph.head != head or self._at != head:
+        if graph.state.last_seq != seq or graph.head != graph_head or self._at != head:
             return -1
         if self._shared or len(digests) < len(last) or digests[: len(last)] != last:
             return -1  # where diverged histories share steps, another path may go further
@@ -252,9 +244,9 @@ class Mirror:
         the stored answer of its last request, each call)."""
         if self._synced is None or self._shared:
             return None
-        last, seq, head = self._synced
+        last, seq, graph_head, head = self._synced
         graph = self.session.graph
-        if graph.state.last_seq != seq or graph.head != head or self._at != head:
+        if graph.state.last_seq != seq or graph.head != graph_head or self._at != head:
             return None
         same = min(len(digests), len(last))
         if last[:same] != list(digests[:same]):
@@ -294,23 +286,27 @@ class Mirror:
 
     def _follow(self, steps: Sequence[_Step]) -> None:
         """Stand after ``steps`` and the changes of instructions on their way (one after
-        the last step included). The part of ``steps`` the last call walked is not walked
-        again: instructions are only ever written after a path's end, so the changes on it
-        are the ones found then (those after its end are looked up again)."""
-        walked, count = self._walked
-        if walked and len(walked) <= len(steps) and steps[: len(walked)] == walked:
-            self._path, self._system = list(walked), self._system[:count]
-            parent: str | None = walked[-1].head
-        else:
-            self._path, self._system = [], []
-            parent = self._base
+        the last step included). The start ``steps`` share with the path the last call
+        walked (the very steps, found in C) is not walked again: instructions are only
+        ever written after the end of the path walked (or beyond it), so the changes on
+        that start are the ones found then, at the same places (those from its end on are
+        looked up again)."""
+        walked, found = self._walked
+        same = _shared(steps, walked)
+        kept = [(at, step) for at, step in found if at < same]
+        self._path, self._system = list(steps[:same]), [step for _, step in kept]
+        parent = steps[same - 1].head if same else self._base
         systems = self._systems if self._index is not None else None
-        for step in steps[len(self._path) :]:
+        for step in steps[same:]:
             if systems is None or (parent or "") in systems:  # most nodes have none
-                parent = self._follow_system(parent)
+                system = self._system_step(parent)
+                if system is not None:
+                    self._system.append(system)
+                    kept.append((len(self._path), system))
+                    parent = system.head
             self._path.append(step)
             parent = step.head
-        self._walked = (list(self._path), len(self._system))
+        self._walked = (list(self._path), kept)
         self._at = self._follow_system(parent)
 
     def _system_step(self, parent: str | None) -> _Step | None:
@@ -328,29 +324,29 @@ class Mirror:
         self._system.append(step)
         return step.head
 
-    def _instructions(self, system: str | None) -> None:
-        """Append the instructions where they are not the current ones yet."""
+    def _instructing(self, system: str | None) -> str | None:
+        """The digest of ``system`` when it is not the current instructions yet."""
         if system is None:
-            return
+            return None
         digest = hashlib.sha256(system.encode()).hexdigest()[:32]
         current = self._system[-1] if self._system else None
         graph = self.session.graph
         if current is not None and graph.get(current.node).meta.get("instructions") == digest:
+            return None
+        return digest
+
+    def _instructions(self, system: str | None) -> None:
+        """Append the instructions where they are not the current ones yet."""
+        digest = self._instructing(system)
+        if system is None or digest is None:
             return
+        graph = self.session.graph
         node = graph.append(
             {"role": "system", "content": system},
             meta={"integration": self.name, "instructions": digest},
         )
         self._system.append(self._keep(_Step(SYSTEM, node.id, graph.head, self._at)))
         self._at = graph.head
-
-    def _move(self, head: str | None) -> None:
-        graph = self.session.graph
-        if head is None:
-            if graph.head is not None:
-                graph.restart()
-        elif graph.head != head:
-            graph.fork(head)
 
     def _resumable(self, entries: Sequence[Entry], digests: Sequence[str], same: int) -> int:
         """Where appending may resume: at ``same`` or before it, so that every call the
@@ -485,13 +481,10 @@ class Mirror:
             return self._pair(self.last, entries)
 
     def _pair(self, rendered: Rendered, entries: Sequence[Entry]) -> list[Paired]:
-        """Each rendered message with the entry it shows unchanged (see ``pair``); only the
+        """Each rendered message with the entry it shows unchanged (see ``Pairing``); only the
         current instructions of those this history stored go out."""
         graph = self.session.graph
         current = [s.node for s in self._system[-1:]]
         instructions = [dialogue_message(graph.get(node)) for node in current]
         superseded = {s.node for s in self._system[:-1]} - set(current)
-        paired, self._paired = pair(
-            rendered, entries, self._path, (instructions, superseded), self._paired
-        )
-        return paired
+        return self._pairing.pair(rendered, entries, self._path, (instructions, superseded))

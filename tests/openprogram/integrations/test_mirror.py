@@ -210,3 +210,23 @@ def test_a_replaced_result_after_a_shared_start_is_asked_again(tmp_path: Path) -
     assert [m.get("content") for m in shown if m["role"] == "tool"] == ["new"]
     assert shown[-1] == {"role": "user", "content": "more"}
     assert [text_of(n.result.content) for n in session.graph.nodes() if n.result] == ["old", "new"]
+
+
+def test_a_history_resent_without_its_stored_answer_writes_nothing(tmp_path: Path) -> None:
+    """The question resent (a retry, the bench's steady request) renders from the question
+    while the graph's head stays on the answer stored after it: no head move is written
+    back and forth; an answer that differs still goes on a new branch from the question."""
+    session = Session(tmp_path / "op.db")
+    mirror = Mirror(session, "test")
+    question, answer = {"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}
+    nodes = mirror.sync(_entries(question, answer))
+    written = session.graph.state.last_seq
+    assert mirror.sync(_entries(question)) == nodes[:1]
+    assert mirror.head == nodes[0] and session.graph.head == nodes[1]
+    assert [m["content"] for m in session.engine.render(head=mirror.head).messages] == ["q"]
+    assert mirror.sync(_entries(question, answer)) == nodes
+    assert session.graph.state.last_seq == written and session.graph.head == nodes[1]
+    mirror.sync(_entries(question))
+    other = mirror.sync(_entries(question, {"role": "assistant", "content": "b"}))
+    assert other[0] == nodes[0] and other[1] != nodes[1] and session.graph.head == other[1]
+    assert [m["content"] for m in session.graph.to_openai()] == ["q", "b"]

@@ -14,6 +14,9 @@ from hypothesis import strategies as st
 from openprogram import Session
 from openprogram.integrations import Entry, Mirror
 
+# internal: the pairing a mirror remembers is compared with one made anew
+from openprogram.integrations._pairing import Pairing
+
 RENAMED = re.compile(r"~\d+$")
 
 Op = tuple[str, Any]
@@ -168,25 +171,77 @@ def test_a_mirror_that_remembers_its_last_sync_stores_what_a_new_one_does(
     [("user", "go on"), ("say", "done"), ("user", "why?"), ("say", "done")],
     [(0, "A"), (2, "B"), (0, "A"), (0, "A")],
 )
+@example(  # instructions found past where a shorter history stops are not its own
+    [("result", "ok"), *[("user", "go on")] * 5],
+    [(0, "B"), (0, "A"), (2, "A"), (0, None), (0, "A"), (3, "A")],
+)
 def test_a_mirror_that_remembers_its_walk_follows_instructions_as_a_full_walk_does(
     ops: list[Op], sends: list[tuple[int, str | None]]
 ) -> None:
     """Instructions that change between syncs (stored where they change), with histories
-    cut and resent: a mirror that keeps the path it last walked, and the changes of
-    instructions on it, stores and stands where one that walks the whole path every time
-    does (its memory of the walk cleared before each sync)."""
+    cut and resent (as the same entry objects): a mirror that keeps the path it last walked
+    (resuming from the start a new one shares with it, longer or shorter), the changes of
+    instructions on it and the digests of the entries, stores and stands where one that
+    walks the whole path and digests every entry every time does."""
     remembering = Session(":memory:", budget=50_000)
     walking = Session(":memory:", budget=50_000)
     mirror, full = Mirror(remembering, "test"), Mirror(walking, "test")
     history: list[dict[str, Any]] = []
+    kept: list[Entry] = []
     for n, op in enumerate(ops):
         history = _apply(history, op)
         back, system = sends[n] if n < len(sends) else (0, None)
         for sent in (history[: max(0, len(history) - back)], history):
-            mirror.sync([Entry(message) for message in sent], system)
-            full._walked = ([], 0)  # internal: the shortcut under test, turned off
+            kept = [  # the very entries again where the message is the same (digests kept)
+                kept[i] if i < len(kept) and kept[i].message == m else Entry(m)
+                for i, m in enumerate(sent)
+            ]
+            mirror.sync(kept, system)
+            full._walked = ([], [])  # internal: the shortcuts under test, turned off
+            full._digested = ([], [])
             full.sync([Entry(message) for message in sent], system)
             assert len(remembering.graph) == len(walking.graph)
             shown = _shown(remembering, mirror.head)
             assert shown == _shown(walking, full.head)
             assert [m for m in shown if m["role"] != "system"] == sent
+
+
+@settings(max_examples=100, deadline=None, database=None)
+@given(
+    OPS,
+    st.lists(
+        st.tuples(st.integers(0, 3), st.sampled_from([None, "A", "B"]), st.booleans()),
+        max_size=25,
+    ),
+    st.sampled_from([50_000, 300, 120]),
+)
+def test_a_mirror_that_remembers_its_pairs_pairs_as_a_fresh_one_does(
+    ops: list[Op], sends: list[tuple[int, str | None, bool]], budget: int
+) -> None:
+    """Renders of histories cut, resent, with their entries kept (as LangChain's and
+    Pydantic AI's adapters keep them) or made anew (as the Agents SDK's are), under a budget
+    that compacts or not: the pairs a mirror takes from its last render for the start both
+    share are those pairing the whole render afresh gives (the same messages, the very
+    entries, the same layers)."""
+    session = Session(":memory:", budget=budget)
+    mirror = Mirror(session, "test")
+    history: list[dict[str, Any]] = []
+    kept: list[Entry] = []
+    for n, op in enumerate(ops):
+        history = _apply(history, op)
+        back, system, anew = sends[n] if n < len(sends) else (0, None, False)
+        for sent in (history[: max(0, len(history) - back)], history):
+            entries = [
+                kept[i] if not anew and i < len(kept) and kept[i].message == m else Entry(m)
+                for i, m in enumerate(sent)
+            ]
+            kept = entries
+            paired = mirror.render(entries, system=system)
+            remembering = mirror._pairing  # internal: the shortcut under test, set aside
+            mirror._pairing = Pairing()
+            assert mirror.last is not None
+            fresh = mirror._pair(mirror.last, entries)
+            mirror._pairing = remembering
+            assert [p.message for p in paired] == [p.message for p in fresh]
+            assert [p.layer for p in paired] == [p.layer for p in fresh]
+            assert all(map(lambda a, b: a.entry is b.entry, paired, fresh))
