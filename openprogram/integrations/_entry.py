@@ -6,14 +6,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from graph import ChatMessage
 from openprogram.integrations._calls import call_ids, text_ids
 
-__all__ = ["Entry", "Paired", "other_ids", "shown_as"]
+__all__ = ["Entry", "Paired", "other_ids"]
 
 _ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str)
 """What an entry's digest is taken of (``json.dumps`` with options builds one per call)."""
@@ -61,17 +60,3 @@ def other_ids(sent: ChatMessage, shown: ChatMessage) -> bool:
     if sent.get("role") != "tool" and not sent.get("tool_calls") and not shown.get("tool_calls"):
         return False
     return call_ids(sent) != call_ids(shown)
-
-
-def shown_as(entries: Sequence[Entry], items: Sequence[Any]) -> list[Entry]:
-    """``entries`` (each made from a run of items: ``original`` is their tuple) for other
-    ``items`` that hold the same, each showing the items at its place (digests kept)."""
-    shown, at, new = [], 0, object.__new__
-    for entry in entries:
-        size = len(entry.original)
-        again = new(Entry)  # the same message, meta and digest: only where it comes from differs
-        again.__dict__.update(entry.__dict__)
-        again.__dict__["original"] = tuple(items[at : at + size])
-        shown.append(again)
-        at += size
-    return shown

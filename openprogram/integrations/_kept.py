@@ -18,7 +18,7 @@ import datetime
 import enum
 import itertools
 import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,22 +63,17 @@ class KeptEntries:
     def __init__(
         self,
         convert: Callable[[Any], list[Entry]],
-        state: Callable[[Any], list[dict[str, Any]]] | None = None,
-        snapshot: Callable[[Any], list[dict[str, Any]]] | None = None,
-        *,
-        held: Sequence[str] = (),
+        state: Callable[[Any], Any] | None = None,
+        snapshot: Callable[[Any], Any] | None = None,
     ) -> None:
         self._convert = convert
-        self._held = _Held(tuple(held)) if held else None
         # The default state is the object's own dict, taken by the builtin ``vars`` (no
         # Python call per object); a snapshot is then one frozen dict.
-        self._state: Callable[[Any], Any] = state or (self._held.state if self._held else vars)
+        self._state: Callable[[Any], Any] = state or vars
         if snapshot is not None:
             self._copy: Callable[[Any], Any] = snapshot
         elif state is not None:
             self._copy = lambda obj: [frozen(part) for part in state(obj)]
-        elif self._held is not None:
-            self._copy = self._held.snapshot
         else:
             self._copy = lambda obj: frozen(vars(obj))
         self._kept: dict[str | None, _Kept] = {}
@@ -107,10 +102,8 @@ class KeptEntries:
         shared = same.index(False)
         if not shared:
             return 0
-        held, snapshots = self._held, last.snapshots[:shared]
+        snapshots = last.snapshots[:shared]
         try:
-            if held and held.states(objects[:shared]) == held.snapshots(snapshots):
-                return shared
             if self._state is vars:  # the objects' own dicts: nothing is made
                 if list(map(vars, objects[:shared])) == snapshots:
                     return shared
@@ -183,63 +176,6 @@ class _Kept:
             self._where = dict(zip(map(id, objects), range(len(objects)), strict=True))
         at = self._where.get(id(obj))
         return at if at is not None and self.objects[at] is obj else None
-
-
-class _Held:
-    """The state of objects that hold others (a message's parts, its usage) whose own
-    attributes count too: the object's own dict, in which those are compared by identity
-    (a list of them as a copy of the list), and the dicts of what each field named holds.
-    The states of many are taken in C, field by field (``vars`` of every object, then of
-    every object a field holds)."""
-
-    def __init__(self, names: tuple[str, ...]) -> None:
-        self.names = names
-
-    def state(self, obj: Any) -> tuple[dict[str, Any], tuple[list[Any], ...]]:
-        return vars(obj), tuple(list(map(vars, _flat([getattr(obj, n, None)]))) for n in self.names)
-
-    def snapshot(self, obj: Any) -> tuple[dict[str, Any], tuple[list[Any], ...]]:
-        top = {
-            key: (list(value) if isinstance(value, list) else value)
-            if key in self.names
-            else frozen(value)
-            for key, value in vars(obj).items()
-        }
-        held = (_flat([getattr(obj, name, None)]) for name in self.names)
-        return top, tuple([frozen(vars(x)) for x in objects] for objects in held)
-
-    def states(self, objects: list[Any]) -> list[Any]:
-        """The states of ``objects`` as one flat list."""
-        states = list(map(vars, objects))
-        for name in self.names:
-            states += map(vars, _flat(map(getattr, objects, itertools.repeat(name), _NONES)))
-        return states
-
-    def snapshots(self, snapshots: list[Any]) -> list[Any]:
-        """The snapshots of as many objects laid out as :meth:`states` lays out theirs."""
-        flat = list(map(operator.itemgetter(0), snapshots))
-        held = list(map(operator.itemgetter(1), snapshots))
-        for n in range(len(self.names)):
-            flat += itertools.chain.from_iterable(map(operator.itemgetter(n), held))
-        return flat
-
-
-_NONES = itertools.repeat(None)
-
-
-def _flat(values: Iterable[Any]) -> list[Any]:
-    """The objects ``values`` hold: a list's (or tuple's) elements, any other but None
-    (joined in C where all are lists, or none is)."""
-    values = list(values)
-    kinds = set(map(type, values))
-    if kinds <= _SEQUENCES:
-        return list(itertools.chain.from_iterable(values))
-    if not kinds & _SEQUENCES:
-        return [v for v in values if v is not None]
-    return [x for v in values if v is not None for x in (v if type(v) in _SEQUENCES else (v,))]
-
-
-_SEQUENCES = frozenset((list, tuple))
 
 
 _SCANS = 4

@@ -142,7 +142,7 @@ def converted(message: BaseMessage) -> ChatMessage:
     return cast("ChatMessage", chat)
 
 
-def snapshot(message: BaseMessage) -> list[dict[str, Any]]:
+def snapshot(message: BaseMessage) -> dict[str, Any]:
     """The copy :class:`KeptEntries` compares a message's fields with (its default state):
     :func:`frozen`'s, with the immutable values and the empty containers a message mostly
     holds copied without a call each."""
@@ -156,7 +156,7 @@ def snapshot(message: BaseMessage) -> list[dict[str, Any]]:
             copied[key] = kind()
         else:
             copied[key] = frozen(value)
-    return [copied]
+    return copied
 
 
 def text(content: Any) -> str:

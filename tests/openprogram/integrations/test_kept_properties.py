@@ -105,16 +105,15 @@ def _apply(history: list[Any], op: Op, parted: bool, edited: set[int]) -> list[A
 
 
 @settings(max_examples=150, deadline=None, database=None)
-@given(OPS, st.sampled_from(["vars", "held", "state"]))
+@given(OPS, st.sampled_from(["vars", "state"]))
 def test_kept_entries_are_a_fresh_conversion_of_every_object(
     requests: list[list[Op]], compared: str
 ) -> None:
     """Objects compared by their own attributes (``vars``), or holding others whose
-    attributes count too, named (``held``) or listed by a state function of the adapter's."""
+    attributes count too, listed by a state function of the adapter's."""
     parted = compared != "vars"
     kept = {
         "vars": lambda: KeptEntries(_convert),
-        "held": lambda: KeptEntries(_convert, held=("parts", "usage")),
         "state": lambda: KeptEntries(_convert, _parted_state, _parted_snapshot),
     }[compared]()
     history: list[Any] = []
