@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 import msgspec
 
@@ -43,6 +44,7 @@ from openprogram.integrations._mirror import Mirror
 from openprogram.proxy import _anthropic, _compact, _history_tools, _openai_chat, _responses
 from openprogram.proxy._bodies import Request, UsageCounts
 from openprogram.proxy._convert import Converted
+from openprogram.proxy._kept_bodies import KeptBodies
 from openprogram.proxy._sessions import NAMED, recognise, side_call
 
 __all__ = ["Prepared", "Proxy", "ProxyConfig"]
@@ -50,6 +52,8 @@ __all__ = ["Prepared", "Proxy", "ProxyConfig"]
 NAME = "proxy"
 LOG = "proxy.jsonl"
 WIRES = {"anthropic": _anthropic, "openai": _openai_chat, "responses": _responses}
+HISTORY = {"anthropic": "messages", "openai": "messages", "responses": "input"}
+"""Each wire's member that holds the history (what a later request's bytes repeat)."""
 KEPT_CONVERSIONS = 64
 """Conversations whose last request is kept converted (the least recently used go)."""
 
@@ -116,6 +120,8 @@ class Proxy:
         self.folder = folder.path
         self.log = Path(self.folder) / LOG
         self._sessions: dict[str, tuple[Session, Mirror]] = {}
+        self._bodies = KeptBodies()
+        """The last bodies decoded (the next decodes only past the bytes it repeats)."""
         self._converted: dict[tuple[str, str], Converted] = {}
         """Each conversation's last request, converted (the next converts only what is new)."""
         self._schemas: list[ToolSchema] | None = None
@@ -168,7 +174,7 @@ class Proxy:
         started = time.perf_counter()
         prepared = Prepared(raw, protocol, "passed", started=started)
         try:
-            body: Request = msgspec.json.decode(raw)
+            body = cast(Request, self._bodies.decode(raw, HISTORY[protocol]))
             if not isinstance(body, dict):
                 raise ValueError("the body is not a JSON object")
             prepared.model = str(body.get("model") or "") or None

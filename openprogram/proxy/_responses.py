@@ -15,7 +15,9 @@ rendered here, and goes as it came, with the reason (:func:`server_state`).
 
 from __future__ import annotations
 
+import bisect
 import json
+import operator
 from collections.abc import Mapping, Sequence
 from typing import cast
 
@@ -68,20 +70,43 @@ def _groups(body: Request) -> list[object]:
         return [{"role": "user", "content": items}]
     if not isinstance(items, list):
         raise MalformedMessage("responses request: input is neither a string nor a list of items")
+    return _grouped(items, 0)[0]
+
+
+def _grouped(items: Sequence[object], start: int) -> tuple[list[object], list[int]]:
+    """``items[start:]`` as units (see :func:`_groups`), and where each one ends."""
     groups: list[object] = []
+    ends: list[int] = []
     run: list[JSONObject] | None = None
-    for item in items:
+    for at in range(start, len(items)):
+        item = items[at]
         if isinstance(item, dict) and (
             item.get("type") in MODEL_ITEMS or item.get("role") == "assistant"
         ):
             if run is None:
                 run = []
                 groups.append(run)
+                ends.append(at)
             run.append(item)
         else:
             run = None
             groups.append(item)
-    return groups
+            ends.append(at)
+        ends[-1] = at + 1
+    return groups, ends
+
+
+def _regrouped(items: list[object], previous: Converted | None) -> tuple[list[object], list[int]]:
+    """The units of ``items``, ``previous``'s as they were for the items it shares (but
+    the last of those, which a new item may join)."""
+    if previous is None or not previous.items:
+        return _grouped(items, 0)
+    same = list(map(operator.is_, previous.items, items))
+    shared = same.index(False) if False in same else len(same)
+    kept = bisect.bisect_left(previous.ends, shared)  # those that end before it
+    start = previous.ends[kept - 1] if kept else 0
+    groups, ends = _grouped(items, start)
+    return [*previous.messages[:kept], *groups], [*previous.ends[:kept], *ends]
 
 
 def _call(index: int, item: JSONObject) -> ToolCall:
@@ -176,10 +201,15 @@ def _schema(tool: JSONObject) -> ToolSchema:
 
 def from_request(body: Request, previous: Converted | None = None) -> Converted:
     """The request's input as entries (reusing ``previous``'s for the units it shares)."""
-    groups = _groups(body)
+    items = body.get("input")
+    if isinstance(items, list):
+        groups, ends = _regrouped(items, previous)
+    else:
+        groups, ends, items = _groups(body), [], []
     entries, parts = convert(groups, _entries, previous)
     tools = [_schema(t) for t in objects(body.get("tools"))]
-    return Converted(entries, tools, _instructions(body), first_user(entries), groups, parts)
+    system = _instructions(body)
+    return Converted(entries, tools, system, first_user(entries), groups, parts, items, ends)
 
 
 def _with_calls(body: Request) -> dict[str, list[JSONObject]]:
