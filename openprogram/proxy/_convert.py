@@ -2,14 +2,13 @@
 
 Every request of a conversation carries the whole history again. A conversation keeps
 its last conversion, and a request converts only the messages after the part it shares
-with the last one. The shared part is found without a Python loop over the history: by
-identity first (``_kept_bodies`` hands a later body the very objects it decoded before),
-then compared as parsed JSON (a body decoded whole), both in C (``map``).
+with the last one. The shared part is found without a Python loop over the history: list
+comparisons in C, which pass over the same objects by identity (``_kept_bodies`` hands a
+later body the very objects it decoded before) and compare the others as parsed JSON.
 """
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -39,14 +38,20 @@ class Converted:
 
 
 def shared_prefix(old: Sequence[object], new: Sequence[object]) -> int:
-    """How many values ``old`` and ``new`` share from the start (the same, or equal)."""
+    """How many values ``old`` and ``new`` share from the start (the same, or equal),
+    compared in C: a list comparison passes over the same objects by identity."""
     limit = min(len(old), len(new))
-    same = list(map(operator.is_, old[:limit], new[:limit]))
-    shared = same.index(False) if False in same else limit
-    if shared < limit:
-        equal = list(map(operator.eq, old[shared:limit], new[shared:limit]))
-        shared += equal.index(False) if False in equal else limit - shared
-    return shared
+    before, after = list(old[:limit]), list(new[:limit])
+    if before == after:
+        return limit
+    low, high = 0, limit  # the first low are shared, the first high are not
+    while high - low > 1:
+        middle = (low + high) // 2
+        if before[low:middle] == after[low:middle]:
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 def convert(
@@ -60,7 +65,8 @@ def convert(
     if previous is not None:
         shared = shared_prefix(previous.messages, messages)
         parts.extend(previous.parts[:shared])
-        entries.extend(previous.entries[: sum(map(len, parts))])
+        whole = shared == len(previous.parts)
+        entries.extend(previous.entries if whole else previous.entries[: sum(map(len, parts))])
     for index in range(shared, len(messages)):
         part = entries_of(offset + index, messages[index])
         parts.append(part)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import bisect
 import json
-import operator
 from collections.abc import Mapping, Sequence
 from typing import cast
 
@@ -27,7 +26,7 @@ from openprogram._json import JSONObject, obj, objects
 from openprogram._messages import FunctionCallItem, FunctionCallOutputItem, MessageItem
 from openprogram.integrations._mirror import Entry, Paired
 from openprogram.proxy._bodies import Request
-from openprogram.proxy._convert import Converted, convert, first_user, plain_text
+from openprogram.proxy._convert import Converted, convert, first_user, plain_text, shared_prefix
 
 __all__ = ["from_request", "peek", "server_state", "to_request"]
 
@@ -101,8 +100,7 @@ def _regrouped(items: list[object], previous: Converted | None) -> tuple[list[ob
     the last of those, which a new item may join)."""
     if previous is None or not previous.items:
         return _grouped(items, 0)
-    same = list(map(operator.is_, previous.items, items))
-    shared = same.index(False) if False in same else len(same)
+    shared = shared_prefix(previous.items, items)
     kept = bisect.bisect_left(previous.ends, shared)  # those that end before it
     start = previous.ends[kept - 1] if kept else 0
     groups, ends = _grouped(items, start)
