@@ -24,6 +24,7 @@ requests, 100–200 ms inside one of them.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Mapping
@@ -54,6 +55,8 @@ LOG = "proxy.jsonl"
 WIRES = {"anthropic": _anthropic, "openai": _openai_chat, "responses": _responses}
 HISTORY = {"anthropic": "messages", "openai": "messages", "responses": "input"}
 """Each wire's member that holds the history (what a later request's bytes repeat)."""
+_LINE = json.JSONEncoder(ensure_ascii=False)
+"""A record's line (``json.dumps`` with options builds an encoder per call)."""
 KEPT_CONVERSIONS = 64
 """Conversations whose last request is kept converted (the least recently used go)."""
 
@@ -356,9 +359,17 @@ class Proxy:
         )
 
     def record(self, fields: JSONObject) -> None:
+        """One line of ``proxy.jsonl`` (appended with one ``write``: no buffered file)."""
         line = {"at": datetime.now(UTC).isoformat(timespec="milliseconds"), **fields}
-        with self._log_lock, self.log.open("a", encoding="utf-8") as out:
-            out.write(json.dumps(line, ensure_ascii=False) + "\n")
+        written = (_LINE.encode(line) + "\n").encode()
+        with self._log_lock:
+            out = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            try:
+                rest = memoryview(written)
+                while rest:
+                    rest = rest[os.write(out, rest) :]
+            finally:
+                os.close(out)
 
     def records(self) -> list[JSONObject]:
         """Every request's record, oldest first (once those in flight are recorded)."""
