@@ -24,7 +24,7 @@ from openprogram._messages import AnthropicBlock, AnthropicMessage, ToolResultBl
 from openprogram.integrations._mirror import Entry, Paired
 from openprogram.proxy._bodies import Request
 from openprogram.proxy._breakpoint import MAX_BREAKPOINTS, mark_after
-from openprogram.proxy._convert import Converted, convert, first_user
+from openprogram.proxy._convert import Converted, Made, convert, first_user
 
 __all__ = ["MAX_BREAKPOINTS", "Blocks", "from_request", "peek", "to_request"]
 
@@ -241,9 +241,10 @@ def _as_list(content: str | list[AnthropicBlock]) -> list[AnthropicBlock]:
     return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
 
 
-def to_request(body: Request, paired: Sequence[Paired]) -> Request:
+def to_request(body: Request, paired: Sequence[Paired], made: Made | None = None) -> Request:
     """The request to send upstream: the client's body with the rendered messages and
-    system prompt (the client's own blocks wherever the render left them alone)."""
+    system prompt (the client's own blocks wherever the render left them alone; ``made``:
+    the blocks the conversation's last request built for the rest)."""
     out: list[AnthropicMessage] = []
     last_role, last_source = "", None
     instructions: list[str] = []
@@ -258,7 +259,7 @@ def to_request(body: Request, paired: Sequence[Paired]) -> Request:
             instructions.append(content_text(item.message.get("content")))
             continue
         else:
-            blocks = _made(item.message)
+            blocks = _made(item.message) if made is None else made.get(item.message, _made)
             shows_layer = item.layer is not None and original is None and bool(blocks.content)
             if shows_layer and isinstance(blocks.content, list):
                 last_layer = blocks.content[-1]
@@ -277,6 +278,8 @@ def to_request(body: Request, paired: Sequence[Paired]) -> Request:
             layer_at = len(out) - 1
         elif blocks is original and blocks.marked and marked_at[-1:] != [len(out) - 1]:
             marked_at.append(len(out) - 1)
+    if made is not None:
+        made.done()
     request: Request = {**body, "messages": [*out]}
     system = body.get("system")
     kept = system_text(system)
@@ -284,8 +287,8 @@ def to_request(body: Request, paired: Sequence[Paired]) -> Request:
         own: list[object] = []
         if isinstance(system, str | list) and kept in instructions:
             own = [{"type": "text", "text": system}] if isinstance(system, str) else list(system)
-        made = [{"type": "text", "text": text} for text in instructions if text and text != kept]
-        request["system"] = [*own, *made]
+        new = [{"type": "text", "text": text} for text in instructions if text and text != kept]
+        request["system"] = [*own, *new]
         if not request["system"]:
             del request["system"]
     marks = limit_breakpoints(request, marked_at)

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from graph import ToolSchema
 from openprogram.integrations._mirror import Entry
 
-__all__ = ["Converted", "convert"]
+__all__ = ["Converted", "Made", "convert"]
 
 EntriesOf = Callable[[int, object], list[Entry]]
+T = TypeVar("T")
+M = TypeVar("M")
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,27 @@ class Converted:
     """The client's items the messages were grouped from (when a message is a run of them)."""
     ends: Sequence[int] = ()
     """Where each message's items end in ``items``."""
+
+
+class Made:
+    """What a conversation's last request built for the messages compaction made, kept by
+    message: while its layers stand, the render hands the very same message objects again
+    (the engine never changes a message it rendered), so each is built once."""
+
+    def __init__(self) -> None:
+        self._last: dict[int, tuple[object, object]] = {}
+        self._now: dict[int, tuple[object, object]] = {}
+
+    def get(self, message: M, build: Callable[[M], T]) -> T:
+        """What ``build`` makes of ``message`` (the last request's, for the same object)."""
+        found = self._last.get(id(message))
+        value: T = found[1] if found is not None and found[0] is message else build(message)  # type: ignore[assignment]
+        self._now[id(message)] = (message, value)
+        return value
+
+    def done(self) -> None:
+        """A request was built: only its messages are kept for the next."""
+        self._last, self._now = self._now, {}
 
 
 def shared_prefix(old: Sequence[object], new: Sequence[object]) -> int:

@@ -44,7 +44,7 @@ from openprogram.integrations._gc import freeze_once
 from openprogram.integrations._mirror import Mirror
 from openprogram.proxy import _anthropic, _compact, _history_tools, _openai_chat, _responses
 from openprogram.proxy._bodies import Request, UsageCounts
-from openprogram.proxy._convert import Converted
+from openprogram.proxy._convert import Converted, Made
 from openprogram.proxy._kept_bodies import KeptBodies
 from openprogram.proxy._sessions import NAMED, recognise, side_call
 
@@ -127,6 +127,8 @@ class Proxy:
         """The last bodies decoded (the next decodes only past the bytes it repeats)."""
         self._converted: dict[tuple[str, str], Converted] = {}
         """Each conversation's last request, converted (the next converts only what is new)."""
+        self._made: dict[tuple[str, str], Made] = {}
+        """What each conversation's last request built for the messages compaction made."""
         self._schemas: list[ToolSchema] | None = None
         self._windows: dict[str, _compact.Window | None] = {}
         self._lock = threading.Lock()
@@ -201,8 +203,12 @@ class Proxy:
                 key = (protocol, conversation.session)
                 converted = wire.from_request(body, self._converted.pop(key, None))
                 self._converted[key] = converted
+                made = self._made.pop(key, None) or Made()
+                self._made[key] = made
                 while len(self._converted) > KEPT_CONVERSIONS:
                     del self._converted[next(iter(self._converted))]
+                while len(self._made) > KEPT_CONVERSIONS:
+                    del self._made[next(iter(self._made))]
                 ours = self._offered(protocol, body, session)
                 paired = mirror.render(
                     converted.entries,
@@ -217,7 +223,7 @@ class Proxy:
                 else:
                     receipt = session.receipt()
                     prepared.receipt = receipt.id if receipt is not None else None
-            request = wire.to_request(body, paired)
+            request = wire.to_request(body, paired, made)
             if ours:
                 prepared.history = _history_tools.offer(protocol, request, ours)
                 prepared.request = request

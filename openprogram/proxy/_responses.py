@@ -26,7 +26,14 @@ from openprogram._json import JSONObject, obj, objects
 from openprogram._messages import FunctionCallItem, FunctionCallOutputItem, MessageItem
 from openprogram.integrations._mirror import Entry, Paired
 from openprogram.proxy._bodies import Request
-from openprogram.proxy._convert import Converted, convert, first_user, plain_text, shared_prefix
+from openprogram.proxy._convert import (
+    Converted,
+    Made,
+    convert,
+    first_user,
+    plain_text,
+    shared_prefix,
+)
 
 __all__ = ["from_request", "peek", "server_state", "to_request"]
 
@@ -268,8 +275,15 @@ def _made(
     return out or [{"role": "assistant", "content": "(no content)"}]
 
 
-def to_request(body: Request, paired: Sequence[Paired]) -> Request:
-    """The client's body with the rendered input (its own items where left alone)."""
+def _made_alone(message: ChatMessage) -> list[Mapping[str, object]]:
+    """Items for a message compaction changed or made, with no call of the client's."""
+    return _made(message, {})
+
+
+def to_request(body: Request, paired: Sequence[Paired], made: Made | None = None) -> Request:
+    """The client's body with the rendered input (its own items where left alone; ``made``:
+    the items the conversation's last request built for the rest, but calls: those go with
+    the client's own items of this request)."""
     kept = _instructions(body)
     instructions: list[str] = []
     originals: dict[str, list[JSONObject]] | None = None
@@ -283,9 +297,14 @@ def to_request(body: Request, paired: Sequence[Paired]) -> Request:
             original = item.entry.original
             out.extend(original if isinstance(original, list) else [original])
             continue
-        if originals is None and message.get("tool_calls"):
-            originals = _with_calls(body)
-        out.extend(_made(message, originals or {}))
+        if message.get("tool_calls"):
+            if originals is None:
+                originals = _with_calls(body)
+            out.extend(_made(message, originals))
+        else:
+            out.extend(_made_alone(message) if made is None else made.get(message, _made_alone))
+    if made is not None:
+        made.done()
     request: Request = {**body, "input": out}
     if instructions != ([kept] if kept is not None else []):
         request["instructions"] = "\n\n".join(t for t in instructions if t)

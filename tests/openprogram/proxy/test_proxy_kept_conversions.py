@@ -1,5 +1,6 @@
 """A conversation's requests decoded and converted from the last ones' (the bytes and items
-they repeat) go upstream exactly as if each were decoded and converted whole: an item the
+they repeat), and built back with what the last one built for the messages compaction
+made, go upstream exactly as if each were decoded, converted and built whole: an item the
 client changed anywhere, took away or reformatted is always noticed."""
 
 from __future__ import annotations
@@ -100,10 +101,11 @@ def _conversation(wire: str, budget: int, plan: list[tuple[str, int]], tmp: Path
             )  # fmt: skip
             separators = (",", ":") if compact else (", ", ": ")
             raw = json.dumps(body, separators=separators, ensure_ascii=compact).encode()
-            # internal: this proxy forgets the bodies and conversions it kept, so it decodes
-            # and converts each request whole (what a request reusing them must equal)
+            # internal: this proxy forgets the bodies, conversions and made messages it kept,
+            # so it decodes, converts and builds each request whole (what reuse must equal)
             whole._bodies = type(whole._bodies)()
             whole._converted.clear()
+            whole._made.clear()
             sent = kept.prepare(wire, SESSION, raw)
             expected = whole.prepare(wire, SESSION, raw)
             assert sent.event == expected.event == "sent", (sent.reason, expected.reason)
@@ -155,3 +157,13 @@ def test_an_old_item_changed_in_place_goes_up_changed(tmp_path: Path) -> None:
         assert sent["input"][5]["output"] == "[cleared by the client]"
     finally:
         proxy.close()
+
+
+def test_a_compacted_conversation_goes_up_as_if_each_request_were_built_whole(
+    tmp_path: Path,
+) -> None:
+    """Turn after turn under a small budget (summaries, cleared outputs): the messages
+    compaction made are built once and reused while the render hands them again."""
+    for wire in ("responses", "anthropic"):
+        plan = [("turn", 39)] * 10 + [("edit", 3), ("turn", 39), ("rewind", 8)]
+        _conversation(wire, 2_000, [*plan, ("turn", 39), ("turn", 38)], tmp_path)
