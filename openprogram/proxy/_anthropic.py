@@ -11,6 +11,7 @@ summary, a cleared output) is built anew from the rendered message.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from openprogram._messages import AnthropicBlock, AnthropicMessage, ToolResultBl
 from openprogram.integrations._mirror import Entry, Paired
 from openprogram.proxy._bodies import Request
 from openprogram.proxy._breakpoint import MAX_BREAKPOINTS, mark_after
-from openprogram.proxy._convert import Converted, convert, first_user
+from openprogram.proxy._convert import Converted, Made, convert, first_user
 
 __all__ = ["MAX_BREAKPOINTS", "Blocks", "from_request", "peek", "to_request"]
 
@@ -36,6 +37,15 @@ class Blocks:
     role: str
     content: str | list[AnthropicBlock]
     source: int | None = None
+
+    @functools.cached_property
+    def marked(self) -> bool:
+        """Whether a block carries a ``cache_control`` mark (kept with the entry: a later
+        request's render asks again only of the blocks it has not seen)."""
+        content = self.content
+        return isinstance(content, list) and any(
+            isinstance(block, dict) and "cache_control" in block for block in content
+        )
 
 
 def system_text(system: object) -> str | None:
@@ -231,36 +241,45 @@ def _as_list(content: str | list[AnthropicBlock]) -> list[AnthropicBlock]:
     return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
 
 
-def to_request(body: Request, paired: Sequence[Paired]) -> Request:
+def to_request(body: Request, paired: Sequence[Paired], made: Made | None = None) -> Request:
     """The request to send upstream: the client's body with the rendered messages and
-    system prompt (the client's own blocks wherever the render left them alone)."""
+    system prompt (the client's own blocks wherever the render left them alone; ``made``:
+    the blocks the conversation's last request built for the rest)."""
     out: list[AnthropicMessage] = []
-    sources: list[int | None] = []
+    last_role, last_source = "", None
     instructions: list[str] = []
     last_layer: AnthropicBlock | None = None
+    layer_at = -1
+    marked_at: list[int] = []  # the messages that hold a mark of the client's
     for item in paired:
-        role = item.message.get("role")
-        if role == "system" and item.entry is None:
+        original = item.entry.original if item.entry is not None else None
+        if isinstance(original, Blocks):
+            blocks, shows_layer = original, False
+        elif item.entry is None and item.message.get("role") == "system":
             instructions.append(content_text(item.message.get("content")))
             continue
-        original = item.entry.original if item.entry is not None else None
-        blocks = original if isinstance(original, Blocks) else _made(item.message)
-        if item.layer is not None and original is None and isinstance(blocks.content, list):
-            last_layer = blocks.content[-1] if blocks.content else last_layer
+        else:
+            blocks = _made(item.message) if made is None else made.get(item.message, _made)
+            shows_layer = item.layer is not None and original is None and bool(blocks.content)
+            if shows_layer and isinstance(blocks.content, list):
+                last_layer = blocks.content[-1]
+        role, source = blocks.role, blocks.source
         # Parts of one client message go back together; what compaction made joins its
         # neighbour of the same role (the API would join them anyway).
-        if out and out[-1]["role"] == blocks.role and None in (sources[-1], blocks.source):
-            same = True
-        else:
-            same = bool(out) and out[-1]["role"] == blocks.role and sources[-1] == blocks.source
-        if same:
+        if role == last_role and (source is None or last_source is None or source == last_source):
             merged = _as_list(out[-1]["content"]) + _as_list(blocks.content)
             merged.sort(key=lambda b: b.get("type") != "tool_result")  # results first
-            out[-1] = {"role": blocks.role, "content": merged}
-            sources[-1] = blocks.source if sources[-1] is None else sources[-1]
+            out[-1] = {"role": role, "content": merged}
+            last_source = source if last_source is None else last_source
         else:
-            out.append({"role": blocks.role, "content": blocks.content})
-            sources.append(blocks.source)
+            out.append({"role": role, "content": blocks.content})
+            last_role, last_source = role, source
+        if shows_layer:
+            layer_at = len(out) - 1
+        elif blocks is original and blocks.marked and marked_at[-1:] != [len(out) - 1]:
+            marked_at.append(len(out) - 1)
+    if made is not None:
+        made.done()
     request: Request = {**body, "messages": [*out]}
     system = body.get("system")
     kept = system_text(system)
@@ -268,26 +287,29 @@ def to_request(body: Request, paired: Sequence[Paired]) -> Request:
         own: list[object] = []
         if isinstance(system, str | list) and kept in instructions:
             own = [{"type": "text", "text": system}] if isinstance(system, str) else list(system)
-        made = [{"type": "text", "text": text} for text in instructions if text and text != kept]
-        request["system"] = [*own, *made]
+        new = [{"type": "text", "text": text} for text in instructions if text and text != kept]
+        request["system"] = [*own, *new]
         if not request["system"]:
             del request["system"]
-    limit_breakpoints(request)
-    mark_after(request, last_layer)
+    marks = limit_breakpoints(request, marked_at)
+    mark_after(request, last_layer, marks=marks, at=layer_at)
     return request
 
 
-def limit_breakpoints(request: Request) -> None:
+def limit_breakpoints(request: Request, holding: Sequence[int] | None = None) -> int:
     """Keep at most :data:`MAX_BREAKPOINTS` ``cache_control`` marks (the system's and the
-    tools' first, then the newest messages'); a mark dropped is only taken off its block."""
+    tools' first, then the newest messages'); a mark dropped is only taken off its block.
+    ``holding``: the only messages with a mark (in order; None: any may have one). Returns
+    the marks kept."""
     marked: list[JSONObject] = []
     front = objects(request.get("system")) + objects(request.get("tools"))
     for block in front:
         if "cache_control" in block:
             marked.append(block)
     in_messages: list[JSONObject] = []
-    for message in reversed(request["messages"]):
-        content = obj(message).get("content")
+    messages = request["messages"]
+    for at in reversed(range(len(messages)) if holding is None else holding):
+        content = obj(messages[at]).get("content")
         if isinstance(content, list):
             in_messages += [
                 b for b in reversed(content) if isinstance(b, dict) and "cache_control" in b
@@ -295,6 +317,7 @@ def limit_breakpoints(request: Request) -> None:
     marked += in_messages
     for block in marked[MAX_BREAKPOINTS:]:
         _unmark(request, block)
+    return min(len(marked), MAX_BREAKPOINTS)
 
 
 def _unmark(request: Request, block: JSONObject) -> None:

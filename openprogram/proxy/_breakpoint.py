@@ -29,14 +29,18 @@ def count_breakpoints(request: Request) -> int:
     return sum("cache_control" in block for block in blocks)
 
 
-def mark_after(request: Request, block: AnthropicBlock | None) -> bool:
+def mark_after(
+    request: Request, block: AnthropicBlock | None, *, marks: int | None = None, at: int = -1
+) -> bool:
     """Mark ``block`` (the last block of the last layer's message, found by identity in
-    ``request``'s messages) as a breakpoint when there is room; whether it was marked."""
+    ``request``'s messages, in message ``at`` if it is given) as a breakpoint when there is
+    room (``marks``: the request's, when they are known); whether it was marked."""
     if block is None or "cache_control" in block:
         return False
-    if count_breakpoints(request) >= MAX_BREAKPOINTS:
+    if (count_breakpoints(request) if marks is None else marks) >= MAX_BREAKPOINTS:
         return False
-    for message in reversed(request["messages"]):
+    messages = request["messages"]
+    for message in [messages[at]] if 0 <= at < len(messages) else reversed(messages):
         if not isinstance(message, dict) or not isinstance(content := message["content"], list):
             continue
         for n, candidate in enumerate(content):

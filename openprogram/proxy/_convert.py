@@ -2,20 +2,25 @@
 
 Every request of a conversation carries the whole history again. A conversation keeps
 its last conversion, and a request converts only the messages after the part it shares
-with the last one (compared as parsed JSON, which costs far less than converting).
+with the last one. The shared part is found without a Python loop over the history: list
+comparisons in C, which pass over the same objects by identity (``_kept_bodies`` hands a
+later body the very objects it decoded before) and compare the others as parsed JSON.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from graph import ToolSchema
 from openprogram.integrations._mirror import Entry
 
-__all__ = ["Converted", "convert"]
+__all__ = ["Converted", "Made", "convert"]
 
 EntriesOf = Callable[[int, object], list[Entry]]
+T = TypeVar("T")
+M = TypeVar("M")
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,48 @@ class Converted:
     first_user: str
     messages: Sequence[object] = ()
     parts: Sequence[list[Entry]] = ()
+    items: Sequence[object] = ()
+    """The client's items the messages were grouped from (when a message is a run of them)."""
+    ends: Sequence[int] = ()
+    """Where each message's items end in ``items``."""
+
+
+class Made:
+    """What a conversation's last request built for the messages compaction made, kept by
+    message: while its layers stand, the render hands the very same message objects again
+    (the engine never changes a message it rendered), so each is built once."""
+
+    def __init__(self) -> None:
+        self._last: dict[int, tuple[object, object]] = {}
+        self._now: dict[int, tuple[object, object]] = {}
+
+    def get(self, message: M, build: Callable[[M], T]) -> T:
+        """What ``build`` makes of ``message`` (the last request's, for the same object)."""
+        found = self._last.get(id(message))
+        value: T = found[1] if found is not None and found[0] is message else build(message)  # type: ignore[assignment]
+        self._now[id(message)] = (message, value)
+        return value
+
+    def done(self) -> None:
+        """A request was built: only its messages are kept for the next."""
+        self._last, self._now = self._now, {}
+
+
+def shared_prefix(old: Sequence[object], new: Sequence[object]) -> int:
+    """How many values ``old`` and ``new`` share from the start (the same, or equal),
+    compared in C: a list comparison passes over the same objects by identity."""
+    limit = min(len(old), len(new))
+    before, after = list(old[:limit]), list(new[:limit])
+    if before == after:
+        return limit
+    low, high = 0, limit  # the first low are shared, the first high are not
+    while high - low > 1:
+        middle = (low + high) // 2
+        if before[low:middle] == after[low:middle]:
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 def convert(
@@ -37,16 +84,18 @@ def convert(
     """The entries of ``messages`` (each by ``entries_of(index, message)``), reusing
     ``previous``'s for the messages they share from the start."""
     parts: list[list[Entry]] = []
+    entries: list[Entry] = []
     shared = 0
     if previous is not None:
-        old = previous.messages
-        limit = min(len(old), len(messages))
-        while shared < limit and old[shared] == messages[shared]:
-            shared += 1
+        shared = shared_prefix(previous.messages, messages)
         parts.extend(previous.parts[:shared])
+        whole = shared == len(previous.parts)
+        entries.extend(previous.entries if whole else previous.entries[: sum(map(len, parts))])
     for index in range(shared, len(messages)):
-        parts.append(entries_of(offset + index, messages[index]))
-    return [entry for part in parts for entry in part], parts
+        part = entries_of(offset + index, messages[index])
+        parts.append(part)
+        entries.extend(part)
+    return entries, parts
 
 
 def first_user(entries: Sequence[Entry]) -> str:

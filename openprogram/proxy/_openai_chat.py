@@ -16,7 +16,7 @@ from openprogram._errors import MalformedMessage
 from openprogram._json import obj, objects
 from openprogram.integrations._mirror import Entry, Paired
 from openprogram.proxy._bodies import Request
-from openprogram.proxy._convert import Converted, convert, first_user, plain_text
+from openprogram.proxy._convert import Converted, Made, convert, first_user, plain_text
 
 __all__ = ["from_request", "peek", "to_request"]
 
@@ -92,8 +92,9 @@ def from_request(body: Request, previous: Converted | None = None) -> Converted:
     return Converted(entries, tools, _system(messages, lead), first_user(entries), rest, parts)
 
 
-def to_request(body: Request, paired: Sequence[Paired]) -> Request:
-    """The client's body with the rendered messages (its own where left alone)."""
+def to_request(body: Request, paired: Sequence[Paired], made: Made | None = None) -> Request:
+    """The client's body with the rendered messages (its own where left alone; ``made`` is
+    not needed: a chat message goes up as the render made it)."""
     messages = body["messages"]
     lead = [m for m in messages if isinstance(m, dict)]
     lead = lead[: next((n for n, m in enumerate(lead) if m.get("role") not in INSTRUCTION_ROLES),

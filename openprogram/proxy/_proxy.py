@@ -24,12 +24,14 @@ requests, 100–200 ms inside one of them.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 import msgspec
 
@@ -42,7 +44,8 @@ from openprogram.integrations._gc import freeze_once
 from openprogram.integrations._mirror import Mirror
 from openprogram.proxy import _anthropic, _compact, _history_tools, _openai_chat, _responses
 from openprogram.proxy._bodies import Request, UsageCounts
-from openprogram.proxy._convert import Converted
+from openprogram.proxy._convert import Converted, Made
+from openprogram.proxy._kept_bodies import KeptBodies
 from openprogram.proxy._sessions import NAMED, recognise, side_call
 
 __all__ = ["Prepared", "Proxy", "ProxyConfig"]
@@ -50,6 +53,10 @@ __all__ = ["Prepared", "Proxy", "ProxyConfig"]
 NAME = "proxy"
 LOG = "proxy.jsonl"
 WIRES = {"anthropic": _anthropic, "openai": _openai_chat, "responses": _responses}
+HISTORY = {"anthropic": "messages", "openai": "messages", "responses": "input"}
+"""Each wire's member that holds the history (what a later request's bytes repeat)."""
+_LINE = json.JSONEncoder(ensure_ascii=False)
+"""A record's line (``json.dumps`` with options builds an encoder per call)."""
 KEPT_CONVERSIONS = 64
 """Conversations whose last request is kept converted (the least recently used go)."""
 
@@ -116,8 +123,12 @@ class Proxy:
         self.folder = folder.path
         self.log = Path(self.folder) / LOG
         self._sessions: dict[str, tuple[Session, Mirror]] = {}
+        self._bodies = KeptBodies()
+        """The last bodies decoded (the next decodes only past the bytes it repeats)."""
         self._converted: dict[tuple[str, str], Converted] = {}
         """Each conversation's last request, converted (the next converts only what is new)."""
+        self._made: dict[tuple[str, str], Made] = {}
+        """What each conversation's last request built for the messages compaction made."""
         self._schemas: list[ToolSchema] | None = None
         self._windows: dict[str, _compact.Window | None] = {}
         self._lock = threading.Lock()
@@ -168,7 +179,7 @@ class Proxy:
         started = time.perf_counter()
         prepared = Prepared(raw, protocol, "passed", started=started)
         try:
-            body: Request = msgspec.json.decode(raw)
+            body = cast(Request, self._bodies.decode(raw, HISTORY[protocol]))
             if not isinstance(body, dict):
                 raise ValueError("the body is not a JSON object")
             prepared.model = str(body.get("model") or "") or None
@@ -192,8 +203,12 @@ class Proxy:
                 key = (protocol, conversation.session)
                 converted = wire.from_request(body, self._converted.pop(key, None))
                 self._converted[key] = converted
+                made = self._made.pop(key, None) or Made()
+                self._made[key] = made
                 while len(self._converted) > KEPT_CONVERSIONS:
                     del self._converted[next(iter(self._converted))]
+                while len(self._made) > KEPT_CONVERSIONS:
+                    del self._made[next(iter(self._made))]
                 ours = self._offered(protocol, body, session)
                 paired = mirror.render(
                     converted.entries,
@@ -208,7 +223,7 @@ class Proxy:
                 else:
                     receipt = session.receipt()
                     prepared.receipt = receipt.id if receipt is not None else None
-            request = wire.to_request(body, paired)
+            request = wire.to_request(body, paired, made)
             if ours:
                 prepared.history = _history_tools.offer(protocol, request, ours)
                 prepared.request = request
@@ -350,9 +365,17 @@ class Proxy:
         )
 
     def record(self, fields: JSONObject) -> None:
+        """One line of ``proxy.jsonl`` (appended with one ``write``: no buffered file)."""
         line = {"at": datetime.now(UTC).isoformat(timespec="milliseconds"), **fields}
-        with self._log_lock, self.log.open("a", encoding="utf-8") as out:
-            out.write(json.dumps(line, ensure_ascii=False) + "\n")
+        written = (_LINE.encode(line) + "\n").encode()
+        with self._log_lock:
+            out = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            try:
+                rest = memoryview(written)
+                while rest:
+                    rest = rest[os.write(out, rest) :]
+            finally:
+                os.close(out)
 
     def records(self) -> list[JSONObject]:
         """Every request's record, oldest first (once those in flight are recorded)."""

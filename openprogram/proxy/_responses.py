@@ -15,6 +15,7 @@ rendered here, and goes as it came, with the reason (:func:`server_state`).
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Mapping, Sequence
 from typing import cast
@@ -25,7 +26,14 @@ from openprogram._json import JSONObject, obj, objects
 from openprogram._messages import FunctionCallItem, FunctionCallOutputItem, MessageItem
 from openprogram.integrations._mirror import Entry, Paired
 from openprogram.proxy._bodies import Request
-from openprogram.proxy._convert import Converted, convert, first_user, plain_text
+from openprogram.proxy._convert import (
+    Converted,
+    Made,
+    convert,
+    first_user,
+    plain_text,
+    shared_prefix,
+)
 
 __all__ = ["from_request", "peek", "server_state", "to_request"]
 
@@ -68,20 +76,42 @@ def _groups(body: Request) -> list[object]:
         return [{"role": "user", "content": items}]
     if not isinstance(items, list):
         raise MalformedMessage("responses request: input is neither a string nor a list of items")
+    return _grouped(items, 0)[0]
+
+
+def _grouped(items: Sequence[object], start: int) -> tuple[list[object], list[int]]:
+    """``items[start:]`` as units (see :func:`_groups`), and where each one ends."""
     groups: list[object] = []
+    ends: list[int] = []
     run: list[JSONObject] | None = None
-    for item in items:
+    for at in range(start, len(items)):
+        item = items[at]
         if isinstance(item, dict) and (
             item.get("type") in MODEL_ITEMS or item.get("role") == "assistant"
         ):
             if run is None:
                 run = []
                 groups.append(run)
+                ends.append(at)
             run.append(item)
         else:
             run = None
             groups.append(item)
-    return groups
+            ends.append(at)
+        ends[-1] = at + 1
+    return groups, ends
+
+
+def _regrouped(items: list[object], previous: Converted | None) -> tuple[list[object], list[int]]:
+    """The units of ``items``, ``previous``'s as they were for the items it shares (but
+    the last of those, which a new item may join)."""
+    if previous is None or not previous.items:
+        return _grouped(items, 0)
+    shared = shared_prefix(previous.items, items)
+    kept = bisect.bisect_left(previous.ends, shared)  # those that end before it
+    start = previous.ends[kept - 1] if kept else 0
+    groups, ends = _grouped(items, start)
+    return [*previous.messages[:kept], *groups], [*previous.ends[:kept], *ends]
 
 
 def _call(index: int, item: JSONObject) -> ToolCall:
@@ -176,10 +206,15 @@ def _schema(tool: JSONObject) -> ToolSchema:
 
 def from_request(body: Request, previous: Converted | None = None) -> Converted:
     """The request's input as entries (reusing ``previous``'s for the units it shares)."""
-    groups = _groups(body)
+    items = body.get("input")
+    if isinstance(items, list):
+        groups, ends = _regrouped(items, previous)
+    else:
+        groups, ends, items = _groups(body), [], []
     entries, parts = convert(groups, _entries, previous)
     tools = [_schema(t) for t in objects(body.get("tools"))]
-    return Converted(entries, tools, _instructions(body), first_user(entries), groups, parts)
+    system = _instructions(body)
+    return Converted(entries, tools, system, first_user(entries), groups, parts, items, ends)
 
 
 def _with_calls(body: Request) -> dict[str, list[JSONObject]]:
@@ -240,8 +275,15 @@ def _made(
     return out or [{"role": "assistant", "content": "(no content)"}]
 
 
-def to_request(body: Request, paired: Sequence[Paired]) -> Request:
-    """The client's body with the rendered input (its own items where left alone)."""
+def _made_alone(message: ChatMessage) -> list[Mapping[str, object]]:
+    """Items for a message compaction changed or made, with no call of the client's."""
+    return _made(message, {})
+
+
+def to_request(body: Request, paired: Sequence[Paired], made: Made | None = None) -> Request:
+    """The client's body with the rendered input (its own items where left alone; ``made``:
+    the items the conversation's last request built for the rest, but calls: those go with
+    the client's own items of this request)."""
     kept = _instructions(body)
     instructions: list[str] = []
     originals: dict[str, list[JSONObject]] | None = None
@@ -255,9 +297,14 @@ def to_request(body: Request, paired: Sequence[Paired]) -> Request:
             original = item.entry.original
             out.extend(original if isinstance(original, list) else [original])
             continue
-        if originals is None and message.get("tool_calls"):
-            originals = _with_calls(body)
-        out.extend(_made(message, originals or {}))
+        if message.get("tool_calls"):
+            if originals is None:
+                originals = _with_calls(body)
+            out.extend(_made(message, originals))
+        else:
+            out.extend(_made_alone(message) if made is None else made.get(message, _made_alone))
+    if made is not None:
+        made.done()
     request: Request = {**body, "input": out}
     if instructions != ([kept] if kept is not None else []):
         request["instructions"] = "\n\n".join(t for t in instructions if t)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -15,6 +16,7 @@ from _proxy_checks import anthropic_pair_problems, anthropic_tokens, holds, last
 from _scripted_upstream import calls, text
 
 from openprogram import HISTORY_TOOLS
+from openprogram.proxy import Proxy, ProxyConfig
 
 TOOLS = [
     {
@@ -241,3 +243,38 @@ def test_the_sessions_store_only_what_is_new(running: Any, claude: anthropic.Ant
     # first five messages are not stored again
     assert (info.nodes, after.nodes - info.nodes) == (5, 8)
     assert holds(running.upstream.bodies()[-1], "src/mod_5.py")
+
+
+@pytest.mark.parametrize("budget", [12_000, 14_000])
+def test_the_newest_marks_are_kept_where_compaction_joined_a_message_to_its_parts(
+    tmp_path: Path, budget: int
+) -> None:
+    """The marks are looked for only in the messages that hold one of the client's: a
+    message whose result compaction cleared, sent with the client's marked text, is one
+    of them; the three newest such marks go up, the older ones lose theirs."""
+    history = _conversation(24, big=60)
+    for n, message in enumerate(history):
+        if message["role"] == "user" and n % 4 == 2:  # a marked note beside a result
+            note = {"type": "text", "text": f"note {n}", "cache_control": {"type": "ephemeral"}}
+            message["content"] = [*message["content"], note]
+    system = [{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}]
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 8, "system": system, "tools": TOOLS,
+            "messages": history}  # fmt: skip
+    proxy = Proxy(ProxyConfig(db=":memory:", state_dir=str(tmp_path / "s"), budget=budget))
+    try:
+        prepared = proxy.prepare("anthropic", {}, json.dumps(body).encode())
+    finally:
+        proxy.close()
+    assert prepared.event == "sent", prepared.reason
+    sent = json.loads(prepared.body)
+    blocks = [b for m in sent["messages"] for b in m["content"] if isinstance(b, dict)]
+    notes = [b["text"] for b in blocks if str(b.get("text", "")).startswith("note ")]
+    marked = [b.get("text") for b in blocks if "cache_control" in b]
+    assert len(notes) > 3 and sent["system"] == system
+    assert marked == notes[-3:]
+    joined = [  # a result compaction made, sent in one message with the client's note
+        m for m in sent["messages"]
+        if any(b.get("type") == "tool_result" and "def fn_" not in str(b["content"]) for b in m["content"])
+        and any(str(b.get("text", "")).startswith("note ") for b in m["content"])
+    ]  # fmt: skip
+    assert joined

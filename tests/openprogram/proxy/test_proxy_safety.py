@@ -146,3 +146,33 @@ def test_a_history_of_thousands_of_messages_is_rendered_not_failed_open(
     claude.messages.create(model="claude-sonnet-4-5", max_tokens=8, tools=TOOLS, messages=history)  # type: ignore[arg-type]
     claude.messages.create(model="claude-sonnet-4-5", max_tokens=8, tools=TOOLS, messages=history)  # type: ignore[arg-type]
     assert [r["event"] for r in running.proxy.records()] == ["sent", "sent"]
+
+
+def test_records_are_whole_lines_appended_from_any_thread(tmp_path: Path) -> None:
+    """Each record is one line appended with one write (from the threads that prepare and
+    finish requests at once), its text as it is (not escaped), the time first."""
+    import threading
+
+    from openprogram.proxy import Proxy, ProxyConfig
+
+    proxy = Proxy(ProxyConfig(db=str(tmp_path / "p.db")))
+    try:
+
+        def write(n: int) -> None:
+            for m in range(50):
+                proxy.record({"event": "note", "reason": f"résumé {n}-{m}", "long": "x" * 5000})
+
+        threads = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        lines = proxy.log.read_text(encoding="utf-8").splitlines()
+        assert len(lines) == 200 and all(line.startswith('{"at": "') for line in lines)
+        assert sum("résumé" in line for line in lines) == 200
+        records = proxy.records()
+        assert sorted(r["reason"] for r in records) == sorted(
+            f"résumé {n}-{m}" for n in range(4) for m in range(50)
+        )
+    finally:
+        proxy.close()
