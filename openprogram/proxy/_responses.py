@@ -16,7 +16,6 @@ rendered here, and goes as it came, with the reason (:func:`server_state`).
 from __future__ import annotations
 
 import bisect
-import json
 from collections.abc import Mapping, Sequence
 from typing import cast
 
@@ -311,12 +310,3 @@ def to_request(body: Request, paired: Sequence[Paired], made: Made | None = None
         if not request["instructions"]:
             del request["instructions"]
     return request
-
-
-def arguments_of(item: JSONObject) -> JSONObject:
-    """A ``function_call`` item's arguments as an object (``{}`` when they do not parse)."""
-    try:
-        parsed = json.loads(str(item.get("arguments") or "{}"))
-    except ValueError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
