@@ -47,6 +47,7 @@ from ._errors import (
     UnknownModel,
 )
 from ._ops._recovery import is_context_overflow, reported_tokens
+from ._prefix import equal_prefix, same_prefix
 from ._render._integrity import (
     provider_roles,
     repair_tool_pairs,
@@ -188,6 +189,7 @@ __all__ = [
     "cost_per_turn",
     "delete_session",
     "encoding_name_for",
+    "equal_prefix",
     "import_litellm",
     "is_anthropic",
     "is_context_overflow",
@@ -212,6 +214,7 @@ __all__ = [
     "repair_tool_pairs",
     "reported_tokens",
     "resolve_tiers",
+    "same_prefix",
     "scrub_session",
     "sent_prompt",
     "state_folder",

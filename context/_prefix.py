@@ -1,26 +1,50 @@
 """How far two sequences start alike, counted in C.
 
 A steady render shares almost all of its prompt with the one before (the very objects,
-mostly), so the parts that resume from the last render (the integrity passes, the receipt
-log) look for the shared start first; a Python loop over the whole history for that would
-cost what the history holds, not what changed.
+mostly), and so does each request a framework or a client resends; whatever resumes from
+the last one (the integrity passes, the receipt log, the adapters' and the proxy's kept
+conversions) looks for the shared start first. A Python loop over the whole history for
+that would cost what the history holds, not what changed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import compress, count
-from operator import is_not, ne
+from itertools import compress, count, islice
+from operator import is_not
 
 
 def same_prefix(old: Sequence[object], new: Sequence[object]) -> int:
-    """How many leading entries of ``old`` and ``new`` are the very same objects."""
+    """How many leading entries of ``old`` and ``new`` are the very same objects.
+
+    >>> a, b = {"role": "user"}, {"role": "user"}
+    >>> same_prefix([a, a, b], [a, a, a])
+    2
+    >>> same_prefix([a], [a, b])
+    1
+    """
     return next(compress(count(), map(is_not, old, new)), min(len(old), len(new)))
 
 
 def equal_prefix(old: Sequence[object], new: Sequence[object]) -> int:
-    """How many leading entries of ``old`` and ``new`` are equal (the same object is)."""
-    shared = min(len(old), len(new))
-    if old[:shared] == new[:shared]:  # one compare in C that skips the very same objects
-        return shared
-    return next(compress(count(), map(ne, old, new)), shared)
+    """How many leading entries of ``old`` and ``new`` are equal (the same object is).
+
+    The lists are compared whole first, then halved where they part: a list comparison
+    passes over the very same objects by identity, where comparing two equal entries one
+    by one would walk each of them.
+
+    >>> equal_prefix([{"a": 1}, {"b": 2}, 3], ({"a": 1}, {"b": 2}, 4, 5))
+    2
+    """
+    limit = min(len(old), len(new))
+    before, after = list(islice(old, limit)), list(islice(new, limit))
+    if before == after:
+        return limit
+    low, high = 0, limit  # the first ``low`` are shared, the first ``high`` are not
+    while high - low > 1:
+        middle = (low + high) // 2
+        if before[low:middle] == after[low:middle]:
+            low = middle
+        else:
+            high = middle
+    return low

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from itertools import compress, count
-from operator import is_not
 
 import msgspec
 
@@ -24,6 +22,7 @@ from context import (
     canonical_message,
     message_digest,
     render_receipt,
+    same_prefix,
     sent_prompt,
     tools_digest,
 )
@@ -82,7 +81,7 @@ class Receipts:
         the messages the last receipt started with are taken as they are, found in C, and
         any other message it held is looked up by identity."""
         last, last_texts, last_digests = self._sent
-        shared = _same_prefix(last, messages)
+        shared = same_prefix(last, messages)
         texts, digests = last_texts[:shared], last_digests[:shared]
         if shared < len(messages):
             at = dict(zip(map(id, last), range(len(last)), strict=True))
@@ -109,11 +108,6 @@ class Receipts:
         if receipt is None:
             return None
         return sent_prompt(self._storage, receipt) or render_receipt(engine, receipt)
-
-
-def _same_prefix(old: Sequence[object], new: Sequence[object]) -> int:
-    """How many leading entries of ``old`` and ``new`` are the very same objects (in C)."""
-    return next(compress(count(), map(is_not, old, new)), min(len(old), len(new)))
 
 
 def _bare(committed: Committed) -> tuple[MessageSource, ...]:

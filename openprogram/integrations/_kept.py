@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from context import equal_prefix, same_prefix
 from openprogram.integrations._entry import Entry
 
 __all__ = ["KeptEntries", "frozen"]
@@ -97,9 +98,7 @@ class KeptEntries:
     def _unchanged(self, objects: list[Any], last: _Kept) -> int:
         """How many of ``objects`` start as the last call's did: the very objects, with the
         values they had when they were converted."""
-        same = list(map(operator.is_, objects, last.objects))
-        same.append(False)
-        shared = same.index(False)
+        shared = same_prefix(objects, last.objects)
         if not shared:
             return 0
         snapshots = last.snapshots[:shared]
@@ -111,11 +110,9 @@ class KeptEntries:
             # kept alive together would be promoted through the collector's generations).
             elif all(map(operator.eq, map(self._state, objects[:shared]), snapshots)):
                 return shared
-            equal = list(map(operator.eq, map(self._state, objects[:shared]), snapshots))
+            return equal_prefix(list(map(self._state, objects[:shared])), snapshots)
         except Exception:  # an object whose state cannot be read: looked at one by one
             return 0
-        equal.append(False)
-        return equal.index(False)
 
     def _rest(self, now: _Kept, objects: list[Any], last: _Kept | None) -> None:
         """Convert ``objects`` (those after the shared start), each kept from the last call

@@ -26,6 +26,7 @@ from langchain_core.messages import (
     convert_to_openai_messages,
 )
 
+from context import same_prefix
 from graph import ChatMessage
 from openprogram.integrations._entry import Entry, Paired
 from openprogram.integrations._kept import frozen
@@ -235,11 +236,9 @@ class Outgoing:
 def _shared(paired: Sequence[Paired], last: _Sent) -> int:
     """How many pairs at the start are the last call's or show the same entry at the same
     place (compared in C: the same pairs first, the entries after the first other pair)."""
-    same = list(map(operator.is_, paired, last.paired))
-    try:
-        shared = same.index(False)
-    except ValueError:
-        return len(same)
+    shared = same_prefix(paired, last.paired)
+    if shared == min(len(paired), len(last.paired)):
+        return shared
     rest = paired[shared:]
     same = list(
         map(

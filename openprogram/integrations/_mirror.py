@@ -31,7 +31,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import cast
 
-from context import Rendered
+from context import Rendered, same_prefix
 from graph import ChatMessage, Node, Tool, ToolCall, ToolSchema, dialogue_message
 from openprogram._runtime._config import ADAPTERS
 from openprogram._runtime._session import Session
@@ -42,7 +42,6 @@ from openprogram.integrations._heads import behind, move
 from openprogram.integrations._models import record_model
 from openprogram.integrations._pairing import Pairing
 from openprogram.integrations._steps import Step as _Step
-from openprogram.integrations._steps import shared_start as _shared
 from openprogram.tracing import traced_render
 
 __all__ = ["NAMESPACE", "Entry", "Mirror", "Paired"]
@@ -197,7 +196,7 @@ class Mirror:
     def _digests(self, entries: Sequence[Entry]) -> list[str]:
         """The digest of each entry: the last sync's for the very entries it started with."""
         last, digests = self._digested
-        same = _shared(entries, last)
+        same = same_prefix(entries, last)
         digests = digests[:same]
         digests += [entry.digest for entry in entries[same:]]
         self._digested = (list(entries), digests)
@@ -292,7 +291,7 @@ class Mirror:
         that start are the ones found then, at the same places (those from its end on are
         looked up again)."""
         walked, found = self._walked
-        same = _shared(steps, walked)
+        same = same_prefix(steps, walked)
         kept = [(at, step) for at, step in found if at < same]
         self._path, self._system = list(steps[:same]), [step for _, step in kept]
         parent = steps[same - 1].head if same else self._base

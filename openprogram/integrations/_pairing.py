@@ -15,11 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from context import MessageSource, Rendered
+from context import MessageSource, Rendered, equal_prefix, same_prefix
 from graph import ChatMessage
 from openprogram.integrations._calls import FrameworkIds
 from openprogram.integrations._entry import Entry, Paired, other_ids
-from openprogram.integrations._steps import shared_start as _shared
 
 __all__ = ["Pairing"]
 
@@ -113,12 +112,9 @@ class Pairing:
         showing entries of the path both calls share."""
         if now.framework_ids is not last.framework_ids or now.system != last.system:
             return 0
-        start = _shared(now.messages, last.messages)
-        if now.keys[:start] != last.keys[:start]:
-            equal = list(map(operator.eq, now.keys[:start], last.keys[:start]))
-            equal.append(False)
-            start = equal.index(False)
-        shown = min(_shared(now.path, last.path), len(now.entries), len(last.entries))
+        start = same_prefix(now.messages, last.messages)
+        start = equal_prefix(now.keys[:start], last.keys[:start])
+        shown = min(same_prefix(now.path, last.path), len(now.entries), len(last.entries))
         # the last message before which every pair shows an entry of the shared path
         return min(start, bisect.bisect_left(last.top, shown, 0, start + 1) - 1)
 
@@ -127,13 +123,11 @@ class Pairing:
         """Take the last call's pairs of the first ``start`` messages (each pointed at this
         call's entry where the entries are other objects holding the same); how many
         messages that covers."""
-        same = _shared(now.entries, last.entries)
+        same = same_prefix(now.entries, last.entries)
         end = last.top[start] + 1
         if end > same:  # other entry objects: where they hold another message, stop before
             digests = list(map(_DIGEST, now.entries[same:end]))
-            differ = list(map(operator.ne, digests, map(_DIGEST, last.entries[same:end])))
-            differ.append(True)
-            changed = same + differ.index(True)
+            changed = same + equal_prefix(digests, list(map(_DIGEST, last.entries[same:end])))
             start = min(start, bisect.bisect_left(last.top, changed, 0, start + 1) - 1)
         count = last.out[start]
         paired, at = last.paired[:count], last.at[:count]
@@ -202,7 +196,7 @@ def _framework_ids(path: list[Step], last: _Last | None) -> dict[str, str]:
     if last is None:
         return _mapped(path)
     old = last.framework_ids
-    if _shared(path, last.path) == len(last.path):
+    if same_prefix(path, last.path) == len(last.path):
         added = _mapped(path[len(last.path) :])
         if all(old.get(graph_id, graph_id) == mine for graph_id, mine in added.items()):
             return old

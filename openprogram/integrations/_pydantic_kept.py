@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelResponse
 
+from context import equal_prefix, same_prefix
 from openprogram.integrations._entry import Entry
 from openprogram.integrations._kept import frozen
 
@@ -111,17 +112,17 @@ class _Seen:
         try:
             tops = list(map(vars, messages))
             if self.tops[:count] != tops:
-                count = _first_other(self.tops, tops)
+                count = equal_prefix(self.tops, tops)
             parts = list(map(vars, itertools.chain.from_iterable(map(_parts, messages[:count]))))
             if self.parts[: self.ends[count][0]] != parts:
                 ends = [end[0] for end in self.ends]
-                count = bisect.bisect_right(ends, _first_other(self.parts, parts)) - 1
+                count = bisect.bisect_right(ends, equal_prefix(self.parts, parts)) - 1
             usages = list(
                 map(vars, map(_usage, itertools.compress(messages[:count], self.responses)))
             )
             if self.usages[: self.ends[count][1]] != usages:
                 ends = [end[1] for end in self.ends]
-                count = bisect.bisect_right(ends, _first_other(self.usages, usages)) - 1
+                count = bisect.bisect_right(ends, equal_prefix(self.usages, usages)) - 1
         except TypeError:  # an object without fields of its own
             return 0
         return count
@@ -155,12 +156,6 @@ class _Seen:
         )
 
 
-def _first_other(kept: list[Any], now: list[Any]) -> int:
-    """The index of the first value of ``now`` that differs from ``kept``'s."""
-    same = list(map(operator.eq, kept, now))
-    return same.index(False) if False in same else len(same)
-
-
 class KeptMessages:
     """The entries of Pydantic AI messages, converted by ``convert`` the first time a
     message is seen and again only when it changed (see the module docstring). Histories
@@ -185,8 +180,7 @@ class KeptMessages:
             seen = self._seen.get(key)
             if seen is None or not seen.messages or seen.messages[0] is not messages[0]:
                 seen = self._last  # a history not seen yet, or a window moved on
-        same = list(map(operator.is_, messages, seen.messages))
-        shared = same.index(False) if False in same else len(same)
+        shared = same_prefix(messages, seen.messages)
         if shared:
             shared = seen.unchanged(messages[:shared])
         now = seen.head(shared)

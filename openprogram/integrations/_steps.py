@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import operator
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Step", "shared_start"]
+__all__ = ["Step"]
 
 
 @dataclass
@@ -33,11 +31,3 @@ class Step:
     def load(cls, text: str) -> Step:
         digest, node, head, parent, calls = json.loads(text)
         return cls(digest, node, head, parent, {k: list(v) for k, v in calls.items()})
-
-
-def shared_start(a: Sequence[object], b: Sequence[object]) -> int:
-    """How many of the first elements of ``a`` and ``b`` are the very same objects, found in
-    C (a framework resends its history as the objects it holds)."""
-    same = list(map(operator.is_, a, b))
-    same.append(False)
-    return same.index(False)

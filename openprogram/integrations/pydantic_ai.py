@@ -26,7 +26,6 @@ import contextlib
 import dataclasses
 import hashlib
 import json
-import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -57,6 +56,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
+from context import same_prefix
 from graph import ChatMessage, ToolCall, ToolSchema
 from openprogram._runtime._session import Session
 from openprogram.integrations._history import history_functions
@@ -325,8 +325,7 @@ class _Outgoing:
 
     def messages(self, paired: list[Paired]) -> list[ModelMessage]:
         last_paired, last_messages, last_ends, last_made = self._last
-        same = list(map(operator.is_, paired, last_paired))
-        shared = same.index(False) if False in same else len(same)
+        shared = same_prefix(paired, last_paired)
         # a message is kept when the pair after its last one is shared too (so it ends there
         # this time as well): never the last request's last message, which Pydantic AI wrote
         # on, and never this request's last, which is made here

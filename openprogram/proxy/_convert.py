@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from context import equal_prefix
 from graph import ToolSchema
 from openprogram.integrations._mirror import Entry
 
@@ -61,23 +62,6 @@ class Made:
         self._last, self._now = self._now, {}
 
 
-def shared_prefix(old: Sequence[object], new: Sequence[object]) -> int:
-    """How many values ``old`` and ``new`` share from the start (the same, or equal),
-    compared in C: a list comparison passes over the same objects by identity."""
-    limit = min(len(old), len(new))
-    before, after = list(old[:limit]), list(new[:limit])
-    if before == after:
-        return limit
-    low, high = 0, limit  # the first low are shared, the first high are not
-    while high - low > 1:
-        middle = (low + high) // 2
-        if before[low:middle] == after[low:middle]:
-            low = middle
-        else:
-            high = middle
-    return low
-
-
 def convert(
     messages: Sequence[object], entries_of: EntriesOf, previous: Converted | None, offset: int = 0
 ) -> tuple[list[Entry], list[list[Entry]]]:
@@ -87,7 +71,7 @@ def convert(
     entries: list[Entry] = []
     shared = 0
     if previous is not None:
-        shared = shared_prefix(previous.messages, messages)
+        shared = equal_prefix(previous.messages, messages)
         parts.extend(previous.parts[:shared])
         whole = shared == len(previous.parts)
         entries.extend(previous.entries if whole else previous.entries[: sum(map(len, parts))])

@@ -19,6 +19,7 @@ import bisect
 from collections.abc import Mapping, Sequence
 from typing import cast
 
+from context import equal_prefix
 from graph import ChatMessage, FunctionCall, FunctionSchema, ToolCall, ToolSchema
 from openprogram._errors import MalformedMessage
 from openprogram._json import JSONObject, obj, objects
@@ -31,7 +32,6 @@ from openprogram.proxy._convert import (
     convert,
     first_user,
     plain_text,
-    shared_prefix,
 )
 
 __all__ = ["from_request", "peek", "server_state", "to_request"]
@@ -106,7 +106,7 @@ def _regrouped(items: list[object], previous: Converted | None) -> tuple[list[ob
     the last of those, which a new item may join)."""
     if previous is None or not previous.items:
         return _grouped(items, 0)
-    shared = shared_prefix(previous.items, items)
+    shared = equal_prefix(previous.items, items)
     kept = bisect.bisect_left(previous.ends, shared)  # those that end before it
     start = previous.ends[kept - 1] if kept else 0
     groups, ends = _grouped(items, start)
