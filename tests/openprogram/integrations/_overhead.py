@@ -99,29 +99,17 @@ def _langchain(adapter: bool, db: Path) -> Callable[[], Any]:
 
 
 def _openai_agents(adapter: bool, db: Path) -> Callable[[], Any]:
-    from agents import Agent, Model, ModelResponse, Runner, set_tracing_disabled
-    from agents.usage import Usage
-    from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+    from _agents_fakes import Answering
+    from agents import Agent, Runner, set_tracing_disabled
 
     from openprogram.integrations.openai_agents import OpenProgramSession
 
     set_tracing_disabled(True)
 
-    class Answering(Model):
-        async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
-            part = ResponseOutputText(type="output_text", text=ANSWER, annotations=[])
-            message = ResponseOutputMessage(
-                id="msg", type="message", role="assistant", status="completed", content=[part]
-            )
-            return ModelResponse(output=[message], usage=Usage(), response_id=None)
-
-        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-            raise NotImplementedError
-
     history: list[Any] = []
     for question, answer in texts():
         history += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
-    agent = Agent("helper", instructions=SYSTEM, model=Answering())
+    agent = Agent("helper", instructions=SYSTEM, model=Answering(ANSWER, record=False))
     if not adapter:
         items = [*history, {"role": "user", "content": "And the next one?"}]
         return lambda: Runner.run_sync(agent, items).final_output

@@ -101,28 +101,15 @@ def test_openai_agents_an_item_edited_in_place_is_sent_and_stored(tmp_path: Path
     rendered, sent and stored as edited, on a new branch (the session's list, what the SDK
     wrote, stays as it was); the next call, unedited, goes out with the SDK's own items."""
     pytest.importorskip("agents")
-    from agents import Agent, Model, ModelResponse, RunConfig, Runner, set_tracing_disabled
+    from _agents_fakes import Answering
+    from agents import Agent, RunConfig, Runner, set_tracing_disabled
     from agents.run_config import CallModelData, ModelInputData
-    from agents.usage import Usage
-    from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 
     from openprogram.integrations.openai_agents import OpenProgramSession
 
     set_tracing_disabled(True)
-    received: list[list[Any]] = []
-
-    class Answering(Model):
-        async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
-            received.append(list(kwargs["input"]))
-            part = ResponseOutputText(type="output_text", text="ok", annotations=[])
-            message = ResponseOutputMessage(
-                id="m", type="message", role="assistant", status="completed", content=[part]
-            )
-            return ModelResponse(output=[message], usage=Usage(), response_id=None)
-
-        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-            raise NotImplementedError
-
+    model = Answering()
+    received = model.received
     session = Session(tmp_path / "op.db", budget=50_000)
     memory = OpenProgramSession(session)
     edit = False
@@ -134,7 +121,7 @@ def test_openai_agents_an_item_edited_in_place_is_sent_and_stored(tmp_path: Path
         given.append(list(data.model_data.input))
         return await memory.input_filter(data)
 
-    agent = Agent("a", model=Answering())
+    agent = Agent("a", model=model)
     config = RunConfig(call_model_input_filter=editing)
     for question in ("first", "second"):
         Runner.run_sync(agent, question, session=memory, run_config=config)

@@ -164,23 +164,16 @@ def test_a_langchain_thread_continues_alike_on_an_imported_database(tmp_path: Pa
 
 def test_an_agents_sdk_session_continues_alike_on_an_imported_database(tmp_path: Path) -> None:
     pytest.importorskip("agents")
+    from _agents_fakes import say
     from agents import Agent, Model, ModelResponse, function_tool, set_tracing_disabled
     from agents.usage import Usage
     from openai.types.responses import (
         ResponseFunctionToolCall,
-        ResponseOutputMessage,
-        ResponseOutputText,
     )
 
     from openprogram.integrations.openai_agents import OpenProgramSession
 
     set_tracing_disabled(True)
-
-    def say(text: str) -> ResponseOutputMessage:
-        part = ResponseOutputText(type="output_text", text=text, annotations=[])
-        return ResponseOutputMessage(
-            id="msg", type="message", role="assistant", status="completed", content=[part]
-        )
 
     class Scripted(Model):
         def __init__(self, lookups: int) -> None:

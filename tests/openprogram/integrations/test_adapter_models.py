@@ -100,37 +100,20 @@ def test_the_agents_sdk_session_records_its_model(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pytest.importorskip("agents")
-    from agents import Agent, Model, ModelResponse, RunConfig, set_tracing_disabled
-    from agents.usage import Usage
-    from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+    from _agents_fakes import Answering
+    from agents import Agent, RunConfig, set_tracing_disabled
 
     from openprogram.integrations.openai_agents import OpenProgramSession
 
     set_tracing_disabled(True)
 
-    class Named(Model):
-        """A scripted model that names itself as the SDK's OpenAI models do (``model``)."""
-
-        def __init__(self, model: str) -> None:
-            self.model = model
-
-        async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
-            part = ResponseOutputText(type="output_text", text="ok", annotations=[])
-            message = ResponseOutputMessage(
-                id="m", type="message", role="assistant", status="completed", content=[part]
-            )
-            return ModelResponse(output=[message], usage=Usage(), response_id=None)
-
-        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-            raise NotImplementedError
-
     session = Session(tmp_path / "op.db")
     memory = OpenProgramSession(session)
-    agent = Agent("helper", model=Named("gpt-4o"))
+    agent = Agent("helper", model=Answering(model="gpt-4o"))
 
     def run(model: str) -> None:
         # the run configuration's model wins over the agent's, as in the SDK
-        config = RunConfig(model=Named(model)) if model != "gpt-4o" else None
+        config = RunConfig(model=Answering(model=model)) if model != "gpt-4o" else None
         asyncio.run(memory.run(agent, "Go on.", run_config=config))
 
     _check(capsys, session, run)

@@ -18,9 +18,8 @@ from hypothesis import strategies as st
 
 pytest.importorskip("agents")
 
-from agents import Agent, Model, ModelResponse, set_tracing_disabled
-from agents.usage import Usage
-from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+from _agents_fakes import Answering
+from agents import Agent, set_tracing_disabled
 
 from openprogram import Session
 from openprogram.integrations.openai_agents import OpenProgramSession, to_entries
@@ -32,18 +31,6 @@ LIVE, ADDED, ITEMS = "openai_agents.live", "openai_agents.live.added", "openai_a
 def _no_tracing() -> Iterator[None]:
     set_tracing_disabled(True)
     yield
-
-
-class Answering(Model):
-    async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
-        part = ResponseOutputText(type="output_text", text="Noted.", annotations=[])
-        message = ResponseOutputMessage(
-            id="msg", type="message", role="assistant", status="completed", content=[part]
-        )
-        return ModelResponse(output=[message], usage=Usage(), response_id=None)
-
-    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
 
 
 def _history(rounds: int) -> list[Any]:
@@ -61,7 +48,7 @@ def test_a_run_appends_what_it_adds_and_readers_get_the_sdks_items(tmp_path: Pat
     db = tmp_path / "op.db"
     session = Session(db, "s")
     memory = OpenProgramSession(session)
-    agent = Agent("helper", instructions="Be brief.", model=Answering())
+    agent = Agent("helper", instructions="Be brief.", model=Answering("Noted."))
     asyncio.run(memory.add_items(_history(50)))
     base = session.store.get_values("s", LIVE, ["s"])["s"]
     assert len(json.loads(base)["keys"]) == 100
@@ -135,7 +122,7 @@ def test_each_read_is_a_copy_of_its_own(tmp_path: Path) -> None:
     read[1]["content"][0]["text"] = "changed"
     assert asyncio.run(memory.get_items()) == items
     assert asyncio.run(memory.get_items(limit=1)) == items[2:]
-    memory.run_sync(Agent("a", model=Answering()), "next")
+    memory.run_sync(Agent("a", model=Answering("Noted.")), "next")
     assert _items(tmp_path / "op.db")[:3] == items
 
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("agents")
 
+from _agents_fakes import say
 from agents import (
     Agent,
     FunctionTool,
@@ -33,8 +34,6 @@ from agents.models.chatcmpl_converter import Converter
 from agents.usage import Usage
 from openai.types.responses import (
     ResponseFunctionToolCall,
-    ResponseOutputMessage,
-    ResponseOutputText,
 )
 
 from openprogram import Session
@@ -56,13 +55,6 @@ def _no_tracing() -> Iterator[None]:
 def call(call_id: str, name: str = "lookup", **args: Any) -> ResponseFunctionToolCall:
     return ResponseFunctionToolCall(
         type="function_call", call_id=call_id, name=name, arguments=json.dumps(args)
-    )
-
-
-def say(text: str) -> ResponseOutputMessage:
-    part = ResponseOutputText(type="output_text", text=text, annotations=[])
-    return ResponseOutputMessage(
-        id="msg", type="message", role="assistant", status="completed", content=[part]
     )
 
 
