@@ -119,6 +119,24 @@ def _openai_agents(adapter: bool, db: Path) -> Callable[[], Any]:
     return lambda: memory.run_sync(agent, "And the next one?").final_output
 
 
+def agents_sdk_own_session(db: Path) -> Callable[[], Any]:
+    """The Agents SDK's request over its own ``SQLiteSession`` holding the same history: what
+    any SDK ``Session`` costs the run (its reading, deduplication and normalisation of the
+    1,000 items), to set the adapter's figure beside."""
+    from _agents_fakes import Answering
+    from agents import Agent, Runner, SQLiteSession, set_tracing_disabled
+
+    set_tracing_disabled(True)
+    history: list[Any] = []
+    for question, answer in texts():
+        history += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+    agent = Agent("helper", instructions=SYSTEM, model=Answering(ANSWER, record=False))
+    memory = SQLiteSession(THREAD_ID, db)
+    if not asyncio.run(memory.get_items()):
+        asyncio.run(memory.add_items(history))
+    return lambda: Runner.run_sync(agent, "And the next one?", session=memory).final_output
+
+
 def request(framework: str, adapter: bool, db: Path) -> Callable[[], Any]:
     """One request of ``framework``'s agent, built once (see the module docstring)."""
     build = {"pydantic_ai": _pydantic_ai, "langchain": _langchain, "openai_agents": _openai_agents}

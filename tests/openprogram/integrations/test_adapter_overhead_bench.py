@@ -22,7 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _overhead import ANSWER, FRAMEWORKS, MESSAGES, collect_leftovers, open_session, request
+from _overhead import (
+    ANSWER,
+    FRAMEWORKS,
+    MESSAGES,
+    agents_sdk_own_session,
+    collect_leftovers,
+    open_session,
+    request,
+)
 
 MODULES = {"pydantic_ai": "pydantic_ai", "langchain": "langchain", "openai_agents": "agents"}
 pytestmark = pytest.mark.filterwarnings(
@@ -60,6 +68,15 @@ def test_bench_adapter_request(benchmark: Any, tmp_path: Path, framework: str, m
     assert answer == ANSWER
     if mode == "adapter":
         assert _stored(db) >= MESSAGES
+
+
+def test_bench_agents_sdk_own_session_request(benchmark: Any, tmp_path: Path) -> None:
+    """The Agents SDK over its own ``SQLiteSession`` with the same history: the part of the
+    adapter's figure any SDK ``Session`` pays (``openai_agents-alone`` passes the list)."""
+    pytest.importorskip("agents")
+    run = agents_sdk_own_session(tmp_path / "sdk.db")
+    assert run() == ANSWER
+    assert benchmark.pedantic(run, rounds=30, iterations=1, warmup_rounds=2) == ANSWER
 
 
 @pytest.mark.parametrize("mode", ["alone", "adapter"])
