@@ -37,7 +37,7 @@ def equal_prefix(old: Sequence[object], new: Sequence[object]) -> int:
     2
     """
     limit = min(len(old), len(new))
-    before, after = list(islice(old, limit)), list(islice(new, limit))
+    before, after = _first(old, limit), _first(new, limit)
     if before == after:
         return limit
     low, high = 0, limit  # the first ``low`` are shared, the first ``high`` are not
@@ -48,3 +48,11 @@ def equal_prefix(old: Sequence[object], new: Sequence[object]) -> int:
         else:
             high = middle
     return low
+
+
+def _first(values: Sequence[object], count: int) -> list[object]:
+    """The first ``count`` of ``values`` as a list: ``values`` itself, not a copy, when it is
+    a list of that length (it is only compared and sliced here, never changed)."""
+    if type(values) is list and len(values) == count:
+        return values
+    return list(islice(values, count))

@@ -127,12 +127,7 @@ def _continued(kept: _Kept, shared: int, raw: bytes) -> tuple[_Kept, object] | N
         after = {name: msgspec.json.decode(value) for name, value in members.items()}
     except (msgspec.DecodeError, KeyError):
         return None
-    ends = list(kept.ends[:shared])
-    at = start
-    for item in new:
-        written = bytes(item)
-        at = raw.index(written, at) + len(written)
-        ends.append(at)
+    ends = [*kept.ends[:shared], *_item_ends(raw, new, start)]
     items = (*kept.items[:shared], *(msgspec.json.decode(item) for item in new))
     body = {**kept.head, kept.key: list(items), **after}
     return _Kept(raw, kept.key, kept.head, items, ends), body
@@ -147,9 +142,14 @@ def _whole(body: object, raw: bytes, key: str) -> _Kept | None:
     if raw.find(listed, start + 1) >= 0:  # the same bytes twice: which one is the list?
         return None
     head = msgspec.json.decode(raw[:start] + b"[]}")
-    ends, at = [], start
-    for item in _ITEMS.decode(listed):
+    return _Kept(raw, key, head, tuple(items), _item_ends(raw, _ITEMS.decode(listed), start))
+
+
+def _item_ends(raw: bytes, items: Sequence[msgspec.Raw], at: int) -> list[int]:
+    """Where each of ``items`` (in order, the first at or after ``at``) ends in ``raw``."""
+    ends = []
+    for item in items:
         written = bytes(item)
         at = raw.index(written, at) + len(written)
         ends.append(at)
-    return _Kept(raw, key, head, tuple(items), ends)
+    return ends

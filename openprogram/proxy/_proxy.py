@@ -125,10 +125,9 @@ class Proxy:
         self._sessions: dict[str, tuple[Session, Mirror]] = {}
         self._bodies = KeptBodies()
         """The last bodies decoded (the next decodes only past the bytes it repeats)."""
-        self._converted: dict[tuple[str, str], Converted] = {}
-        """Each conversation's last request, converted (the next converts only what is new)."""
-        self._made: dict[tuple[str, str], Made] = {}
-        """What each conversation's last request built for the messages compaction made."""
+        self._converted: dict[tuple[str, str], tuple[Converted, Made]] = {}
+        """Each conversation's last request, converted (the next converts only what is new),
+        and what it built for the messages compaction made."""
         self._schemas: list[ToolSchema] | None = None
         self._windows: dict[str, _compact.Window | None] = {}
         self._lock = threading.Lock()
@@ -201,14 +200,11 @@ class Proxy:
                     body = _compact.expand(body, self._window(session))
                 # by protocol too: one conversation's messages may look alike on two wires
                 key = (protocol, conversation.session)
-                converted = wire.from_request(body, self._converted.pop(key, None))
-                self._converted[key] = converted
-                made = self._made.pop(key, None) or Made()
-                self._made[key] = made
+                previous, made = self._converted.pop(key, (None, Made()))
+                converted = wire.from_request(body, previous)
+                self._converted[key] = (converted, made)
                 while len(self._converted) > KEPT_CONVERSIONS:
                     del self._converted[next(iter(self._converted))]
-                while len(self._made) > KEPT_CONVERSIONS:
-                    del self._made[next(iter(self._made))]
                 ours = self._offered(protocol, body, session)
                 paired = mirror.render(
                     converted.entries,

@@ -98,18 +98,24 @@ def _langchain(adapter: bool, db: Path) -> Callable[[], Any]:
     return lambda: agent.invoke(request, THREAD)["messages"][-1].content  # type: ignore[call-overload]
 
 
-def _openai_agents(adapter: bool, db: Path) -> Callable[[], Any]:
+def _agents_sdk() -> tuple[Any, list[Any]]:
+    """The Agents SDK's agent on its fake model, with tracing off, and the history as items."""
     from _agents_fakes import Answering
-    from agents import Agent, Runner, set_tracing_disabled
-
-    from openprogram.integrations.openai_agents import OpenProgramSession
+    from agents import Agent, set_tracing_disabled
 
     set_tracing_disabled(True)
-
     history: list[Any] = []
     for question, answer in texts():
         history += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
-    agent = Agent("helper", instructions=SYSTEM, model=Answering(ANSWER, record=False))
+    return Agent("helper", instructions=SYSTEM, model=Answering(ANSWER, record=False)), history
+
+
+def _openai_agents(adapter: bool, db: Path) -> Callable[[], Any]:
+    from agents import Runner
+
+    from openprogram.integrations.openai_agents import OpenProgramSession
+
+    agent, history = _agents_sdk()
     if not adapter:
         items = [*history, {"role": "user", "content": "And the next one?"}]
         return lambda: Runner.run_sync(agent, items).final_output
@@ -123,14 +129,9 @@ def agents_sdk_own_session(db: Path) -> Callable[[], Any]:
     """The Agents SDK's request over its own ``SQLiteSession`` holding the same history: what
     any SDK ``Session`` costs the run (its reading, deduplication and normalisation of the
     1,000 items), to set the adapter's figure beside."""
-    from _agents_fakes import Answering
-    from agents import Agent, Runner, SQLiteSession, set_tracing_disabled
+    from agents import Runner, SQLiteSession
 
-    set_tracing_disabled(True)
-    history: list[Any] = []
-    for question, answer in texts():
-        history += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
-    agent = Agent("helper", instructions=SYSTEM, model=Answering(ANSWER, record=False))
+    agent, history = _agents_sdk()
     memory = SQLiteSession(THREAD_ID, db)
     if not asyncio.run(memory.get_items()):
         asyncio.run(memory.add_items(history))

@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -105,7 +106,6 @@ def _conversation(wire: str, budget: int, plan: list[tuple[str, int]], tmp: Path
             # so it decodes, converts and builds each request whole (what reuse must equal)
             whole._bodies = type(whole._bodies)()
             whole._converted.clear()
-            whole._made.clear()
             sent = kept.prepare(wire, SESSION, raw)
             expected = whole.prepare(wire, SESSION, raw)
             assert sent.event == expected.event == "sent", (sent.reason, expected.reason)
@@ -120,24 +120,15 @@ def _conversation(wire: str, budget: int, plan: list[tuple[str, int]], tmp: Path
         whole.close()
 
 
+@pytest.mark.parametrize("wire", ["responses", "anthropic"])
 @settings(
     max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(plan=steps, budget=st.sampled_from([2_500, 100_000]))
-def test_a_responses_conversation_goes_up_as_if_each_request_were_read_whole(
-    tmp_path: Path, plan: list[tuple[str, int]], budget: int
+def test_a_conversation_goes_up_as_if_each_request_were_read_whole(
+    tmp_path: Path, wire: str, plan: list[tuple[str, int]], budget: int
 ) -> None:
-    _conversation("responses", budget, plan, tmp_path)
-
-
-@settings(
-    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(plan=steps, budget=st.sampled_from([2_500, 100_000]))
-def test_an_anthropic_conversation_goes_up_as_if_each_request_were_read_whole(
-    tmp_path: Path, plan: list[tuple[str, int]], budget: int
-) -> None:
-    _conversation("anthropic", budget, plan, tmp_path)
+    _conversation(wire, budget, plan, tmp_path)
 
 
 def test_an_old_item_changed_in_place_goes_up_changed(tmp_path: Path) -> None:
